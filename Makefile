@@ -1,0 +1,41 @@
+# One entry point for humans and CI. Every target installs what it needs
+# first (idempotent), so a fresh clone needs only Python 3.11, Node.js and make.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+export CDK_DISABLE_CLI_TELEMETRY := true
+export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+
+.PHONY: setup synth test bench docs clean
+
+setup: $(STAMP) node_modules/.installed
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+node_modules/.installed: package.json
+	npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Synthesize the platform (SPEC=path/to/spec.yaml, default: the embedded example).
+synth: setup
+	cdk synth --quiet $(if $(SPEC),-c spec=$(SPEC)) > /dev/null
+	@echo "synthesized $(if $(SPEC),$(SPEC),examples/default.yaml) into cdk.out/"
+
+test: setup
+	$(PY) -m pytest -n 2 --dist loadgroup
+
+bench: setup
+	$(PY) -m benchmarks
+
+docs: setup
+	$(PY) -m infra docs
+
+clean:
+	rm -rf cdk.out .pytest_cache

@@ -1,0 +1,55 @@
+"""Docs rendered from the project's data tables (single source of truth)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from infra.instance_types import INSTANCE_TYPES
+
+
+def instance_types_md() -> str:
+    rows = [
+        "# Instance types",
+        "",
+        "Generated from `infra/instance_types.py` by `python -m infra docs`; do not edit by hand.",
+        "",
+        "| type | arch | vCPU | memory GiB | accelerators | accel. memory GiB | network cards | EFA cards "
+        "| EFA Gbps/card | network Gbps | EFA layout | NVMe | UltraServer |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in INSTANCE_TYPES.values():
+        accel = f"{t.accelerator_count}x {t.accelerator_model}" if t.is_accelerated else "-"
+        nvme = f"{t.nvme_count}x {t.nvme_gb} GB" if t.nvme_count else "-"
+        ultra = f"{t.ultraserver.name} ({t.ultraserver.instances})" if t.ultraserver else "-"
+        rows.append(
+            f"| {t.name} | {t.arch} | {t.vcpus} | {t.memory_gib} | {accel} | {t.accelerator_memory_gib or '-'} "
+            f"| {t.network_cards} | {t.efa_count or '-'} | {t.efa_gbps_per_card or '-'} | {t.network_gbps} "
+            f"| {t.efa_layout.value} | {nvme} | {ultra} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+# name -> renderer; other packages add their generated pages here.
+PAGES: dict[str, Callable[[], str]] = {
+    "instance-types.md": instance_types_md,
+}
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file so a crash never leaves it half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def write_all(out: Path) -> list[Path]:
+    written = []
+    for name, render in PAGES.items():
+        write_atomic(out / name, render())
+        written.append(out / name)
+    return written

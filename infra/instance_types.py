@@ -1,0 +1,199 @@
+"""The instance type table: the single source of hardware facts.
+
+Launch templates (EFA layout, RAID0 of instance-store NVMe), spec validation
+(accelerators per node, UltraServer sizes), Kueue quotas, the job-submission CLI,
+the node agent (expected device counts, bandwidth floors) and the generated docs
+all read this table. Nothing else in the project hard-codes a hardware number.
+
+Figures follow the EC2 accelerated-computing instance specifications. Edit here
+and everything downstream follows; `python -m infra docs` regenerates the table
+in ``docs/instance-types.md``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Accelerator(str, Enum):
+    NONE = "none"
+    NVIDIA = "nvidia"
+    NEURON = "neuron"
+
+
+class EfaLayout(str, Enum):
+    """How a launch template lays EFA interfaces over network cards.
+
+    STANDARD: card 0 device 0 is the ENA primary interface; card 0 device 1 an
+        efa-only interface when card 0 takes EFA; every further EFA-capable card
+        gets one efa-only interface at device 0 (EC2's recommended layout for
+        multi-card instances, including P5/P5e/P5en, P6-B200, Trn1/Trn2).
+    GB200: P6e-GB200 card rules: EFA cards come in pairs; the first card of
+        each pair carries an efa interface (EFA + ENA, for IP traffic), the second
+        an efa-only interface; card 0 holds the primary ENA interface.
+    NONE: no EFA; one ENA primary interface.
+    """
+
+    STANDARD = "standard"
+    GB200 = "gb200"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class UltraServer:
+    """An UltraServer type: several instances joined by an accelerator fabric."""
+
+    name: str
+    instances: int
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    vcpus: int
+    memory_gib: int
+    arch: str  # "x86_64" or "arm64"
+    accelerator: Accelerator = Accelerator.NONE
+    accelerator_model: str = ""
+    accelerator_count: int = 0
+    accelerator_memory_gib: int = 0  # per device
+    network_cards: int = 1
+    efa_cards: tuple[int, ...] = ()  # indices of network cards that take EFA
+    efa_gbps_per_card: int = 0
+    network_gbps: int = 0  # total instance bandwidth
+    efa_layout: EfaLayout = EfaLayout.NONE
+    nvme_count: int = 0
+    nvme_gb: int = 0  # per device
+    ultraserver: UltraServer | None = None
+    # Single-node all-reduce bus bandwidth (GB/s) a healthy node must reach in
+    # the deep health check; 0 = no NCCL check for this type.
+    allreduce_busbw_floor_gbs: int = 0
+
+    @property
+    def efa_count(self) -> int:
+        """EFA devices the node exposes (``vpc.amazonaws.com/efa``)."""
+        return len(self.efa_cards)
+
+    @property
+    def efa_supported(self) -> bool:
+        return self.efa_count > 0
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def is_accelerated(self) -> bool:
+        return self.accelerator is not Accelerator.NONE
+
+    @property
+    def device_resource(self) -> str | None:
+        """Kubernetes extended resource name of the accelerator, if any."""
+        return {
+            Accelerator.NVIDIA: "nvidia.com/gpu",
+            Accelerator.NEURON: "aws.amazon.com/neuron",
+        }.get(self.accelerator)
+
+    @property
+    def nvme_total_gb(self) -> int:
+        return self.nvme_count * self.nvme_gb
+
+
+def _cards(n: int) -> tuple[int, ...]:
+    return tuple(range(n))
+
+
+def _nv(name, model, count, mem, vcpus, ram, cards, efa, per_card, total, layout, nvme, nvme_gb,
+        arch="x86_64", ultra=None, busbw=0):
+    return InstanceType(
+        name=name, vcpus=vcpus, memory_gib=ram, arch=arch, accelerator=Accelerator.NVIDIA,
+        accelerator_model=model, accelerator_count=count, accelerator_memory_gib=mem,
+        network_cards=cards, efa_cards=efa, efa_gbps_per_card=per_card, network_gbps=total,
+        efa_layout=layout, nvme_count=nvme, nvme_gb=nvme_gb, ultraserver=ultra,
+        allreduce_busbw_floor_gbs=busbw,
+    )
+
+
+def _trn(name, model, mem, cards, per_card, total, nvme, nvme_gb, ram, vcpus=128, count=16, ultra=None):
+    return InstanceType(
+        name=name, vcpus=vcpus, memory_gib=ram, arch="x86_64", accelerator=Accelerator.NEURON,
+        accelerator_model=model, accelerator_count=count, accelerator_memory_gib=mem,
+        network_cards=cards, efa_cards=_cards(cards), efa_gbps_per_card=per_card,
+        network_gbps=total, efa_layout=EfaLayout.STANDARD, nvme_count=nvme, nvme_gb=nvme_gb,
+        ultraserver=ultra,
+    )
+
+
+def _cpu(name, vcpus, ram, arch="x86_64", gbps=12, efa=False, cards=1, nvme=0, nvme_gb=0):
+    return InstanceType(
+        name=name, vcpus=vcpus, memory_gib=ram, arch=arch, network_cards=cards,
+        efa_cards=(0,) if efa else (), efa_gbps_per_card=gbps if efa else 0, network_gbps=gbps,
+        efa_layout=EfaLayout.STANDARD if efa else EfaLayout.NONE, nvme_count=nvme, nvme_gb=nvme_gb,
+    )
+
+
+GB200_NVL36 = UltraServer("u-p6e-gb200x36", 9)
+GB200_NVL72 = UltraServer("u-p6e-gb200x72", 18)
+TRN2_ULTRA = UltraServer("u-trn2x64", 4)
+
+_S, _G = EfaLayout.STANDARD, EfaLayout.GB200
+
+_TABLE: tuple[InstanceType, ...] = (
+    # NVIDIA GPU instances
+    _nv("p4d.24xlarge", "A100", 8, 40, 96, 1152, 4, _cards(4), 100, 400, _S, 8, 1000, busbw=180),
+    _nv("p4de.24xlarge", "A100", 8, 80, 96, 1152, 4, _cards(4), 100, 400, _S, 8, 1000, busbw=180),
+    _nv("p5.4xlarge", "H100", 1, 80, 16, 256, 1, _cards(1), 100, 100, _S, 1, 3840),
+    _nv("p5.48xlarge", "H100", 8, 80, 192, 2048, 32, _cards(32), 100, 3200, _S, 8, 3840, busbw=380),
+    _nv("p5e.48xlarge", "H200", 8, 141, 192, 2048, 32, _cards(32), 100, 3200, _S, 8, 3840, busbw=380),
+    _nv("p5en.48xlarge", "H200", 8, 141, 192, 2048, 16, _cards(16), 200, 3200, _S, 8, 3840, busbw=380),
+    _nv("p6-b200.48xlarge", "B200", 8, 179, 192, 2048, 8, _cards(8), 400, 3200, _S, 8, 3840, busbw=650),
+    _nv("p6e-gb200.36xlarge", "GB200", 4, 185, 144, 960, 17, tuple(range(1, 17)), 100, 1600, _G, 4,
+        7500, arch="arm64", ultra=GB200_NVL72, busbw=600),
+    # AWS Trainium instances
+    InstanceType("trn1.2xlarge", vcpus=8, memory_gib=32, arch="x86_64", accelerator=Accelerator.NEURON,
+                 accelerator_model="Trainium", accelerator_count=1, accelerator_memory_gib=32,
+                 network_gbps=12, nvme_count=1, nvme_gb=475),
+    _trn("trn1.32xlarge", "Trainium", 32, 8, 100, 800, 4, 1900, 512),
+    _trn("trn1n.32xlarge", "Trainium", 32, 16, 100, 1600, 4, 1900, 512),
+    _trn("trn2.48xlarge", "Trainium2", 96, 16, 200, 3200, 4, 1900, 2048, vcpus=192),
+    _trn("trn2u.48xlarge", "Trainium2", 96, 16, 200, 3200, 4, 1900, 2048, vcpus=192, ultra=TRN2_ULTRA),
+    # CPU instances (system groups, data preparation)
+    _cpu("m6i.xlarge", 4, 16), _cpu("m6i.2xlarge", 8, 32), _cpu("m6i.4xlarge", 16, 64),
+    _cpu("m7i.xlarge", 4, 16), _cpu("m7i.2xlarge", 8, 32), _cpu("m7i.4xlarge", 16, 64),
+    _cpu("m7i.8xlarge", 32, 128), _cpu("c7i.4xlarge", 16, 32), _cpu("r7i.4xlarge", 16, 128),
+    _cpu("m7g.xlarge", 4, 16, arch="arm64"), _cpu("m7g.2xlarge", 8, 32, arch="arm64"),
+    _cpu("m7g.4xlarge", 16, 64, arch="arm64"),
+    _cpu("c6in.32xlarge", 128, 256, gbps=200, efa=True, cards=2),
+)
+
+INSTANCE_TYPES: dict[str, InstanceType] = {t.name: t for t in _TABLE}
+
+ULTRASERVERS: dict[str, UltraServer] = {
+    u.name: u for u in (GB200_NVL36, GB200_NVL72, TRN2_ULTRA)
+}
+
+
+class UnknownInstanceType(KeyError):
+    def __init__(self, name: str):
+        self.name = name
+        self.suggestions = suggest(name)
+        super().__init__(name)
+
+    def __str__(self) -> str:
+        hint = f"; did you mean {', '.join(self.suggestions)}?" if self.suggestions else ""
+        return f"unknown instance type {self.name!r}{hint}"
+
+
+def suggest(name: str, n: int = 3) -> list[str]:
+    """The nearest known instance type names to ``name``."""
+    return difflib.get_close_matches(name, list(INSTANCE_TYPES), n=n, cutoff=0.5)
+
+
+def get(name: str) -> InstanceType:
+    """Look up an instance type; raises UnknownInstanceType with suggestions."""
+    try:
+        return INSTANCE_TYPES[name]
+    except KeyError:
+        raise UnknownInstanceType(name) from None

@@ -1,0 +1,561 @@
+"""The cluster spec: one YAML file that declares a whole training platform.
+
+``load_spec(path)`` parses and validates a spec file and returns a
+:class:`ClusterSpec`, or raises :class:`SpecError` carrying one
+:class:`Problem` per thing that is wrong (field path + what is allowed).
+Field-level rules live on the models; rules that relate several fields
+(AZs, reservations, UltraServer sizes, quotas) are the ``_check_*`` functions
+at the bottom, each yielding problems, so every problem is reported at once.
+
+This module imports no CDK: the CLI, the node agent and the governance code
+use it without pulling aws-cdk-lib.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from infra import instance_types
+from infra.instance_types import InstanceType
+
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+DEFAULT_SPEC = EXAMPLES_DIR / "default.yaml"
+
+DNS_LABEL = r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$"
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
+_RESERVATION_ID = r"^cr-[0-9a-f]{8,17}$"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a spec: where, and what is allowed."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class SpecError(Exception):
+    """A spec that cannot be used; ``problems`` lists every reason."""
+
+    def __init__(self, problems: list[Problem], source: str = "spec"):
+        self.problems = problems
+        self.source = source
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        return "\n".join(f"{self.source}: {p}" for p in self.problems)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# --------------------------------------------------------------------------- network
+
+
+class NetworkSpec(_Model):
+    vpc_cidr: str = "10.0.0.0/16"
+    nat_gateways: int = Field(1, ge=1, le=6, description="1 for cost, one per AZ for resilience")
+    flow_logs_retention_days: int = Field(90, ge=1)
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _cidr(cls, v: str) -> str:
+        try:
+            net = ipaddress.IPv4Network(v)
+        except ValueError:
+            raise ValueError(f"{v!r} is not an IPv4 CIDR block such as 10.0.0.0/16") from None
+        if not 16 <= net.prefixlen <= 20:
+            raise ValueError(f"prefix /{net.prefixlen} not allowed; use /16 to /20 (EKS pods take one IP each)")
+        return v
+
+
+# ------------------------------------------------------------------- instance groups
+
+
+class CapacityType(str, Enum):
+    ON_DEMAND = "on-demand"
+    RESERVATION = "reservation"
+    CAPACITY_BLOCK = "capacity-block"
+
+
+class Capacity(_Model):
+    type: CapacityType = CapacityType.ON_DEMAND
+    reservation_id: str | None = Field(None, pattern=_RESERVATION_ID)
+
+
+class TaintEffect(str, Enum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+class Taint(_Model):
+    key: str
+    value: str = ""
+    effect: TaintEffect = TaintEffect.NO_SCHEDULE
+
+
+class Volume(_Model):
+    """An extra EBS volume on every node of a group."""
+
+    device_name: str = Field(pattern=r"^/dev/(sd[b-z]|xvd[b-z])$")
+    size_gib: int = Field(ge=1, le=65536)
+    iops: int = Field(3000, ge=3000, le=80000)
+    throughput_mibps: int = Field(125, ge=125, le=2000)
+
+
+class InstanceGroupSpec(_Model):
+    name: str = Field(pattern=DNS_LABEL)
+    instance_type: str
+    min_size: int = Field(0, ge=0)
+    desired_size: int = Field(0, ge=0)
+    max_size: int = Field(ge=0)
+    hot_spares: int = Field(0, ge=0, description="nodes held out of team quotas to replace failed ones at once")
+    availability_zone: str | None = None
+    capacity: Capacity = Capacity()
+    placement_group: bool | None = Field(
+        None, description="cluster placement group; default on for EFA groups without a reservation"
+    )
+    labels: dict[str, str] = {}
+    taints: list[Taint] = []
+    root_volume_gib: int = Field(200, ge=50, le=16384)
+    volumes: list[Volume] = []
+    local_nvme_raid0: bool = Field(True, description="assemble instance-store NVMe as RAID0 for local checkpoints")
+
+    @field_validator("instance_type")
+    @classmethod
+    def _known_type(cls, v: str) -> str:
+        try:
+            instance_types.get(v)
+        except instance_types.UnknownInstanceType as e:
+            raise ValueError(str(e)) from None
+        return v
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not _LABEL_KEY.match(key):
+                raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
+            if not _LABEL_VALUE.match(str(value)):
+                raise ValueError(f"label {key!r} value {value!r} is not a valid Kubernetes label value "
+                                 "(63 chars of [A-Za-z0-9_.-], alphanumeric at both ends)")
+        return v
+
+    @property
+    def type(self) -> InstanceType:
+        return instance_types.get(self.instance_type)
+
+    @property
+    def uses_reservation(self) -> bool:
+        return self.capacity.type is not CapacityType.ON_DEMAND
+
+    @property
+    def wants_placement_group(self) -> bool:
+        """Cluster placement group on unless a reservation/capacity block is targeted.
+
+        Reservations and capacity blocks already pin capacity to a spine; adding a
+        placement group to them makes launches fail with insufficient capacity.
+        """
+        if self.placement_group is not None:
+            return self.placement_group
+        return self.type.efa_supported and not self.uses_reservation
+
+    @property
+    def schedulable_nodes(self) -> int:
+        """Nodes teams may be given quota on: max size less the hot spares."""
+        return self.max_size - self.hot_spares
+
+
+# ---------------------------------------------------------------------------- storage
+
+
+class FsxSpec(_Model):
+    storage_capacity_gib: int = Field(1200, ge=1200)
+    throughput_per_tib: Literal[125, 250, 500, 1000] = 250
+    compression: Literal["LZ4", "NONE"] = "LZ4"
+    metadata_iops: int | None = Field(
+        None, description="PERSISTENT_2 metadata IOPS; unset = AUTOMATIC mode"
+    )
+    mount_path: str = Field("/fsx", pattern=r"^/[A-Za-z0-9/_-]*$")
+    data_repository_path: str = Field("/datasets", pattern=r"^/[A-Za-z0-9/_-]+$",
+                                      description="FSx path linked to the datasets bucket")
+    availability_zone: str | None = Field(None, description="defaults to the first spec AZ")
+
+    @field_validator("storage_capacity_gib")
+    @classmethod
+    def _capacity(cls, v: int) -> int:
+        if v != 1200 and v % 2400:
+            raise ValueError(f"{v} GiB not allowed; PERSISTENT_2 takes 1200 GiB or a multiple of 2400 GiB "
+                             f"(nearest: {max(2400, round(v / 2400) * 2400)})")
+        return v
+
+    @field_validator("metadata_iops")
+    @classmethod
+    def _metadata(cls, v: int | None) -> int | None:
+        allowed = (1500, 3000, 6000, 12000) + tuple(range(24000, 192001, 12000))
+        if v is not None and v not in allowed:
+            raise ValueError(f"{v} not allowed; use 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000")
+        return v
+
+
+class BucketSpec(_Model):
+    versioned: bool = False
+    transition_to_infrequent_access_days: int | None = Field(None, ge=30)
+    transition_to_glacier_ir_days: int | None = Field(None, ge=1)
+    expire_days: int | None = Field(None, ge=1)
+    noncurrent_expire_days: int | None = Field(None, ge=1)
+
+
+class BucketsSpec(_Model):
+    datasets: BucketSpec = BucketSpec()
+    checkpoints: BucketSpec = BucketSpec(
+        versioned=True, transition_to_infrequent_access_days=30, transition_to_glacier_ir_days=90,
+        noncurrent_expire_days=30,
+    )
+    logs: BucketSpec = BucketSpec(transition_to_infrequent_access_days=30, expire_days=365)
+    abort_incomplete_multipart_days: int = Field(7, ge=1)
+
+
+class StorageSpec(_Model):
+    fsx: FsxSpec = FsxSpec()
+    buckets: BucketsSpec = BucketsSpec()
+
+
+# -------------------------------------------------------------------------------- EKS
+
+# Pinned by default; a spec may pin its own. Versions are EKS add-on versions
+# (``aws eks describe-addon-versions``) and Helm chart versions.
+DEFAULT_ADDONS: dict[str, str] = {
+    "vpc-cni": "v1.20.4-eksbuild.1",
+    "coredns": "v1.12.4-eksbuild.1",
+    "kube-proxy": "v1.34.0-eksbuild.2",
+    "eks-pod-identity-agent": "v1.3.9-eksbuild.3",
+    "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
+}
+DEFAULT_CHARTS: dict[str, str] = {
+    "aws-efa-k8s-device-plugin": "v0.5.14",
+    "nvidia-device-plugin": "0.17.4",
+    "neuron-helm-chart": "1.3.0",
+    "kueue": "0.19.2",
+    "jobset": "0.12.0",
+}
+
+
+class AccessEntry(_Model):
+    principal_arn: str = Field(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+$")
+    access: Literal["cluster-admin", "admin", "edit", "view"] = "view"
+    namespaces: list[str] = Field([], description="empty = whole cluster")
+
+
+class EksSpec(_Model):
+    version: Literal["1.32", "1.33", "1.34"] = "1.34"
+    endpoint_public: bool = Field(False, description="private endpoint only unless set")
+    access_entries: list[AccessEntry] = []
+    addons: dict[str, str] = {}
+    charts: dict[str, str] = {}
+    log_retention_days: int = Field(90, ge=1)
+
+    @field_validator("addons")
+    @classmethod
+    def _addons(cls, v: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(v) - set(DEFAULT_ADDONS))
+        if unknown:
+            raise ValueError(f"unknown add-on {', '.join(unknown)}; allowed: {', '.join(DEFAULT_ADDONS)}")
+        return v
+
+    @field_validator("charts")
+    @classmethod
+    def _charts(cls, v: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(v) - set(DEFAULT_CHARTS))
+        if unknown:
+            raise ValueError(f"unknown chart {', '.join(unknown)}; allowed: {', '.join(DEFAULT_CHARTS)}")
+        return v
+
+    @property
+    def addon_versions(self) -> dict[str, str]:
+        return {**DEFAULT_ADDONS, **self.addons}
+
+    @property
+    def chart_versions(self) -> dict[str, str]:
+        return {**DEFAULT_CHARTS, **self.charts}
+
+
+# ------------------------------------------------------------------- task governance
+
+
+class GroupQuota(_Model):
+    """A team's share of one instance group, in nodes."""
+
+    nodes: int = Field(ge=0, description="nominal quota")
+    borrowing_limit: int | None = Field(None, ge=0, description="nodes it may borrow; unset = no limit")
+    lending_limit: int | None = Field(None, ge=0, description="nodes it may lend; unset = all unused")
+
+
+class PreemptionSpec(_Model):
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Any"
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "LowerPriority"
+    borrow_within_cohort: Literal["Never", "LowerPriority"] = "LowerPriority"
+
+
+class TeamSpec(_Model):
+    name: str = Field(pattern=DNS_LABEL)
+    quotas: dict[str, GroupQuota] = Field({}, description="instance group name -> quota")
+    fair_sharing_weight: float = Field(1.0, gt=0)
+    preemption: PreemptionSpec = PreemptionSpec()
+    users: list[str] = Field([], description="IAM principal ARNs or Kubernetes groups allowed to submit")
+
+
+class PrioritySpec(_Model):
+    name: str = Field(pattern=DNS_LABEL)
+    value: int = Field(ge=0, le=1_000_000_000)
+    description: str = ""
+
+
+DEFAULT_PRIORITIES: tuple[PrioritySpec, ...] = (
+    PrioritySpec(name="inference", value=100, description="serving; never preempted by training"),
+    PrioritySpec(name="experimentation", value=80, description="interactive experiments"),
+    PrioritySpec(name="training", value=70, description="long training runs"),
+    PrioritySpec(name="fine-tuning", value=50, description="fine-tuning and batch work"),
+)
+
+
+# ------------------------------------------------------------------------------ root
+
+
+class ClusterSpec(_Model):
+    name: str = Field(pattern=DNS_LABEL)
+    region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+    account: str | None = Field(None, pattern=r"^\d{12}$")
+    availability_zones: list[str] = Field(min_length=2, max_length=6)
+    network: NetworkSpec = NetworkSpec()
+    instance_groups: list[InstanceGroupSpec] = Field(min_length=1)
+    storage: StorageSpec = StorageSpec()
+    eks: EksSpec = EksSpec()
+    teams: list[TeamSpec] = []
+    priorities: list[PrioritySpec] = list(DEFAULT_PRIORITIES)
+
+    def group(self, name: str) -> InstanceGroupSpec:
+        for g in self.instance_groups:
+            if g.name == name:
+                return g
+        raise KeyError(name)
+
+    def team(self, name: str) -> TeamSpec:
+        for t in self.teams:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    @property
+    def accelerated_groups(self) -> list[InstanceGroupSpec]:
+        return [g for g in self.instance_groups if g.type.is_accelerated]
+
+    def group_az(self, group: InstanceGroupSpec) -> str:
+        """The AZ a group launches in (its own, else the spec's first)."""
+        return group.availability_zone or self.availability_zones[0]
+
+
+# -------------------------------------------------------------------- cross-field rules
+
+
+def _dupes(items: list[str]) -> list[str]:
+    seen: set[str] = set()
+    return sorted({i for i in items if i in seen or seen.add(i)})  # type: ignore[func-returns-value]
+
+
+def _check_azs(spec: ClusterSpec) -> Iterator[Problem]:
+    for i, az in enumerate(spec.availability_zones):
+        if not az.startswith(spec.region) or not re.fullmatch(r"[a-z]", az[len(spec.region):]):
+            yield Problem(f"availability_zones[{i}]", f"{az!r} is not an AZ of region {spec.region} "
+                                                      f"(expected e.g. {spec.region}a)")
+    for d in _dupes(spec.availability_zones):
+        yield Problem("availability_zones", f"{d!r} listed twice")
+    if spec.storage.fsx.availability_zone and spec.storage.fsx.availability_zone not in spec.availability_zones:
+        yield Problem("storage.fsx.availability_zone", f"{spec.storage.fsx.availability_zone!r} is not one of "
+                                                       f"availability_zones ({', '.join(spec.availability_zones)})")
+
+
+def _check_groups(spec: ClusterSpec) -> Iterator[Problem]:
+    for d in _dupes([g.name for g in spec.instance_groups]):
+        yield Problem("instance_groups", f"duplicate group name {d!r}; names must be unique")
+    if not any(not g.type.is_accelerated and g.min_size >= 1 for g in spec.instance_groups):
+        yield Problem("instance_groups", "needs a CPU system group with min_size >= 1 "
+                                         "(CoreDNS, Kueue and the remediation controller run there)")
+    for i, g in enumerate(spec.instance_groups):
+        at = f"instance_groups[{i}] ({g.name})"
+        if not g.min_size <= g.desired_size <= g.max_size:
+            yield Problem(at, f"sizes must satisfy min_size <= desired_size <= max_size "
+                              f"(got {g.min_size} <= {g.desired_size} <= {g.max_size})")
+        if g.hot_spares > g.max_size:
+            yield Problem(f"{at}.hot_spares", f"{g.hot_spares} exceeds max_size {g.max_size}")
+        if g.availability_zone and g.availability_zone not in spec.availability_zones:
+            yield Problem(f"{at}.availability_zone", f"{g.availability_zone!r} is not one of "
+                                                     f"availability_zones ({', '.join(spec.availability_zones)})")
+        if g.uses_reservation:
+            if not g.capacity.reservation_id:
+                yield Problem(f"{at}.capacity.reservation_id",
+                              f"required when capacity.type is {g.capacity.type.value} (e.g. cr-0123456789abcdef0)")
+            if not g.availability_zone:
+                yield Problem(f"{at}.availability_zone",
+                              f"required with capacity.type {g.capacity.type.value}: reservations are AZ-bound")
+            if g.placement_group:
+                yield Problem(f"{at}.placement_group",
+                              "must be false (or unset) with a reservation or capacity block: the reservation "
+                              "already fixes placement and a placement group makes launches fail")
+        elif g.capacity.reservation_id:
+            yield Problem(f"{at}.capacity.reservation_id",
+                          "only allowed with capacity.type reservation or capacity-block")
+        if g.capacity.type is CapacityType.CAPACITY_BLOCK and not g.type.is_accelerated:
+            yield Problem(f"{at}.capacity.type", f"capacity blocks are for accelerated instances, "
+                                                 f"not {g.instance_type}")
+        if g.placement_group and not g.type.efa_supported:
+            yield Problem(f"{at}.placement_group", f"{g.instance_type} has no EFA; a cluster placement group "
+                                                   "only helps EFA groups")
+        us = g.type.ultraserver
+        if us:
+            for field in ("min_size", "desired_size", "max_size", "hot_spares"):
+                n = getattr(g, field)
+                if n % us.instances:
+                    yield Problem(f"{at}.{field}", f"{n} is not a multiple of {us.instances}: {g.instance_type} "
+                                                   f"comes in {us.name} UltraServers of {us.instances} instances")
+        for j, t in enumerate(g.taints):
+            if not _LABEL_KEY.match(t.key):
+                yield Problem(f"{at}.taints[{j}].key", f"{t.key!r} is not a valid taint key")
+
+
+def _check_governance(spec: ClusterSpec) -> Iterator[Problem]:
+    for d in _dupes([t.name for t in spec.teams]):
+        yield Problem("teams", f"duplicate team name {d!r}")
+    for d in _dupes([p.name for p in spec.priorities]):
+        yield Problem("priorities", f"duplicate priority name {d!r}")
+    groups = {g.name: g for g in spec.instance_groups}
+    given: dict[str, int] = {}
+    for i, t in enumerate(spec.teams):
+        for gname, q in t.quotas.items():
+            at = f"teams[{i}] ({t.name}).quotas.{gname}"
+            if gname not in groups:
+                yield Problem(at, f"unknown instance group; groups are: {', '.join(groups)}")
+                continue
+            g = groups[gname]
+            if q.nodes > g.schedulable_nodes:
+                yield Problem(f"{at}.nodes", f"{q.nodes} exceeds what group {gname} can supply: max_size "
+                                             f"{g.max_size} - hot_spares {g.hot_spares} = {g.schedulable_nodes}")
+            if q.lending_limit is not None and q.lending_limit > q.nodes:
+                yield Problem(f"{at}.lending_limit", f"{q.lending_limit} exceeds the team's nominal quota {q.nodes}")
+            given[gname] = given.get(gname, 0) + q.nodes
+    for gname, total in given.items():
+        g = groups[gname]
+        if total > g.schedulable_nodes:
+            yield Problem("teams", f"teams' quotas on group {gname} add up to {total} nodes, more than it can supply "
+                                   f"({g.schedulable_nodes} = max_size {g.max_size} - hot_spares {g.hot_spares})")
+
+
+CHECKS = (_check_azs, _check_groups, _check_governance)
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def _loc(loc: tuple[Any, ...], data: Any) -> str:
+    """Render a pydantic error location as ``instance_groups[1] (p5).instance_type``."""
+    out = ""
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            name = node[part].get("name") if isinstance(node, list) and part < len(node) and isinstance(
+                node[part], dict) else None
+            out += f"[{part}]" + (f" ({name})" if name else "")
+        else:
+            out += f".{part}" if out else str(part)
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            node = None
+    return out
+
+
+_PATTERN_HELP = {
+    DNS_LABEL: "lowercase letters, digits and '-', starting with a letter, at most 32 characters",
+    _RESERVATION_ID: "a capacity reservation id such as cr-0123456789abcdef0",
+}
+
+
+def _all_fields(model: type[BaseModel] = None, seen: set | None = None) -> set[str]:
+    """Every field name of the spec models (for 'did you mean' on unknown fields)."""
+    model = model or ClusterSpec
+    seen = set() if seen is None else seen
+    for name, f in model.model_fields.items():
+        seen.add(name)
+        for t in getattr(f.annotation, "__args__", ()) + (f.annotation,):
+            if isinstance(t, type) and issubclass(t, BaseModel) and t is not model:
+                _all_fields(t, seen)
+    return seen
+
+
+def _message(err: dict[str, Any]) -> str:
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        field = str(err["loc"][-1])
+        near = difflib.get_close_matches(field, sorted(_all_fields()), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        return f"unknown field{hint} (fields are listed in docs/spec.md)"
+    if kind == "string_pattern_mismatch":
+        pattern = (err.get("ctx") or {}).get("pattern", "")
+        return f"{err['input']!r} not allowed; use {_PATTERN_HELP.get(pattern, 'a value matching ' + pattern)}"
+    if kind == "missing":
+        return "required field missing"
+    if kind in ("enum", "literal_error"):
+        return f"{err.get('input')!r} not allowed; {msg[0].lower()}{msg[1:]}"
+    if "input" in err and kind not in ("value_error",) and not isinstance(err["input"], (dict, list)):
+        return f"{msg} (got {err['input']!r})"
+    return msg
+
+
+def parse_spec(data: Any, source: str = "spec") -> ClusterSpec:
+    """Validate already-parsed YAML; raise SpecError with every problem."""
+    if not isinstance(data, dict):
+        raise SpecError([Problem("", "a spec is a YAML mapping with name, region, availability_zones, "
+                                     "instance_groups, ...")], source)
+    try:
+        spec = ClusterSpec.model_validate(data)
+    except ValidationError as e:
+        raise SpecError([Problem(_loc(err["loc"], data), _message(err)) for err in e.errors()], source) from None
+    problems = [p for check in CHECKS for p in check(spec)]
+    if problems:
+        raise SpecError(problems, source)
+    return spec
+
+
+def load_spec(path: str | Path | None = None) -> ClusterSpec:
+    """Read and validate a spec file (the embedded default when ``path`` is None)."""
+    path = Path(path) if path else DEFAULT_SPEC
+    source = str(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError([Problem("", f"cannot read spec file: {e.strerror}")], source) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise SpecError([Problem("", f"{where}not valid YAML ({getattr(e, 'problem', e)})")], source) from None
+    return parse_spec(data, source)
