@@ -1,0 +1,41 @@
+"""Kubernetes label, taint and annotation keys shared by every part of the platform.
+
+The CDK node groups set them, Kueue flavors select on them, the node agent
+reads and writes them, the submit CLI targets them. Keep them here only.
+"""
+
+DOMAIN = "openpod.io"
+
+# Node labels set at launch (node group config).
+INSTANCE_GROUP = f"{DOMAIN}/instance-group"          # spec group name
+ACCELERATOR = f"{DOMAIN}/accelerator"                # nvidia | neuron | none
+ACCELERATOR_MODEL = f"{DOMAIN}/accelerator-model"    # H100, Trainium2, GB200, ...
+EFA = f"{DOMAIN}/efa"                                # "true" | "false"
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"   # well-known, set by kubelet
+
+# Node health, as users of HyperPod know it (values below).
+HEALTH_STATUS = f"{DOMAIN}/node-health-status"
+HEALTH_SCHEDULABLE = "Schedulable"
+HEALTH_PENDING_REBOOT = "UnschedulablePendingReboot"
+HEALTH_PENDING_REPLACEMENT = "UnschedulablePendingReplacement"
+HEALTH_CONDITION = "AcceleratorHealthy"              # node condition type the agent maintains
+
+# Taints.
+STARTUP_TAINT = f"{DOMAIN}/health-check"             # value "pending", NoSchedule; removed by the deep check
+STARTUP_TAINT_VALUE = "pending"
+UNHEALTHY_TAINT = f"{DOMAIN}/unhealthy"              # NoSchedule while a node awaits reboot/replacement
+HOT_SPARE_TAINT = f"{DOMAIN}/hot-spare"              # NoSchedule on spare nodes held out of team quotas
+HOT_SPARE = f"{DOMAIN}/hot-spare"                    # label "true" on spare nodes
+
+# EKS topology labels (set by EKS on instances that report network topology).
+TOPOLOGY_LAYERS = (
+    "topology.k8s.aws/network-node-layer-1",
+    "topology.k8s.aws/network-node-layer-2",
+    "topology.k8s.aws/network-node-layer-3",
+)
+ULTRASERVER_ID = "topology.k8s.aws/ultraserver-id"
+HOSTNAME = "kubernetes.io/hostname"
+
+# Resource names.
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+HUGEPAGES_RESOURCE = "hugepages-2Mi"
