@@ -11,6 +11,9 @@ Kueue is configured for this platform:
 * ``hugepages-`` excluded from quota accounting: hugepages are a per-node
   kernel setting every EFA pod asks for, not a scarce shared resource;
 * the controller runs on the system group (CPU nodes with min_size >= 1).
+
+The chart version pins the controller image (released charts default the
+image tag to their own version), so only the chart version is set.
 """
 
 from __future__ import annotations
@@ -66,19 +69,16 @@ def kueue_manager_config() -> dict[str, Any]:
 
 
 def kueue_values(spec: ClusterSpec) -> dict[str, Any]:
-    version = spec.eks.chart_versions["kueue"]
     return {
         "controllerManager": {
             "featureGates": [{"name": k, "enabled": v} for k, v in FEATURE_GATES.items()],
-            "manager": {"image": {"repository": "registry.k8s.io/kueue/kueue", "tag": f"v{version.lstrip('v')}",
-                                  "pullPolicy": "IfNotPresent"}},
             "nodeSelector": system_node_selector(spec),
-            "replicas": 2,
-            "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
         },
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(), sort_keys=False)},
     }
 
 
 def jobset_values(spec: ClusterSpec) -> dict[str, Any]:
-    return {"controller": {"nodeSelector": system_node_selector(spec)}}
+    # prometheus.enable would render a ServiceMonitor, whose CRD the cluster may not have:
+    # the install would fail. The controller still serves /metrics.
+    return {"controller": {"nodeSelector": system_node_selector(spec)}, "prometheus": {"enable": False}}

@@ -56,6 +56,9 @@ def test_charts_pinned_from_spec_with_wait(synth):
     assert {"name": "TopologyAwareScheduling", "enabled": True} in gates
     assert "fairSharing:" in values["managerConfig"]["controllerManagerConfigYaml"]
     assert "jobset.x-k8s.io/jobset" in values["managerConfig"]["controllerManagerConfigYaml"]
+    assert values["controllerManager"]["nodeSelector"] == {"openpod.io/instance-group": "system"}
+    jvalues = json.loads(j["Values"]) if isinstance(j["Values"], str) else j["Values"]
+    assert jvalues["prometheus"] == {"enable": False}  # a ServiceMonitor without its CRD fails the install
 
 
 def test_manifests_are_the_same_objects_as_openpod_manifests(synth):
