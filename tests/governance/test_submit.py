@@ -139,7 +139,7 @@ def test_without_dry_run_and_no_cluster_a_clear_error(tmp_path, monkeypatch, kub
     assert len(lines) == 1 and lines[0].startswith("error: ") and "kubeconfig" in lines[0]
 
 
-def test_without_dry_run_unreachable_api_server(tmp_path, monkeypatch):
+def test_without_dry_run_unreachable_api_server(tmp_path):
     import socket
 
     with socket.socket() as s:  # a port nothing listens on
@@ -152,9 +152,6 @@ def test_without_dry_run_unreachable_api_server(tmp_path, monkeypatch):
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
         "users": [{"name": "u", "user": {"token": "t"}}],
     }))
-    from kubernetes.client import Configuration
-
-    monkeypatch.setattr(Configuration, "retries", 0, raising=False)
     result = CliRunner().invoke(main, ["submit", "--spec", SPEC, "--image", "i", "--name", "x", "--team", "research",
                                        "--group", "p5", "--nodes", "1", "--kubeconfig", str(cfg), "--", "t.py"])
     assert result.exit_code == 1, result.output
