@@ -13,6 +13,7 @@ the API server rejects Kueue objects while it cannot call it):
 3. A readiness gate: a KubernetesObjectValue reads the first ready address of
    the ``kueue-webhook-service`` Endpoints, polling until there is one (the
    Service routes to a Ready pod, so the API server's webhook calls succeed).
+   Its id carries the Kueue version: an upgrade replaces it, so it polls again.
 4. Core objects (namespaces, RBAC, FSx claims) apply in parallel with 1-3:
    they need no webhook. Kueue objects depend on both 3 and 4 (LocalQueues live
    in the team namespaces).
@@ -60,14 +61,15 @@ class TaskGovernance(Construct):
         )
         self.kueue_chart.node.add_dependency(self.jobset_chart)
 
+        # The version in the id replaces the gate on a Kueue upgrade, so it polls again then.
         self.webhook_ready = eks.KubernetesObjectValue(
-            self, "KueueWebhookReady", cluster=cluster, object_type="endpoints",
+            self, f"KueueWebhookReady-{versions['kueue']}", cluster=cluster, object_type="endpoints",
             object_name=install.KUEUE_WEBHOOK_SERVICE, object_namespace=install.KUEUE_NAMESPACE,
             json_path=".subsets[0].addresses[0].ip", timeout=WEBHOOK_TIMEOUT,
         )
         self.webhook_ready.node.add_dependency(self.kueue_chart)
 
-        objects = all_objects(spec)
+        self.objects = objects = all_objects(spec)
         core, kueue = stage(objects, core=True), stage(objects, core=False)
         self.core_manifest = eks.KubernetesManifest(self, "Core", cluster=cluster, manifest=core) if core else None
         self.queue_manifest = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from infra.governance import all_objects, install
 from infra.spec import load_spec
@@ -97,3 +98,20 @@ def test_order_jobset_then_kueue_then_webhook_gate_then_queues(synth):
                           "PersistentVolumeClaim"}
     queue_kinds = {o["kind"] for o in json.loads(res[queues]["Properties"]["Manifest"])}
     assert "ClusterQueue" in queue_kinds and "Namespace" not in queue_kinds
+
+
+def test_missing_chart_version_names_the_prop():
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_eks_v2 as eks
+    from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
+
+    from infra.spec import parse_spec
+    from platform_constructs.governance import TaskGovernance
+
+    data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+    data["eks"]["charts"] = {"kueue": ""}
+    stack = Stack(App(), "Gov")
+    cluster = eks.Cluster(stack, "Cluster", version=eks.KubernetesVersion.V1_34,
+                          kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV34Layer(stack, "K")))
+    with pytest.raises(ValueError, match=r"spec\.eks\.charts\.kueue: a pinned version is required"):
+        TaskGovernance(stack, "Governance", cluster=cluster, spec=parse_spec(data))
