@@ -121,7 +121,7 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
             raise JobError(f"--nodes {req.nodes} cannot fit one host; --require-topology host needs --nodes 1")
     if not 0 <= req.max_restarts <= 1000:
         raise JobError(f"--max-restarts {req.max_restarts} not allowed; use 0 to 1000")
-    if t.efa_supported and req.hugepages_mi < 0:
+    if req.hugepages_mi < 0:
         raise JobError(f"--hugepages {req.hugepages_mi} not allowed; use 0 or more MiB")
     if req.shm_gi is not None and req.shm_gi < 1:
         raise JobError(f"--shm {req.shm_gi} not allowed; at least 1 GiB")
