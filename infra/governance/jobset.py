@@ -67,9 +67,12 @@ class JobRequest:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def _levels_of(group_topology: str | None) -> list[str]:
-    if not group_topology:
-        return []
+# Placement when the user asks for none: pack into one UltraServer / layer-3
+# network node when possible. CPU groups: Kueue's implied placement.
+DEFAULT_PREFERRED = {q.ULTRASERVER_TOPOLOGY: "ultraserver", q.NETWORK_TOPOLOGY: "layer-3"}
+
+
+def _levels_of(group_topology: str) -> list[str]:
     keys = q.TOPOLOGY_LEVELS[group_topology]
     return [name for name, key in LEVELS.items() if key in keys]
 
@@ -113,7 +116,7 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
         allowed = _levels_of(q.topology_of(group))
         if level not in allowed:
             raise JobError(f"{flag} {level!r} not available on group {req.group} ({t.name}); levels are: "
-                           f"{', '.join(allowed) or '(none: no topology for CPU groups)'}")
+                           f"{', '.join(allowed)}")
         if req.require_topology == "ultraserver" and t.ultraserver and req.nodes > t.ultraserver.instances:
             raise JobError(f"--nodes {req.nodes} cannot fit one UltraServer: {t.ultraserver.name} has "
                            f"{t.ultraserver.instances} instances")
@@ -176,10 +179,11 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
 
     annotations: dict[str, str] = {}
+    preferred = req.prefer_topology or DEFAULT_PREFERRED.get(q.topology_of(group))
     if req.require_topology:
         annotations[REQUIRED_TOPOLOGY] = LEVELS[req.require_topology]
-    elif req.prefer_topology:
-        annotations[PREFERRED_TOPOLOGY] = LEVELS[req.prefer_topology]
+    elif preferred:
+        annotations[PREFERRED_TOPOLOGY] = LEVELS[preferred]
 
     pod_meta: dict[str, Any] = {"labels": {"app.kubernetes.io/name": req.name, q.TEAM_LABEL: req.team}}
     if annotations:

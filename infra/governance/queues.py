@@ -29,11 +29,17 @@ TEAM_LABEL = f"{labels.DOMAIN}/team"
 # types: the UltraServer then the host. Kueue keys a domain by the values of all
 # levels above it, so the UltraServer is the top level: an UltraServer whose
 # instances hang off different layer-3 network nodes stays one domain.
+# CPU groups get a host-only topology so every flavor of a ClusterQueue is
+# topology-aware: Kueue then implies topology-aware placement for jobs that ask
+# for none, where a queue mixing flavors with and without a topology would
+# never give such jobs a flavor with one.
 NETWORK_TOPOLOGY = "openpod-network"
 ULTRASERVER_TOPOLOGY = "openpod-ultraserver"
+HOST_TOPOLOGY = "openpod-host"
 TOPOLOGY_LEVELS: dict[str, tuple[str, ...]] = {
     NETWORK_TOPOLOGY: (*labels.TOPOLOGY_LAYERS, labels.HOSTNAME),
     ULTRASERVER_TOPOLOGY: (labels.ULTRASERVER_ID, labels.HOSTNAME),
+    HOST_TOPOLOGY: (labels.HOSTNAME,),
 }
 
 # FSx for Lustre: the storage construct creates one static PersistentVolume per
@@ -77,14 +83,14 @@ def fsx_volume_name(team: str) -> str:
     return f"{FSX_CLAIM}-{team}"
 
 
-def topology_of(group: InstanceGroupSpec) -> str | None:
-    """Topology a group's flavor uses: UltraServer types, other accelerated types, none for CPU."""
+def topology_of(group: InstanceGroupSpec) -> str:
+    """Topology a group's flavor uses: UltraServer types, other accelerated types, CPU types."""
     t = group.type
     if t.ultraserver:
         return ULTRASERVER_TOPOLOGY
     if t.is_accelerated:
         return NETWORK_TOPOLOGY
-    return None
+    return HOST_TOPOLOGY
 
 
 def _meta(name: str, namespace: str | None = None, **labels_: str) -> dict[str, Any]:
@@ -145,7 +151,7 @@ def namespace(team: TeamSpec) -> dict[str, Any]:
 
 
 def topologies(spec: ClusterSpec) -> list[dict[str, Any]]:
-    used = sorted({topology_of(g) for g in spec.instance_groups} - {None})
+    used = sorted({topology_of(g) for g in spec.instance_groups})
     return [{"apiVersion": KUEUE_API, "kind": "Topology", "metadata": _meta(name),
              "spec": {"levels": [{"nodeLabel": key} for key in TOPOLOGY_LEVELS[name]]}} for name in used]
 
@@ -158,9 +164,7 @@ def resource_flavor(group: InstanceGroupSpec) -> dict[str, Any]:
         spec["tolerations"] = [
             {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect.value} for t in group.taints
         ]
-    topology = topology_of(group)
-    if topology:
-        spec["topologyName"] = topology
+    spec["topologyName"] = topology_of(group)
     return {"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
             "metadata": _meta(group.name, **{labels.INSTANCE_GROUP: group.name}), "spec": spec}
 

@@ -70,7 +70,8 @@ def test_validator_flags_wrong_enum_and_cel_rules():
     cq = _first("ClusterQueue")
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"].pop()
     assert any("coveredResources" in p for p in validate(cq))
-    topo = _first("Topology")
+    topo = copy.deepcopy(next(o for o in all_objects(load_spec(EXAMPLES / "default.yaml"))
+                              if o["metadata"]["name"] == "openpod-network"))
     topo["spec"]["levels"].reverse()
     assert any("hostname" in p for p in validate(topo))
 

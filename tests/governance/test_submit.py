@@ -157,3 +157,18 @@ def test_without_dry_run_unreachable_api_server(tmp_path):
     assert result.exit_code == 1, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: cannot reach the cluster API server")
+
+
+def test_default_placement_packs_into_one_ultraserver_or_layer3_node():
+    from infra.governance import jobset
+    from infra.spec import load_spec
+
+    spec = load_spec(EXAMPLES / "large.yaml")
+    expected = {"gb200": ("pretraining", "topology.k8s.aws/ultraserver-id"),
+                "p5en": ("pretraining", "topology.k8s.aws/network-node-layer-3"),
+                "data-prep": ("research", None)}
+    for group, (team, label) in expected.items():
+        req = jobset.JobRequest(name="j", team=team, group=group, image="i", nodes=1, script=("t.py",))
+        jobset.validate(spec, req)
+        annotations = pod(jobset.build(spec, req))["metadata"].get("annotations", {})
+        assert annotations == ({"kueue.x-k8s.io/podset-preferred-topology": label} if label else {})
