@@ -53,10 +53,12 @@ def stage(objs: Iterable[dict[str, Any]], core: bool) -> list[dict[str, Any]]:
     return [o for o in objs if (o["kind"] in CORE_KINDS) == core]
 
 
-def file_name(obj: dict[str, Any], index: int) -> str:
+def file_name(obj: dict[str, Any]) -> str:
+    """``<kind rank>-<kind>-[<namespace>.]<name>.yaml``: sorts in apply order, and adding a
+    team adds files without renaming the others (quiet GitOps diffs)."""
     meta = obj["metadata"]
     ns = f"{meta['namespace']}." if meta.get("namespace") else ""
-    return f"{index:03d}-{obj['kind'].lower()}-{ns}{meta['name']}.yaml"
+    return f"{KIND_ORDER.index(obj['kind']):02d}-{obj['kind'].lower()}-{ns}{meta['name']}.yaml"
 
 
 def to_yaml(obj: dict[str, Any]) -> str:
@@ -65,7 +67,7 @@ def to_yaml(obj: dict[str, Any]) -> str:
 
 def render(spec: ClusterSpec) -> dict[str, str]:
     """File name -> YAML text for every object, deterministic."""
-    return {file_name(o, i): HEADER + to_yaml(o) for i, o in enumerate(all_objects(spec))}
+    return {file_name(o): HEADER + to_yaml(o) for o in all_objects(spec)}
 
 
 def write(out: Path, files: dict[str, str]) -> list[Path]:
