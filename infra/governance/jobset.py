@@ -126,8 +126,11 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
         raise JobError(f"--max-restarts {req.max_restarts} not allowed; use 0 to 1000")
     if req.hugepages_mi < 0:
         raise JobError(f"--hugepages {req.hugepages_mi} not allowed; use 0 or more MiB")
-    if req.shm_gi is not None and req.shm_gi < 1:
-        raise JobError(f"--shm {req.shm_gi} not allowed; at least 1 GiB")
+    if req.shm_gi is not None:
+        memory = res.pod_share(t, req.accelerators_per_node or t.accelerator_count).memory_gib
+        if not 1 <= req.shm_gi < memory:
+            raise JobError(f"--shm {req.shm_gi} not allowed; /dev/shm counts against the pod's {memory} GiB of "
+                           f"memory: use 1 to {memory - 1} GiB")
     if not req.script:
         raise JobError("no training script given; put it after --, e.g. -- train.py --config llama.yaml")
 

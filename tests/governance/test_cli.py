@@ -47,6 +47,8 @@ def one_error(args: list[str]) -> str:
      "layer-2, layer-3, host"),
     (["--team", "research", "--group", "gb200", "--nodes", "18", "--require-topology", "host"],
      "error: --nodes 18 cannot fit one host; --require-topology host needs --nodes 1"),
+    (["--team", "research", "--group", "p5", "--nodes", "1", "--shm", "2000"],
+     "error: --shm 2000 not allowed; /dev/shm counts against the pod's 1884 GiB of memory: use 1 to 1883 GiB"),
     (["--team", "research", "--group", "p5", "--nodes", "1", "--env", "NOEQUALS"],
      "error: --env 'NOEQUALS' not allowed; use KEY=VALUE"),
 ])
