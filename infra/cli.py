@@ -60,5 +60,114 @@ def docs(out: str) -> None:
         click.echo(f"wrote {path}")
 
 
+@main.command()
+@spec_option
+@click.option("--out", type=click.Path(file_okay=False), required=True,
+              help="directory to write the YAML files into (for Argo CD / Flux)")
+def manifests(spec_path: str | None, out: str) -> None:
+    """Write every Kubernetes object of the spec's task governance as YAML files."""
+    from infra import governance
+
+    s = load_or_exit(spec_path)
+    files = governance.render(s)
+    try:
+        governance.write(Path(out), files)
+    except OSError as e:
+        fail(f"--out {out}: cannot write: {e.strerror or e}")
+    click.echo(f"wrote {len(files)} objects to {out}")
+
+
+@main.command()
+@spec_option
+def queues(spec_path: str | None) -> None:
+    """Show each team's quota, lending and borrowing per instance group."""
+    from infra.governance import queues as q
+
+    s = load_or_exit(spec_path)
+    if not s.teams:
+        click.echo("no teams in this spec")
+        return
+    rows = [("TEAM", "GROUP", "TYPE", "NOMINAL", "ACCELERATORS", "LEND LIMIT", "BORROW LIMIT", "MAX NODES")]
+    for team in s.teams:
+        for g in q.queued_groups(s):
+            c = q.capacity(s, team, g.name)
+            t = g.type
+            accel = f"{c.nominal * t.accelerator_count} {t.accelerator_model}" if t.is_accelerated else "-"
+            rows.append((team.name, g.name, t.name, str(c.nominal), accel,
+                         "all" if c.lending_limit is None else str(c.lending_limit),
+                         "none" if c.borrowing_limit is None else str(c.borrowing_limit), str(c.max_nodes)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+    prio = ", ".join(f"{p.name} {p.value}" for p in sorted(s.priorities, key=lambda p: -p.value))
+    click.echo(f"\npriorities: {prio}")
+    click.echo("nodes are whole nodes; LEND LIMIT all = idle quota may be lent, BORROW LIMIT none = no limit; "
+               "MAX NODES = nominal + what the others lend (capped by the borrow limit)")
+
+
+@main.command(context_settings={"ignore_unknown_options": False})
+@spec_option
+@click.option("--name", required=True, help="job name (the JobSet's name)")
+@click.option("--team", required=True, help="team (namespace) submitting the job")
+@click.option("--group", "group", required=True, help="instance group to run on")
+@click.option("--image", required=True, help="container image with the training code")
+@click.option("--nodes", type=int, required=True, help="nodes (one pod per node)")
+@click.option("--accelerators-per-node", type=int, default=None, help="default: all of the instance type's")
+@click.option("--priority", default="training", show_default=True, help="a priority of the spec")
+@click.option("--require-topology", default=None, help="all pods in one domain: ultraserver, layer-1..3, host")
+@click.option("--prefer-topology", default=None, help="pack pods into as few domains of this level as possible")
+@click.option("--max-restarts", type=int, default=10, show_default=True,
+              help="times the whole job is recreated after a failure (e.g. a replaced node)")
+@click.option("--hugepages", "hugepages_mi", type=int, default=5120, show_default=True, help="2 MiB hugepages, MiB")
+@click.option("--shm", "shm_gi", type=int, default=None, help="/dev/shm size in GiB (default: 1/4 of memory, <= 64)")
+@click.option("--env", "env", multiple=True, help="KEY=VALUE for the training container (repeatable)")
+@click.option("--dry-run", is_flag=True, help="print the JobSet YAML instead of creating it")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="default: $KUBECONFIG or ~/.kube/config")
+@click.option("--context", "kube_context", default=None, help="kubeconfig context")
+@click.argument("script", nargs=-1, type=click.UNPROCESSED)
+def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, priority, require_topology,
+           prefer_topology, max_restarts, hugepages_mi, shm_gi, env, dry_run, kubeconfig, kube_context,
+           script) -> None:
+    """Submit a multi-node PyTorch job as a Kueue-managed JobSet.
+
+    The training script and its arguments follow `--`, e.g.
+    `openpod submit --team research --group p5 --nodes 2 --image IMG --name llama -- train.py --steps 100`.
+    """
+    from infra.governance import jobset
+
+    s = load_or_exit(spec_path)
+    env_map = {}
+    for item in env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            fail(f"--env {item!r} not allowed; use KEY=VALUE")
+        env_map[key] = value
+    req = jobset.JobRequest(
+        name=name, team=team, group=group, image=image, nodes=nodes, script=tuple(script),
+        accelerators_per_node=accelerators_per_node, priority=priority, require_topology=require_topology,
+        prefer_topology=prefer_topology, max_restarts=max_restarts, hugepages_mi=hugepages_mi, shm_gi=shm_gi,
+        env=env_map,
+    )
+    try:
+        jobset.validate(s, req)
+    except jobset.JobError as e:
+        fail(str(e))
+    obj = jobset.build(s, req)
+    if dry_run:
+        from infra.governance.objects import to_yaml
+
+        click.echo(to_yaml(obj), nl=False)
+        return
+    from infra.governance import apply
+
+    try:
+        apply.create_jobset(obj, kubeconfig=kubeconfig, context=kube_context)
+    except apply.ClusterError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    click.echo(f"jobset.jobset.x-k8s.io/{name} created in namespace {team} "
+               f"(queue {team}, priority {priority}); watch: kubectl -n {team} get workloads,jobsets")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

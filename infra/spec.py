@@ -299,31 +299,42 @@ class EksSpec(_Model):
 
 
 class GroupQuota(_Model):
-    """A team's share of one instance group, in nodes."""
+    """A team's share of one instance group, in whole nodes.
 
-    nodes: int = Field(ge=0, description="nominal quota")
-    borrowing_limit: int | None = Field(None, ge=0, description="nodes it may borrow; unset = no limit")
-    lending_limit: int | None = Field(None, ge=0, description="nodes it may lend; unset = all unused")
+    Quotas are nodes so they read like the capacity a platform team bought;
+    the Kueue builders turn them into accelerators, CPU, memory and EFA devices.
+    """
+
+    nodes: int = Field(ge=0, description="nominal quota: nodes the team is guaranteed")
+    borrowing_limit: int | None = Field(
+        None, ge=0, description="nodes it may borrow from idle quota of other teams; unset = no limit, 0 = never")
+    lending_limit: int | None = Field(
+        None, ge=0, description="nodes of its idle quota other teams may borrow; unset = all, 0 = never lend")
 
 
 class PreemptionSpec(_Model):
-    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Any"
-    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "LowerPriority"
-    borrow_within_cohort: Literal["Never", "LowerPriority"] = "LowerPriority"
+    """Kueue ClusterQueue preemption rules of one team."""
+
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = Field(
+        "Any", description="take back lent quota from borrowers (Any: whatever their priority)")
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = Field(
+        "LowerPriority", description="a job preempts the team's own lower-priority jobs")
+    borrow_within_cohort: Literal["Never", "LowerPriority"] = Field(
+        "Never", description="while borrowing, preempt lower-priority jobs of other teams")
 
 
 class TeamSpec(_Model):
-    name: str = Field(pattern=DNS_LABEL)
+    name: str = Field(pattern=DNS_LABEL, description="also the team's namespace")
     quotas: dict[str, GroupQuota] = Field({}, description="instance group name -> quota")
-    fair_sharing_weight: float = Field(1.0, gt=0)
+    fair_sharing_weight: float = Field(1.0, gt=0, le=1000)
     preemption: PreemptionSpec = PreemptionSpec()
-    users: list[str] = Field([], description="IAM principal ARNs or Kubernetes groups allowed to submit")
+    users: list[str] = Field([], description="IAM user ARNs or Kubernetes groups allowed to submit")
 
 
 class PrioritySpec(_Model):
     name: str = Field(pattern=DNS_LABEL)
     value: int = Field(ge=0, le=1_000_000_000)
-    description: str = ""
+    description: str = Field("", max_length=2048)
 
 
 DEFAULT_PRIORITIES: tuple[PrioritySpec, ...] = (
@@ -332,6 +343,9 @@ DEFAULT_PRIORITIES: tuple[PrioritySpec, ...] = (
     PrioritySpec(name="training", value=70, description="long training runs"),
     PrioritySpec(name="fine-tuning", value=50, description="fine-tuning and batch work"),
 )
+
+# Namespaces a team may not take: Kubernetes' own and the platform's controllers.
+RESERVED_NAMESPACES = frozenset({"default", "kueue-system", "jobset-system", "openpod-system"})
 
 
 # ------------------------------------------------------------------------------ root
@@ -443,11 +457,22 @@ def _check_governance(spec: ClusterSpec) -> Iterator[Problem]:
         yield Problem("teams", f"duplicate team name {d!r}")
     for d in _dupes([p.name for p in spec.priorities]):
         yield Problem("priorities", f"duplicate priority name {d!r}")
+    for d in _dupes([str(p.value) for p in spec.priorities]):
+        yield Problem("priorities", f"two priorities share value {d}; give each a distinct value so "
+                                    "preemption order is unambiguous")
     groups = {g.name: g for g in spec.instance_groups}
     given: dict[str, int] = {}
     for i, t in enumerate(spec.teams):
+        team_at = f"teams[{i}] ({t.name})"
+        if t.name in RESERVED_NAMESPACES or t.name.startswith("kube-"):
+            yield Problem(f"{team_at}.name", f"{t.name!r} is reserved (the team name is its namespace); "
+                                             f"not allowed: {', '.join(sorted(RESERVED_NAMESPACES))}, kube-*")
+        p = t.preemption
+        if p.borrow_within_cohort != "Never" and p.reclaim_within_cohort == "Never":
+            yield Problem(f"{team_at}.preemption.borrow_within_cohort",
+                          "must be Never when reclaim_within_cohort is Never (Kueue rejects the pair)")
         for gname, q in t.quotas.items():
-            at = f"teams[{i}] ({t.name}).quotas.{gname}"
+            at = f"{team_at}.quotas.{gname}"
             if gname not in groups:
                 yield Problem(at, f"unknown instance group; groups are: {', '.join(groups)}")
                 continue
@@ -457,6 +482,11 @@ def _check_governance(spec: ClusterSpec) -> Iterator[Problem]:
                                              f"{g.max_size} - hot_spares {g.hot_spares} = {g.schedulable_nodes}")
             if q.lending_limit is not None and q.lending_limit > q.nodes:
                 yield Problem(f"{at}.lending_limit", f"{q.lending_limit} exceeds the team's nominal quota {q.nodes}")
+            if q.borrowing_limit is not None and q.nodes + q.borrowing_limit > g.schedulable_nodes:
+                yield Problem(f"{at}.borrowing_limit",
+                              f"{q.borrowing_limit} lets the team reach {q.nodes + q.borrowing_limit} nodes, more "
+                              f"than group {gname} can supply ({g.schedulable_nodes}); at most "
+                              f"{g.schedulable_nodes - q.nodes}")
             given[gname] = given.get(gname, 0) + q.nodes
     for gname, total in given.items():
         g = groups[gname]

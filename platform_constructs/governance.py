@@ -1,15 +1,80 @@
-"""TaskGovernance: installs Kueue + JobSet and applies the spec's queues. (Owned by the task-governance work.)"""
+"""TaskGovernance: Kueue and JobSet at pinned versions, then the spec's queues, priorities and RBAC.
+
+The objects applied are exactly ``infra.governance.all_objects(spec)``, the list
+``openpod manifests`` writes for GitOps: one source of truth.
+
+First-deploy ordering (Kueue's webhook is not ready right after install, and
+the API server rejects Kueue objects while it cannot call it):
+
+1. JobSet chart (``wait``): its CRDs and controller exist before Kueue starts,
+   so Kueue's JobSet integration is set up at start.
+2. Kueue chart (``wait``): Helm returns once the controller Deployment is
+   Ready; Kueue reports Ready only after its webhook certificates are in place.
+3. A readiness gate: a KubernetesObjectValue reads the first ready address of
+   the ``kueue-webhook-service`` Endpoints, polling until there is one (the
+   Service routes to a Ready pod, so the API server's webhook calls succeed).
+   Its id carries the Kueue version: an upgrade replaces it, so it polls again.
+4. Core objects (namespaces, RBAC, FSx claims) apply in parallel with 1-3:
+   they need no webhook. Kueue objects depend on both 3 and 4 (LocalQueues live
+   in the team namespaces).
+"""
 
 from __future__ import annotations
 
+from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from infra.governance import install
+from infra.governance.objects import all_objects, stage
 from infra.spec import ClusterSpec
+
+CHART_TIMEOUT = Duration.minutes(15)
+WEBHOOK_TIMEOUT = Duration.minutes(10)
 
 
 class TaskGovernance(Construct):
-    """Kueue and JobSet at pinned versions, then the spec's teams, quotas and priorities."""
+    """Kueue and JobSet at pinned versions, then the spec's teams, quotas and priorities.
+
+    :param cluster: the EKS cluster (with a kubectl provider) to install into.
+    :param spec: the cluster spec; its ``eks.chart_versions`` pin ``kueue`` and ``jobset``.
+    """
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, spec: ClusterSpec) -> None:
         super().__init__(scope, id)
+        versions = spec.eks.chart_versions
+        for chart in ("kueue", "jobset"):
+            if not versions.get(chart):
+                raise ValueError(f"spec.eks.charts.{chart}: a pinned version is required")
+
+        self.jobset_chart = eks.HelmChart(
+            self, "JobSet", cluster=cluster, chart="jobset", repository=install.JOBSET_CHART,
+            version=versions["jobset"].lstrip("v"), release=install.JOBSET_RELEASE,
+            namespace=install.JOBSET_NAMESPACE, create_namespace=True, values=install.jobset_values(spec),
+            wait=True, timeout=CHART_TIMEOUT,
+        )
+        self.kueue_chart = eks.HelmChart(
+            self, "Kueue", cluster=cluster, chart="kueue", repository=install.KUEUE_CHART,
+            version=versions["kueue"].lstrip("v"), release=install.KUEUE_RELEASE,
+            namespace=install.KUEUE_NAMESPACE, create_namespace=True, values=install.kueue_values(spec),
+            wait=True, timeout=CHART_TIMEOUT,
+        )
+        self.kueue_chart.node.add_dependency(self.jobset_chart)
+
+        # The version in the id replaces the gate on a Kueue upgrade, so it polls again then.
+        self.webhook_ready = eks.KubernetesObjectValue(
+            self, f"KueueWebhookReady-{versions['kueue']}", cluster=cluster, object_type="endpoints",
+            object_name=install.KUEUE_WEBHOOK_SERVICE, object_namespace=install.KUEUE_NAMESPACE,
+            json_path=".subsets[0].addresses[0].ip", timeout=WEBHOOK_TIMEOUT,
+        )
+        self.webhook_ready.node.add_dependency(self.kueue_chart)
+
+        self.objects = objects = all_objects(spec)
+        core, kueue = stage(objects, core=True), stage(objects, core=False)
+        self.core_manifest = eks.KubernetesManifest(self, "Core", cluster=cluster, manifest=core) if core else None
+        self.queue_manifest = None
+        if kueue:
+            self.queue_manifest = eks.KubernetesManifest(self, "Queues", cluster=cluster, manifest=kueue)
+            self.queue_manifest.node.add_dependency(self.webhook_ready)
+            if self.core_manifest:
+                self.queue_manifest.node.add_dependency(self.core_manifest)

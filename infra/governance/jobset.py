@@ -1,0 +1,234 @@
+"""The JobSet ``openpod submit`` creates for a multi-node PyTorch job.
+
+One replicated job of ``nodes`` pods (an Indexed Job, one pod per node), each
+running ``torchrun`` with c10d rendezvous on pod 0 through the JobSet's
+headless service. Kueue admits the JobSet as one workload (gang) against the
+team's LocalQueue at the chosen priority, and places it by topology: required
+(all pods in one domain, e.g. one UltraServer) or preferred (as few domains as
+possible, e.g. under one network spine).
+
+A node failure makes its pod fail; the JobSet then recreates all its jobs
+(``failurePolicy.maxRestarts``) and torchrun resumes from the last checkpoint
+once the Auto Scaling group's replacement node has passed its health check.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from infra import labels
+from infra.governance import queues as q
+from infra.governance import resources as res
+from infra.spec import ClusterSpec
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+PREFERRED_TOPOLOGY = "kueue.x-k8s.io/podset-preferred-topology"
+REPLICATED_JOB = "node"
+CONTAINER = "trainer"
+RDZV_PORT = 29500
+JOB_NAME = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")
+
+# Topology level names users type -> node label.
+LEVELS: dict[str, str] = {
+    "ultraserver": labels.ULTRASERVER_ID,
+    "layer-1": labels.TOPOLOGY_LAYERS[0],
+    "layer-2": labels.TOPOLOGY_LAYERS[1],
+    "layer-3": labels.TOPOLOGY_LAYERS[2],
+    "host": labels.HOSTNAME,
+}
+DEFAULT_HUGEPAGES_MI = 5120
+DEFAULT_MAX_RESTARTS = 10
+
+
+class JobError(ValueError):
+    """A job request that cannot run on this spec (message names the flag and what is allowed)."""
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    name: str
+    team: str
+    group: str
+    image: str
+    nodes: int
+    script: tuple[str, ...]
+    accelerators_per_node: int | None = None    # default: all of the type's
+    priority: str = "training"
+    require_topology: str | None = None         # a LEVELS key
+    prefer_topology: str | None = None
+    max_restarts: int = DEFAULT_MAX_RESTARTS
+    hugepages_mi: int = DEFAULT_HUGEPAGES_MI
+    shm_gi: int | None = None                   # default: a quarter of the pod's memory, at most 64
+    env: dict[str, str] = field(default_factory=dict)
+
+
+# Placement when the user asks for none: pack into one UltraServer / layer-3
+# network node when possible. CPU groups: Kueue's implied placement.
+DEFAULT_PREFERRED = {q.ULTRASERVER_TOPOLOGY: "ultraserver", q.NETWORK_TOPOLOGY: "layer-3"}
+
+
+def _levels_of(group_topology: str) -> list[str]:
+    keys = q.TOPOLOGY_LEVELS[group_topology]
+    return [name for name, key in LEVELS.items() if key in keys]
+
+
+def validate(spec: ClusterSpec, req: JobRequest) -> None:
+    """Raise JobError naming the first thing that cannot work and what is allowed."""
+    if not JOB_NAME.match(req.name):
+        raise JobError(f"--name {req.name!r} not allowed; use lowercase letters, digits and '-', starting with a "
+                       "letter, at most 40 characters")
+    teams = [t.name for t in spec.teams]
+    if req.team not in teams:
+        raise JobError(f"--team {req.team!r} is not a team of this spec; teams are: {', '.join(teams) or '(none)'}")
+    priorities = [p.name for p in spec.priorities]
+    if req.priority not in priorities:
+        raise JobError(f"--priority {req.priority!r} is not a priority of this spec; priorities are: "
+                       f"{', '.join(priorities)}")
+    queued = [g.name for g in q.queued_groups(spec)]
+    if req.group not in queued:
+        raise JobError(f"--group {req.group!r} has no team quota in this spec; groups with queues are: "
+                       f"{', '.join(queued) or '(none)'}")
+    group = spec.group(req.group)
+    t = group.type
+    if req.nodes < 1:
+        raise JobError(f"--nodes {req.nodes} not allowed; at least 1")
+    cap = q.capacity(spec, spec.team(req.team), req.group)
+    if req.nodes > cap.max_nodes:
+        raise JobError(f"--nodes {req.nodes} is more than team {req.team} could ever get on group {req.group}: "
+                       f"at most {cap.max_nodes} (nominal {cap.nominal} + borrowable {cap.borrowable} within "
+                       f"the cohort)")
+    if req.accelerators_per_node is not None:
+        if not t.is_accelerated:
+            raise JobError(f"--accelerators-per-node not allowed: group {req.group} ({t.name}) has no accelerators")
+        if not 1 <= req.accelerators_per_node <= t.accelerator_count:
+            raise JobError(f"--accelerators-per-node {req.accelerators_per_node} not allowed: {t.name} has "
+                           f"{t.accelerator_count} {t.accelerator_model}; use 1 to {t.accelerator_count}")
+    if req.require_topology and req.prefer_topology:
+        raise JobError("--require-topology and --prefer-topology are exclusive; give one")
+    level = req.require_topology or req.prefer_topology
+    if level:
+        flag = "--require-topology" if req.require_topology else "--prefer-topology"
+        allowed = _levels_of(q.topology_of(group))
+        if level not in allowed:
+            raise JobError(f"{flag} {level!r} not available on group {req.group} ({t.name}); levels are: "
+                           f"{', '.join(allowed)}")
+        if req.require_topology == "ultraserver" and t.ultraserver and req.nodes > t.ultraserver.instances:
+            raise JobError(f"--nodes {req.nodes} cannot fit one UltraServer: {t.ultraserver.name} has "
+                           f"{t.ultraserver.instances} instances")
+        if req.require_topology == "host" and req.nodes > 1:
+            raise JobError(f"--nodes {req.nodes} cannot fit one host; --require-topology host needs --nodes 1")
+    if not 0 <= req.max_restarts <= 1000:
+        raise JobError(f"--max-restarts {req.max_restarts} not allowed; use 0 to 1000")
+    if req.hugepages_mi < 0:
+        raise JobError(f"--hugepages {req.hugepages_mi} not allowed; use 0 or more MiB")
+    if req.shm_gi is not None:
+        memory = res.pod_share(t, req.accelerators_per_node or t.accelerator_count).memory_gib
+        if not 1 <= req.shm_gi < memory:
+            raise JobError(f"--shm {req.shm_gi} not allowed; /dev/shm counts against the pod's {memory} GiB of "
+                           f"memory: use 1 to {memory - 1} GiB")
+    if not req.script:
+        raise JobError("no training script given; put it after --, e.g. -- train.py --config llama.yaml")
+
+
+def leader_host(name: str) -> str:
+    """DNS name of pod 0: <jobset>-<replicatedJob>-<job index>-<pod index>.<headless service>."""
+    return f"{name}-{REPLICATED_JOB}-0-0.{name}"
+
+
+def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
+    """The JobSet for ``req``; call ``validate`` first."""
+    group = spec.group(req.group)
+    t = group.type
+    accelerators = req.accelerators_per_node or t.accelerator_count
+    share = res.pod_share(t, accelerators)
+    amounts = share.quantities(t)
+    resources = {r: res.quantity(r, n) for r, n in amounts.items()}
+    if t.efa_supported and req.hugepages_mi:
+        resources[res.HUGEPAGES] = f"{req.hugepages_mi}Mi"
+    nproc = res.processes_per_node(t, accelerators)
+    shm_gi = req.shm_gi or max(1, min(64, share.memory_gib // 4))
+    mount = spec.storage.fsx.mount_path
+
+    torchrun = [
+        "torchrun",
+        f"--nnodes={req.nodes}",
+        f"--nproc-per-node={nproc}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={leader_host(req.name)}:{RDZV_PORT}",
+        f"--rdzv-id={req.name}",
+        "--max-restarts=0",
+        *req.script,
+    ]
+    env = {"OPENPOD_JOB": req.name, "OPENPOD_TEAM": req.team, "OPENPOD_FSX": mount, **req.env}
+    if t.efa_supported:
+        env.setdefault("FI_PROVIDER", "efa")
+        if t.device_resource == res.GPU:
+            env.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": req.image,
+        "command": torchrun,
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "ports": [{"name": "rdzv", "containerPort": RDZV_PORT, "protocol": "TCP"}],
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "fsx", "mountPath": mount}],
+    }
+    if t.efa_supported:
+        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+
+    annotations: dict[str, str] = {}
+    preferred = req.prefer_topology or DEFAULT_PREFERRED.get(q.topology_of(group))
+    if req.require_topology:
+        annotations[REQUIRED_TOPOLOGY] = LEVELS[req.require_topology]
+    elif preferred:
+        annotations[PREFERRED_TOPOLOGY] = LEVELS[preferred]
+
+    pod_meta: dict[str, Any] = {"labels": {"app.kubernetes.io/name": req.name, q.TEAM_LABEL: req.team}}
+    if annotations:
+        pod_meta["annotations"] = annotations
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "nodeSelector": {labels.INSTANCE_GROUP: group.name},
+        "containers": [container],
+        "volumes": [
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gi}Gi"}},
+            {"name": "fsx", "persistentVolumeClaim": {"claimName": q.FSX_CLAIM}},
+        ],
+        "terminationGracePeriodSeconds": 60,
+    }
+    # The group's own taints only; never the health-check, unhealthy or hot-spare taints.
+    if group.taints:
+        pod_spec["tolerations"] = [{"key": x.key, "operator": "Equal", "value": x.value, "effect": x.effect.value}
+                                   for x in group.taints]
+    return {
+        "apiVersion": JOBSET_API,
+        "kind": "JobSet",
+        "metadata": {
+            "name": req.name,
+            "namespace": req.team,
+            "labels": {QUEUE_LABEL: q.local_queue_name(req.team), PRIORITY_LABEL: req.priority,
+                       q.TEAM_LABEL: req.team},
+        },
+        "spec": {
+            "suspend": True,  # Kueue unsuspends on admission
+            "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True, "subdomain": req.name},
+            "failurePolicy": {"maxRestarts": req.max_restarts, "restartStrategy": "Recreate"},
+            "successPolicy": {"operator": "All", "targetReplicatedJobs": [REPLICATED_JOB]},
+            "replicatedJobs": [{
+                "name": REPLICATED_JOB,
+                "replicas": 1,
+                "template": {"spec": {
+                    "parallelism": req.nodes,
+                    "completions": req.nodes,
+                    "completionMode": "Indexed",
+                    "backoffLimit": 0,
+                    "template": {"metadata": pod_meta, "spec": pod_spec},
+                }},
+            }],
+        },
+    }

@@ -1,0 +1,81 @@
+"""`submit` without --dry-run talks to the API server through the real kubernetes client.
+
+The server here is a local HTTP endpoint that records what the client sends and answers
+like the API server (201 with the object, or a Status on refusal).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from infra.cli import main
+from tests.conftest import EXAMPLES
+
+
+@pytest.fixture
+def api_server(tmp_path):
+    seen: list[tuple[str, str, dict]] = []
+    answer = {"status": 201}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's naming
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, self.headers.get("Authorization", ""), body))
+            if answer["status"] == 201:
+                payload = body
+            else:
+                payload = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": answer["status"],
+                           "message": "admission webhook \"vjobset.kb.io\" denied the request: bad"}
+            data = json.dumps(payload).encode()
+            self.send_response(answer["status"])
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "secret-token"}}],
+    }))
+    yield cfg, seen, answer
+    server.shutdown()
+    server.server_close()
+
+
+ARGS = ["submit", "--spec", str(EXAMPLES / "default.yaml"), "--image", "i", "--name", "llama", "--team", "research",
+        "--group", "p5", "--nodes", "2"]
+
+
+def test_creates_the_jobset_in_the_team_namespace(api_server):
+    cfg, seen, _ = api_server
+    result = CliRunner().invoke(main, [*ARGS, "--kubeconfig", str(cfg), "--", "train.py"])
+    assert result.exit_code == 0, result.output
+    assert "jobset.jobset.x-k8s.io/llama created in namespace research" in result.stdout
+    ((path, auth, body),) = seen
+    assert path == "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets"
+    assert auth == "Bearer secret-token"
+    assert body["kind"] == "JobSet" and body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "research"
+
+
+def test_refusal_is_one_error_line(api_server):
+    cfg, _, answer = api_server
+    answer["status"] = 422
+    result = CliRunner().invoke(main, [*ARGS, "--kubeconfig", str(cfg), "--", "train.py"])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        'error: the API server refused the JobSet (422): admission webhook "vjobset.kb.io" denied the request: bad']

@@ -1,0 +1,117 @@
+"""TaskGovernance on its own in a minimal stack: charts, readiness gate, manifests, ordering."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from infra.governance import all_objects, install
+from infra.spec import load_spec
+from tests.conftest import EXAMPLES
+
+pytestmark = pytest.mark.xdist_group("cdk")
+
+
+@pytest.fixture(scope="module")
+def synth():
+    from aws_cdk import App, Stack, assertions
+    from aws_cdk import aws_eks_v2 as eks
+    from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
+
+    from platform_constructs.governance import TaskGovernance
+
+    spec = load_spec(EXAMPLES / "default.yaml")
+    app = App()
+    stack = Stack(app, "Gov")
+    cluster = eks.Cluster(stack, "Cluster", version=eks.KubernetesVersion.V1_34,
+                          kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV34Layer(stack, "K")))
+    gov = TaskGovernance(stack, "Governance", cluster=cluster, spec=spec)
+    return spec, gov, assertions.Template.from_stack(stack)
+
+
+def _by_type(template, t):
+    return template.find_resources(t)
+
+
+def _logical_id(resources, needle):
+    ids = [k for k in resources if needle in k]
+    assert len(ids) == 1, (needle, list(resources))
+    return ids[0]
+
+
+def test_charts_pinned_from_spec_with_wait(synth):
+    spec, _, template = synth
+    charts = _by_type(template, "Custom::AWSCDK-EKS-HelmChart")
+    by_release = {c["Properties"]["Release"]: c["Properties"] for c in charts.values()}
+    assert set(by_release) == {"kueue", "jobset"}
+    k, j = by_release["kueue"], by_release["jobset"]
+    assert k["Repository"] == "oci://registry.k8s.io/kueue/charts/kueue"
+    assert j["Repository"] == "oci://registry.k8s.io/jobset/charts/jobset"
+    assert k["Version"] == spec.eks.chart_versions["kueue"] == "0.19.2"
+    assert j["Version"] == spec.eks.chart_versions["jobset"] == "0.12.0"
+    assert k["Wait"] is True and j["Wait"] is True
+    values = json.loads(k["Values"]) if isinstance(k["Values"], str) else k["Values"]
+    gates = values["controllerManager"]["featureGates"]
+    assert {"name": "TopologyAwareScheduling", "enabled": True} in gates
+    assert "fairSharing:" in values["managerConfig"]["controllerManagerConfigYaml"]
+    assert "jobset.x-k8s.io/jobset" in values["managerConfig"]["controllerManagerConfigYaml"]
+    assert values["controllerManager"]["nodeSelector"] == {"openpod.io/instance-group": "system"}
+    jvalues = json.loads(j["Values"]) if isinstance(j["Values"], str) else j["Values"]
+    assert jvalues["prometheus"] == {"enable": False}  # a ServiceMonitor without its CRD fails the install
+
+
+def test_manifests_are_the_same_objects_as_openpod_manifests(synth):
+    spec, _, template = synth
+    manifests = _by_type(template, "Custom::AWSCDK-EKS-KubernetesResource")
+    applied = []
+    for res in manifests.values():
+        applied += json.loads(res["Properties"]["Manifest"])
+    for obj in applied:  # the label CDK adds for `kubectl apply --prune`
+        obj["metadata"]["labels"] = {k: v for k, v in obj["metadata"]["labels"].items()
+                                     if not k.startswith("aws.cdk.eks/prune-")}
+    key = lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])  # noqa: E731
+    assert sorted(applied, key=key) == sorted(all_objects(spec), key=key)
+
+
+def test_order_jobset_then_kueue_then_webhook_gate_then_queues(synth):
+    _, _, template = synth
+    res = template.to_json()["Resources"]
+    kueue = _logical_id({k: v for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"}, "Kueue")
+    jobset = _logical_id({k: v for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"}, "JobSet")
+    gate = _logical_id({k: v for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"},
+                       "KueueWebhookReady")
+    manifests = {k: v for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"}
+    queues, core = _logical_id(manifests, "Queues"), _logical_id(manifests, "Core")
+    deps = lambda lid: set(res[lid].get("DependsOn", []))  # noqa: E731
+    assert jobset in deps(kueue)
+    assert kueue in deps(gate)
+    assert {gate, core} <= deps(queues)
+    gate_props = res[gate]["Properties"]
+    assert gate_props["ObjectType"] == "endpoints"
+    assert gate_props["ObjectName"] == install.KUEUE_WEBHOOK_SERVICE
+    assert gate_props["ObjectNamespace"] == install.KUEUE_NAMESPACE
+    # Kueue objects never ride in the core manifest (the webhook would not be ready for them).
+    core_kinds = {o["kind"] for o in json.loads(res[core]["Properties"]["Manifest"])}
+    assert core_kinds <= {"Namespace", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                          "PersistentVolumeClaim"}
+    queue_kinds = {o["kind"] for o in json.loads(res[queues]["Properties"]["Manifest"])}
+    assert "ClusterQueue" in queue_kinds and "Namespace" not in queue_kinds
+
+
+def test_missing_chart_version_names_the_prop():
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_eks_v2 as eks
+    from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
+
+    from infra.spec import parse_spec
+    from platform_constructs.governance import TaskGovernance
+
+    data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+    data["eks"]["charts"] = {"kueue": ""}
+    stack = Stack(App(), "Gov")
+    cluster = eks.Cluster(stack, "Cluster", version=eks.KubernetesVersion.V1_34,
+                          kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV34Layer(stack, "K")))
+    with pytest.raises(ValueError, match=r"spec\.eks\.charts\.kueue: a pinned version is required"):
+        TaskGovernance(stack, "Governance", cluster=cluster, spec=parse_spec(data))

@@ -1,0 +1,83 @@
+"""Spec validation of the teams/priorities section: one clear problem per mistake."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from infra.spec import SpecError, parse_spec
+from tests.conftest import EXAMPLES
+
+
+def base():
+    return yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+
+
+def problems(data) -> list[str]:
+    with pytest.raises(SpecError) as e:
+        parse_spec(data)
+    return [str(p) for p in e.value.problems]
+
+
+def test_examples_are_valid():
+    for path in EXAMPLES.glob("*.yaml"):
+        parse_spec(yaml.safe_load(path.read_text()))
+
+
+def test_quota_beyond_group_minus_hot_spares():
+    d = base()
+    d["teams"][0]["quotas"]["p5"]["nodes"] = 4
+    assert problems(d) == [
+        "teams[0] (research).quotas.p5.nodes: 4 exceeds what group p5 can supply: max_size 4 - hot_spares 1 = 3",
+        "teams: teams' quotas on group p5 add up to 5 nodes, more than it can supply (3 = max_size 4 - hot_spares 1)",
+    ]
+
+
+def test_unknown_group_and_lending_above_nominal():
+    d = base()
+    d["teams"][1]["quotas"] = {"h100": {"nodes": 1}, "p5": {"nodes": 1, "lending_limit": 2}}
+    assert problems(d) == [
+        "teams[1] (product).quotas.h100: unknown instance group; groups are: system, p5, trn2, gb200",
+        "teams[1] (product).quotas.p5.lending_limit: 2 exceeds the team's nominal quota 1",
+    ]
+
+
+def test_borrowing_limit_beyond_what_the_group_has():
+    d = base()
+    d["teams"][1]["quotas"]["p5"]["borrowing_limit"] = 3
+    assert problems(d) == [
+        "teams[1] (product).quotas.p5.borrowing_limit: 3 lets the team reach 4 nodes, more than group p5 can supply "
+        "(3); at most 2"]
+
+
+def test_reserved_and_invalid_team_names_duplicate_priorities():
+    d = base()
+    d["teams"][0]["name"] = "kube-ops"
+    d["teams"][1]["name"] = "Product"
+    d["priorities"] = [{"name": "high", "value": 10}, {"name": "high", "value": 10}]
+    got = problems(d)
+    assert "teams[1] (Product).name: 'Product' not allowed; use lowercase letters, digits and '-', starting with a " \
+           "letter, at most 32 characters" in got
+    d["teams"][1]["name"] = "product"
+    got = problems(d)
+    assert got == [
+        "priorities: duplicate priority name 'high'",
+        "priorities: two priorities share value 10; give each a distinct value so preemption order is unambiguous",
+        "teams[0] (kube-ops).name: 'kube-ops' is reserved (the team name is its namespace); not allowed: default, "
+        "jobset-system, kueue-system, openpod-system, kube-*",
+    ]
+
+
+def test_borrow_within_cohort_needs_reclaim():
+    d = base()
+    d["teams"][0]["preemption"] = {"reclaim_within_cohort": "Never", "borrow_within_cohort": "LowerPriority"}
+    assert problems(d) == ["teams[0] (research).preemption.borrow_within_cohort: must be Never when "
+                           "reclaim_within_cohort is Never (Kueue rejects the pair)"]
+
+
+def test_bad_preemption_value_names_the_allowed_ones():
+    d = base()
+    d["teams"][0]["preemption"] = {"within_cluster_queue": "Always"}
+    (p,) = problems(d)
+    assert p.startswith("teams[0] (research).preemption.within_cluster_queue: 'Always' not allowed")
+    assert "'Never', 'LowerPriority' or 'LowerOrNewerEqualPriority'" in p

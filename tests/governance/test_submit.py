@@ -1,0 +1,174 @@
+"""Must show 3: `submit --dry-run` for P5, Trn2 and GB200 jobs gives valid JobSets with the right
+resources, labels, annotations, restart policy, rendezvous and tolerations."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from infra import labels
+from infra.cli import main
+from infra.instance_types import get
+from tests.conftest import EXAMPLES
+from tests.governance import k8s_schema
+
+SPEC = str(EXAMPLES / "default.yaml")
+FORBIDDEN_TAINTS = {labels.STARTUP_TAINT, labels.UNHEALTHY_TAINT, labels.HOT_SPARE_TAINT}
+
+
+def dry_run(*args: str) -> dict:
+    result = CliRunner().invoke(main, ["submit", "--spec", SPEC, "--image", "registry.example/train:1", "--dry-run",
+                                       *args, "--", "train.py", "--steps", "100"])
+    assert result.exit_code == 0, result.output
+    return yaml.safe_load(result.stdout)
+
+
+def pod(js: dict) -> dict:
+    return js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+
+
+def container(js: dict) -> dict:
+    (c,) = pod(js)["spec"]["containers"]
+    return c
+
+
+def check_common(js: dict, *, name: str, team: str, priority: str, nodes: int, nproc: int, group: str) -> None:
+    if k8s_schema.schemas_present():
+        assert k8s_schema.validate(js) == []
+    assert js["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and js["kind"] == "JobSet"
+    assert js["metadata"]["namespace"] == team
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == team
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == priority
+    assert js["spec"]["suspend"] is True
+    # Restart: a failed pod (node lost) recreates the whole job set, up to maxRestarts times.
+    assert js["spec"]["failurePolicy"] == {"maxRestarts": 10, "restartStrategy": "Recreate"}
+    rj = js["spec"]["replicatedJobs"]
+    assert len(rj) == 1 and rj[0]["replicas"] == 1
+    job = rj[0]["template"]["spec"]
+    assert (job["parallelism"], job["completions"], job["completionMode"]) == (nodes, nodes, "Indexed")
+    # Rendezvous: c10d on pod 0 through the JobSet's headless service.
+    assert js["spec"]["network"]["enableDNSHostnames"] is True
+    assert js["spec"]["network"]["subdomain"] == name
+    cmd = container(js)["command"]
+    assert cmd[0] == "torchrun"
+    assert f"--nnodes={nodes}" in cmd and f"--nproc-per-node={nproc}" in cmd
+    assert "--rdzv-backend=c10d" in cmd
+    assert f"--rdzv-endpoint={name}-node-0-0.{name}:29500" in cmd
+    assert cmd[-3:] == ["train.py", "--steps", "100"]
+    spec = pod(js)["spec"]
+    assert spec["restartPolicy"] == "Never"
+    assert spec["nodeSelector"] == {labels.INSTANCE_GROUP: group}
+    tolerated = {t.get("key") for t in spec.get("tolerations", [])}
+    assert not tolerated & FORBIDDEN_TAINTS and None not in tolerated  # no wildcard toleration either
+    vols = {v["name"]: v for v in spec["volumes"]}
+    assert vols["dshm"]["emptyDir"]["medium"] == "Memory"
+    assert vols["fsx"]["persistentVolumeClaim"] == {"claimName": "fsx-lustre"}
+    mounts = {m["mountPath"]: m["name"] for m in container(js)["volumeMounts"]}
+    assert mounts == {"/dev/shm": "dshm", "/fsx": "fsx"}
+    res = container(js)["resources"]
+    assert res["requests"] == res["limits"]  # hugepages need requests == limits
+    assert res["requests"]["hugepages-2Mi"] == "5120Mi"
+
+
+def test_p5_job_under_one_network_spine():
+    js = dry_run("--name", "llama-p5", "--team", "research", "--group", "p5", "--nodes", "2",
+                 "--require-topology", "layer-1")
+    check_common(js, name="llama-p5", team="research", priority="training", nodes=2, nproc=8, group="p5")
+    req = container(js)["resources"]["requests"]
+    assert req["nvidia.com/gpu"] == "8"
+    assert req["vpc.amazonaws.com/efa"] == str(get("p5.48xlarge").efa_count) == "32"
+    assert pod(js)["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-1"}
+
+
+def test_trn2_job_prefers_one_layer3_network_node():
+    js = dry_run("--name", "neuron", "--team", "product", "--group", "trn2", "--nodes", "3",
+                 "--priority", "fine-tuning", "--prefer-topology", "layer-3")
+    # 16 Trainium2 devices x 4 logical NeuronCores (LNC=2) = 64 ranks per node.
+    check_common(js, name="neuron", team="product", priority="fine-tuning", nodes=3, nproc=64, group="trn2")
+    req = container(js)["resources"]["requests"]
+    assert req["aws.amazon.com/neuron"] == "16" and "nvidia.com/gpu" not in req
+    assert req["vpc.amazonaws.com/efa"] == str(get("trn2.48xlarge").efa_count) == "16"
+    assert pod(js)["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/podset-preferred-topology": "topology.k8s.aws/network-node-layer-3"}
+
+
+def test_gb200_job_inside_one_ultraserver():
+    js = dry_run("--name", "moe", "--team", "research", "--group", "gb200", "--nodes", "18",
+                 "--priority", "experimentation", "--require-topology", "ultraserver")
+    check_common(js, name="moe", team="research", priority="experimentation", nodes=18, nproc=4, group="gb200")
+    req = container(js)["resources"]["requests"]
+    assert req["nvidia.com/gpu"] == "4"
+    assert req["vpc.amazonaws.com/efa"] == str(get("p6e-gb200.36xlarge").efa_count)
+    assert pod(js)["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/ultraserver-id"}
+
+
+def test_partial_node_scales_cpu_memory_and_efa():
+    js = dry_run("--name", "small", "--team", "research", "--group", "p5", "--nodes", "1",
+                 "--accelerators-per-node", "2")
+    req = container(js)["resources"]["requests"]
+    assert req["nvidia.com/gpu"] == "2" and req["vpc.amazonaws.com/efa"] == "8"
+    assert req["cpu"] == "44" and req["memory"] == "471Gi"  # a quarter of 176 vCPU / 1884 GiB
+    assert "--nproc-per-node=2" in container(js)["command"]
+
+
+def test_group_taints_are_tolerated_but_never_the_health_taints():
+    from infra.governance import jobset
+    from infra.spec import load_spec
+
+    spec = load_spec(EXAMPLES / "large.yaml")
+    req = jobset.JobRequest(name="dev", team="research", group="p5-dev", image="i", nodes=1, script=("t.py",))
+    jobset.validate(spec, req)
+    tol = pod(jobset.build(spec, req))["spec"]["tolerations"]
+    assert tol == [{"key": "dedicated", "operator": "Equal", "value": "dev", "effect": "NoSchedule"}]
+
+
+@pytest.mark.parametrize("kubeconfig", ["missing", "empty"])
+def test_without_dry_run_and_no_cluster_a_clear_error(tmp_path, monkeypatch, kubeconfig):
+    path = tmp_path / "kubeconfig"
+    if kubeconfig == "empty":
+        path.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    result = CliRunner().invoke(main, ["submit", "--spec", SPEC, "--image", "i", "--name", "x", "--team", "research",
+                                       "--group", "p5", "--nodes", "1", "--kubeconfig", str(path), "--", "t.py"])
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "kubeconfig" in lines[0]
+
+
+def test_without_dry_run_unreachable_api_server(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = tmp_path / "kubeconfig"
+    cfg.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+    }))
+    result = CliRunner().invoke(main, ["submit", "--spec", SPEC, "--image", "i", "--name", "x", "--team", "research",
+                                       "--group", "p5", "--nodes", "1", "--kubeconfig", str(cfg), "--", "t.py"])
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot reach the cluster API server")
+
+
+def test_default_placement_packs_into_one_ultraserver_or_layer3_node():
+    from infra.governance import jobset
+    from infra.spec import load_spec
+
+    spec = load_spec(EXAMPLES / "large.yaml")
+    expected = {"gb200": ("pretraining", "topology.k8s.aws/ultraserver-id"),
+                "p5en": ("pretraining", "topology.k8s.aws/network-node-layer-3"),
+                "data-prep": ("research", None)}
+    for group, (team, label) in expected.items():
+        req = jobset.JobRequest(name="j", team=team, group=group, image="i", nodes=1, script=("t.py",))
+        jobset.validate(spec, req)
+        annotations = pod(jobset.build(spec, req))["metadata"].get("annotations", {})
+        assert annotations == ({"kueue.x-k8s.io/podset-preferred-topology": label} if label else {})
