@@ -163,7 +163,7 @@ class Detector:
 
         def run() -> list[Finding]:
             proc = Path(c.proc_root)
-            found = host.read_only_mounts((proc / "mounts").read_text(), c.watched_mounts)
+            found = host.read_only_mounts((proc / "1" / "mounts").read_text(), c.watched_mounts)  # host init's view
             found += host.full_mounts(host.HostPaths(proc, Path(c.mount_prefix)), c.watched_mounts,
                                       c.full_threshold_pct)
             psi = proc / "pressure" / "memory"

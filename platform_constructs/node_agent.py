@@ -1,16 +1,90 @@
-"""NodeHealthAgent: the detector DaemonSet, remediation controller, RBAC and IAM. (Owned by the node-agent work.)"""
+"""NodeHealthAgent: the detector DaemonSet, remediation controller, RBAC and IAM. (Owned by the node-agent work.)
+
+Builds the agent image (one per CPU architecture the accelerated/EFA groups
+use), applies the manifests of :mod:`node_agent.deploy` to the cluster, and
+gives the controller's ServiceAccount an IAM role through EKS Pod Identity
+that may only reboot instances and mark Auto Scaling instances unhealthy when
+they carry this cluster's ``eks:cluster-name`` tag (EKS managed node groups
+tag their Auto Scaling groups and propagate it to instances).
+"""
 
 from __future__ import annotations
 
+from aws_cdk import ArnFormat, IgnoreMode, Stack
+from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.spec import ClusterSpec
+from node_agent import deploy
+
+CLUSTER_TAG = "eks:cluster-name"
+
+# Only what the image needs goes into the build context (whitelist, like the root .dockerignore).
+_CONTEXT = ["*", "!pyproject.toml", "!README.md", "!infra", "!node_agent", "**/__pycache__", "**/*.pyc"]
+_PLATFORMS = {"amd64": ecr_assets.Platform.LINUX_AMD64, "arm64": ecr_assets.Platform.LINUX_ARM64}
 
 
 class NodeHealthAgent(Construct):
-    """Deploys the node agent built from ``image_directory`` onto ``cluster``."""
+    """Deploys the node agent built from ``image_directory`` (the repository root) onto ``cluster``."""
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, spec: ClusterSpec,
                  image_directory: str) -> None:
         super().__init__(scope, id)
+        if not image_directory:
+            raise ValueError("NodeHealthAgent: image_directory must be the repository root holding "
+                             "node_agent/Dockerfile")
+        arches = sorted(set(deploy.detector_arches(spec)) | {"amd64"})  # amd64: the controller's image
+        self.images: dict[str, ecr_assets.DockerImageAsset] = {
+            arch: ecr_assets.DockerImageAsset(
+                self, f"Image{arch.capitalize()}", directory=image_directory, file="node_agent/Dockerfile",
+                platform=_PLATFORMS[arch], exclude=_CONTEXT, ignore_mode=IgnoreMode.DOCKER,
+                display_name=f"openpod node agent ({arch})")
+            for arch in arches
+        }
+
+        ns = cluster.add_manifest("Namespace", deploy.namespace())
+        # The controller's ServiceAccount, bound to an IAM role by EKS Pod Identity.
+        self.controller_service_account = eks.ServiceAccount(
+            self, "ControllerServiceAccount", cluster=cluster, name=deploy.CONTROLLER, namespace=deploy.NAMESPACE,
+            identity_type=eks.IdentityType.POD_IDENTITY)
+        self.controller_service_account.node.add_dependency(ns)
+        self.role = self.controller_service_account.role
+        self._grant_remediation(cluster)
+
+        objects = deploy.manifests(spec, {a: img.image_uri for a, img in self.images.items()},
+                                   controller_service_account=False)
+        self.manifest = cluster.add_manifest("Manifests", *objects[1:])  # namespace applied above
+        self.manifest.node.add_dependency(ns)
+        self.manifest.node.add_dependency(self.controller_service_account)
+
+    def _grant_remediation(self, cluster: eks.ICluster) -> None:
+        stack = Stack.of(self)
+        on_cluster = {"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": cluster.cluster_name}}
+        self.role.add_to_principal_policy(iam.PolicyStatement(
+            sid="ReplaceClusterInstances", actions=["autoscaling:SetInstanceHealth"],
+            resources=[stack.format_arn(service="autoscaling", resource="autoScalingGroup",
+                                        resource_name="*:autoScalingGroupName/*",
+                                        arn_format=ArnFormat.COLON_RESOURCE_NAME)],
+            conditions=on_cluster))
+        self.role.add_to_principal_policy(iam.PolicyStatement(
+            sid="RebootClusterInstances", actions=["ec2:RebootInstances"],
+            resources=[stack.format_arn(service="ec2", resource="instance", resource_name="*")],
+            conditions=on_cluster))
+        # Describe calls support no resource scoping; read-only.
+        self.role.add_to_principal_policy(iam.PolicyStatement(
+            sid="DescribeInstances",
+            actions=["autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeAutoScalingInstances",
+                     "ec2:DescribeInstances"],
+            resources=["*"]))
+        try:
+            from cdk_nag import NagSuppressions
+
+            NagSuppressions.add_resource_suppressions(self.role, [{
+                "id": "AwsSolutions-IAM5",
+                "reason": "Reboot/SetInstanceHealth are limited by the eks:cluster-name tag condition to this "
+                          "cluster's instances and groups; Describe* calls cannot be resource-scoped.",
+            }], apply_to_children=True)
+        except ImportError:  # cdk-nag is optional at synth
+            pass
