@@ -15,6 +15,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -166,6 +167,8 @@ Runner = Callable[[list[str], float], tuple[int, str]]
 
 def subprocess_runner(cmd: list[str], timeout: float) -> tuple[int, str]:
     """Run a command; FileNotFoundError when the tool is missing, TimeoutError on timeout."""
+    if cmd == ["efa-loopback"]:
+        return efa_loopback(timeout)
     if shutil.which(cmd[0]) is None:
         raise FileNotFoundError(cmd[0])
     try:
@@ -173,6 +176,23 @@ def subprocess_runner(cmd: list[str], timeout: float) -> tuple[int, str]:
     except subprocess.TimeoutExpired:
         raise TimeoutError(f"{cmd[0]} did not finish in {timeout:.0f}s") from None
     return p.returncode, p.stdout + p.stderr
+
+
+def efa_loopback(timeout: float) -> tuple[int, str]:
+    """fi_pingpong over the EFA provider against itself: a server, then a client to localhost."""
+    if shutil.which("fi_pingpong") is None:
+        raise FileNotFoundError("fi_pingpong")
+    base = ["fi_pingpong", "-p", "efa", "-e", "rdm"]  # default port on both ends
+    server = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        p = subprocess.run(base + ["localhost"], capture_output=True, text=True, timeout=timeout, check=False)
+        return p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"fi_pingpong did not finish in {timeout:.0f}s") from None
+    finally:
+        server.kill()
+        server.wait()
 
 
 @dataclass

@@ -144,7 +144,8 @@ def parse_query_csv(text: str) -> list[GpuState]:
     gpus = []
     for row in rows[1:]:
         if len(row) != len(header):
-            raise ValueError(f"csv row has {len(row)} fields, header has {len(header)}: {', '.join(row)}")
+            raise ValueError(f"nvidia-smi --query-gpu csv: a row has {len(row)} fields, the header {len(header)}: "
+                             f"{', '.join(row)}")
         v = dict(zip(header, (c.strip() for c in row)))
         gpus.append(GpuState(
             index=int(v["index"]), bus_id=v.get("pci.bus_id", ""), uuid=v.get("uuid", ""),
@@ -164,6 +165,33 @@ def parse_recorded(text: str) -> list[GpuState]:
     if first.startswith("index"):
         return parse_query_csv(text)
     return parse_nvidia_smi_q(text)
+
+
+def merge_nvlink(gpus: list[GpuState], status_text: str = "", errors_text: str = "") -> list[GpuState]:
+    """Add recorded ``nvidia-smi nvlink -s`` (link speed or ``<inactive>``) and ``nvidia-smi nvlink -e``
+    (Replay / Recovery / CRC error counts per link) to snapshots, matched by GPU index."""
+    by_index = {g.index: g for g in gpus}
+
+    def blocks(text: str):
+        cur = None
+        for line in text.splitlines():
+            m = re.match(r"^GPU (\d+): ", line)
+            if m:
+                cur = by_index.get(int(m.group(1)))
+                if cur is None:
+                    raise ValueError(f"nvlink output names GPU {m.group(1)}, not in the GPU snapshot")
+            elif cur is not None and line.strip().startswith("Link"):
+                yield cur, line.strip()
+
+    for g, line in blocks(status_text):
+        m = re.match(r"Link (\d+): (.+)$", line)
+        if m:
+            g.nvlink_active.append("inactive" not in m.group(2).lower())
+    for g, line in blocks(errors_text):
+        m = re.match(r"Link \d+: (?:Replay|Recovery|CRC)[\w ]* Errors?: (\d+)", line)
+        if m:
+            g.nvlink_errors = (g.nvlink_errors or 0) + int(m.group(1))
+    return gpus
 
 
 @dataclass
