@@ -118,6 +118,8 @@ class Controller:
                 continue
             self._start(n, group, now)
             in_flight += 1
+            fresh = self.cluster.get_node(n.name)
+            self._advance(fresh, Remediation.of(fresh), group)  # no need to wait a poll to start draining
         self.metrics.in_flight.labels(group).set(in_flight)
         self.metrics.budget_blocked.labels(group).set(blocked)
         self._refill_spares(group, members)
