@@ -52,6 +52,7 @@ class HostConfig(_Section):
 
 class DeepCheckSection(_Section):
     on_start: bool = True
+    poll_seconds: float = Field(30.0, gt=0, description="how often the node is read for the startup taint / request")
     dcgm_level: int = Field(2, ge=1, le=4, description="dcgmi diag -r level: 1 quick .. 4 extended")
     nccl_max_bytes: str = Field("8G", pattern=r"^\d+[KMG]?$")
     timeout_seconds: float = Field(900.0, gt=0)

@@ -243,7 +243,7 @@ class Detector:
                     fn()
                     due[name] = now + interval
             if c.deep_check.enabled and now >= next_deep_look:
-                next_deep_look = now + 10.0
+                next_deep_look = now + c.deep_check.poll_seconds
                 try:
                     if self.deep_check_due():
                         self.run_deep_check()

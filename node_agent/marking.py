@@ -5,7 +5,7 @@ A finding that needs a node action sets the health-status label
 wins), the unhealthy NoSchedule taint, the AcceleratorHealthy=False condition
 and the fault annotation the remediation controller acts on, plus an Event.
 A finding with action none only makes an Event. Marking is idempotent: the
-same fault seen again changes nothing but the Event count.
+same or a weaker fault seen again writes nothing.
 """
 
 from __future__ import annotations
@@ -45,14 +45,16 @@ def without_taint(taints: list[Taint], key: str) -> list[Taint]:
 def mark(cluster: Cluster, node_name: str, finding: Finding, now: float | None = None) -> bool:
     """Record one finding on the node. Returns True if the node's health state changed."""
     now = time.time() if now is None else now
-    kind = "Normal" if finding.action is Action.NONE and finding.severity.value == "info" else "Warning"
-    cluster.create_event(node_name, _reason(finding.fault), f"[{finding.action.value}] {finding.evidence}", kind)
+    message = f"[{finding.action.value}] {finding.evidence}"
     if finding.action is Action.NONE:
+        kind = "Normal" if finding.severity.value == "info" else "Warning"
+        cluster.create_event(node_name, _reason(finding.fault), message, kind)
         return False
     node = cluster.get_node(node_name)
     have = current_action(node.labels)
     if have.rank >= finding.action.rank and node.has_taint(L.UNHEALTHY_TAINT):
-        return False
+        return False  # already marked at least this strongly: no new write, no Event spam from polls
+    cluster.create_event(node_name, _reason(finding.fault), message, "Warning")
     fault = {"rule": finding.rule, "fault": finding.fault, "action": finding.action.value,
              "evidence": finding.evidence[:512], "device": finding.device, "at": now}
     cluster.patch_node(node_name, labels={L.HEALTH_STATUS: STATUS_FOR[finding.action]},

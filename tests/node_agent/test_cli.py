@@ -44,6 +44,14 @@ def test_table_from_stdin_with_deep_check_outputs():
     assert lines[-1] == "3 findings, 2 need node action; node needs: replace"
 
 
+def test_neuron_ls_counts_devices_against_the_instance_type():
+    r = run("diagnose", str(FIXTURES / "kernel" / "neuron-hbm-uncorrectable-error.log"), "--json",
+            "--neuron-ls", str(FIXTURES / "neuron" / "neuron-ls-trn2-missing.json"), "--instance-type", "trn2.48xlarge")
+    assert r.returncode == 0, r.stderr
+    rules = [json.loads(line)["rule"] for line in r.stdout.splitlines()]
+    assert rules == ["neuron-hbm-uncorrectable-error", "neuron-count"]
+
+
 def test_clean_log_reports_nothing(tmp_path):
     (tmp_path / "ok.log").write_text("[    0.000000] Linux version 6.1.112\n")
     r = run("diagnose", str(tmp_path / "ok.log"))

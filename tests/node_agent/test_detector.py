@@ -54,6 +54,14 @@ def test_replace_wins_over_reboot_and_repeats_are_idempotent():
     assert n.labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REPLACEMENT
     assert [t.key for t in n.taints].count(L.UNHEALTHY_TAINT) == 1
     assert json.loads(n.annotations[FAULT])["fault"] == "gpu-row-remap-failure"
+    assert [e.reason for e in c.events] == ["GpuFellOffBus", "GpuRowRemapFailure"]  # the repeat is silent
+
+
+def test_kmsg_records_are_unwrapped():
+    from node_agent.logfollow import kmsg_message
+
+    rec = "4,1843,5107644336,-;NVRM: Xid (PCI:0000:53:00): 79, pid=2207, name=python3, GPU has fallen off the bus."
+    assert kmsg_message(rec).startswith("NVRM: Xid") and kmsg_message("plain; line") == "plain; line"
 
 
 def test_application_xid_only_makes_an_event_rate_limited():
