@@ -116,6 +116,15 @@ def rules() -> None:
     click.echo(rules_markdown(), nl=False)
 
 
+def _kube(factory, **kw):
+    from kubernetes.config import ConfigException
+
+    try:
+        return factory(**kw)
+    except ConfigException as e:
+        fail(f"no Kubernetes API configuration (in-cluster or kubeconfig): {e}")
+
+
 def _stop_on_signals() -> threading.Event:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -140,8 +149,12 @@ def detector(config_path: str | None, node_name: str, instance_type: str | None)
     config, problems = load_agent_config(config_path)
     for p in problems:
         logging.error("config: %s", p)
-    cluster = KubeCluster()
-    name = instance_type or cluster.get_node(node_name).labels.get(L.INSTANCE_TYPE) or instance_type_from_imds()
+    cluster = _kube(KubeCluster)
+    try:
+        label = cluster.get_node(node_name).labels.get(L.INSTANCE_TYPE)
+    except Exception as e:  # noqa: BLE001
+        fail(f"--node {node_name}: cannot read the node from the Kubernetes API: {e}")
+    name = instance_type or label or instance_type_from_imds()
     itype, problem = resolve_instance_type(name)
     if problem:
         logging.error("%s", problem)
@@ -172,7 +185,7 @@ def controller(config_path: str | None) -> None:
         fail(str(e).splitlines())
     metrics = ControllerMetrics()
     serve(metrics.registry, config.metrics_port)
-    Controller(KubeCluster(component="openpod-remediation"), AwsCloud(region=config.region), config,
+    Controller(_kube(KubeCluster, component="openpod-remediation"), AwsCloud(region=config.region), config,
                metrics).run(_stop_on_signals())
 
 

@@ -76,3 +76,17 @@ def test_bad_input_exits_2_with_a_clear_message(tmp_path):
 def test_rules_command_prints_the_table():
     r = run("rules")
     assert r.returncode == 0 and "| `xid-79` |" in r.stdout
+
+
+def test_controller_with_bad_config_exits_2(tmp_path):
+    (tmp_path / "c.yaml").write_text("drain_timeout_seconds: -1\n")
+    r = run("controller", "--config", str(tmp_path / "c.yaml"))
+    assert r.returncode == 2 and "drain_timeout_seconds: Input should be greater than 0" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_detector_without_a_cluster_says_so(tmp_path):
+    env_home = {"KUBECONFIG": str(tmp_path / "none"), "HOME": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-m", "node_agent", "detector", "--node", "n1"], capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **env_home}, cwd=str(tmp_path))
+    assert r.returncode == 2 and "no Kubernetes API configuration" in r.stderr and "Traceback" not in r.stderr

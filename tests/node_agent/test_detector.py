@@ -198,3 +198,18 @@ def test_run_loop_starts_and_stops(tmp_path):
     t.join(timeout=5)
     assert not t.is_alive()
     assert d.metrics.last_run.labels("efa")._value.get() > 0
+
+
+def test_metrics_endpoint_serves_findings():
+    import urllib.request
+
+    from node_agent.metrics import serve
+    from tests.node_agent.conftest import free_port
+
+    c, d = make()
+    d.on_kernel_line(fixture_text("kernel", "xid-79.log").splitlines()[1])
+    port = free_port()
+    serve(d.metrics.registry, port)
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    assert 'openpod_node_agent_findings_total{action="reboot",fault="gpu-fell-off-bus",rule="xid-79"} 1.0' in body
+    assert "openpod_node_agent_node_action 1.0" in body
