@@ -10,7 +10,7 @@ tag their Auto Scaling groups and propagate it to instances).
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, IgnoreMode, Stack
+from aws_cdk import Acknowledgment, ArnFormat, IgnoreMode, Stack, Token, Validations
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -78,13 +78,13 @@ class NodeHealthAgent(Construct):
             actions=["autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeAutoScalingInstances",
                      "ec2:DescribeInstances"],
             resources=["*"]))
-        try:
-            from cdk_nag import NagSuppressions
-
-            NagSuppressions.add_resource_suppressions(self.role, [{
-                "id": "AwsSolutions-IAM5",
-                "reason": "Reboot/SetInstanceHealth are limited by the eks:cluster-name tag condition to this "
-                          "cluster's instances and groups; Describe* calls cannot be resource-scoped.",
-            }], apply_to_children=True)
-        except ImportError:  # cdk-nag is optional at synth
-            pass
+        # Acknowledged for cdk-nag (v3 reads CDK's native acknowledgements, one per finding).
+        region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+        account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
+        arn = f"arn:<AWS::Partition>:{{}}:{region}:{account}:{{}}"
+        why = ("RebootInstances/SetInstanceHealth are limited to this cluster's instances and groups by the "
+               "eks:cluster-name tag condition; Describe* calls cannot be scoped to resources.")
+        for resource in (arn.format("autoscaling", "autoScalingGroup:*:autoScalingGroupName/*"),
+                         arn.format("ec2", "instance/*"), "*"):
+            Validations.of(self.role).acknowledge(Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{resource}]",
+                                                                 reason=why))
