@@ -44,20 +44,20 @@ class NodeHealthAgent(Construct):
             for arch in arches
         }
 
-        ns = cluster.add_manifest("Namespace", deploy.namespace())
-        # The controller's ServiceAccount, bound to an IAM role by EKS Pod Identity.
-        self.controller_service_account = eks.ServiceAccount(
-            self, "ControllerServiceAccount", cluster=cluster, name=deploy.CONTROLLER, namespace=deploy.NAMESPACE,
-            identity_type=eks.IdentityType.POD_IDENTITY)
-        self.controller_service_account.node.add_dependency(ns)
-        self.role = self.controller_service_account.role
+        # The controller's IAM role, bound to its ServiceAccount by EKS Pod Identity. The association is
+        # declared directly (not through eks.ServiceAccount) so this construct does not add a second,
+        # unpinned eks-pod-identity-agent add-on next to the one the cluster spec pins.
+        self.role = iam.Role(
+            self, "ControllerRole",
+            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+            description="openpod remediation controller: reboot / replace this cluster's nodes")
         self._grant_remediation(cluster)
+        self.pod_identity = eks.CfnPodIdentityAssociation(
+            self, "ControllerPodIdentity", cluster_name=cluster.cluster_name, namespace=deploy.NAMESPACE,
+            service_account=deploy.CONTROLLER, role_arn=self.role.role_arn)
 
-        objects = deploy.manifests(spec, {a: img.image_uri for a, img in self.images.items()},
-                                   controller_service_account=False)
-        self.manifest = cluster.add_manifest("Manifests", *objects[1:])  # namespace applied above
-        self.manifest.node.add_dependency(ns)
-        self.manifest.node.add_dependency(self.controller_service_account)
+        objects = deploy.manifests(spec, {a: img.image_uri for a, img in self.images.items()})
+        self.manifest = cluster.add_manifest("Manifests", *objects)
 
     def _grant_remediation(self, cluster: eks.ICluster) -> None:
         stack = Stack.of(self)

@@ -54,6 +54,8 @@ def test_controller_role_is_scoped_to_the_cluster_by_tag(synth):
     role_id = assoc["RoleArn"]["Fn::GetAtt"][0]
     trust = res[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
     assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(trust["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    assert not [r for r in res.values() if r["Type"] == "AWS::EKS::Addon"]  # the spec's pinned add-on is used
     (policy,) = [r["Properties"] for r in res.values() if r["Type"] == "AWS::IAM::Policy"
                  and r["Properties"]["Roles"] == [{"Ref": role_id}]]
     st = {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
@@ -68,14 +70,26 @@ def test_controller_role_is_scoped_to_the_cluster_by_tag(synth):
     assert not any(a.endswith("*") or "Terminate" in a for a in actions)
 
 
+def _manifest_objects(prop) -> list[dict]:
+    """The manifest JSON of a KubernetesResource, with CloudFormation tokens replaced by "TOKEN"."""
+    if isinstance(prop, dict) and "Fn::Join" in prop:
+        prop = "".join(p if isinstance(p, str) else "TOKEN" for p in prop["Fn::Join"][1])
+    return json.loads(prop)
+
+
 def test_manifests_are_applied(synth):
     template, _, _ = synth
-    manifests = [json.dumps(r["Properties"]["Manifest"]) for r in template["Resources"].values()
-                 if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"]
-    text = " ".join(manifests)
-    for name in ("node-health-agent-amd64", "node-health-agent-arm64", "node-remediation",
-                 "openpod-node-health-agent", "openpod-node-remediation"):
-        assert name in text
+    objs = [o for r in template["Resources"].values() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+            for o in _manifest_objects(r["Properties"]["Manifest"])]
+    names = {(o["kind"], o["metadata"]["name"]) for o in objs}
+    assert objs[0]["kind"] == "Namespace"
+    assert {("ServiceAccount", "node-health-agent"), ("ServiceAccount", "node-remediation"),
+            ("DaemonSet", "node-health-agent-amd64"), ("DaemonSet", "node-health-agent-arm64"),
+            ("Deployment", "node-remediation"), ("ClusterRole", "openpod-node-health-agent"),
+            ("ClusterRole", "openpod-node-remediation")} <= names
+    images = {o["metadata"]["name"]: o["spec"]["template"]["spec"]["containers"][0]["image"] for o in objs
+              if o["kind"] in ("DaemonSet", "Deployment")}
+    assert all("TOKEN" in i or ".dkr.ecr." in i for i in images.values())
 
 
 def test_cdk_nag_finds_nothing_unacknowledged_in_the_construct(tmp_path):
