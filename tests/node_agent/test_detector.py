@@ -6,8 +6,6 @@ import json
 import threading
 import time
 
-import pytest
-
 from infra import labels as L
 from infra.instance_types import get
 from node_agent import gpu
@@ -15,7 +13,7 @@ from node_agent.config import AgentConfig
 from node_agent.detector import Detector, resolve_instance_type
 from node_agent.kube import InMemoryCluster, Node, Taint
 from node_agent.marking import DEEP_CHECK, DEEP_CHECK_REQUEST, FAULT
-from tests.node_agent.conftest import FIXTURES, fixture_text
+from tests.node_agent.conftest import fixture_text
 from tests.node_agent.test_deep_check import Replay
 
 P5, CPU = get("p5.48xlarge"), get("m7i.2xlarge")

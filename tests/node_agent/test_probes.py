@@ -11,7 +11,7 @@ import pytest
 from infra.instance_types import get
 from node_agent import efa, gpu, host, neuron
 from node_agent.findings import Action
-from tests.node_agent.conftest import FIXTURES, fixture_text, materialize_sysfs
+from tests.node_agent.conftest import fixture_text, materialize_sysfs
 
 P5, TRN2, CPU = get("p5.48xlarge"), get("trn2.48xlarge"), get("m7i.2xlarge")
 
