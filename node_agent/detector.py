@@ -204,6 +204,16 @@ class Detector:
         return self.config.deep_check.on_start and node.has_taint(L.STARTUP_TAINT) and \
             node.labels.get(L.HEALTH_STATUS) not in (L.HEALTH_PENDING_REPLACEMENT,)
 
+    def _warn_startup_taint_stays(self) -> None:
+        """With the deep check off, nothing lifts the startup taint: say so rather than wait silently."""
+        try:
+            if self.cluster.get_node(self.node_name).has_taint(L.STARTUP_TAINT):
+                self.cluster.create_event(self.node_name, "DeepCheckDisabled",
+                                          f"deep check disabled in the agent config: the {L.STARTUP_TAINT} taint "
+                                          "stays until it is enabled or the taint is removed by hand")
+        except Exception as e:  # noqa: BLE001
+            log.error("cannot read node %s: %s", self.node_name, e)
+
     # ----------------------------------------------------------------------- run
     def start_follower(self) -> threading.Thread | None:
         if not self.config.kernel_log.enabled:
@@ -235,6 +245,8 @@ class Detector:
             ("host", c.host.enabled, c.host.interval_seconds, self.poll_host),
         ) if enabled]
         due = {name: 0.0 for name, _, _ in polls}
+        if not (c.deep_check.enabled and c.deep_check.on_start):
+            self._warn_startup_taint_stays()
         next_deep_look = 0.0
         while not self.stop_event.is_set():
             now = time.monotonic()

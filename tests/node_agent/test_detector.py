@@ -211,3 +211,17 @@ def test_metrics_endpoint_serves_findings():
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert 'openpod_node_agent_findings_total{action="reboot",fault="gpu-fell-off-bus",rule="xid-79"} 1.0' in body
     assert "openpod_node_agent_node_action 1.0" in body
+
+
+def test_disabled_deep_check_explains_why_the_startup_taint_stays(tmp_path):
+    cfg = AgentConfig()
+    cfg.kernel_log.enabled = cfg.host.enabled = cfg.gpu.enabled = cfg.deep_check.enabled = False
+    cfg.efa.sys_root = str(tmp_path)
+    c, d = make(CPU, config=cfg, taints=[Taint(L.STARTUP_TAINT, L.STARTUP_TAINT_VALUE)])
+    t = threading.Thread(target=d.run)
+    t.start()
+    time.sleep(0.2)
+    d.stop_event.set()
+    t.join(timeout=5)
+    assert [e.reason for e in c.events] == ["DeepCheckDisabled"]
+    assert c.get_node("n1").has_taint(L.STARTUP_TAINT)
