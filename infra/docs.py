@@ -35,6 +35,7 @@ def instance_types_md() -> str:
 # name -> renderer; other packages add their generated pages here.
 PAGES: dict[str, Callable[[], str]] = {
     "instance-types.md": instance_types_md,
+    "node-agent-rules.md": lambda: __import__("node_agent.rules", fromlist=["rules_markdown"]).rules_markdown(),
 }
 
 

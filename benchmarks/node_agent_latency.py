@@ -1,0 +1,172 @@
+"""Node agent: detection latency and the detector's idle cost.
+
+1. Latency: a real Detector follows a real log file; a fault line is appended
+   and the clock stops when the node is marked through the Kubernetes boundary
+   (the in-memory implementation, which calls back on every node write).
+   Repeated for N injected faults (1000 by default), with the node's state reset
+   between faults; p50/p99/max reported.
+2. Idle cost: a separate detector process (``--idle-child``) follows a log file
+   with every probe enabled at its default interval; its CPU time and resident
+   memory are read from /proc over a few seconds.
+
+Targets: p99 < 1 s, < 1% of a core, < 100 MB RSS. Run: python -m benchmarks.node_agent_latency [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from infra import labels as L  # noqa: E402
+from infra.instance_types import get  # noqa: E402
+from node_agent.config import AgentConfig  # noqa: E402
+from node_agent.detector import Detector  # noqa: E402
+from node_agent.kube import InMemoryCluster, Node  # noqa: E402
+from node_agent.marking import FAULT  # noqa: E402
+
+FAULT_LINES = [
+    "NVRM: Xid (PCI:0000:53:00): 79, pid=2207, name=python3, GPU has fallen off the bus.",
+    "NVRM: Xid (PCI:0000:0f:00): 64, pid=57530, Row Remapper Error: (0x00000005d28c03a0) - All reserved rows for "
+    "bank are remapped",
+    "NEURON_HW_ERR=HBM_UNCORRECTABLE_ERROR instance-id=i-0592464924bd45322 hostname=ip-172-31-61-252 nd-id=7 "
+    "nc-id=0 serial-num=29acda00f5ff6e01 action=TERMINATE_INSTANCE",
+    "efa 0000:31:00.0 rdmap49s0: Admin queue is closed",
+]
+NOISE = "[ 1234.567890] IPv6: ADDRCONF(NETDEV_CHANGE): eth1: link becomes ready"
+
+
+class _NoNvml:
+    def __call__(self):
+        from node_agent.gpu import ToolUnavailable
+
+        raise ToolUnavailable("no NVML on the benchmark host")
+
+
+def _pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1))))]
+
+
+def latency(n: int, poll: float) -> list[float]:
+    cluster = InMemoryCluster()
+    cluster.add_node(Node("n1", provider_id="aws:///us-east-2a/i-0abc"))
+    marked = threading.Event()
+    cluster.on_change.append(lambda name: marked.set())
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "kern.log"
+        log.write_text(NOISE + "\n")
+        cfg = AgentConfig()
+        cfg.kernel_log.path = str(log)
+        det = Detector(cluster, "n1", get("p5.48xlarge"), cfg, gpu_source_factory=_NoNvml())
+        det.start_follower()
+        det.follower.poll = poll
+        time.sleep(0.3)
+        out: list[float] = []
+        rnd = random.Random(7)
+        with open(log, "a", buffering=1) as f:
+            for i in range(n):
+                # reset the node (not timed) so each fault is a fresh mark
+                with cluster._lock:
+                    node = cluster.nodes["n1"]
+                    node.labels.clear()
+                    node.annotations.pop(FAULT, None)
+                    node.taints.clear()
+                    node.conditions.clear()
+                marked.clear()
+                time.sleep(rnd.uniform(0, poll))  # land anywhere in the follower's poll cycle
+                for _ in range(rnd.randint(0, 3)):
+                    f.write(NOISE + "\n")
+                start = time.perf_counter()
+                f.write(FAULT_LINES[i % len(FAULT_LINES)] + "\n")
+                if not marked.wait(5.0):
+                    raise SystemExit(f"fault {i} was not marked within 5 s")
+                out.append(time.perf_counter() - start)
+                assert L.HEALTH_STATUS in cluster.nodes["n1"].labels
+        det.follower.stop()
+    return out
+
+
+def idle_child(log: str) -> None:
+    """The measured process: a detector with every probe on, following ``log``."""
+    cluster = InMemoryCluster()
+    cluster.add_node(Node("n1"))
+    cfg = AgentConfig()
+    cfg.kernel_log.path = log
+    cfg.host.proc_root, cfg.host.mount_prefix, cfg.efa.sys_root = "/proc", "/", "/sys"
+    cfg.deep_check.enabled = False
+    det = Detector(cluster, "n1", get("p5.48xlarge"), cfg, gpu_source_factory=_NoNvml())
+    det.run()
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def idle_cost(seconds: float) -> tuple[float, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "kern.log"
+        log.write_text(NOISE + "\n")
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        p = subprocess.Popen([sys.executable, "-m", "benchmarks.node_agent_latency", "--idle-child", str(log)],
+                             cwd=str(ROOT), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(3.0)  # imports and the first round of probes
+            c0, t0 = _cpu_seconds(p.pid), time.monotonic()
+            time.sleep(seconds)
+            c1, t1 = _cpu_seconds(p.pid), time.monotonic()
+            rss = _rss_mb(p.pid)
+        finally:
+            p.terminate()
+            p.wait(timeout=10)
+    return 100.0 * (c1 - c0) / (t1 - t0), rss
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="100 faults, 5 s idle sample")
+    ap.add_argument("--faults", type=int, default=None)
+    ap.add_argument("--idle-child", metavar="LOG", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    logging.getLogger("node_agent").setLevel(logging.ERROR)  # findings are expected here; keep the report clean
+    if args.idle_child:
+        idle_child(args.idle_child)
+        return
+    n = args.faults or (100 if args.quick else 1000)
+    poll = 0.1  # LogFollower default
+    lat = latency(n, poll)
+    p50, p99, worst = _pct(lat, 50), _pct(lat, 99), max(lat)
+    cpu, rss = idle_cost(5.0 if args.quick else 20.0)
+    print("node agent: detection latency and idle cost")
+    print(f"  faults injected: {n} (follower poll {poll * 1000:.0f} ms; line appended -> node marked via boundary)")
+    print(f"  latency  p50 {p50 * 1000:7.1f} ms   p99 {p99 * 1000:7.1f} ms   max {worst * 1000:7.1f} ms   "
+          f"mean {statistics.mean(lat) * 1000:.1f} ms")
+    print(f"  idle detector process: CPU {cpu:.3f}% of a core, RSS {rss:.1f} MB")
+    print("  vs targets (figure / target, < 1 is within target):")
+    print(f"    p99 latency {p99:.3f} s / 1 s       = {p99 / 1.0:.3f}")
+    print(f"    idle CPU    {cpu:.3f}% / 1%        = {cpu / 1.0:.3f}")
+    print(f"    idle RSS    {rss:.1f} MB / 100 MB   = {rss / 100.0:.3f}")
+
+
+if __name__ == "__main__":
+    main()

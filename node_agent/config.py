@@ -1,0 +1,146 @@
+"""Agent and controller configuration (a YAML file, one section per check).
+
+Each section is validated on its own: a bad section is reported with its field,
+what was wrong and what is allowed, that check runs with its defaults disabled
+(``enabled: false``) and every other check keeps running.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+
+
+class KernelLogConfig(_Section):
+    path: str = Field("/dev/kmsg", description="/dev/kmsg, or a log file to follow (e.g. /var/log/messages)")
+
+
+class GpuConfig(_Section):
+    interval_seconds: float = Field(30.0, gt=0)
+    nvlink_error_threshold: int = Field(100, ge=0)
+
+
+class NeuronConfig(_Section):
+    interval_seconds: float = Field(60.0, gt=0)
+
+
+class EfaConfig(_Section):
+    interval_seconds: float = Field(30.0, gt=0)
+    sys_root: str = Field("/host/sys", description="the host's /sys inside the agent container")
+    counter_threshold: int = Field(1000, ge=0)
+
+
+class HostConfig(_Section):
+    interval_seconds: float = Field(30.0, gt=0)
+    proc_root: str = Field("/host/proc", description="the host's /proc inside the agent container")
+    mount_prefix: str = Field("/host", description="where the host's / is mounted in the agent container")
+    watched_mounts: list[str] = ["/", "/var/lib/kubelet", "/var/lib/containerd", "/local"]
+    full_threshold_pct: float = Field(95.0, gt=0, le=100)
+    min_available_pct: float = Field(3.0, ge=0, le=100)
+    max_psi_full_avg10: float = Field(40.0, ge=0, le=100)
+    kubelet_healthz_url: str = "http://127.0.0.1:10248/healthz"
+    containerd_socket: str = "/run/containerd/containerd.sock"
+
+
+class DeepCheckSection(_Section):
+    on_start: bool = True
+    poll_seconds: float = Field(30.0, gt=0, description="how often the node is read for the startup taint / request")
+    dcgm_level: int = Field(2, ge=1, le=4, description="dcgmi diag -r level: 1 quick .. 4 extended")
+    nccl_max_bytes: str = Field("8G", pattern=r"^\d+[KMG]?$")
+    timeout_seconds: float = Field(900.0, gt=0)
+    efa_loopback: bool = True
+
+
+class AgentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    metrics_port: int = Field(9101, ge=1, le=65535)
+    kernel_log: KernelLogConfig = KernelLogConfig()
+    gpu: GpuConfig = GpuConfig()
+    neuron: NeuronConfig = NeuronConfig()
+    efa: EfaConfig = EfaConfig()
+    host: HostConfig = HostConfig()
+    deep_check: DeepCheckSection = DeepCheckSection()
+
+
+class GroupConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    hot_spares: int = Field(0, ge=0)
+
+
+class ControllerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    region: str | None = None
+    poll_seconds: float = Field(10.0, gt=0)
+    drain_timeout_seconds: float = Field(600.0, gt=0, description="after this, act even if pods remain")
+    escalation_window_seconds: float = Field(24 * 3600.0, gt=0,
+                                             description="a second reboot for the same fault within it -> replace")
+    budget_max_nodes: int = Field(2, ge=1, description="remediations in flight per group, at most")
+    budget_max_percent: float = Field(10.0, gt=0, le=100, description="... and at most this % of the group")
+    groups: dict[str, GroupConfig] = {}
+    metrics_port: int = Field(9102, ge=1, le=65535)
+
+
+def _problem(section: str, err: dict) -> str:
+    where = ".".join(str(p) for p in (section, *err["loc"]) if p != "")
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    elif "input" in err and not isinstance(err["input"], (dict, list)):
+        msg = f"{msg} (got {err['input']!r})"
+    return f"{where}: {msg}"
+
+
+def load_agent_config(path: str | Path | None) -> tuple[AgentConfig, list[str]]:
+    """Load the agent config; returns (config, problems). Never raises on bad content."""
+    problems: list[str] = []
+    data: Any = {}
+    if path:
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+        except OSError as e:
+            problems.append(f"{path}: cannot read config ({e.strerror}); using defaults")
+        except yaml.YAMLError as e:
+            problems.append(f"{path}: not valid YAML ({getattr(e, 'problem', e)}); using defaults")
+    if not isinstance(data, dict):
+        problems.append(f"{path}: config must be a mapping of sections; using defaults")
+        data = {}
+    values: dict[str, Any] = {}
+    for name, fld in AgentConfig.model_fields.items():
+        if name not in data:
+            continue
+        model = fld.annotation
+        try:
+            if isinstance(model, type) and issubclass(model, BaseModel):
+                values[name] = model.model_validate(data[name])
+            else:
+                values[name] = AgentConfig.model_validate({name: data[name]}).__dict__[name]
+        except ValidationError as e:
+            problems.extend(_problem(name, err) for err in e.errors())
+            if isinstance(model, type) and issubclass(model, _Section):
+                values[name] = model(enabled=False)
+                problems.append(f"{name}: check disabled until the config is fixed; other checks keep running")
+    for extra in sorted(set(data) - set(AgentConfig.model_fields)):
+        problems.append(f"{extra}: unknown section; allowed: {', '.join(AgentConfig.model_fields)}")
+    return AgentConfig(**values), problems
+
+
+def load_controller_config(path: str | Path | None) -> ControllerConfig:
+    """Load the controller config; raises ValueError with one line per problem."""
+    if not path:
+        return ControllerConfig()
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"{path}: cannot load: {e}") from None
+    try:
+        return ControllerConfig.model_validate(data)
+    except ValidationError as e:
+        raise ValueError("\n".join(f"{path}: {_problem('', err)}" for err in e.errors())) from None

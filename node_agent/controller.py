@@ -1,0 +1,284 @@
+"""The remediation controller (one Deployment): heal nodes the detector marked.
+
+Per node, a small state machine whose state is the node's ``openpod.io/remediation``
+annotation, so a restarted controller resumes where the last one stopped:
+
+    (marked by detector)
+      -> draining        cordon; evict pods (PDBs honoured, 429 = retry); until no pods or the deadline
+      -> rebooting       reboot history recorded; EC2 RebootInstances
+      -> awaiting-health startup taint back on; the node's deep check decides:
+                         pass -> uncordon, done; fail -> replace
+      -> replacing       hot spare promoted (if the group has one ready); Auto Scaling
+                         SetInstanceHealth Unhealthy; done when the node object goes away
+
+A reboot for the same fault within the escalation window becomes a
+replacement. Starting a remediation takes a slot of the group's budget (at most
+N nodes and X% of the group in flight): over budget the controller alerts
+(Event + metric) and waits, so a storm of false positives cannot drain a group.
+New nodes (still under the startup taint) refill each group's hot-spare pool.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass
+
+from infra import labels as L
+from node_agent.cloud import Cloud
+from node_agent.config import ControllerConfig
+from node_agent.findings import Action
+from node_agent.kube import Cluster, Eviction, Node, NotFound
+from node_agent.marking import FAULT, REBOOTS, REMEDIATION, current_action, with_taint, without_taint
+from node_agent.metrics import ControllerMetrics
+
+log = logging.getLogger("node_agent.controller")
+
+AWAIT_HEALTH_SECONDS = 1800.0     # a rebooted node that does not prove health by then is replaced
+RESEND_SECONDS = 900.0            # SetInstanceHealth is re-sent if the node is still there after this
+
+
+@dataclass
+class Remediation:
+    action: str                 # reboot | replace
+    fault: str
+    phase: str                  # draining | rebooting | awaiting-health | replacing
+    started: float
+    drain_deadline: float
+    escalated: bool = False
+    spare: str | None = None    # the hot spare promoted for this node
+    sent: bool = False          # the cloud call of the current phase was made
+    phase_since: float = 0.0
+
+    @classmethod
+    def of(cls, node: Node) -> Remediation | None:
+        raw = node.annotations.get(REMEDIATION)
+        return cls(**json.loads(raw)) if raw else None
+
+    def dump(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def group_of(node: Node) -> str:
+    return node.labels.get(L.INSTANCE_GROUP, "default")
+
+
+def is_spare(node: Node) -> bool:
+    return node.labels.get(L.HOT_SPARE) == "true"
+
+
+class Controller:
+    def __init__(self, cluster: Cluster, cloud: Cloud, config: ControllerConfig | None = None,
+                 metrics: ControllerMetrics | None = None, clock=time.time) -> None:
+        self.cluster, self.cloud = cluster, cloud
+        self.config = config or ControllerConfig()
+        self.metrics = metrics or ControllerMetrics()
+        self.clock = clock
+        self._alerted: set[str] = set()
+
+    # ----------------------------------------------------------------- budget
+    def budget(self, group_size: int) -> int:
+        pct = math.floor(group_size * self.config.budget_max_percent / 100.0)
+        return max(1, min(self.config.budget_max_nodes, pct))
+
+    # -------------------------------------------------------------- reconcile
+    def reconcile_once(self) -> None:
+        nodes = self.cluster.list_nodes()
+        groups: dict[str, list[Node]] = {}
+        for n in nodes:
+            groups.setdefault(group_of(n), []).append(n)
+        for group, members in sorted(groups.items()):
+            self._reconcile_group(group, members)
+
+    def _reconcile_group(self, group: str, members: list[Node]) -> None:
+        now = self.clock()
+        active = [n for n in members if REMEDIATION in n.annotations]
+        for n in active:
+            try:
+                self._advance(n, Remediation.of(n), group)
+            except NotFound:
+                pass  # replaced and gone
+        waiting = sorted((n for n in members if REMEDIATION not in n.annotations
+                          and current_action(n.labels) is not Action.NONE and FAULT in n.annotations),
+                         key=lambda n: json.loads(n.annotations[FAULT]).get("at", 0))
+        in_flight = len(active)
+        limit = self.budget(len(members))
+        blocked = 0
+        for n in waiting:
+            if in_flight >= limit:
+                blocked += 1
+                if n.name not in self._alerted:
+                    self._alerted.add(n.name)
+                    self.cluster.create_event(
+                        n.name, "RemediationBudgetExhausted",
+                        f"group {group}: {in_flight} of {limit} remediations in flight "
+                        f"(budget: {self.config.budget_max_nodes} nodes / {self.config.budget_max_percent}%); waiting")
+                continue
+            self._start(n, group, now)
+            in_flight += 1
+            fresh = self.cluster.get_node(n.name)
+            self._advance(fresh, Remediation.of(fresh), group)  # no need to wait a poll to start draining
+        self.metrics.in_flight.labels(group).set(in_flight)
+        self.metrics.budget_blocked.labels(group).set(blocked)
+        self._refill_spares(group, members)
+
+    # ------------------------------------------------------------------ steps
+    def _start(self, node: Node, group: str, now: float) -> None:
+        fault = json.loads(node.annotations[FAULT])
+        action = current_action(node.labels)
+        escalated = False
+        if action is Action.REBOOT:
+            window = now - self.config.escalation_window_seconds
+            history = json.loads(node.annotations.get(REBOOTS, "[]"))
+            if any(h["fault"] == fault["fault"] and h["at"] >= window for h in history):
+                action, escalated = Action.REPLACE, True
+                self.metrics.escalations.labels(group).inc()
+                self.cluster.create_event(node.name, "RemediationEscalated",
+                                          f"{fault['fault']} again within {self.config.escalation_window_seconds:.0f}s "
+                                          "of a reboot for it: replacing instead")
+        r = Remediation(action=action.value, fault=fault["fault"], phase="draining", started=now,
+                        drain_deadline=now + self.config.drain_timeout_seconds, escalated=escalated, phase_since=now)
+        labels = {L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT} if escalated else None
+        self.cluster.patch_node(node.name, annotations={REMEDIATION: r.dump()}, labels=labels, unschedulable=True)
+        self._alerted.discard(node.name)
+        self.cluster.create_event(node.name, "RemediationStarted",
+                                  f"{fault['fault']}: cordoned, draining (deadline {self.config.drain_timeout_seconds:.0f}s), "
+                                  f"then {action.value}", "Normal")
+
+    def _save(self, node: Node, r: Remediation, *, annotations_extra: dict | None = None, **extra) -> None:
+        self.cluster.patch_node(node.name, annotations={REMEDIATION: r.dump(), **(annotations_extra or {})}, **extra)
+
+    def _advance(self, node: Node, r: Remediation, group: str) -> None:
+        now = self.clock()
+        if r.phase == "draining":
+            if not self._drain(node, r, group, now):
+                return
+            r.phase, r.phase_since, r.sent = ("rebooting" if r.action == "reboot" else "replacing"), now, False
+            if r.action == "reboot":
+                history = json.loads(node.annotations.get(REBOOTS, "[]"))
+                history = (history + [{"fault": r.fault, "at": now}])[-10:]
+                self._save(node, r, annotations_extra={REBOOTS: json.dumps(history)})
+            else:
+                self._save(node, r)
+        if r.phase == "rebooting":
+            self._reboot(node, r, group, now)
+        elif r.phase == "awaiting-health":
+            self._await_health(node, r, group, now)
+        elif r.phase == "replacing":
+            self._replace(node, r, group, now)
+
+    def _drain(self, node: Node, r: Remediation, group: str, now: float) -> bool:
+        """Evict what can be evicted; True when the node is empty or the deadline passed."""
+        remaining = []
+        for pod in self.cluster.list_pods_on_node(node.name):
+            if not pod.evictable:
+                continue
+            if self.cluster.evict_pod(pod.namespace, pod.name) is Eviction.BLOCKED:
+                remaining.append(f"{pod.namespace}/{pod.name}")
+        if not remaining:
+            return True
+        if now >= r.drain_deadline:
+            self.metrics.drain_timeouts.labels(group).inc()
+            self.cluster.create_event(node.name, "DrainDeadlineExceeded",
+                                      f"{len(remaining)} pods still blocked by PodDisruptionBudgets after "
+                                      f"{self.config.drain_timeout_seconds:.0f}s ({', '.join(remaining[:5])}); "
+                                      f"proceeding with {r.action}")
+            return True
+        return False
+
+    def _reboot(self, node: Node, r: Remediation, group: str, now: float) -> None:
+        if not node.instance_id:
+            self.cluster.create_event(node.name, "RemediationFailed", "node has no EC2 provider ID; cannot reboot")
+            return
+        self.cloud.reboot(node.instance_id)  # at-least-once: re-sent if we crash before saving below
+        self.metrics.remediations.labels(group, "reboot").inc()
+        r.phase, r.phase_since, r.sent = "awaiting-health", now, True
+        # The startup taint makes the node's agent run the deep check once it is back.
+        self._save(node, r, taints=with_taint(node.taints, L.STARTUP_TAINT, L.STARTUP_TAINT_VALUE),
+                   annotations_extra={FAULT: None})
+        self.cluster.create_event(node.name, "NodeRebooted", f"{r.fault}: EC2 RebootInstances {node.instance_id}",
+                                  "Normal")
+
+    def _await_health(self, node: Node, r: Remediation, group: str, now: float) -> None:
+        status = node.labels.get(L.HEALTH_STATUS)
+        if status == L.HEALTH_PENDING_REPLACEMENT or now - r.phase_since > AWAIT_HEALTH_SECONDS:
+            why = "deep check failed after reboot" if status == L.HEALTH_PENDING_REPLACEMENT else \
+                f"not healthy {AWAIT_HEALTH_SECONDS:.0f}s after reboot"
+            r.action, r.phase, r.phase_since, r.sent = "replace", "replacing", now, False
+            self._save(node, r, labels={L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT})
+            self.metrics.escalations.labels(group).inc()
+            self.cluster.create_event(node.name, "RemediationEscalated", f"{r.fault}: {why}; replacing")
+            self._replace(node, r, group, now)
+            return
+        if status == L.HEALTH_SCHEDULABLE and not node.has_taint(L.STARTUP_TAINT):
+            self.cluster.patch_node(node.name, annotations={REMEDIATION: None, FAULT: None}, unschedulable=False,
+                                    taints=without_taint(node.taints, L.UNHEALTHY_TAINT))
+            self.cluster.create_event(node.name, "Remediated", f"{r.fault}: rebooted and passed the deep check",
+                                      "Normal")
+
+    def _replace(self, node: Node, r: Remediation, group: str, now: float) -> None:
+        if r.spare is None:
+            spare = self._ready_spare(group, exclude=node.name)
+            if spare is not None:
+                r.spare = spare.name
+                self._save(node, r)  # intent first: a restart promotes the same spare, not a second one
+        if r.spare:
+            self._promote(r.spare, group, node.name)
+        if r.sent and now - r.phase_since < RESEND_SECONDS:
+            return
+        if not node.instance_id:
+            self.cluster.create_event(node.name, "RemediationFailed", "node has no EC2 provider ID; cannot replace")
+            return
+        self.cloud.mark_unhealthy(node.instance_id)  # idempotent in Auto Scaling
+        if not r.sent:
+            self.metrics.remediations.labels(group, "replace").inc()
+            self.cluster.create_event(node.name, "NodeReplacing",
+                                      f"{r.fault}: Auto Scaling SetInstanceHealth Unhealthy {node.instance_id}"
+                                      + (f"; hot spare {r.spare} took its place" if r.spare else ""), "Normal")
+        r.sent, r.phase_since = True, now
+        self._save(node, r)
+
+    # ------------------------------------------------------------- hot spares
+    def _spares(self, group: str) -> list[Node]:
+        return [n for n in self.cluster.list_nodes({L.INSTANCE_GROUP: group}) if is_spare(n)]
+
+    def _ready_spare(self, group: str, exclude: str) -> Node | None:
+        for n in sorted(self._spares(group), key=lambda n: n.name):
+            if n.name != exclude and REMEDIATION not in n.annotations and FAULT not in n.annotations \
+                    and not n.has_taint(L.STARTUP_TAINT) and current_action(n.labels) is Action.NONE:
+                return n
+        return None
+
+    def _promote(self, name: str, group: str, failed: str) -> None:
+        try:
+            spare = self.cluster.get_node(name)
+        except NotFound:
+            return
+        if not is_spare(spare) and not spare.has_taint(L.HOT_SPARE_TAINT):
+            return  # already promoted
+        self.cluster.patch_node(name, labels={L.HOT_SPARE: None}, taints=without_taint(spare.taints, L.HOT_SPARE_TAINT))
+        self.metrics.spare_promotions.labels(group).inc()
+        self.cluster.create_event(name, "HotSparePromoted", f"takes the place of {failed} in group {group}", "Normal")
+
+    def _refill_spares(self, group: str, members: list[Node]) -> None:
+        want = self.config.groups.get(group).hot_spares if group in self.config.groups else 0
+        have = [n for n in members if is_spare(n) and REMEDIATION not in n.annotations]
+        if len(have) >= want:
+            return
+        # Only nodes still under the startup taint are taken: nothing runs on them yet.
+        fresh = sorted((n for n in members if n.has_taint(L.STARTUP_TAINT) and not is_spare(n)
+                        and REMEDIATION not in n.annotations and FAULT not in n.annotations), key=lambda n: n.name)
+        for n in fresh[: want - len(have)]:
+            self.cluster.patch_node(n.name, labels={L.HOT_SPARE: "true"},
+                                    taints=with_taint(n.taints, L.HOT_SPARE_TAINT, "true"))
+            self.cluster.create_event(n.name, "HotSpareReserved", f"held as a hot spare for group {group}", "Normal")
+
+    def run(self, stop_event) -> None:
+        while not stop_event.is_set():
+            try:
+                self.reconcile_once()
+            except Exception:  # noqa: BLE001 (API/cloud hiccups: retry on the next pass)
+                log.exception("reconcile failed; retrying")
+            stop_event.wait(self.config.poll_seconds)

@@ -1,0 +1,216 @@
+"""Kubernetes manifests of the node agent, as plain dicts (the CDK construct applies them).
+
+Pure functions of the cluster spec and the image URIs, so they are tested
+without CDK. The detector DaemonSet runs on accelerated and EFA nodes (one
+per CPU architecture, since images are single-platform); the remediation
+controller is one Deployment on the system group.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from infra import labels as L
+from infra.spec import ClusterSpec
+from node_agent.config import AgentConfig, ControllerConfig, GroupConfig
+
+NAMESPACE = "openpod-system"
+DETECTOR = "node-health-agent"
+CONTROLLER = "node-remediation"
+APP = "app.kubernetes.io/name"
+ARCH = "kubernetes.io/arch"
+DETECTOR_METRICS_PORT = AgentConfig().metrics_port
+CONTROLLER_METRICS_PORT = ControllerConfig().metrics_port
+
+
+def namespace() -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
+
+
+def service_account(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": NAMESPACE}}
+
+
+def _cluster_role(name: str, rules: list[dict]) -> list[dict]:
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": f"openpod-{name}"},
+         "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": f"openpod-{name}"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"openpod-{name}"},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]},
+    ]
+
+
+def detector_rbac() -> list[dict]:
+    """The detector reads and marks nodes (its own, by name) and writes Events. Nothing else."""
+    return _cluster_role(DETECTOR, [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    ])
+
+
+def controller_rbac() -> list[dict]:
+    """The controller cordons/labels/taints nodes, lists pods and evicts them (the Eviction API enforces PDBs)."""
+    return _cluster_role(CONTROLLER, [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    ])
+
+
+def agent_config() -> dict:
+    """The agent's config file: the defaults, written out so operators see and edit every knob."""
+    return AgentConfig().model_dump(mode="json")
+
+
+def controller_config(spec: ClusterSpec, **overrides) -> dict:
+    cfg = ControllerConfig(region=spec.region,
+                           groups={g.name: GroupConfig(hot_spares=g.hot_spares) for g in spec.instance_groups},
+                           **overrides)
+    return cfg.model_dump(mode="json")
+
+
+def config_map(name: str, filename: str, data: dict) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NAMESPACE},
+            "data": {filename: yaml.safe_dump(data, sort_keys=True)}}
+
+
+def _host_path(name: str, path: str, kind: str, mount: str, read_only: bool = True, **extra) -> tuple[dict, dict]:
+    return ({"name": name, "hostPath": {"path": path, "type": kind}},
+            {"name": name, "mountPath": mount, "readOnly": read_only, **extra})
+
+
+def detector_daemonset(image: str, arch: str = "amd64") -> dict:
+    """The detector on every accelerated or EFA node of one CPU architecture.
+
+    Host access, and why: /dev/kmsg (kernel log; CAP_SYSLOG reads it), /sys and /proc
+    read-only (EFA devices and counters, mounts, memory pressure), the host root
+    read-only (free space of watched mounts), the containerd socket (liveness),
+    host network (kubelet /healthz on 127.0.0.1). ``privileged`` is needed by
+    the deep checks only: DCGM diagnostics, the NCCL test, the EFA loopback and
+    Neuron tools open the accelerator and EFA device files directly.
+    """
+    mounts = [
+        _host_path("kmsg", "/dev/kmsg", "CharDevice", "/dev/kmsg"),
+        _host_path("sys", "/sys", "Directory", "/host/sys"),
+        _host_path("proc", "/proc", "Directory", "/host/proc"),
+        _host_path("host-root", "/", "Directory", "/host", mountPropagation="HostToContainer"),
+        _host_path("containerd", "/run/containerd", "Directory", "/run/containerd"),
+    ]
+    accelerated = {"key": L.ACCELERATOR, "operator": "In", "values": ["nvidia", "neuron"]}
+    with_efa = {"key": L.EFA, "operator": "In", "values": ["true"]}
+    on_arch = {"key": ARCH, "operator": "In", "values": [arch]}
+    labels = {APP: DETECTOR, ARCH: arch}
+    name = f"{DETECTOR}-{arch}"
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {APP: DETECTOR}},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {
+                    "prometheus.io/scrape": "true", "prometheus.io/port": str(DETECTOR_METRICS_PORT)}},
+                "spec": {
+                    "serviceAccountName": DETECTOR,
+                    "priorityClassName": "system-node-critical",
+                    "hostNetwork": True,
+                    "dnsPolicy": "ClusterFirstWithHostNet",
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [accelerated, on_arch]},
+                                              {"matchExpressions": [with_efa, on_arch]}]}}},
+                    # Runs everywhere it is selected, including nodes it tainted itself.
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [{
+                        "name": "detector",
+                        "image": image,
+                        "args": ["detector", "--config", "/etc/openpod/agent.yaml"],
+                        "env": [
+                            {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                            # The NVIDIA container runtime exposes every GPU without allocating any.
+                            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                            {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"},
+                        ],
+                        "ports": [{"name": "metrics", "containerPort": DETECTOR_METRICS_PORT}],
+                        "resources": {"requests": {"cpu": "50m", "memory": "96Mi"},
+                                      "limits": {"memory": "512Mi"}},
+                        "securityContext": {"privileged": True, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"add": ["SYSLOG"]}},
+                        "volumeMounts": [m for _, m in mounts] + [
+                            {"name": "config", "mountPath": "/etc/openpod", "readOnly": True},
+                            {"name": "tmp", "mountPath": "/tmp"}],
+                    }],
+                    "volumes": [v for v, _ in mounts] + [
+                        {"name": "config", "configMap": {"name": f"{DETECTOR}-config"}},
+                        {"name": "tmp", "emptyDir": {}}],
+                },
+            },
+        },
+    }
+
+
+def controller_deployment(image: str) -> dict:
+    """One controller replica (Recreate: never two at once) on the system group's CPU nodes."""
+    labels = {APP: CONTROLLER}
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": CONTROLLER, "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {
+                    "prometheus.io/scrape": "true", "prometheus.io/port": str(CONTROLLER_METRICS_PORT)}},
+                "spec": {
+                    "serviceAccountName": CONTROLLER,
+                    "priorityClassName": "system-cluster-critical",
+                    "nodeSelector": {L.ACCELERATOR: "none", ARCH: "amd64"},
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": "controller",
+                        "image": image,
+                        "args": ["controller", "--config", "/etc/openpod/controller.yaml"],
+                        "ports": [{"name": "metrics", "containerPort": CONTROLLER_METRICS_PORT}],
+                        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"},
+                                      "limits": {"memory": "256Mi"}},
+                        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}},
+                        "volumeMounts": [{"name": "config", "mountPath": "/etc/openpod", "readOnly": True}],
+                    }],
+                    "volumes": [{"name": "config", "configMap": {"name": f"{CONTROLLER}-config"}}],
+                },
+            },
+        },
+    }
+
+
+def detector_arches(spec: ClusterSpec) -> list[str]:
+    """CPU architectures of the groups the detector runs on (accelerated or EFA)."""
+    arches = {("arm64" if g.type.arch == "arm64" else "amd64") for g in spec.instance_groups
+              if g.type.is_accelerated or g.type.efa_supported}
+    return sorted(arches)
+
+
+def manifests(spec: ClusterSpec, images: dict[str, str], *, controller_service_account: bool = True) -> list[dict]:
+    """Everything, in apply order. ``images``: arch -> image URI (amd64 is required: the controller uses it).
+
+    ``controller_service_account=False`` when the caller creates it (CDK does, to bind the IAM role
+    through EKS Pod Identity).
+    """
+    out = [namespace(), service_account(DETECTOR)]
+    if controller_service_account:
+        out.append(service_account(CONTROLLER))
+    out += detector_rbac() + controller_rbac()
+    out.append(config_map(f"{DETECTOR}-config", "agent.yaml", agent_config()))
+    out.append(config_map(f"{CONTROLLER}-config", "controller.yaml", controller_config(spec)))
+    for arch in detector_arches(spec):
+        if arch not in images:
+            raise ValueError(f"no {arch} image for the detector; groups of that architecture need one")
+        out.append(detector_daemonset(images[arch], arch))
+    out.append(controller_deployment(images["amd64"]))
+    return out

@@ -1,0 +1,44 @@
+"""Prometheus metrics of the detector and the controller (one registry per process)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+
+class DetectorMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.findings = Counter("openpod_node_agent_findings", "Faults found, by rule", ["rule", "fault", "action"],
+                                registry=r)
+        self.check_errors = Counter("openpod_node_agent_check_errors", "Checks that could not run", ["check"],
+                                    registry=r)
+        self.last_run = Gauge("openpod_node_agent_check_last_run_timestamp_seconds", "When each check last ran",
+                              ["check"], registry=r)
+        self.node_action = Gauge("openpod_node_agent_node_action", "Action the node needs: 0 none, 1 reboot, "
+                                 "2 replace", registry=r)
+        self.kernel_lines = Counter("openpod_node_agent_kernel_lines", "Kernel log lines read", registry=r)
+        self.deep_check_passed = Gauge("openpod_node_agent_deep_check_passed", "1 if the last deep check passed",
+                                       registry=r)
+
+
+class ControllerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.remediations = Counter("openpod_remediations", "Remediation actions taken", ["group", "action"],
+                                    registry=r)
+        self.in_flight = Gauge("openpod_remediations_in_flight", "Nodes being remediated", ["group"], registry=r)
+        self.budget_blocked = Gauge("openpod_remediation_budget_blocked", "Nodes waiting because the group's "
+                                    "budget is used up", ["group"], registry=r)
+        self.escalations = Counter("openpod_remediation_escalations", "Reboots escalated to replacement",
+                                   ["group"], registry=r)
+        self.spare_promotions = Counter("openpod_hot_spare_promotions", "Hot spares put into service", ["group"],
+                                        registry=r)
+        self.drain_timeouts = Counter("openpod_drain_deadline_exceeded", "Drains that hit their deadline",
+                                      ["group"], registry=r)
+
+
+def serve(registry: CollectorRegistry, port: int) -> None:
+    """Expose ``registry`` on http://0.0.0.0:<port>/metrics (a daemon thread)."""
+    start_http_server(port, registry=registry)

@@ -1,0 +1,268 @@
+"""THE rule table: every fault the agent knows, what it means and what the node needs.
+
+One row per rule: match -> fault -> severity -> action (none / reboot / replace)
+-> source (where the classification comes from). Detection code only matches;
+the verdict always comes from this table, and ``python -m infra docs`` renders
+it into ``docs/node-agent-rules.md`` so operators can audit it.
+
+Kernel-log rows carry a regular expression over one log line (any prefix:
+dmesg ``[  123.4]``, syslog or journald). Probe rows (NVML, Neuron tools, EFA
+sysfs, host checks, deep health checks) are matched by the probe that names
+them; their ``match`` column says the condition in words.
+
+Xid actions follow the resolution buckets of NVIDIA's Xid catalog for Ampere
+and newer GPUs: RESTART_APP -> no node action (the application is at fault or
+merely affected), RESET_GPU / RESTART_BM -> reboot (a node reboot resets every
+GPU; EKS cannot reset one GPU under a running kubelet safely), a row-remap
+failure -> replace (the memory cannot be repaired in place). A node rebooted
+for the same fault within the escalation window is replaced instead (see the
+remediation controller), which is how persistent NVLink or fallen-off-the-bus
+faults end in replacement.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from node_agent.findings import Action, Finding, Severity
+
+A, S = Action, Severity
+
+XID_CATALOG = "NVIDIA Xid catalog (Ampere+)"
+SXID_CATALOG = "NVIDIA Fabric Manager SXid errors"
+NEURON_DRIVER = "AWS Neuron driver NEURON_HW_ERR (neuron problem detector)"
+EFA_DRIVER = "Linux efa driver (efa_com.c admin queue)"
+KERNEL = "Linux kernel"
+TABLE = "openpod instance type table"
+NVML = "NVML (nvidia-ml-py) / nvidia-smi -q"
+DEEP = "openpod deep health check"
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    probe: str        # kernel-log | nvml | neuron | efa | host | deep-check | agent
+    match: str        # regex (kernel-log) or the condition in words
+    fault: str
+    severity: Severity
+    action: Action
+    source: str
+    note: str = ""
+
+    def finding(self, evidence: str, device: str = "", **details) -> Finding:
+        return Finding(rule=self.id, fault=self.fault, severity=self.severity, action=self.action,
+                       evidence=evidence.strip(), source=self.source, device=device, details=details)
+
+
+# Xid rows: code -> (fault, severity, action, catalog bucket / note).
+_XID = "NVRM: Xid \\((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)\\): {code},"
+XIDS: dict[int, tuple[str, Severity, Action, str]] = {
+    13: ("gpu-graphics-engine-exception", S.WARNING, A.NONE, "RESTART_APP: application error (illegal instruction/address)"),
+    31: ("gpu-mmu-fault", S.WARNING, A.NONE, "RESTART_APP: application touched an invalid GPU address"),
+    43: ("gpu-channel-reset", S.WARNING, A.NONE, "RESTART_APP: GPU stopped processing the app's channel; GPU still usable"),
+    45: ("gpu-preemptive-cleanup", S.INFO, A.NONE, "IGNORE: cleanup after an earlier error or a killed app"),
+    48: ("gpu-double-bit-ecc", S.CRITICAL, A.REBOOT, "WORKFLOW_XID_48: reset the GPU to retire/remap the memory"),
+    62: ("gpu-microcontroller-halt", S.CRITICAL, A.REBOOT, "RESET_GPU: internal micro-controller halted"),
+    63: ("gpu-row-remap-pending", S.WARNING, A.REBOOT, "RESET_GPU: a row was marked for remapping; reset to activate"),
+    64: ("gpu-row-remap-failure", S.CRITICAL, A.REPLACE, "RESET_GPU then CONTACT_SUPPORT: remapping failed, memory cannot be repaired"),
+    74: ("gpu-nvlink-error", S.CRITICAL, A.REBOOT, "WORKFLOW_NVLINK_ERR: reset; repeated -> replacement"),
+    79: ("gpu-fell-off-bus", S.CRITICAL, A.REBOOT, "RESTART_BM: GPU lost from PCIe; repeated -> replacement"),
+    92: ("gpu-high-sbe-rate", S.WARNING, A.NONE, "corrected errors only; watched, no action"),
+    94: ("gpu-contained-ecc", S.WARNING, A.NONE, "RESTART_APP: error contained to one app; pending remap handled by NVML rule"),
+    95: ("gpu-uncontained-ecc", S.CRITICAL, A.REBOOT, "RESET_GPU: uncontained memory error affects all work on the GPU"),
+    119: ("gpu-gsp-rpc-timeout", S.CRITICAL, A.REBOOT, "RESET_GPU: GSP firmware stopped answering"),
+    120: ("gpu-gsp-error", S.CRITICAL, A.REBOOT, "RESET_GPU: GSP firmware error"),
+    140: ("gpu-unrecovered-ecc", S.CRITICAL, A.REBOOT, "RESET_GPU: unrecovered ECC error"),
+}
+
+_RULES: list[Rule] = []
+
+
+def _add(*rules: Rule) -> None:
+    _RULES.extend(rules)
+
+
+# ---------------------------------------------------------------- kernel log: NVIDIA
+# Xid 154 carries the driver's own verdict ("GPU recovery action changed ... (Node Reboot Required)").
+_add(
+    Rule("xid-154-none", "kernel-log",
+         r"NVRM: Xid \((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)\): 154,.*recovery action changed from .* to 0x0 \(None\)",
+         "gpu-recovery-action-cleared", S.INFO, A.NONE, XID_CATALOG, "driver cleared its recovery action"),
+    Rule("xid-154", "kernel-log",
+         r"NVRM: Xid \((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)\): 154,.*recovery action changed",
+         "gpu-recovery-action-required", S.CRITICAL, A.REBOOT, XID_CATALOG,
+         "driver asks for GPU reset / drain and reset / node reboot"),
+)
+for _code, (_fault, _sev, _act, _note) in XIDS.items():
+    _add(Rule(f"xid-{_code}", "kernel-log", _XID.format(code=_code), _fault, _sev, _act, XID_CATALOG, _note))
+_add(
+    Rule("xid-unlisted", "kernel-log", _XID.format(code=r"(?P<code>\d+)"), "gpu-xid-unlisted", S.WARNING, A.NONE,
+         XID_CATALOG, "Xid not in this table: recorded as an Event and a metric, no node action"),
+    Rule("sxid-fatal", "kernel-log",
+         r"nvidia-nvswitch\d+: SXid \(PCI:(?P<device>[0-9A-Fa-f:.]+)\): (?P<code>\d+), Fatal",
+         "nvswitch-fatal", S.CRITICAL, A.REBOOT, SXID_CATALOG, "fatal NVSwitch error: fabric and GPUs need a reset"),
+    Rule("sxid-nonfatal", "kernel-log",
+         r"nvidia-nvswitch\d+: SXid \(PCI:(?P<device>[0-9A-Fa-f:.]+)\): (?P<code>\d+), Non-fatal",
+         "nvswitch-nonfatal", S.WARNING, A.NONE, SXID_CATALOG, "corrected by the fabric"),
+)
+
+# ---------------------------------------------------------------- kernel log: Neuron
+for _kind, _fault in (("SRAM_UNCORRECTABLE_ERROR", "neuron-sram-uncorrectable"),
+                      ("NC_UNCORRECTABLE_ERROR", "neuron-core-uncorrectable"),
+                      ("HBM_UNCORRECTABLE_ERROR", "neuron-hbm-uncorrectable"),
+                      ("DMA_ERROR", "neuron-dma-error")):
+    _add(Rule(f"neuron-{_kind.lower().replace('_', '-')}", "kernel-log",
+              rf"NEURON_HW_ERR={_kind}\b(?:.*nd-id=(?P<device>\d+))?", _fault, S.CRITICAL, A.REPLACE, NEURON_DRIVER,
+              "driver reports action=TERMINATE_INSTANCE"))
+
+# ---------------------------------------------------------------- kernel log: EFA
+_BDF = r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]"
+_add(
+    Rule("efa-admin-timeout", "kernel-log",
+         rf"efa (?P<device>{_BDF}).*(?:The device didn't send any completion for admin cmd"
+         r"|Wait for completion \(polling\) timeout)",
+         "efa-admin-queue-timeout", S.CRITICAL, A.REBOOT, EFA_DRIVER, "device stopped answering admin commands"),
+    Rule("efa-missing-interrupt", "kernel-log",
+         rf"efa (?P<device>{_BDF}).*driver didn't receive any MSI-X interrupt for admin cmd",
+         "efa-missing-interrupt", S.CRITICAL, A.REBOOT, EFA_DRIVER),
+    Rule("efa-admin-queue-closed", "kernel-log", rf"efa (?P<device>{_BDF}).*Admin queue is closed",
+         "efa-admin-queue-closed", S.CRITICAL, A.REBOOT, EFA_DRIVER, "driver closed the queue after a timeout"),
+    Rule("efa-reset-failed", "kernel-log",
+         rf"efa (?P<device>{_BDF}).*(?:Reset indication didn't turn (?:on|off)"
+         r"|Device isn't ready, (?:can't reset device|abort com init))",
+         "efa-device-not-ready", S.CRITICAL, A.REBOOT, EFA_DRIVER),
+    Rule("efa-command-failed", "kernel-log", rf"efa (?P<device>{_BDF}).*Failed to process command",
+         "efa-command-failed", S.WARNING, A.NONE, EFA_DRIVER, "one admin command rejected (often resource limits)"),
+)
+
+# ---------------------------------------------------------------- kernel log: host
+_add(
+    Rule("fs-remount-ro", "kernel-log",
+         r"(?:EXT4-fs \((?P<device>[\w/.-]+)\): Remounting filesystem read-only"
+         r"|XFS \((?P<xdev>[\w/.-]+)\): .*Shutting down filesystem)",
+         "filesystem-read-only", S.CRITICAL, A.REBOOT, KERNEL, "filesystem error forced it read-only"),
+    Rule("fs-error", "kernel-log", r"EXT4-fs error \(device (?P<device>[\w/.-]+)\)",
+         "filesystem-error", S.WARNING, A.NONE, KERNEL, "a read-only remount, if it follows, is acted on"),
+    Rule("soft-lockup", "kernel-log", r"watchdog: BUG: soft lockup - CPU#(?P<device>\d+) stuck for",
+         "cpu-soft-lockup", S.CRITICAL, A.REBOOT, KERNEL),
+    Rule("hung-task", "kernel-log", r"INFO: task \S+ blocked for more than \d+ seconds",
+         "hung-task", S.WARNING, A.NONE, KERNEL),
+    Rule("oom-kill", "kernel-log", r"Out of memory: Killed process \d+ \((?P<device>[^)]*)\)",
+         "oom-kill", S.WARNING, A.NONE, KERNEL, "an application exceeded memory; kubelet handles it"),
+    Rule("memory-uncorrectable", "kernel-log",
+         r"EDAC MC(?P<device>\d+): \d+ UE |mce: \[Hardware Error\]:.*[Uu]ncorrected",
+         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL, "uncorrectable host DRAM error"),
+    Rule("nvme-timeout", "kernel-log", r"nvme (?P<device>nvme\d+): I/O \d+ QID \d+ timeout",
+         "nvme-timeout", S.WARNING, A.NONE, KERNEL),
+)
+
+# ---------------------------------------------------------------- polled probes
+_add(
+    Rule("gpu-count", "nvml", "GPUs visible < accelerator_count of the instance type", "gpu-missing",
+         S.CRITICAL, A.REBOOT, TABLE, "often a GPU off the bus; repeated -> replacement"),
+    Rule("gpu-tool-missing", "nvml", "NVML / nvidia-smi unavailable on an NVIDIA instance type", "gpu-driver-missing",
+         S.CRITICAL, A.REBOOT, TABLE, "nothing on CPU nodes"),
+    Rule("gpu-dbe", "nvml", "volatile uncorrectable ECC errors > 0", "gpu-double-bit-ecc", S.CRITICAL, A.REBOOT, NVML),
+    Rule("gpu-remap-failure", "nvml", "row remapping failure occurred", "gpu-row-remap-failure",
+         S.CRITICAL, A.REPLACE, NVML),
+    Rule("gpu-remap-pending", "nvml", "row remapping pending", "gpu-row-remap-pending", S.WARNING, A.REBOOT, NVML,
+         "a reset activates the spare row"),
+    Rule("gpu-reset-required", "nvml", "GPU Reset Status: Reset Required = Yes", "gpu-reset-required",
+         S.CRITICAL, A.REBOOT, NVML),
+    Rule("gpu-thermal", "nvml", "HW thermal slowdown active", "gpu-thermal-slowdown", S.WARNING, A.NONE, NVML),
+    Rule("gpu-power-brake", "nvml", "HW power brake slowdown active", "gpu-power-brake", S.WARNING, A.NONE, NVML),
+    Rule("gpu-pcie-degraded", "nvml", "PCIe link width current < max", "gpu-pcie-link-degraded",
+         S.CRITICAL, A.REBOOT, NVML, "link generation is not compared: it drops at idle by design"),
+    Rule("gpu-nvlink-down", "nvml", "an NVLink link inactive while others are active", "gpu-nvlink-down",
+         S.CRITICAL, A.REBOOT, NVML),
+    Rule("gpu-nvlink-errors", "nvml", "NVLink replay/recovery/CRC counters rose above the threshold",
+         "gpu-nvlink-errors", S.WARNING, A.NONE, NVML),
+    Rule("neuron-count", "neuron", "neuron-ls devices < accelerator_count of the instance type", "neuron-device-missing",
+         S.CRITICAL, A.REBOOT, TABLE),
+    Rule("neuron-tool-missing", "neuron", "neuron-ls unavailable on a Neuron instance type", "neuron-driver-missing",
+         S.CRITICAL, A.REBOOT, TABLE, "nothing on CPU/GPU nodes"),
+    Rule("efa-count", "efa", "EFA devices in /sys/class/infiniband < EFA cards of the instance type",
+         "efa-device-missing", S.CRITICAL, A.REBOOT, TABLE, "nothing on instance types without EFA"),
+    Rule("efa-port-down", "efa", "EFA port state is not ACTIVE", "efa-port-down", S.CRITICAL, A.REBOOT, EFA_DRIVER),
+    Rule("efa-counters", "efa", "EFA error counters rose above the threshold between polls", "efa-errors",
+         S.WARNING, A.NONE, EFA_DRIVER, "often the remote peer; watched"),
+    Rule("fs-readonly", "host", "a watched mount (/, kubelet, local NVMe) is mounted read-only",
+         "filesystem-read-only", S.CRITICAL, A.REBOOT, KERNEL),
+    Rule("fs-full", "host", "a watched mount is fuller than the threshold", "filesystem-full",
+         S.WARNING, A.NONE, KERNEL, "kubelet image/pod eviction is the remedy"),
+    Rule("memory-pressure", "host", "MemAvailable below the threshold or PSI full avg10 above it",
+         "host-memory-pressure", S.WARNING, A.NONE, KERNEL),
+    Rule("kubelet-unhealthy", "host", "kubelet /healthz does not answer ok", "kubelet-unhealthy",
+         S.CRITICAL, A.REBOOT, KERNEL),
+    Rule("containerd-down", "host", "containerd socket refuses connections", "containerd-down",
+         S.CRITICAL, A.REBOOT, KERNEL),
+    # Deep health checks (node start and on demand).
+    Rule("dcgm-diag-fail", "deep-check", "dcgmi diag -r N reports a test Fail", "gpu-diagnostic-failed",
+         S.CRITICAL, A.REPLACE, DEEP),
+    Rule("nccl-busbw-low", "deep-check", "all_reduce_perf busbw at the largest size < allreduce_busbw_floor_gbs",
+         "nccl-bandwidth-low", S.CRITICAL, A.REPLACE, DEEP),
+    Rule("nccl-wrong", "deep-check", "all_reduce_perf reports #wrong > 0 or out-of-bounds values",
+         "nccl-wrong-results", S.CRITICAL, A.REPLACE, DEEP),
+    Rule("efa-loopback-fail", "deep-check", "fi_pingpong -p efa loopback exits non-zero or loses messages",
+         "efa-loopback-failed", S.CRITICAL, A.REPLACE, DEEP),
+    Rule("neuron-check-fail", "deep-check", "nccom-test fails or reports no bandwidth", "neuron-collectives-failed",
+         S.CRITICAL, A.REPLACE, DEEP),
+    Rule("deep-check-tool-missing", "deep-check", "a deep check's tool is not installed", "deep-check-skipped",
+         S.WARNING, A.NONE, DEEP, "step skipped with a message; other steps still decide"),
+    Rule("deep-check-error", "deep-check", "a deep check's output cannot be parsed or it timed out",
+         "deep-check-error", S.CRITICAL, A.REPLACE, DEEP, "a node that cannot prove health is not trusted"),
+    # The agent itself.
+    Rule("config-invalid", "agent", "a config section fails validation", "agent-config-invalid",
+         S.WARNING, A.NONE, "openpod node agent", "that check is disabled with a message; the others run"),
+    Rule("check-crashed", "agent", "a probe raised an unexpected error", "agent-check-error",
+         S.WARNING, A.NONE, "openpod node agent", "logged with the error; the other checks keep running"),
+)
+
+RULES: dict[str, Rule] = {r.id: r for r in _RULES}
+assert len(RULES) == len(_RULES), "duplicate rule id"
+
+KERNEL_RULES: tuple[Rule, ...] = tuple(r for r in _RULES if r.probe == "kernel-log")
+_COMPILED: tuple[tuple[Rule, re.Pattern], ...] = tuple((r, re.compile(r.match)) for r in KERNEL_RULES)
+# Cheap substring gate: a line that contains none of these cannot match any kernel rule.
+_GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |EXT4-fs|XFS \(|soft lockup|blocked for more than"
+                   r"|Out of memory|EDAC MC|Hardware Error|nvme nvme")
+
+
+def match_kernel_line(line: str) -> Finding | None:
+    """Classify one kernel log line: the first matching rule wins (None if no rule matches)."""
+    if not _GATE.search(line):
+        return None
+    for rule, pattern in _COMPILED:
+        m = pattern.search(line)
+        if m:
+            groups = {k: v for k, v in m.groupdict().items() if v}
+            device = groups.pop("device", "") or groups.pop("xdev", "")
+            return rule.finding(line, device=device, **groups)
+    return None
+
+
+def rule(rule_id: str) -> Rule:
+    return RULES[rule_id]
+
+
+def rules_markdown() -> str:
+    """The rule table as a Markdown page (rendered into docs/node-agent-rules.md)."""
+    out = [
+        "# Node agent rules",
+        "",
+        "Generated from `node_agent/rules.py` by `python -m infra docs`; do not edit by hand.",
+        "",
+        "Each row: what is matched, the fault it means, its severity, what the node needs "
+        "(`none` = Event and metric only; `reboot`; `replace` = Auto Scaling replaces the instance) "
+        "and where the classification comes from. Kernel-log rows are tried top to bottom, first match wins. "
+        "A node rebooted for the same fault within the escalation window is replaced instead.",
+        "",
+        "| rule | probe | match | fault | severity | action | source | note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in _RULES:
+        match = r.match.replace("|", "\\|")
+        out.append(f"| `{r.id}` | {r.probe} | `{match}` | {r.fault} | {r.severity.value} | **{r.action.value}** "
+                   f"| {r.source} | {r.note} |")
+    return "\n".join(out) + "\n"

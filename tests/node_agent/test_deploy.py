@@ -1,0 +1,93 @@
+"""The Kubernetes manifests, as data (no CDK needed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from infra import labels as L
+from infra.spec import load_spec
+from node_agent import deploy
+from node_agent.config import load_agent_config, load_controller_config
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGES = {"amd64": "repo/agent:amd64", "arm64": "repo/agent:arm64"}
+
+
+def by_kind(objs):
+    out = {}
+    for o in objs:
+        out.setdefault(o["kind"], []).append(o)
+    return out
+
+
+def test_default_spec_gets_one_daemonset_per_arch_and_one_controller():
+    objs = deploy.manifests(load_spec(None), IMAGES)
+    k = by_kind(objs)
+    assert objs[0]["kind"] == "Namespace"
+    assert sorted(d["metadata"]["name"] for d in k["DaemonSet"]) == ["node-health-agent-amd64", "node-health-agent-arm64"]
+    assert [d["spec"]["template"]["spec"]["containers"][0]["image"] for d in k["DaemonSet"]] == [
+        IMAGES["amd64"], IMAGES["arm64"]]
+    (dep,) = k["Deployment"]
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
+    assert dep["spec"]["template"]["spec"]["nodeSelector"] == {L.ACCELERATOR: "none", "kubernetes.io/arch": "amd64"}
+    yaml.safe_dump_all(objs)  # plain data
+
+
+def test_daemonset_host_access_is_only_what_it_needs():
+    ds = deploy.detector_daemonset("img", "amd64")
+    pod = ds["spec"]["template"]["spec"]
+    paths = {v["hostPath"]["path"]: v["hostPath"]["type"] for v in pod["volumes"] if "hostPath" in v}
+    assert paths == {"/dev/kmsg": "CharDevice", "/sys": "Directory", "/proc": "Directory", "/": "Directory",
+                     "/run/containerd": "Directory"}
+    mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert all(mounts[n]["readOnly"] for n in ("kmsg", "sys", "proc", "host-root", "containerd"))
+    assert pod["tolerations"] == [{"operator": "Exists"}]
+    assert "hostPID" not in pod and "hostIPC" not in pod
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert [t["matchExpressions"][0]["key"] for t in terms] == [L.ACCELERATOR, L.EFA]
+    sc = pod["containers"][0]["securityContext"]
+    assert sc["readOnlyRootFilesystem"] and sc["capabilities"] == {"add": ["SYSLOG"]}
+
+
+def test_rbac_is_minimal():
+    det = by_kind(deploy.detector_rbac())["ClusterRole"][0]["rules"]
+    assert {(r["resources"][0], tuple(r["verbs"])) for r in det} == {
+        ("nodes", ("get", "patch")), ("nodes/status", ("patch",)), ("events", ("create",))}
+    ctl = by_kind(deploy.controller_rbac())["ClusterRole"][0]["rules"]
+    verbs = {r["resources"][0]: set(r["verbs"]) for r in ctl}
+    assert verbs["pods/eviction"] == {"create"} and "delete" not in verbs["pods"] and "delete" not in verbs["nodes"]
+
+
+def test_config_maps_round_trip_through_the_loaders(tmp_path):
+    spec = load_spec(ROOT / "examples" / "large.yaml")
+    k = by_kind(deploy.manifests(spec, {"amd64": "a", "arm64": "b"}, controller_service_account=False))
+    assert [s["metadata"]["name"] for s in k["ServiceAccount"]] == [deploy.DETECTOR]
+    cms = {c["metadata"]["name"]: c["data"] for c in k["ConfigMap"]}
+    (tmp_path / "agent.yaml").write_text(cms["node-health-agent-config"]["agent.yaml"])
+    (tmp_path / "controller.yaml").write_text(cms["node-remediation-config"]["controller.yaml"])
+    cfg, problems = load_agent_config(tmp_path / "agent.yaml")
+    assert problems == []
+    ctl = load_controller_config(tmp_path / "controller.yaml")
+    assert ctl.region == "us-east-1"
+    assert {g: c.hot_spares for g, c in ctl.groups.items()}["gb200"] == 18
+    assert ctl.groups["p5en"].hot_spares == 4
+
+
+def test_cpu_only_spec_runs_no_detector():
+    spec = load_spec(None).model_copy(update={"instance_groups": [load_spec(None).instance_groups[0]]})
+    assert deploy.detector_arches(spec) == []
+    assert "DaemonSet" not in by_kind(deploy.manifests(spec, {"amd64": "a"}))
+
+
+def test_dockerfile_passes_hadolint():
+    hadolint = Path(sys.executable).parent / "hadolint"
+    r = subprocess.run([str(hadolint), str(ROOT / "node_agent" / "Dockerfile")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = (ROOT / "node_agent" / "Dockerfile").read_text()
+    for line in ("COPY pyproject.toml README.md ./", "COPY infra infra", "COPY node_agent node_agent"):
+        assert line in text
+    assert '".[agent]"' in text

@@ -1,0 +1,227 @@
+"""The detector records findings on its node through the boundary; every check is isolated."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from infra import labels as L
+from infra.instance_types import get
+from node_agent import gpu
+from node_agent.config import AgentConfig
+from node_agent.detector import Detector, resolve_instance_type
+from node_agent.kube import InMemoryCluster, Node, Taint
+from node_agent.marking import DEEP_CHECK, DEEP_CHECK_REQUEST, FAULT
+from tests.node_agent.conftest import fixture_text
+from tests.node_agent.test_deep_check import Replay
+
+P5, CPU = get("p5.48xlarge"), get("m7i.2xlarge")
+
+
+def make(itype=P5, taints=(), **kw):
+    c = InMemoryCluster()
+    c.add_node(Node("n1", labels={L.INSTANCE_TYPE: itype.name}, taints=list(taints),
+                    provider_id="aws:///us-east-2a/i-0abc"))
+    return c, Detector(c, "n1", itype, **kw)
+
+
+class NoNvml:
+    def __call__(self):
+        raise gpu.ToolUnavailable("NVML unavailable: NVML Shared Library Not Found")
+
+
+def test_reboot_fault_marks_the_node():
+    c, d = make()
+    d.on_kernel_line(fixture_text("kernel", "xid-79.log").splitlines()[1])
+    n = c.get_node("n1")
+    assert n.labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REBOOT
+    assert n.has_taint(L.UNHEALTHY_TAINT)
+    cond = n.condition(L.HEALTH_CONDITION)
+    assert (cond.status, cond.reason) == ("False", "GpuFellOffBus")
+    assert json.loads(n.annotations[FAULT])["fault"] == "gpu-fell-off-bus"
+    assert [e.reason for e in c.events] == ["GpuFellOffBus"]
+
+
+def test_replace_wins_over_reboot_and_repeats_are_idempotent():
+    c, d = make()
+    d.on_kernel_line(fixture_text("kernel", "xid-79.log").splitlines()[1])
+    d.on_kernel_line(fixture_text("kernel", "xid-64.log").strip())
+    d.on_kernel_line(fixture_text("kernel", "xid-79.log").splitlines()[1])  # weaker: no downgrade
+    n = c.get_node("n1")
+    assert n.labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REPLACEMENT
+    assert [t.key for t in n.taints].count(L.UNHEALTHY_TAINT) == 1
+    assert json.loads(n.annotations[FAULT])["fault"] == "gpu-row-remap-failure"
+    assert [e.reason for e in c.events] == ["GpuFellOffBus", "GpuRowRemapFailure"]  # the repeat is silent
+
+
+def test_kmsg_records_are_unwrapped():
+    from node_agent.logfollow import kmsg_message
+
+    rec = "4,1843,5107644336,-;NVRM: Xid (PCI:0000:53:00): 79, pid=2207, name=python3, GPU has fallen off the bus."
+    assert kmsg_message(rec).startswith("NVRM: Xid") and kmsg_message("plain; line") == "plain; line"
+
+
+def test_application_xid_only_makes_an_event_rate_limited():
+    c, d = make()
+    for _ in range(5):
+        d.on_kernel_line(fixture_text("kernel", "xid-13.log").splitlines()[2])
+    n = c.get_node("n1")
+    assert L.HEALTH_STATUS not in n.labels and not n.taints and n.condition(L.HEALTH_CONDITION) is None
+    assert [e.reason for e in c.events] == ["GpuGraphicsEngineException"]
+
+
+def test_missing_nvml_is_a_finding_on_a_gpu_node_and_nothing_on_a_cpu_node():
+    c, d = make(P5, gpu_source_factory=NoNvml())
+    (f,) = d.poll_gpu()
+    assert f.rule == "gpu-tool-missing" and "p5.48xlarge" in f.evidence
+    assert c.get_node("n1").labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REBOOT
+    c2, d2 = make(CPU, gpu_source_factory=NoNvml())
+    assert d2.poll_gpu() == [] and c2.events == []
+
+
+def test_a_crashing_check_is_reported_and_the_others_keep_running(tmp_path):
+    class Broken:
+        def snapshot(self):
+            raise RuntimeError("driver returned garbage")
+
+    cfg = AgentConfig()
+    proc = tmp_path / "proc"
+    (proc / "1").mkdir(parents=True)
+    (proc / "1" / "mounts").write_text(fixture_text("host", "proc-1-mounts-ro.txt"))
+    (proc / "meminfo").write_text(fixture_text("host", "meminfo-ok.txt"))
+    cfg.host.proc_root, cfg.host.mount_prefix = str(proc), str(tmp_path)
+    cfg.host.kubelet_healthz_url = "http://127.0.0.1:9/healthz"
+    cfg.host.containerd_socket = str(tmp_path / "none.sock")
+    c, d = make(P5, config=cfg, gpu_source_factory=lambda: Broken())
+    (crash,) = d.poll_gpu()
+    assert crash.rule == "check-crashed" and "driver returned garbage" in crash.evidence
+    host = d.poll_host()  # still runs, finds the read-only root
+    assert {"fs-readonly", "kubelet-unhealthy", "containerd-down"} <= {f.rule for f in host}
+    assert d.metrics.check_errors.labels("gpu")._value.get() == 1
+
+
+def test_recorded_gpu_faults_flow_through_the_detector():
+    c, d = make(P5, gpu_source_factory=lambda: gpu.RecordedSource(fixture_text("nvidia",
+                                                                               "nvidia-smi-q-h100-faulty.txt")))
+    d.poll_gpu()
+    assert c.get_node("n1").labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REPLACEMENT
+
+
+def test_deep_check_pass_removes_the_startup_taint():
+    run = Replay({"dcgmi": (0, fixture_text("deep", "dcgmi-diag-r2-pass.json")),
+                  "all_reduce_perf": (0, fixture_text("deep", "all_reduce_perf-p5-pass.txt")),
+                  "efa-loopback": (0, fixture_text("deep", "fi_pingpong-efa-pass.txt"))})
+    c, d = make(P5, taints=[Taint(L.STARTUP_TAINT, L.STARTUP_TAINT_VALUE)], runner=run)
+    assert d.deep_check_due()
+    assert d.run_deep_check()
+    n = c.get_node("n1")
+    assert not n.has_taint(L.STARTUP_TAINT) and n.labels[L.HEALTH_STATUS] == L.HEALTH_SCHEDULABLE
+    assert n.condition(L.HEALTH_CONDITION).status == "True"
+    assert json.loads(n.annotations[DEEP_CHECK])["steps"] == {"dcgm": "pass", "nccl": "pass", "efa-loopback": "pass"}
+    assert not d.deep_check_due()
+
+
+def test_deep_check_fail_marks_for_replacement_and_keeps_the_taint():
+    run = Replay({"dcgmi": (0, fixture_text("deep", "dcgmi-diag-r2-fail.json")),
+                  "all_reduce_perf": (0, fixture_text("deep", "all_reduce_perf-p5-pass.txt")),
+                  "efa-loopback": (0, fixture_text("deep", "fi_pingpong-efa-pass.txt"))})
+    c, d = make(P5, taints=[Taint(L.STARTUP_TAINT, L.STARTUP_TAINT_VALUE)], runner=run)
+    assert not d.run_deep_check()
+    n = c.get_node("n1")
+    assert n.has_taint(L.STARTUP_TAINT) and n.labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REPLACEMENT
+
+
+def test_on_demand_deep_check_by_annotation():
+    c, d = make(P5)
+    assert not d.deep_check_due()
+    c.patch_node("n1", annotations={DEEP_CHECK_REQUEST: "1"})
+    assert d.deep_check_due()
+
+
+def test_unknown_instance_type_gives_a_message_not_a_crash():
+    itype, problem = resolve_instance_type("p9.mega")
+    assert itype is None and "unknown instance type 'p9.mega'" in problem
+    assert resolve_instance_type(None)[1].startswith("instance type unknown")
+
+
+def test_follows_a_real_log_file_end_to_end(tmp_path):
+    log = tmp_path / "kern.log"
+    log.write_text(fixture_text("kernel", "xid-48.log"))  # old content: must not be acted on
+    cfg = AgentConfig()
+    cfg.kernel_log.path = str(log)
+    c, d = make(P5, config=cfg)
+    d.start_follower()
+    try:
+        time.sleep(0.3)
+        assert L.HEALTH_STATUS not in c.get_node("n1").labels
+        with open(log, "a") as f:
+            f.write(fixture_text("kernel", "xid-74.log"))
+        deadline = time.time() + 5
+        while L.HEALTH_STATUS not in c.get_node("n1").labels and time.time() < deadline:
+            time.sleep(0.02)
+        assert json.loads(c.get_node("n1").annotations[FAULT])["rule"] == "xid-74"
+        # rotation: the file is replaced; the follower picks up the new one
+        log.rename(tmp_path / "kern.log.1")
+        log.write_text("")
+        time.sleep(0.3)
+        with open(log, "a") as f:
+            f.write(fixture_text("kernel", "xid-64.log"))
+        deadline = time.time() + 5
+        while c.get_node("n1").labels[L.HEALTH_STATUS] != L.HEALTH_PENDING_REPLACEMENT and time.time() < deadline:
+            time.sleep(0.02)
+        assert c.get_node("n1").labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REPLACEMENT
+    finally:
+        d.follower.stop()
+
+
+def test_missing_kernel_log_is_reported_and_polling_continues(tmp_path):
+    cfg = AgentConfig()
+    cfg.kernel_log.path = str(tmp_path / "absent.log")
+    c, d = make(CPU, config=cfg, gpu_source_factory=NoNvml())
+    d.start_follower().join(timeout=5)
+    assert any("cannot follow" in e.message for e in c.events)
+    assert d.poll_gpu() == []
+
+
+def test_run_loop_starts_and_stops(tmp_path):
+    cfg = AgentConfig()
+    cfg.kernel_log.enabled = cfg.host.enabled = cfg.deep_check.enabled = False
+    cfg.efa.sys_root = str(tmp_path)
+    c, d = make(CPU, config=cfg, gpu_source_factory=NoNvml())
+    t = threading.Thread(target=d.run)
+    t.start()
+    time.sleep(0.3)
+    d.stop_event.set()
+    t.join(timeout=5)
+    assert not t.is_alive()
+    assert d.metrics.last_run.labels("efa")._value.get() > 0
+
+
+def test_metrics_endpoint_serves_findings():
+    import urllib.request
+
+    from node_agent.metrics import serve
+    from tests.node_agent.conftest import free_port
+
+    c, d = make()
+    d.on_kernel_line(fixture_text("kernel", "xid-79.log").splitlines()[1])
+    port = free_port()
+    serve(d.metrics.registry, port)
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    assert 'openpod_node_agent_findings_total{action="reboot",fault="gpu-fell-off-bus",rule="xid-79"} 1.0' in body
+    assert "openpod_node_agent_node_action 1.0" in body
+
+
+def test_disabled_deep_check_explains_why_the_startup_taint_stays(tmp_path):
+    cfg = AgentConfig()
+    cfg.kernel_log.enabled = cfg.host.enabled = cfg.gpu.enabled = cfg.deep_check.enabled = False
+    cfg.efa.sys_root = str(tmp_path)
+    c, d = make(CPU, config=cfg, taints=[Taint(L.STARTUP_TAINT, L.STARTUP_TAINT_VALUE)])
+    t = threading.Thread(target=d.run)
+    t.start()
+    time.sleep(0.2)
+    d.stop_event.set()
+    t.join(timeout=5)
+    assert [e.reason for e in c.events] == ["DeepCheckDisabled"]
+    assert c.get_node("n1").has_taint(L.STARTUP_TAINT)

@@ -1,0 +1,184 @@
+"""GPU (nvidia-smi / NVML), Neuron, EFA and host probes on recorded outputs."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+
+import pytest
+
+from infra.instance_types import get
+from node_agent import efa, gpu, host, neuron
+from node_agent.findings import Action
+from tests.node_agent.conftest import fixture_text, materialize_sysfs
+
+P5, TRN2, CPU = get("p5.48xlarge"), get("trn2.48xlarge"), get("m7i.2xlarge")
+
+
+def rules(findings):
+    return sorted(f.rule for f in findings)
+
+
+# ------------------------------------------------------------------------------ GPU
+@pytest.mark.parametrize("name", ["nvidia-smi-q-h100-healthy.txt", "query-gpu-healthy.csv"])
+def test_healthy_h100_node_has_no_findings(name):
+    gpus = gpu.parse_recorded(fixture_text("nvidia", name))
+    assert len(gpus) == 8 and all(g.bus_id for g in gpus)
+    assert gpu.check_gpus(gpus, P5) == []
+
+
+def test_nvidia_smi_q_faults():
+    gpus = gpu.parse_recorded(fixture_text("nvidia", "nvidia-smi-q-h100-faulty.txt"))
+    found = gpu.check_gpus(gpus, P5)
+    assert rules(found) == sorted(["gpu-count", "gpu-thermal", "gpu-dbe", "gpu-remap-pending", "gpu-remap-failure",
+                                   "gpu-pcie-degraded", "gpu-reset-required", "gpu-power-brake"])
+    by = {f.rule: f for f in found}
+    assert by["gpu-dbe"].device == "00000000:3A:00.0" and "2 volatile" in by["gpu-dbe"].evidence
+    assert by["gpu-remap-failure"].action is Action.REPLACE
+    assert by["gpu-count"].details == {"seen": 7, "expected": 8}
+    assert by["gpu-thermal"].action is Action.NONE and by["gpu-power-brake"].action is Action.NONE
+
+
+def test_csv_and_q_formats_agree_on_shared_fields():
+    q = gpu.parse_recorded(fixture_text("nvidia", "nvidia-smi-q-h100-faulty.txt"))
+    c = gpu.parse_recorded(fixture_text("nvidia", "query-gpu-faulty.csv"))
+    fields = ("bus_id", "uuid", "dbe_volatile", "remap_pending", "remap_failure", "hw_thermal_slowdown",
+              "hw_power_brake", "pcie_width", "pcie_width_max")
+    assert [[getattr(g, f) for f in fields] for g in q] == [[getattr(g, f) for f in fields] for g in c]
+
+
+def test_gpu_count_only_on_gpu_instance_types():
+    gpus = gpu.parse_recorded(fixture_text("nvidia", "query-gpu-healthy.csv"))[:3]
+    assert rules(gpu.check_gpus(gpus, P5)) == ["gpu-count"]
+    assert gpu.check_gpus(gpus, CPU) == [] and gpu.check_gpus(gpus, None) == []
+
+
+def test_nvlink_status_and_error_counters():
+    base = gpu.parse_recorded(fixture_text("nvidia", "query-gpu-healthy.csv"))
+    healthy = gpu.merge_nvlink(base, fixture_text("nvidia", "nvlink-s-healthy.txt"))
+    assert all(len(g.nvlink_active) == 18 for g in healthy) and gpu.check_gpus(healthy, P5) == []
+    down = gpu.merge_nvlink(gpu.parse_recorded(fixture_text("nvidia", "query-gpu-healthy.csv")),
+                            fixture_text("nvidia", "nvlink-s-link-down.txt"))
+    (f,) = gpu.check_gpus(down, P5)
+    assert f.rule == "gpu-nvlink-down" and "[11]" in f.evidence and f.device == "00000000:BA:00.0"
+    before = gpu.merge_nvlink(gpu.parse_recorded(fixture_text("nvidia", "query-gpu-healthy.csv")),
+                              errors_text=fixture_text("nvidia", "nvlink-e-before.txt"))
+    after = gpu.merge_nvlink(gpu.parse_recorded(fixture_text("nvidia", "query-gpu-healthy.csv")),
+                             errors_text=fixture_text("nvidia", "nvlink-e-after.txt"))
+    assert gpu.check_gpus(after, P5) == []  # counters alone are not a fault: only a rise between polls
+    (f,) = gpu.check_gpus(after, P5, previous=before, nvlink_error_threshold=100)
+    assert f.rule == "gpu-nvlink-errors" and f.action is Action.NONE and "6301" in f.evidence
+
+
+@pytest.mark.parametrize("text", ["", "hello\n", "index\n0, 1", "{}"])
+def test_unrecognised_gpu_output_is_a_clear_error(text):
+    with pytest.raises(ValueError, match="nvidia-smi"):
+        gpu.parse_recorded(text)
+
+
+def test_nvml_is_missing_here_and_says_so():
+    with pytest.raises(gpu.ToolUnavailable, match="NVML unavailable"):
+        gpu.NvmlSource()
+
+
+# --------------------------------------------------------------------------- Neuron
+def test_neuron_device_count():
+    ok = neuron.parse_neuron_ls(fixture_text("neuron", "neuron-ls-trn2-healthy.json"))
+    assert len(ok) == 16 and neuron.check_neuron(ok, TRN2) == []
+    (f,) = neuron.check_neuron(neuron.parse_neuron_ls(fixture_text("neuron", "neuron-ls-trn2-missing.json")), TRN2)
+    assert f.rule == "neuron-count" and "missing [11]" in f.evidence
+    assert neuron.check_neuron([], P5) == []  # not a Neuron node
+
+
+def test_neuron_ls_garbage_is_a_clear_error():
+    with pytest.raises(ValueError, match="neuron-ls"):
+        neuron.parse_neuron_ls("neuron-ls: command not found")
+
+
+# ------------------------------------------------------------------------------ EFA
+def test_efa_healthy(tmp_path):
+    root = materialize_sysfs(fixture_text("efa", "p5-sysfs-healthy.txt"), tmp_path)
+    devices = efa.read_efa(root)
+    assert len(devices) == P5.efa_count == 32
+    assert efa.check_efa(devices, P5, previous=devices) == []
+
+
+def test_efa_missing_device_port_down_and_counter_rise(tmp_path):
+    before = efa.read_efa(materialize_sysfs(fixture_text("efa", "p5-sysfs-healthy.txt"), tmp_path / "a"))
+    after = efa.read_efa(materialize_sysfs(fixture_text("efa", "p5-sysfs-faulty.txt"), tmp_path / "b"))
+    found = efa.check_efa(after, P5, previous=before, counter_threshold=1000)
+    assert rules(found) == ["efa-count", "efa-counters", "efa-port-down"]
+    by = {f.rule: f for f in found}
+    assert "retrans_timeout_events +52000" in by["efa-counters"].evidence
+    assert by["efa-port-down"].action is Action.REBOOT and "DOWN" in by["efa-port-down"].evidence
+
+
+def test_efa_absent_is_a_finding_only_where_efa_belongs(tmp_path):
+    assert rules(efa.check_efa(efa.read_efa(tmp_path), P5)) == ["efa-count"]
+    assert efa.check_efa(efa.read_efa(tmp_path), CPU) == []
+
+
+# ----------------------------------------------------------------------------- host
+def test_read_only_mounts():
+    watched = ["/", "/var/lib/kubelet", "/local"]
+    found = host.read_only_mounts(fixture_text("host", "proc-1-mounts-ro.txt"), watched)
+    assert sorted(f.device for f in found) == ["/", "/var/lib/kubelet"]
+    assert host.read_only_mounts(fixture_text("host", "proc-1-mounts-rw.txt"), watched) == []
+
+
+def test_memory_pressure():
+    found = host.memory_pressure(fixture_text("host", "meminfo-low.txt"),
+                                 fixture_text("host", "pressure-memory-high.txt"),
+                                 min_available_pct=3, max_psi_full_avg10=40)
+    assert len(found) == 2 and all(f.rule == "memory-pressure" for f in found)
+    assert host.memory_pressure(fixture_text("host", "meminfo-ok.txt"), fixture_text("host", "pressure-memory-ok.txt"),
+                                min_available_pct=3, max_psi_full_avg10=40) == []
+
+
+def test_full_filesystem(tmp_path):
+    (tmp_path / "local").mkdir()
+    assert host.full_mounts(host.HostPaths(mount_prefix=tmp_path), ["/local"], threshold_pct=100.0) == []
+    (f,) = host.full_mounts(host.HostPaths(mount_prefix=tmp_path), ["/local", "/absent"], threshold_pct=0.0001)
+    assert f.rule == "fs-full" and f.device == "/local"
+
+
+class _Healthz(http.server.BaseHTTPRequestHandler):
+    body = b"ok"
+
+    def do_GET(self):  # noqa: N802
+        self.send_response(200 if self.body == b"ok" else 500)
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *a):
+        pass
+
+
+def test_kubelet_healthz_against_a_real_http_server():
+    srv = http.server.HTTPServer(("127.0.0.1", 0), _Healthz)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_port}/healthz"
+    try:
+        assert host.kubelet_health(url) == []
+        _Healthz.body = b"[-]syncloop failed"
+        (f,) = host.kubelet_health(url)
+        assert f.rule == "kubelet-unhealthy" and "500" in f.evidence
+    finally:
+        _Healthz.body = b"ok"
+        srv.shutdown()
+    (f,) = host.kubelet_health(url, timeout=0.5)  # nothing listening any more
+    assert f.rule == "kubelet-unhealthy"
+
+
+def test_containerd_socket(tmp_path):
+    path = str(tmp_path / "containerd.sock")
+    (f,) = host.containerd_health(path)
+    assert f.rule == "containerd-down"
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    s.listen(1)
+    try:
+        assert host.containerd_health(path) == []
+    finally:
+        s.close()
