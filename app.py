@@ -35,9 +35,11 @@ def main() -> int:
     try:
         build_app(spec, app=app)
         app.synth()
-    except Exception as e:  # jsii surfaces validation failures as a generic error
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f"error: synth failed: {msg}", file=sys.stderr)
+    except Exception as e:  # jsii surfaces construct and validation errors as generic errors
+        lines = [ln for ln in str(e).splitlines() if ln.strip()] or [type(e).__name__]
+        print(f"error: synth failed: {lines[0]}", file=sys.stderr)
+        for line in lines[1:]:
+            print(f"  {line}", file=sys.stderr)
         return 1
     return 0
 
