@@ -178,3 +178,12 @@ def test_unreadable_and_malformed_files(tmp_path):
     broken.write_text("name: [unclosed\n")
     proc = _run(["-m", "infra", "validate", str(broken)])
     assert proc.returncode == 2 and "not valid YAML" in proc.stderr and "line " in proc.stderr
+
+
+def test_spec_reference_doc_is_generated_from_the_models():
+    from infra.docs import PAGES
+
+    text = PAGES["spec.md"]()
+    for field in ("storage_capacity_gib", "reservation_id", "hot_spares", "addons", "access_entries"):
+        assert f"`{field}`" in text
+    assert (ROOT / "docs" / "spec.md").read_text() == text, "docs/spec.md is stale: run `python -m infra docs`"
