@@ -73,3 +73,22 @@ def acknowledge(stack: cdk.Stack) -> None:
         _ack(provider, f"AwsSolutions-IAM5[Resource::<{handler_arn}.Arn>:*]",
              "The custom resource framework invokes every version/alias of its own kubectl handler and nothing "
              "else.")
+
+    role = stack.training_access.role
+    why = {
+        "s3:GetObject*": "read dataset shards and checkpoints (object, version, tagging reads)",
+        "s3:GetBucket*": "bucket location/versioning reads the S3 clients make before object calls",
+        "s3:List*": "list dataset shards and checkpoint steps (and multipart parts when resuming uploads)",
+        "s3:DeleteObject*": "checkpoint retention deletes steps older than the ones it keeps",
+        "s3:Abort*": "abort a multipart checkpoint upload that a preempted job left behind",
+        "kms:GenerateDataKey*": "write SSE-KMS objects with the platform data key",
+        "kms:ReEncrypt*": "copy SSE-KMS objects within the platform buckets",
+    }
+    for action, reason in why.items():
+        _ack(role, f"AwsSolutions-IAM5[Action::{action}]",
+             f"Training pods' Pod Identity role, scoped to the platform's own buckets and key: {reason}.")
+    for name, bucket in (("datasets", stack.buckets.datasets), ("checkpoints", stack.buckets.checkpoints),
+                         ("logs", stack.buckets.logs)):
+        logical = stack.get_logical_id(bucket.node.default_child)
+        _ack(role, f"AwsSolutions-IAM5[Resource::<{logical}.Arn>/*]",
+             f"Objects of the {name} bucket: jobs choose their own keys (run and step names) under it.")

@@ -25,6 +25,7 @@ from platform_constructs.instance_group import InstanceGroup
 from platform_constructs.lustre import LustreStorage
 from platform_constructs.network import Network
 from platform_constructs.node_agent import NodeHealthAgent
+from platform_constructs.training_access import TrainingAccess
 from infra.instance_types import Accelerator
 from infra import nag
 
@@ -160,6 +161,12 @@ class PlatformStack(cdk.Stack):
             for ig in system_groups:
                 chart.node.add_dependency(ig.nodegroup)
 
+        # -- what training pods may touch: a Pod Identity role on the buckets
+        self.training_access = TrainingAccess(self, "TrainingAccess", cluster=cluster,
+                                              datasets=self.buckets.datasets, checkpoints=self.buckets.checkpoints,
+                                              logs=self.buckets.logs)
+        self.training_access.allow("default")
+
         # -- training image, one per CPU architecture of the accelerated groups
         archs = sorted({g.type.arch for g in spec.accelerated_groups}) or ["x86_64"]
         self.training_image = ContainerImage(self, "TrainingImage", directory=str(repo_root),
@@ -179,6 +186,7 @@ class PlatformStack(cdk.Stack):
         for name, bucket in (("Datasets", self.buckets.datasets), ("Checkpoints", self.buckets.checkpoints),
                              ("Logs", self.buckets.logs)):
             cdk.CfnOutput(self, f"{name}Bucket", value=bucket.bucket_name)
+        cdk.CfnOutput(self, "TrainingRoleArn", value=self.training_access.role.role_arn)
         for arch in self.training_image.assets:
             cdk.CfnOutput(self, f"TrainingImage{arch.replace('_', '').upper()}",
                           value=self.training_image.image_uri(arch))

@@ -349,3 +349,19 @@ def test_spec_region_and_account_become_the_stack_environment(default, large):
     assert default.stack.region == "us-east-2"
     assert large.stack.region == "us-east-1" and large.stack.account == "111122223333"
     assert load_spec(EXAMPLES / "large.yaml").account == "111122223333"
+
+
+def test_training_pods_get_bucket_access_through_pod_identity_not_the_node_role(default):
+    stack = default.stack
+    role_id = stack.get_logical_id(stack.training_access.role.node.default_child)
+    role = default.template["Resources"][role_id]["Properties"]
+    (stmt,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert stmt["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(stmt["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    (assoc,) = default.resources("AWS::EKS::PodIdentityAssociation").values()
+    assert (assoc["Properties"]["Namespace"], assoc["Properties"]["ServiceAccount"]) == ("default", "training")
+    node_role = default.template["Resources"][stack.get_logical_id(stack.node_role.node.default_child)]
+    assert "s3" not in json.dumps(node_role).lower().replace("amazons3", "")
+    policy_text = json.dumps([r for r in default.resources("AWS::IAM::Policy").values()
+                              if {"Ref": role_id} in r["Properties"]["Roles"]])
+    assert "s3:PutObject" in policy_text and "s3:DeleteObject*" in policy_text
