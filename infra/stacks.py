@@ -15,6 +15,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra import nag
+from infra.instance_types import Accelerator
 from infra.spec import ClusterSpec
 from platform_constructs.buckets import PlatformBuckets
 from platform_constructs.cluster import PlatformCluster
@@ -26,8 +28,6 @@ from platform_constructs.lustre import LustreStorage
 from platform_constructs.network import Network
 from platform_constructs.node_agent import NodeHealthAgent
 from platform_constructs.training_access import TrainingAccess
-from infra.instance_types import Accelerator
-from infra import nag
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TRAINING_DOCKERFILE = "training/Dockerfile"

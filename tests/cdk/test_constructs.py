@@ -8,7 +8,6 @@ import sys
 
 import aws_cdk as cdk
 import pytest
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
