@@ -29,6 +29,10 @@ def acknowledge(stack: cdk.Stack) -> None:
     from infra.stacks import PlatformStack
 
     assert isinstance(stack, PlatformStack)
+    # CDK's built-in CloudFormation validation (cfn-lint rules) runs beside cdk-nag.
+    cdk.Validations.of(stack.network.vpc).acknowledge(cdk.Acknowledgment(
+        id="CloudFormation-Validate::W3010", reason="Availability zones are explicit in the spec on purpose: capacity reservations and "
+                           "capacity blocks are bound to one AZ, so the subnets must be in exactly those AZs."))
     cluster = stack.platform_cluster.cluster
     _ack(cluster.role, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]",
          "EKS requires its cluster service role to carry AmazonEKSClusterPolicy; AWS keeps it in step with "

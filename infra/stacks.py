@@ -52,8 +52,8 @@ class PlatformStack(cdk.Stack):
 
     def __init__(self, scope: Construct, id: str, *, spec: ClusterSpec, repo_root: Path = REPO_ROOT,
                  **kwargs) -> None:
-        super().__init__(scope, id, description=f"openpod training platform {spec.name}", **kwargs)
         self.spec = spec
+        super().__init__(scope, id, description=f"openpod training platform {spec.name}", **kwargs)
         cdk.Tags.of(self).add("openpod.io/cluster", spec.name)
 
         # -- keys: data at rest (S3, FSx), Kubernetes secrets, logs
@@ -192,6 +192,11 @@ class PlatformStack(cdk.Stack):
                           value=self.training_image.image_uri(arch))
 
         nag.acknowledge(self)
+
+    @property
+    def availability_zones(self) -> list[str]:
+        """The spec's AZs: never a context lookup, even when the spec names an account."""
+        return list(self.spec.availability_zones)
 
 
 def environment(spec: ClusterSpec) -> cdk.Environment:
