@@ -302,6 +302,7 @@ class InstanceGroup(Construct):
             self, "Nodegroup",
             cluster=cluster,
             nodegroup_name=group_name,
+            enable_node_auto_repair=False,  # the node agent remediates; two repairers would race
             node_role=node_role,
             capacity_type=(eks.CapacityType.CAPACITY_BLOCK if capacity_type is CapacityType.CAPACITY_BLOCK
                            else eks.CapacityType.ON_DEMAND),
