@@ -33,8 +33,15 @@ def instance_types_md() -> str:
 
 
 # name -> renderer; other packages add their generated pages here.
+def _spec_md() -> str:
+    from infra.spec_docs import spec_md
+
+    return spec_md()
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "instance-types.md": instance_types_md,
+    "spec.md": _spec_md,
     "node-agent-rules.md": lambda: __import__("node_agent.rules", fromlist=["rules_markdown"]).rules_markdown(),
 }
 

@@ -30,9 +30,12 @@ class EfaLayout(str, Enum):
         efa-only interface when card 0 takes EFA; every further EFA-capable card
         gets one efa-only interface at device 0 (EC2's recommended layout for
         multi-card instances, including P5/P5e/P5en, P6-B200, Trn1/Trn2).
-    GB200: P6e-GB200 card rules: EFA cards come in pairs; the first card of
-        each pair carries an efa interface (EFA + ENA, for IP traffic), the second
-        an efa-only interface; card 0 holds the primary ENA interface.
+    GB200: P6e-GB200 card rules: network card 0 has no EFA and holds only the
+        ENA primary interface; EFA lives on cards 1..16, where odd cards accept
+        nothing but efa-only interfaces and even cards accept ENA or EFA. EC2's
+        current recommendation (and ParallelCluster's current default) is one
+        efa-only interface on every card 1..16; the older "efa on even cards,
+        efa-only on odd" pairing is a legacy opt-out.
     NONE: no EFA; one ENA primary interface.
     """
 

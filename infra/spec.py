@@ -123,7 +123,7 @@ class InstanceGroupSpec(_Model):
     instance_type: str
     min_size: int = Field(0, ge=0)
     desired_size: int = Field(0, ge=0)
-    max_size: int = Field(ge=0)
+    max_size: int = Field(ge=1, description="EKS managed node groups need max_size >= 1")
     hot_spares: int = Field(0, ge=0, description="nodes held out of team quotas to replace failed ones at once")
     availability_zone: str | None = None
     capacity: Capacity = Capacity()

@@ -1,0 +1,98 @@
+"""cdk-nag AwsSolutions checks on the platform, and every finding we acknowledge, each with its reason.
+
+Synth fails on any finding not acknowledged here (``Validations.of(app)``
+policy validation). Acknowledgments are per finding and per construct path,
+never blanket: a new finding anywhere fails the build until someone reads it.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+from constructs import IConstruct
+
+
+def add_checks(app: cdk.App) -> None:
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+
+
+def _ack(scope: IConstruct, finding: str, reason: str) -> None:
+    cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=finding, reason=reason))
+    stack = cdk.Stack.of(scope)
+    if not hasattr(stack, "nag_acknowledgments"):
+        stack.nag_acknowledgments = []
+    stack.nag_acknowledgments.append((scope.node.path, finding, reason))
+
+
+def acknowledge(stack: cdk.Stack) -> None:
+    """Acknowledge the findings that are deliberate in this design."""
+    from infra.stacks import PlatformStack
+
+    assert isinstance(stack, PlatformStack)
+    # CDK's built-in CloudFormation validation (cfn-lint rules) runs beside cdk-nag.
+    cdk.Validations.of(stack.network.vpc).acknowledge(cdk.Acknowledgment(
+        id="CloudFormation-Validate::W3010", reason="Availability zones are explicit in the spec on purpose: capacity reservations and "
+                           "capacity blocks are bound to one AZ, so the subnets must be in exactly those AZs."))
+    cluster = stack.platform_cluster.cluster
+    _ack(cluster.role, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]",
+         "EKS requires its cluster service role to carry AmazonEKSClusterPolicy; AWS keeps it in step with "
+         "the control plane's needs.")
+
+    node_policies = {
+        "AmazonEKSWorkerNodePolicy": "lets kubelet describe the instance and register with the cluster",
+        "AmazonEC2ContainerRegistryPullOnly": "pull-only ECR access for system and training images",
+        "AmazonEKS_CNI_Policy": "the VPC CNI attaches ENIs and IPs for pods on the node",
+        "AmazonSSMManagedInstanceCore": "SSM Session Manager replaces SSH for node debugging (no key pairs, "
+                                        "no open port)",
+    }
+    for name, why in node_policies.items():
+        _ack(stack.node_role, f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]",
+             f"EKS node role: {why}. These are the AWS-maintained policies EKS documents for node roles.")
+
+    provider = cluster.node.try_find_child("KubectlProvider")
+    if provider is not None:
+        handler_why = ("The kubectl provider is aws-cdk-lib's aws-eks-v2 custom resource; its Lambda roles carry the "
+                       "AWS-managed basic/VPC execution policies that CDK attaches ({}).")
+        for policy in ("service-role/AWSLambdaBasicExecutionRole", "service-role/AWSLambdaVPCAccessExecutionRole"):
+            _ack(provider, f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{policy}]",
+                 handler_why.format(f"{policy.split('/')[-1]}: write its own logs, run in the private subnets "
+                                    "to reach the private API endpoint"))
+        _ack(provider, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+                       "AmazonEC2ContainerRegistryReadOnly]",
+             handler_why.format("ECR read so the handler can pull Helm charts from private ECR OCI registries"))
+        handler = provider.node.find_child("Handler")
+        ecr_public = handler.node.try_find_child("HasEcrPublic")
+        cond_id = stack.get_logical_id(ecr_public) if ecr_public is not None else None
+        if cond_id:
+            _ack(provider,
+                 'AwsSolutions-IAM4[Policy::{"Fn::If":["' + cond_id + '",{"Fn::Join":["",["arn:",{"Ref":'
+                 '"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"]]},'
+                 '{"Ref":"AWS::NoValue"}]}]',
+                 handler_why.format("public ECR read, only when a Helm chart comes from public.ecr.aws "
+                                    "(the Neuron chart)"))
+        _ack(provider, "AwsSolutions-L1",
+             "The kubectl handler's runtime is pinned by aws-cdk-lib together with its kubectl/helm layer; "
+             "it moves with aws-cdk-lib upgrades, not here.")
+        handler_arn = stack.get_logical_id(handler.node.default_child)
+        _ack(provider, f"AwsSolutions-IAM5[Resource::<{handler_arn}.Arn>:*]",
+             "The custom resource framework invokes every version/alias of its own kubectl handler and nothing "
+             "else.")
+
+    role = stack.training_access.role
+    why = {
+        "s3:GetObject*": "read dataset shards and checkpoints (object, version, tagging reads)",
+        "s3:GetBucket*": "bucket location/versioning reads the S3 clients make before object calls",
+        "s3:List*": "list dataset shards and checkpoint steps (and multipart parts when resuming uploads)",
+        "s3:DeleteObject*": "checkpoint retention deletes steps older than the ones it keeps",
+        "s3:Abort*": "abort a multipart checkpoint upload that a preempted job left behind",
+        "kms:GenerateDataKey*": "write SSE-KMS objects with the platform data key",
+        "kms:ReEncrypt*": "copy SSE-KMS objects within the platform buckets",
+    }
+    for action, reason in why.items():
+        _ack(role, f"AwsSolutions-IAM5[Action::{action}]",
+             f"Training pods' Pod Identity role, scoped to the platform's own buckets and key: {reason}.")
+    for name, bucket in (("datasets", stack.buckets.datasets), ("checkpoints", stack.buckets.checkpoints),
+                         ("logs", stack.buckets.logs)):
+        logical = stack.get_logical_id(bucket.node.default_child)
+        _ack(role, f"AwsSolutions-IAM5[Resource::<{logical}.Arn>/*]",
+             f"Objects of the {name} bucket: jobs choose their own keys (run and step names) under it.")

@@ -1,0 +1,122 @@
+"""Render the spec reference (docs/spec.md) from the pydantic models, so it never drifts from them."""
+
+from __future__ import annotations
+
+import enum
+import typing
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from infra import spec as spec_module
+from infra.instance_types import INSTANCE_TYPES
+
+_SECTIONS = [
+    ("", spec_module.ClusterSpec, "The cluster"),
+    ("network", spec_module.NetworkSpec, "Network"),
+    ("instance_groups[]", spec_module.InstanceGroupSpec, "Instance groups"),
+    ("instance_groups[].capacity", spec_module.Capacity, "Capacity (on-demand, reservation, capacity block)"),
+    ("instance_groups[].taints[]", spec_module.Taint, "Taints"),
+    ("instance_groups[].volumes[]", spec_module.Volume, "Extra EBS volumes"),
+    ("storage.fsx", spec_module.FsxSpec, "FSx for Lustre"),
+    ("storage.buckets", spec_module.BucketsSpec, "S3 buckets"),
+    ("storage.buckets.<datasets|checkpoints|logs>", spec_module.BucketSpec, "One bucket"),
+    ("eks", spec_module.EksSpec, "EKS"),
+    ("eks.access_entries[]", spec_module.AccessEntry, "Access entries"),
+    ("teams[]", spec_module.TeamSpec, "Teams (task governance)"),
+    ("teams[].quotas.<group>", spec_module.GroupQuota, "A team's quota on one group"),
+    ("teams[].preemption", spec_module.PreemptionSpec, "Preemption"),
+    ("priorities[]", spec_module.PrioritySpec, "Priorities"),
+]
+
+
+def _type_name(ann: Any) -> str:
+    origin = typing.get_origin(ann)
+    args = typing.get_args(ann)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(f"`{a}`" for a in args)
+    if isinstance(ann, type) and issubclass(ann, enum.Enum):
+        return "one of " + ", ".join(f"`{m.value}`" for m in ann)
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return f"mapping ({ann.__name__})"
+    if origin in (list, tuple):
+        return f"list of {_type_name(args[0])}"
+    if origin is dict:
+        return f"mapping of {_type_name(args[0])} to {_type_name(args[1])}"
+    if origin in (typing.Union, getattr(__import__('types'), 'UnionType', None)):
+        inner = [a for a in args if a is not type(None)]
+        return " or ".join(_type_name(a) for a in inner) + (" (optional)" if len(inner) < len(args) else "")
+    return getattr(ann, "__name__", str(ann))
+
+
+def _constraints(field) -> str:
+    out = []
+    for m in field.metadata:
+        for attr, sym in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"), ("min_length", "min length"),
+                          ("max_length", "max length"), ("pattern", "pattern")):
+            v = getattr(m, attr, None)
+            if v is not None:
+                out.append(f"{sym} `{v}`" if attr == "pattern" else f"{sym} {v}")
+    return ", ".join(out)
+
+
+def _default(field) -> str:
+    if field.is_required():
+        return "**required**"
+    d = field.default if field.default is not PydanticUndefined else field.default_factory()
+    if isinstance(d, BaseModel):
+        return "see below"
+    if isinstance(d, enum.Enum):
+        d = d.value
+    if isinstance(d, (list, tuple)) and d and isinstance(d[0], BaseModel):
+        return "see below"
+    return f"`{d!r}`" if d not in ("", None, [], {}) else ("unset" if d is None else f"`{d!r}`")
+
+
+def spec_md() -> str:
+    lines = [
+        "# Cluster spec reference",
+        "",
+        "Generated from the models in `infra/spec.py` by `python -m infra docs`; do not edit by hand.",
+        "A spec is one YAML file; `openpod validate FILE` checks it and prints every problem, one line each.",
+        "Unknown fields are refused (with the nearest valid name). See `examples/` for complete specs.",
+        "",
+    ]
+    for prefix, model, title in _SECTIONS:
+        lines += [f"## {title}" + (f" (`{prefix}`)" if prefix else ""), ""]
+        doc = (model.__doc__ or "").strip().splitlines()
+        if doc and model.__doc__ is not BaseModel.__doc__:
+            lines += [doc[0], ""]
+        lines += ["| field | type / allowed values | default | constraints | notes |", "|---|---|---|---|---|"]
+        for name, f in model.model_fields.items():
+            lines.append(f"| `{name}` | {_type_name(f.annotation)} | {_default(f)} | {_constraints(f)} "
+                         f"| {f.description or ''} |")
+        lines.append("")
+    lines += [
+        "## Cross-field rules",
+        "",
+        "Checked after the fields above, all reported at once:",
+        "",
+        "- every AZ belongs to `region`; no AZ twice; group / FSx AZs are among `availability_zones`;",
+        "- group names are unique; at least one CPU group has `min_size >= 1` (the system group);",
+        "- `min_size <= desired_size <= max_size`; `hot_spares <= max_size`;",
+        "- `capacity.type` `reservation` / `capacity-block` needs `capacity.reservation_id` and `availability_zone`, "
+        "and forbids `placement_group: true` (placement groups are switched off automatically for them);",
+        "- capacity blocks are for accelerated instance types; placement groups only for EFA types;",
+        "- UltraServer types (e.g. p6e-gb200) take sizes and hot spares in multiples of the UltraServer's "
+        "instance count;",
+        "- team quotas name existing groups and never add up to more than a group's `max_size - hot_spares`.",
+        "",
+        "## Pinned versions",
+        "",
+        "| add-on | default version |", "|---|---|",
+        *[f"| `{k}` | `{v}` |" for k, v in spec_module.DEFAULT_ADDONS.items()],
+        "",
+        "| Helm chart | default version |", "|---|---|",
+        *[f"| `{k}` | `{v}` |" for k, v in spec_module.DEFAULT_CHARTS.items()],
+        "",
+        f"Instance types: {len(INSTANCE_TYPES)} known, see [instance-types.md](instance-types.md).",
+        "",
+    ]
+    return "\n".join(lines)

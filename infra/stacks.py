@@ -1,0 +1,229 @@
+"""PlatformStack: composes the platform's constructs from one validated ClusterSpec.
+
+``build_app(spec)`` is the single entry point used by ``app.py``, the tests and
+the benchmarks: it makes the App, the stack and the cdk-nag policy validation.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra import nag
+from infra.instance_types import Accelerator
+from infra.spec import ClusterSpec
+from platform_constructs.buckets import PlatformBuckets
+from platform_constructs.cluster import PlatformCluster
+from platform_constructs.device_plugins import DevicePlugins
+from platform_constructs.governance import TaskGovernance
+from platform_constructs.images import ContainerImage
+from platform_constructs.instance_group import InstanceGroup
+from platform_constructs.lustre import LustreStorage
+from platform_constructs.network import Network
+from platform_constructs.node_agent import NodeHealthAgent
+from platform_constructs.training_access import TrainingAccess
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TRAINING_DOCKERFILE = "training/Dockerfile"
+
+
+# CloudWatch Logs' allowed retentions, in days, in RetentionDays member order.
+_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
+                   3288, 3653)
+
+
+def retention(days: int) -> logs.RetentionDays:
+    """The shortest CloudWatch retention that keeps logs at least ``days`` days."""
+    members = [m for m in logs.RetentionDays if m.name != "INFINITE"]
+    for d, member in zip(_RETENTION_DAYS, members):
+        if d >= days:
+            return member
+    return members[-1]
+
+
+class PlatformStack(cdk.Stack):
+    """The whole training platform below the scheduler, from ``spec``."""
+
+    def __init__(self, scope: Construct, id: str, *, spec: ClusterSpec, repo_root: Path = REPO_ROOT,
+                 **kwargs) -> None:
+        self.spec = spec
+        super().__init__(scope, id, description=f"openpod training platform {spec.name}", **kwargs)
+        cdk.Tags.of(self).add("openpod.io/cluster", spec.name)
+
+        # -- keys: data at rest (S3, FSx), Kubernetes secrets, logs
+        self.data_key = kms.Key(self, "DataKey", enable_key_rotation=True, alias=f"openpod/{spec.name}/data",
+                                description="openpod datasets, checkpoints, logs buckets and FSx for Lustre")
+        self.secrets_key = kms.Key(self, "SecretsKey", enable_key_rotation=True,
+                                   alias=f"openpod/{spec.name}/eks-secrets",
+                                   description="openpod EKS secrets envelope encryption")
+        self.log_key = kms.Key(self, "LogKey", enable_key_rotation=True, alias=f"openpod/{spec.name}/logs",
+                               description="openpod CloudWatch log groups")
+        self.log_key.grant_encrypt_decrypt(iam.ServicePrincipal(f"logs.{spec.region}.amazonaws.com"))
+
+        # -- network
+        self.network = Network(
+            self, "Network",
+            availability_zones=spec.availability_zones,
+            vpc_cidr=spec.network.vpc_cidr,
+            nat_gateways=min(spec.network.nat_gateways, len(spec.availability_zones)),
+            flow_logs_retention=retention(spec.network.flow_logs_retention_days),
+            flow_logs_key=self.log_key,
+        )
+
+        # -- buckets
+        self.buckets = PlatformBuckets(self, "Buckets", encryption_key=self.data_key, spec=spec.storage.buckets)
+
+        # -- cluster + add-ons
+        self.platform_cluster = PlatformCluster(
+            self, "Eks",
+            cluster_name=spec.name,
+            vpc=self.network.vpc,
+            subnets=self.network.private_subnets(),
+            version=spec.eks.version,
+            secrets_key=self.secrets_key,
+            log_key=self.log_key,
+            log_retention=retention(spec.eks.log_retention_days),
+            endpoint_public=spec.eks.endpoint_public,
+            access_entries=spec.eks.access_entries,
+            addon_versions=spec.eks.addon_versions,
+        )
+        cluster = self.platform_cluster.cluster
+        self.cluster = cluster
+
+        # -- instance groups
+        self.node_role = iam.Role(
+            self, "NodeRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description="openpod EKS nodes",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in (
+                "AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonEKS_CNI_Policy",
+                "AmazonSSMManagedInstanceCore")],
+        )
+        self.instance_groups: dict[str, InstanceGroup] = {}
+        for g in spec.instance_groups:
+            t = g.type
+            efa = t.efa_supported
+            subnets = (self.network.private_subnets(spec.group_az(g)) if efa or g.availability_zone
+                       else self.network.private_subnets())
+            sgs = [cluster.cluster_security_group_id]
+            if efa:
+                sgs.append(self.network.efa_security_group.security_group_id)
+            ig = InstanceGroup(
+                self, f"Group-{g.name}",
+                cluster=cluster, node_role=self.node_role, group_name=g.name, instance_type=t,
+                subnets=subnets, security_groups=sgs,
+                min_size=g.min_size, desired_size=g.desired_size, max_size=g.max_size,
+                placement_group=g.wants_placement_group,
+                capacity_type=g.capacity.type, capacity_reservation_id=g.capacity.reservation_id,
+                labels=g.labels, taints=g.taints, root_volume_gib=g.root_volume_gib, volumes=g.volumes,
+                local_nvme_raid0=g.local_nvme_raid0,
+            )
+            for addon in self.platform_cluster.network_addons:
+                ig.nodegroup.node.add_dependency(addon)
+            self.instance_groups[g.name] = ig
+        system_groups = [self.instance_groups[g.name] for g in spec.instance_groups
+                         if not g.type.is_accelerated and g.min_size >= 1]
+        for addon in self.platform_cluster.workload_addons:
+            for ig in system_groups:
+                addon.node.add_dependency(ig.nodegroup)
+
+        # -- shared file system
+        self.network.allow_lustre_from(cluster.cluster_security_group_id)
+        fsx = spec.storage.fsx
+        self.lustre = LustreStorage(
+            self, "Lustre",
+            subnet=self.network.private_subnets(fsx.availability_zone or spec.availability_zones[0])[0],
+            security_group=self.network.lustre_security_group,
+            bucket=self.buckets.datasets, encryption_key=self.data_key,
+            storage_capacity_gib=fsx.storage_capacity_gib, throughput_per_tib=fsx.throughput_per_tib,
+            compression=fsx.compression, metadata_iops=fsx.metadata_iops,
+            data_repository_path=fsx.data_repository_path, mount_path=fsx.mount_path,
+        )
+        storage_class = self.lustre.add_storage_class(cluster)
+        claim = self.lustre.add_volume_claim(cluster, "default")
+        for m in (storage_class, claim):
+            for ig in system_groups:
+                m.node.add_dependency(ig.nodegroup)
+
+        # -- device plugins
+        accel = {g.type.accelerator for g in spec.instance_groups}
+        self.device_plugins = DevicePlugins(
+            self, "DevicePlugins", cluster=cluster, chart_versions=spec.eks.chart_versions,
+            efa=any(g.type.efa_supported for g in spec.instance_groups),
+            nvidia=Accelerator.NVIDIA in accel, neuron=Accelerator.NEURON in accel,
+        )
+        for chart in self.device_plugins.charts.values():
+            for ig in system_groups:
+                chart.node.add_dependency(ig.nodegroup)
+
+        # -- what training pods may touch: a Pod Identity role on the buckets
+        self.training_access = TrainingAccess(self, "TrainingAccess", cluster=cluster,
+                                              datasets=self.buckets.datasets, checkpoints=self.buckets.checkpoints,
+                                              logs=self.buckets.logs)
+        self.training_access.allow("default")
+
+        # -- training image, one per CPU architecture of the accelerated groups
+        archs = sorted({g.type.arch for g in spec.accelerated_groups}) or ["x86_64"]
+        self.training_image = ContainerImage(self, "TrainingImage", directory=str(repo_root),
+                                             file=TRAINING_DOCKERFILE, architectures=archs)
+
+        # -- task governance and node health (their own constructs)
+        self.governance = TaskGovernance(self, "Governance", cluster=cluster, spec=spec)
+        self.node_agent = NodeHealthAgent(self, "NodeAgent", cluster=cluster, spec=spec,
+                                          image_directory=str(repo_root))
+        for c in (self.governance, self.node_agent):
+            for ig in system_groups:
+                c.node.add_dependency(ig.nodegroup)
+
+        # -- outputs
+        cdk.CfnOutput(self, "ClusterName", value=cluster.cluster_name)
+        cdk.CfnOutput(self, "FsxFileSystemId", value=self.lustre.file_system_id)
+        for name, bucket in (("Datasets", self.buckets.datasets), ("Checkpoints", self.buckets.checkpoints),
+                             ("Logs", self.buckets.logs)):
+            cdk.CfnOutput(self, f"{name}Bucket", value=bucket.bucket_name)
+        cdk.CfnOutput(self, "TrainingRoleArn", value=self.training_access.role.role_arn)
+        for arch in self.training_image.assets:
+            cdk.CfnOutput(self, f"TrainingImage{arch.replace('_', '').upper()}",
+                          value=self.training_image.image_uri(arch))
+
+        nag.acknowledge(self)
+
+    @property
+    def availability_zones(self) -> list[str]:
+        """The spec's AZs: never a context lookup, even when the spec names an account."""
+        return list(self.spec.availability_zones)
+
+
+def environment(spec: ClusterSpec) -> cdk.Environment:
+    return cdk.Environment(region=spec.region, account=spec.account)
+
+
+def project_context() -> dict:
+    """The feature flags of ``cdk.json`` (and ``cdk.context.json``), so synth outside the CLI matches it."""
+    ctx: dict = {}
+    for name in ("cdk.json", "cdk.context.json"):
+        path = REPO_ROOT / name
+        if path.exists():
+            data = json.loads(path.read_text())
+            ctx.update(data.get("context", {}) if name == "cdk.json" else data)
+    return ctx
+
+
+def new_app(*, outdir: str | None = None, context: dict | None = None) -> cdk.App:
+    """An App with the project's feature flags (``cdk.json``) plus ``context``."""
+    return cdk.App(outdir=outdir, context={**project_context(), **(context or {})}, analytics_reporting=False)
+
+
+def build_app(spec: ClusterSpec, *, app: cdk.App | None = None, outdir: str | None = None,
+              checks: bool = True, repo_root: Path = REPO_ROOT) -> tuple[cdk.App, PlatformStack]:
+    """The CDK app for ``spec``: one PlatformStack named after the cluster, cdk-nag AwsSolutions enforced."""
+    app = app or new_app(outdir=outdir)
+    stack = PlatformStack(app, spec.name, spec=spec, repo_root=repo_root, env=environment(spec))
+    if checks:
+        nag.add_checks(app)
+    return app, stack

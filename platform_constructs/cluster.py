@@ -1,0 +1,128 @@
+"""PlatformCluster: the EKS control plane, its access entries and its pinned managed add-ons."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
+from constructs import Construct
+
+from infra.spec import AccessEntry
+
+ACCESS_POLICIES: dict[str, str] = {
+    "cluster-admin": "AmazonEKSClusterAdminPolicy",
+    "admin": "AmazonEKSAdminPolicy",
+    "edit": "AmazonEKSEditPolicy",
+    "view": "AmazonEKSViewPolicy",
+}
+
+# Add-ons nodes need before they can become Ready (networking, identity) and
+# add-ons that run as Deployments and so need a node first.
+NETWORK_ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+WORKLOAD_ADDONS = ("coredns", "aws-fsx-csi-driver")
+REQUIRED_ADDONS = NETWORK_ADDONS + WORKLOAD_ADDONS
+
+
+class PlatformCluster(Construct):
+    """An EKS cluster (aws-eks-v2) at a pinned Kubernetes version.
+
+    Private API endpoint unless ``endpoint_public``; all control-plane log
+    types to a KMS-encrypted log group with a retention; Kubernetes secrets
+    envelope-encrypted with ``secrets_key``; no default capacity and no
+    self-managed bootstrap add-ons: every add-on is an EKS managed add-on at the
+    version given in ``addon_versions``. ``network_addons`` must exist before
+    nodes join; ``workload_addons`` need a node to run on (see ``PlatformStack``).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster_name: str,
+        vpc: ec2.IVpc,
+        subnets: Sequence[ec2.ISubnet],
+        version: str,
+        secrets_key: kms.IKey,
+        addon_versions: Mapping[str, str],
+        log_key: kms.IKey | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS,
+        endpoint_public: bool = False,
+        access_entries: Sequence[AccessEntry] = (),
+    ) -> None:
+        super().__init__(scope, id)
+        missing = [a for a in REQUIRED_ADDONS if a not in addon_versions]
+        if missing:
+            raise ValueError(f"PlatformCluster: addon_versions lacks a pinned version for {', '.join(missing)}")
+        if not subnets:
+            raise ValueError("PlatformCluster: subnets must not be empty")
+
+        # EKS writes control-plane logs to this exact group; creating it first
+        # gives it a retention and encryption.
+        self.log_group = logs.LogGroup(
+            self, "ControlPlaneLogs", log_group_name=f"/aws/eks/{cluster_name}/cluster",
+            retention=log_retention, encryption_key=log_key, removal_policy=RemovalPolicy.RETAIN,
+        )
+        selection = [ec2.SubnetSelection(subnets=list(subnets))]
+        self.cluster = eks.Cluster(
+            self, "Cluster",
+            cluster_name=cluster_name,
+            version=eks.KubernetesVersion.of(version),
+            vpc=vpc,
+            vpc_subnets=selection,
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            bootstrap_self_managed_addons=False,
+            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE if endpoint_public else eks.EndpointAccess.PRIVATE,
+            cluster_logging=[
+                eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT, eks.ClusterLoggingTypes.AUTHENTICATOR,
+                eks.ClusterLoggingTypes.CONTROLLER_MANAGER, eks.ClusterLoggingTypes.SCHEDULER,
+            ],
+            secrets_encryption_key=secrets_key,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=KubectlV34Layer(self, "KubectlLayer"),
+                private_subnets=list(subnets),
+            ),
+        )
+        self.cluster.node.add_dependency(self.log_group)
+
+        for i, entry in enumerate(access_entries):
+            scope_type = eks.AccessScopeType.NAMESPACE if entry.namespaces else eks.AccessScopeType.CLUSTER
+            eks.AccessEntry(
+                self, f"Access{i}",
+                cluster=self.cluster,
+                principal=entry.principal_arn,
+                access_policies=[eks.AccessPolicy.from_access_policy_name(
+                    ACCESS_POLICIES[entry.access], access_scope_type=scope_type,
+                    namespaces=list(entry.namespaces) or None,
+                )],
+            )
+
+        self.addons: dict[str, eks.IAddon] = {}
+        for name in NETWORK_ADDONS + WORKLOAD_ADDONS:
+            if name == "eks-pod-identity-agent":
+                # The cluster owns this one (service accounts with Pod Identity
+                # reuse it); pin its version on the generated resource.
+                addon = self.cluster.eks_pod_identity_agent
+                addon.node.default_child.addon_version = addon_versions[name]
+            else:
+                addon = eks.Addon(self, _addon_id(name), cluster=self.cluster, addon_name=name,
+                                  addon_version=addon_versions[name], preserve_on_delete=False)
+            self.addons[name] = addon
+
+    @property
+    def network_addons(self) -> list[eks.IAddon]:
+        return [self.addons[n] for n in NETWORK_ADDONS]
+
+    @property
+    def workload_addons(self) -> list[eks.IAddon]:
+        return [self.addons[n] for n in WORKLOAD_ADDONS]
+
+
+def _addon_id(name: str) -> str:
+    return "".join(p.capitalize() for p in name.split("-")) + "Addon"

@@ -1,0 +1,63 @@
+"""Synthesize each example once per test session (synth takes seconds) and share the results."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES
+
+EXAMPLE_NAMES = ("default", "large")
+
+
+@dataclass
+class Synth:
+    name: str
+    outdir: Path
+    template: dict
+    validation: dict | None
+    stack: object
+
+    def resources(self, type_: str) -> dict[str, dict]:
+        return {k: v for k, v in self.template["Resources"].items() if v["Type"] == type_}
+
+    def nodegroup(self, group: str) -> dict:
+        for r in self.resources("AWS::EKS::Nodegroup").values():
+            if r["Properties"].get("NodegroupName") == group:
+                return r
+        raise KeyError(group)
+
+    def launch_template(self, group: str) -> dict:
+        lt = self.nodegroup(group)["Properties"]["LaunchTemplate"]["Id"]["Ref"]
+        return self.template["Resources"][lt]["Properties"]["LaunchTemplateData"]
+
+
+def _synth(name: str, outdir: Path) -> Synth:
+    from infra.spec import load_spec
+    from infra.stacks import build_app
+
+    spec = load_spec(EXAMPLES / f"{name}.yaml")
+    app, stack = build_app(spec, outdir=str(outdir))
+    app.synth()
+    template = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
+    report = outdir / "validation-report.json"
+    validation = json.loads(report.read_text()) if report.exists() else None
+    return Synth(name, outdir, template, validation, stack)
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory) -> dict[str, Synth]:
+    return {n: _synth(n, tmp_path_factory.mktemp(f"cdk-{n}")) for n in EXAMPLE_NAMES}
+
+
+@pytest.fixture(scope="session")
+def default(synthesized) -> Synth:
+    return synthesized["default"]
+
+
+@pytest.fixture(scope="session")
+def large(synthesized) -> Synth:
+    return synthesized["large"]

@@ -1,0 +1,114 @@
+"""Constructs validate their own props and name the prop in the error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+
+from infra import instance_types as it
+from infra.spec import CapacityType
+from platform_constructs.device_plugins import DevicePlugins
+from platform_constructs.images import ContainerImage
+from platform_constructs.instance_group import InstanceGroup
+from platform_constructs.lustre import LustreStorage
+from platform_constructs.network import Network, private_subnet_mask
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.xdist_group("cdk-synth")
+
+
+@pytest.fixture(scope="module")
+def env():
+    app = cdk.App()
+    stack = cdk.Stack(app, "Probe", env=cdk.Environment(region="us-east-2"))
+    net = Network(stack, "Net", availability_zones=["us-east-2a", "us-east-2b"])
+    cluster = eks.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="probe", vpc=net.vpc)
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
+    return stack, net, cluster, role
+
+
+def _group(env, id, **props):
+    stack, net, cluster, role = env
+    base = dict(cluster=cluster, node_role=role, group_name=id.lower(), instance_type=it.get("p5.48xlarge"),
+                subnets=net.private_subnets("us-east-2a"), security_groups=["sg-1"], max_size=2)
+    return InstanceGroup(stack, id, **{**base, **props})
+
+
+@pytest.mark.parametrize("props, message", [
+    (dict(placement_group=True, capacity_type=CapacityType.RESERVATION, capacity_reservation_id="cr-0123456789abcdef0"),
+     "placement_group must be false with a capacity reservation"),
+    (dict(capacity_type=CapacityType.CAPACITY_BLOCK), "capacity_reservation_id is required"),
+    (dict(capacity_reservation_id="cr-0123456789abcdef0"), "capacity_reservation_id needs capacity_type"),
+    (dict(min_size=3, desired_size=1, max_size=4), "min_size <= desired_size <= max_size"),
+    (dict(imds_hop_limit=3), "imds_hop_limit must be 1 or 2"),
+    (dict(security_groups=[]), "security_groups must include the cluster security group"),
+])
+def test_instance_group_rejects_bad_props(env, props, message):
+    with pytest.raises(ValueError, match=message):
+        _group(env, f"Bad{abs(hash(message))}", **props)
+
+
+def test_efa_group_needs_exactly_one_subnet(env):
+    with pytest.raises(ValueError, match="subnets must be exactly one subnet for an EFA instance type"):
+        _group(env, "TwoSubnets", subnets=env[1].private_subnets())
+
+
+def test_cpu_group_may_span_subnets_and_gets_no_startup_taint(env):
+    g = _group(env, "Cpu", instance_type=it.get("m7i.2xlarge"), subnets=env[1].private_subnets())
+    assert g.efa_interface_count == 0 and g.placement_group is None
+    cfn = g.nodegroup.node.default_child
+    assert cdk.Stack.of(g).resolve(cfn.taints) in (None, [])
+
+
+def test_network_props():
+    app = cdk.App()
+    stack = cdk.Stack(app, "N", env=cdk.Environment(region="us-east-2"))
+    with pytest.raises(ValueError, match="availability_zones needs at least 2"):
+        Network(stack, "One", availability_zones=["us-east-2a"])
+    with pytest.raises(ValueError, match="nat_gateways must be 1..2"):
+        Network(stack, "Nat", availability_zones=["us-east-2a", "us-east-2b"], nat_gateways=3)
+    net = Network(stack, "Ok", availability_zones=["us-east-2a", "us-east-2b"])
+    with pytest.raises(ValueError, match="availability_zone 'us-east-2c' is not one of"):
+        net.private_subnets("us-east-2c")
+    assert private_subnet_mask(16, 2) == 18 and private_subnet_mask(16, 3) == 19 and private_subnet_mask(20, 6) == 24
+
+
+def test_lustre_and_plugins_and_image_props(env):
+    stack, net, cluster, _ = env
+    key = kms.Key(stack, "K")
+    bucket = s3.Bucket(stack, "B")
+    sub = net.private_subnets("us-east-2a")[0]
+    with pytest.raises(ValueError, match="storage_capacity_gib must be 1200 or a multiple of 2400"):
+        LustreStorage(stack, "L1", subnet=sub, security_group=net.lustre_security_group, bucket=bucket,
+                      encryption_key=key, storage_capacity_gib=3000)
+    with pytest.raises(ValueError, match="throughput_per_tib must be one of"):
+        LustreStorage(stack, "L2", subnet=sub, security_group=net.lustre_security_group, bucket=bucket,
+                      encryption_key=key, throughput_per_tib=300)
+    with pytest.raises(ValueError, match="chart_versions lacks a version for nvidia-device-plugin"):
+        DevicePlugins(stack, "D", cluster=cluster, chart_versions={}, nvidia=True)
+    with pytest.raises(ValueError, match="architectures must be a non-empty subset"):
+        ContainerImage(stack, "I", directory=str(ROOT), file="training/Dockerfile", architectures=["sparc"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (ROOT / "node_modules" / ".bin" / "cdk").exists(), reason="npm CDK CLI not installed")
+def test_cdk_cli_synthesizes_the_default_offline(tmp_path):
+    """The README path: the npm-pinned CLI runs cdk.json's app with no credentials and no lookups."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    # cdk.json runs "python3 app.py": put this interpreter's python3 first, then the CLI.
+    path = [str(ROOT / "node_modules" / ".bin"), os.path.dirname(sys.executable), env.get("PATH", "")]
+    env.update(PATH=os.pathsep.join(path), PYTHONPATH=str(ROOT), CDK_DISABLE_CLI_TELEMETRY="true",
+               AWS_EC2_METADATA_DISABLED="true", JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+    proc = subprocess.run(["cdk", "synth", "--quiet", "--output", str(tmp_path / "out")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "out" / "openpod-dev.template.json").exists()
+    assert (ROOT / "cdk.context.json").read_text().strip() == "{}", "synth needed a context lookup"

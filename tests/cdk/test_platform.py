@@ -1,0 +1,375 @@
+"""Facts users rely on in the synthesized platform, asserted on the real templates of the examples."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from infra import labels
+from infra.spec import DEFAULT_ADDONS, DEFAULT_CHARTS, load_spec
+from tests.conftest import EXAMPLES
+
+pytestmark = [pytest.mark.xdist_group("cdk-synth"), pytest.mark.slow]
+
+
+def efa_layout(lt: dict) -> list[tuple[int, int, str]]:
+    return [(ni["NetworkCardIndex"], ni["DeviceIndex"], ni.get("InterfaceType", "interface"))
+            for ni in lt["NetworkInterfaces"]]
+
+
+# ------------------------------------------------------------------------- EFA
+
+
+def test_p5_launch_template_has_32_efa_interfaces_behind_an_ena_primary(default):
+    layout = efa_layout(default.launch_template("p5"))
+    assert layout[0] == (0, 0, "interface")
+    efa = [x for x in layout if x[2] == "efa-only"]
+    assert len(efa) == 32
+    assert (0, 1, "efa-only") in efa
+    assert sorted(c for c, d, _ in efa if d == 0) == list(range(1, 32))
+
+
+def test_trn2_launch_template_has_16_efa_interfaces(default):
+    layout = efa_layout(default.launch_template("trn2"))
+    assert layout[0] == (0, 0, "interface")
+    assert [x for x in layout if x[2] == "efa-only"] == [(0, 1, "efa-only")] + [(c, 0, "efa-only")
+                                                                               for c in range(1, 16)]
+
+
+def test_gb200_keeps_card_0_for_ena_and_puts_efa_only_on_cards_1_to_16(default):
+    layout = efa_layout(default.launch_template("gb200"))
+    assert layout == [(0, 0, "interface")] + [(c, 0, "efa-only") for c in range(1, 17)]
+
+
+def test_every_interface_carries_the_cluster_and_efa_security_groups(default):
+    efa_sg = default.stack.network.efa_security_group
+    efa_sg_id = default.stack.resolve(efa_sg.security_group_id)
+    for ni in default.launch_template("p5")["NetworkInterfaces"]:
+        assert efa_sg_id in ni["Groups"] and len(ni["Groups"]) == 2
+    system = default.launch_template("system")
+    assert efa_layout(system) == [(0, 0, "interface")]
+    assert efa_sg_id not in system["NetworkInterfaces"][0]["Groups"]
+
+
+def test_efa_security_group_admits_all_protocols_from_and_to_itself(default):
+    sg_id = default.stack.get_logical_id(default.stack.network.efa_security_group.node.default_child)
+    ingress = [r["Properties"] for r in default.resources("AWS::EC2::SecurityGroupIngress").values()
+               if r["Properties"]["GroupId"] == {"Fn::GetAtt": [sg_id, "GroupId"]}]
+    egress = [r["Properties"] for r in default.resources("AWS::EC2::SecurityGroupEgress").values()
+              if r["Properties"]["GroupId"] == {"Fn::GetAtt": [sg_id, "GroupId"]}]
+    for rules, peer in ((ingress, "SourceSecurityGroupId"), (egress, "DestinationSecurityGroupId")):
+        assert [(r["IpProtocol"], r[peer]) for r in rules] == [("-1", {"Fn::GetAtt": [sg_id, "GroupId"]})]
+
+
+def test_lustre_security_group_opens_988_and_1018_to_1023_to_cluster_nodes(default):
+    sg = default.stack.network.lustre_security_group
+    sg_id = default.stack.get_logical_id(sg.node.default_child)
+    cluster_sg = default.stack.resolve(default.stack.cluster.cluster_security_group_id)
+    rules = list(default.template["Resources"][sg_id]["Properties"].get("SecurityGroupIngress", []))
+    rules += [r["Properties"] for r in default.resources("AWS::EC2::SecurityGroupIngress").values()
+              if r["Properties"]["GroupId"] == {"Fn::GetAtt": [sg_id, "GroupId"]}]
+    from_nodes = sorted((r["FromPort"], r["ToPort"]) for r in rules if r.get("SourceSecurityGroupId") == cluster_sg)
+    from_self = sorted((r["FromPort"], r["ToPort"]) for r in rules
+                       if r.get("SourceSecurityGroupId") == {"Fn::GetAtt": [sg_id, "GroupId"]})
+    assert from_nodes == from_self == [(988, 988), (1018, 1023)]
+
+
+# -------------------------------------------------------------- launch templates
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_every_launch_template_requires_imdsv2_and_encrypts_every_volume(synthesized, example):
+    lts = synthesized[example].resources("AWS::EC2::LaunchTemplate")
+    assert lts
+    for lt in lts.values():
+        data = lt["Properties"]["LaunchTemplateData"]
+        assert data["MetadataOptions"]["HttpTokens"] == "required"
+        assert data["MetadataOptions"]["HttpPutResponseHopLimit"] in (1, 2)
+        assert data["BlockDeviceMappings"]
+        for bdm in data["BlockDeviceMappings"]:
+            assert bdm["Ebs"]["Encrypted"] is True
+
+
+def test_placement_group_on_for_on_demand_efa_groups_off_with_reservations(default, large):
+    assert "GroupName" in default.launch_template("p5")["Placement"]
+    assert "Placement" not in default.launch_template("system")
+    for group in ("p5en", "gb200"):  # reservation, capacity block
+        lt = large.launch_template(group)
+        assert "Placement" not in lt
+        assert lt["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"]
+    assert "GroupName" in large.launch_template("trn2")["Placement"]
+
+
+def test_capacity_block_group_uses_capacity_block_market_and_node_group_type(large):
+    assert large.launch_template("gb200")["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    assert large.nodegroup("gb200")["Properties"]["CapacityType"] == "CAPACITY_BLOCK"
+    assert "InstanceMarketOptions" not in large.launch_template("p5en")
+    assert large.nodegroup("p5en")["Properties"]["CapacityType"] == "ON_DEMAND"
+    assert (large.launch_template("p5en")["CapacityReservationSpecification"]["CapacityReservationTarget"]
+            ["CapacityReservationId"]) == "cr-0123456789abcdef0"
+
+
+def _user_data(lt: dict) -> str:
+    return lt["UserData"]["Fn::Base64"]
+
+
+def test_user_data_is_nodeadm_multipart_and_raids_instance_store_only_where_there_is_some(default):
+    p5 = _user_data(default.launch_template("p5"))
+    assert p5.startswith("MIME-Version: 1.0\nContent-Type: multipart/mixed;")
+    assert "Content-Type: application/node.eks.aws" in p5 and "kind: NodeConfig" in p5
+    assert "mdadm --create" in p5 and "--level=0" in p5 and "/mnt/local-nvme" in p5
+    system = _user_data(default.launch_template("system"))
+    assert "kind: NodeConfig" in system and "mdadm" not in system
+
+
+def test_extra_volumes_from_the_spec_are_gp3_and_encrypted(large):
+    bdms = {b["DeviceName"]: b["Ebs"] for b in large.launch_template("p5en")["BlockDeviceMappings"]}
+    assert bdms["/dev/sdb"] == {"DeleteOnTermination": True, "Encrypted": True, "Iops": 16000,
+                                "Throughput": 1000, "VolumeSize": 2000, "VolumeType": "gp3"}
+    assert bdms["/dev/xvda"]["VolumeSize"] == 200
+
+
+# -------------------------------------------------------------- node groups
+
+
+def test_node_labels_taints_and_ami_types(default):
+    p5 = default.nodegroup("p5")["Properties"]
+    assert p5["Labels"] == {labels.INSTANCE_GROUP: "p5", labels.ACCELERATOR: "nvidia",
+                            labels.ACCELERATOR_MODEL: "H100", labels.EFA: "true"}
+    assert {"Key": labels.STARTUP_TAINT, "Value": labels.STARTUP_TAINT_VALUE, "Effect": "NO_SCHEDULE"} in p5["Taints"]
+    assert p5["AmiType"] == "AL2023_x86_64_NVIDIA" and p5["InstanceTypes"] == ["p5.48xlarge"]
+    assert p5["ScalingConfig"] == {"MinSize": 0, "DesiredSize": 0, "MaxSize": 4}
+
+    gb = default.nodegroup("gb200")["Properties"]
+    assert gb["AmiType"] == "AL2023_ARM_64_NVIDIA" and gb["Labels"]["workload"] == "frontier"
+    assert default.nodegroup("trn2")["Properties"]["AmiType"] == "AL2023_x86_64_NEURON"
+
+    system = default.nodegroup("system")["Properties"]
+    assert system["AmiType"] == "AL2023_x86_64_STANDARD"
+    assert "Taints" not in system or not system["Taints"]
+    assert system["Labels"][labels.EFA] == "false"
+
+
+def test_spec_taints_are_kept_next_to_the_startup_taint(large):
+    taints = large.nodegroup("p5-dev")["Properties"]["Taints"]
+    assert {"Key": "dedicated", "Value": "dev", "Effect": "NO_SCHEDULE"} in taints
+    assert any(t["Key"] == labels.STARTUP_TAINT for t in taints)
+
+
+def test_efa_groups_launch_in_one_subnet_of_their_az_and_cpu_groups_span_all(default):
+    assert len(default.nodegroup("p5")["Properties"]["Subnets"]) == 1
+    assert len(default.nodegroup("system")["Properties"]["Subnets"]) == 2
+    subnets = {default.stack.resolve(s.subnet_id)["Ref"]: s.availability_zone
+               for s in default.stack.network.private_subnets()}
+    assert subnets[default.nodegroup("p5")["Properties"]["Subnets"][0]["Ref"]] == "us-east-2a"
+    assert subnets[default.nodegroup("gb200")["Properties"]["Subnets"][0]["Ref"]] == "us-east-2b"
+
+
+# ---------------------------------------------------------------- EKS
+
+
+def test_cluster_is_pinned_private_logged_and_encrypts_secrets(default):
+    (cluster,) = default.resources("AWS::EKS::Cluster").values()
+    p = cluster["Properties"]
+    assert p["Version"] == "1.34"
+    assert p["ResourcesVpcConfig"]["EndpointPublicAccess"] is False
+    assert p["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
+    assert {t["Type"] for t in p["Logging"]["ClusterLogging"]["EnabledTypes"]} == {
+        "api", "audit", "authenticator", "controllerManager", "scheduler"}
+    assert p["EncryptionConfig"][0]["Resources"] == ["secrets"]
+    assert "KeyArn" in p["EncryptionConfig"][0]["Provider"]
+
+
+def test_every_add_on_is_pinned_to_the_spec_version(default):
+    addons = {r["Properties"]["AddonName"]: r["Properties"].get("AddonVersion")
+              for r in default.resources("AWS::EKS::Addon").values()}
+    assert addons == DEFAULT_ADDONS
+
+
+def test_device_plugin_charts_are_pinned_and_tolerate_the_startup_taint(default):
+    plugins = {"aws-efa-k8s-device-plugin", "nvidia-device-plugin", "neuron-helm-chart"}
+    charts = {r["Properties"]["Chart"]: r["Properties"] for r in
+              default.resources("Custom::AWSCDK-EKS-HelmChart").values() if r["Properties"]["Chart"] in plugins}
+    assert set(charts) == plugins
+    for name, props in charts.items():
+        assert props["Version"] == DEFAULT_CHARTS[name]
+        assert '"operator":"Exists"' in json.dumps(props["Values"]).replace(" ", "").replace("\\", "")
+
+
+def test_nodes_join_only_after_networking_add_ons_and_coredns_waits_for_nodes(default):
+    t = default.template["Resources"]
+    addon_ids = {r["Properties"]["AddonName"]: k for k, r in default.resources("AWS::EKS::Addon").items()}
+    deps = set(t[default.nodegroup("p5")["Properties"]["LaunchTemplate"]["Id"]["Ref"]].get("DependsOn", []))
+    ng_id = next(k for k, r in default.resources("AWS::EKS::Nodegroup").items()
+                 if r["Properties"]["NodegroupName"] == "system")
+    assert {addon_ids["vpc-cni"], addon_ids["kube-proxy"]} <= set(t[ng_id]["DependsOn"])
+    assert ng_id in t[addon_ids["coredns"]]["DependsOn"]
+    assert not deps & {addon_ids["coredns"]}
+
+
+def test_access_entries_from_the_spec(large):
+    entries = {r["Properties"]["PrincipalArn"]: r["Properties"]["AccessPolicies"]
+               for r in large.resources("AWS::EKS::AccessEntry").values()
+               if isinstance(r["Properties"]["PrincipalArn"], str)}
+    admin = entries["arn:aws:iam::111122223333:role/platform-admins"][0]
+    assert json.dumps(admin["PolicyArn"]).endswith(':cluster-access-policy/AmazonEKSClusterAdminPolicy"]]}')
+    view = entries["arn:aws:iam::111122223333:role/ml-engineers"][0]
+    assert json.dumps(view["PolicyArn"]).endswith(':cluster-access-policy/AmazonEKSViewPolicy"]]}')
+
+
+# ------------------------------------------------------------ storage
+
+
+def test_fsx_is_persistent_2_with_throughput_lz4_metadata_and_kms(default, large):
+    (fs,) = default.resources("AWS::FSx::FileSystem").values()
+    p = fs["Properties"]
+    assert p["StorageCapacity"] == 1200 and "KmsKeyId" in p
+    lustre = p["LustreConfiguration"]
+    assert lustre["DeploymentType"] == "PERSISTENT_2"
+    assert lustre["PerUnitStorageThroughput"] == 250
+    assert lustre["DataCompressionType"] == "LZ4"
+    assert lustre["MetadataConfiguration"] == {"Mode": "AUTOMATIC"}
+    (big,) = large.resources("AWS::FSx::FileSystem").values()
+    assert big["Properties"]["StorageCapacity"] == 48000
+    assert big["Properties"]["LustreConfiguration"]["MetadataConfiguration"] == {
+        "Mode": "USER_PROVISIONED", "Iops": 12000}
+
+
+def test_data_repository_association_imports_and_exports_the_datasets_bucket(default):
+    (dra,) = default.resources("AWS::FSx::DataRepositoryAssociation").values()
+    p = dra["Properties"]
+    datasets = default.stack.get_logical_id(default.stack.buckets.datasets.node.default_child)
+    assert p["FileSystemPath"] == "/datasets"
+    assert {"Ref": datasets} in p["DataRepositoryPath"]["Fn::Join"][1]
+    assert p["BatchImportMetaDataOnCreate"] is True
+    assert p["S3"]["AutoImportPolicy"]["Events"] == ["NEW", "CHANGED", "DELETED"]
+    assert p["S3"]["AutoExportPolicy"]["Events"] == ["NEW", "CHANGED", "DELETED"]
+
+
+def test_pods_get_a_static_pv_and_pvc_for_the_file_system(default):
+    manifests = [json.loads(json.dumps(r["Properties"]["Manifest"]))
+                 for r in default.resources("Custom::AWSCDK-EKS-KubernetesResource").values()]
+    text = json.dumps(manifests)
+    assert "PersistentVolumeClaim" in text and "fsx.csi.aws.com" in text and "StorageClass" in text
+
+
+def test_buckets_are_kms_encrypted_private_versioned_and_expire_multipart_uploads(default):
+    stack = default.stack
+    for bucket, versioned in ((stack.buckets.datasets, False), (stack.buckets.checkpoints, True),
+                              (stack.buckets.logs, False)):
+        p = default.template["Resources"][stack.get_logical_id(bucket.node.default_child)]["Properties"]
+        sse = p["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+        assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+        assert sse["BucketKeyEnabled"] is True
+        assert p["PublicAccessBlockConfiguration"] == {"BlockPublicAcls": True, "BlockPublicPolicy": True,
+                                                       "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+        assert (p.get("VersioningConfiguration", {}).get("Status") == "Enabled") is versioned
+        rules = p["LifecycleConfiguration"]["Rules"]
+        assert rules[0]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
+        assert "LoggingConfiguration" in p
+    ck = default.template["Resources"][stack.get_logical_id(stack.buckets.checkpoints.node.default_child)]
+    rule = ck["Properties"]["LifecycleConfiguration"]["Rules"][0]
+    assert [t["StorageClass"] for t in rule["Transitions"]] == ["STANDARD_IA", "GLACIER_IR"]
+    assert rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": 30}
+
+
+def test_every_bucket_policy_denies_plain_http(default):
+    policies = default.resources("AWS::S3::BucketPolicy")
+    assert len(policies) >= 4
+    for pol in policies.values():
+        denies = [s for s in pol["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+        assert any(s["Condition"].get("Bool", {}).get("aws:SecureTransport") == "false" for s in denies)
+        assert any("s3:TlsVersion" in json.dumps(s.get("Condition", {})) for s in denies)
+
+
+def test_everything_at_rest_is_encrypted(default):
+    for key in default.resources("AWS::KMS::Key").values():
+        assert key["Properties"]["EnableKeyRotation"] is True
+    for lg in default.resources("AWS::Logs::LogGroup").values():
+        assert "KmsKeyId" in lg["Properties"] and "RetentionInDays" in lg["Properties"]
+
+
+# -------------------------------------------------------------- images
+
+
+def test_training_image_is_built_from_the_repo_root_without_venv_or_node_modules(default):
+    manifest = json.loads((default.outdir / f"{default.stack.stack_name}.assets.json").read_text())
+    images = [img for img in manifest["dockerImages"].values() if img["source"]["dockerFile"] == "training/Dockerfile"]
+    assert {img["source"]["platform"] for img in images} == {"linux/amd64", "linux/arm64"}
+    for img in images:
+        staged = {p.name for p in (default.outdir / img["source"]["directory"]).iterdir()}
+        assert staged <= {"infra", "node_agent", "training", "pyproject.toml", "README.md", ".dockerignore"}
+        assert "training" in staged
+
+
+# --------------------------------------------------------------- checks
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_policy_validation_ran_and_passed_with_every_acknowledgment_reasoned(synthesized, example):
+    synth = synthesized[example]
+    assert synth.validation is not None, "policy validation did not run"
+    for report in synth.validation["pluginReports"]:
+        assert report["conclusion"] == "success", json.dumps(report["violations"], indent=1)[:4000]
+    acks = synth.stack.nag_acknowledgments
+    assert acks and len({(p, f) for p, f, _ in acks}) == len(acks)
+    for path, finding, reason in acks:
+        assert finding.startswith("AwsSolutions-") and len(reason) > 40, (path, finding, reason)
+
+
+def test_an_unacknowledged_cdk_nag_finding_fails_synth(tmp_path):
+    import aws_cdk as cdk
+    from aws_cdk import aws_s3 as s3
+
+    from infra import nag
+
+    app = cdk.App(outdir=str(tmp_path))
+    stack = cdk.Stack(app, "Probe")
+    s3.Bucket(stack, "Unlogged", enforce_ssl=True)
+    nag.add_checks(app)
+    with pytest.raises(Exception) as err:
+        app.synth()
+    assert "ValidationFailed" in str(err.value) and "server access logs disabled" in str(err.value)
+    assert "AwsSolutions-S1" in (tmp_path / "validation-report.json").read_text()
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_cfn_lint_reports_no_errors(synthesized, example):
+    from cfnlint.api import lint
+
+    synth = synthesized[example]
+    path = synth.outdir / f"{synth.stack.stack_name}.template.json"
+    matches = lint(path.read_text(), regions=[synth.stack.region])
+    errors = [m for m in matches if m.rule.id.startswith("E")]
+    assert errors == [], "\n".join(str(m) for m in errors)
+
+
+def test_spec_region_and_account_become_the_stack_environment(default, large):
+    assert default.stack.region == "us-east-2"
+    assert large.stack.region == "us-east-1" and large.stack.account == "111122223333"
+    assert load_spec(EXAMPLES / "large.yaml").account == "111122223333"
+
+
+def test_training_pods_get_bucket_access_through_pod_identity_not_the_node_role(default):
+    stack = default.stack
+    role_id = stack.get_logical_id(stack.training_access.role.node.default_child)
+    role = default.template["Resources"][role_id]["Properties"]
+    (stmt,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert stmt["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(stmt["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    (assoc,) = [a for a in default.resources("AWS::EKS::PodIdentityAssociation").values()
+                if a["Properties"]["RoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}]
+    assert (assoc["Properties"]["Namespace"], assoc["Properties"]["ServiceAccount"]) == ("default", "training")
+    node_role = default.template["Resources"][stack.get_logical_id(stack.node_role.node.default_child)]
+    assert "s3" not in json.dumps(node_role).lower().replace("amazons3", "")
+    policy_text = json.dumps([r for r in default.resources("AWS::IAM::Policy").values()
+                              if {"Ref": role_id} in r["Properties"]["Roles"]])
+    assert "s3:PutObject" in policy_text and "s3:DeleteObject*" in policy_text
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_synth_needs_no_context_lookup_even_with_an_account(synthesized, example):
+    """A lookup would make `cdk synth` call AWS (the large example names an account)."""
+    manifest = json.loads((synthesized[example].outdir / "manifest.json").read_text())
+    assert manifest.get("missing") in (None, [])

@@ -1,0 +1,71 @@
+"""The instance table's facts and the EFA interface layouts derived from it."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra import instance_types as it
+from infra.instance_types import EfaLayout
+from platform_constructs.instance_group import ami_type, network_interfaces
+
+EFA_TYPES = [t for t in it.INSTANCE_TYPES.values() if t.efa_supported]
+
+
+@pytest.mark.parametrize("name, efa, cards", [
+    ("p4d.24xlarge", 4, 4), ("p5.48xlarge", 32, 32), ("p5e.48xlarge", 32, 32), ("p5en.48xlarge", 16, 16),
+    ("p6-b200.48xlarge", 8, 8), ("p6e-gb200.36xlarge", 16, 17), ("trn1.32xlarge", 8, 8),
+    ("trn1n.32xlarge", 16, 16), ("trn2.48xlarge", 16, 16), ("trn2u.48xlarge", 16, 16),
+])
+def test_efa_devices_and_network_cards(name, efa, cards):
+    t = it.get(name)
+    assert (t.efa_count, t.network_cards) == (efa, cards)
+    layout = network_interfaces(t)
+    assert sum(i.interface_type == "efa-only" for i in layout) == efa
+
+
+@pytest.mark.parametrize("t", EFA_TYPES, ids=lambda t: t.name)
+def test_layout_follows_ec2_recommendation(t):
+    layout = network_interfaces(t)
+    assert (layout[0].network_card_index, layout[0].device_index, layout[0].interface_type) == (0, 0, "interface")
+    slots = [(i.network_card_index, i.device_index) for i in layout]
+    assert len(set(slots)) == len(slots)
+    for i in layout[1:]:
+        assert i.interface_type == "efa-only"
+        assert i.network_card_index < t.network_cards
+        assert i.device_index == (1 if i.network_card_index == 0 else 0)
+    assert {i.network_card_index for i in layout[1:]} == set(t.efa_cards)
+
+
+def test_gb200_card_0_is_ena_only_and_odd_cards_get_nothing_but_efa_only():
+    t = it.get("p6e-gb200.36xlarge")
+    assert t.efa_layout is EfaLayout.GB200 and 0 not in t.efa_cards
+    layout = network_interfaces(t)
+    assert [i for i in layout if i.network_card_index == 0] == [layout[0]]
+    assert all(i.interface_type == "efa-only" for i in layout if i.network_card_index % 2)
+    assert t.ultraserver and t.ultraserver.instances == 18 and t.arch == "arm64"
+
+
+def test_types_without_efa_get_only_the_primary_interface():
+    for name in ("m7i.2xlarge", "trn1.2xlarge", "m7g.xlarge"):
+        assert [(i.network_card_index, i.device_index, i.interface_type)
+                for i in network_interfaces(it.get(name))] == [(0, 0, "interface")]
+
+
+def test_ami_type_follows_accelerator_and_architecture():
+    assert ami_type(it.get("p5.48xlarge")) == "AL2023_x86_64_NVIDIA"
+    assert ami_type(it.get("p6e-gb200.36xlarge")) == "AL2023_ARM_64_NVIDIA"
+    assert ami_type(it.get("trn2.48xlarge")) == "AL2023_x86_64_NEURON"
+    assert ami_type(it.get("m7g.xlarge")) == "AL2023_ARM_64_STANDARD"
+    assert ami_type(it.get("m7i.xlarge")) == "AL2023_x86_64_STANDARD"
+
+
+def test_bandwidth_adds_up_for_efa_types():
+    for t in EFA_TYPES:
+        if t.accelerator is not it.Accelerator.NONE:
+            assert t.efa_count * t.efa_gbps_per_card == t.network_gbps, t.name
+
+
+def test_unknown_type_suggests_the_nearest_names():
+    with pytest.raises(it.UnknownInstanceType) as e:
+        it.get("p5.48xlarg")
+    assert "p5.48xlarge" in str(e.value)

@@ -1,0 +1,189 @@
+"""Spec validation: every bad spec gives one clear line per problem naming the field, and exit code 2."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from infra.spec import SpecError, load_spec, parse_spec
+from tests.conftest import EXAMPLES, ROOT
+
+DEFAULT = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+
+
+def spec_with(**changes) -> dict:
+    data = copy.deepcopy(DEFAULT)
+    for path, value in changes.items():
+        node = data
+        keys = path.split("__")
+        for k in keys[:-1]:
+            node = node[int(k)] if k.isdigit() else node[k]
+        last = keys[-1]
+        if last.isdigit():
+            node[int(last)] = value
+        else:
+            node[last] = value
+    return data
+
+
+def problems(data) -> list[str]:
+    with pytest.raises(SpecError) as e:
+        parse_spec(data, "bad.yaml")
+    return [str(p) for p in e.value.problems]
+
+
+def group(name: str) -> int:
+    return next(i for i, g in enumerate(DEFAULT["instance_groups"]) if g["name"] == name)
+
+
+P5, GB = group("p5"), group("gb200")
+
+
+def test_examples_are_valid():
+    for path in EXAMPLES.glob("*.yaml"):
+        load_spec(path)
+
+
+def test_unknown_instance_type_names_the_nearest_valid_ones():
+    (line,) = problems(spec_with(**{f"instance_groups__{P5}__instance_type": "p5.48xlarg"}))
+    assert line.startswith(f"instance_groups[{P5}] (p5).instance_type: unknown instance type 'p5.48xlarg'")
+    assert "did you mean p5.48xlarge" in line
+
+
+@pytest.mark.parametrize("gib", [1500, 3600, 2000])
+def test_fsx_capacity_must_be_1200_or_a_multiple_of_2400(gib):
+    (line,) = problems(spec_with(storage__fsx__storage_capacity_gib=gib))
+    assert line.startswith("storage.fsx.storage_capacity_gib:")
+    assert "1200 GiB or a multiple of 2400 GiB" in line
+
+
+@pytest.mark.parametrize("gib", [1200, 2400, 4800, 48000])
+def test_fsx_capacity_allowed_values(gib):
+    parse_spec(spec_with(storage__fsx__storage_capacity_gib=gib))
+
+
+def test_reservation_without_availability_zone():
+    data = spec_with(**{f"instance_groups__{P5}__capacity": {"type": "reservation",
+                                                             "reservation_id": "cr-0123456789abcdef0"}})
+    del data["instance_groups"][P5]["availability_zone"]
+    (line,) = problems(data)
+    assert line == (f"instance_groups[{P5}] (p5).availability_zone: required with capacity.type reservation: "
+                    "reservations are AZ-bound")
+
+
+def test_capacity_block_needs_a_reservation_id():
+    (line,) = problems(spec_with(**{f"instance_groups__{P5}__capacity": {"type": "capacity-block"}}))
+    assert line.startswith(f"instance_groups[{P5}] (p5).capacity.reservation_id: required when capacity.type "
+                           "is capacity-block")
+
+
+def test_ultraserver_group_must_be_a_multiple_of_its_size():
+    (line,) = problems(spec_with(**{f"instance_groups__{GB}__max_size": 20}))
+    assert line == (f"instance_groups[{GB}] (gb200).max_size: 20 is not a multiple of 18: p6e-gb200.36xlarge "
+                    "comes in u-p6e-gb200x72 UltraServers of 18 instances")
+
+
+def test_duplicate_group_names():
+    data = spec_with(**{f"instance_groups__{GB}__name": "p5"})
+    data["teams"] = []
+    assert "instance_groups: duplicate group name 'p5'; names must be unique" in problems(data)
+
+
+def test_placement_group_with_a_reservation():
+    data = spec_with(**{f"instance_groups__{P5}__capacity": {"type": "reservation",
+                                                             "reservation_id": "cr-0123456789abcdef0"},
+                        f"instance_groups__{P5}__placement_group": True})
+    (line,) = problems(data)
+    assert line.startswith(f"instance_groups[{P5}] (p5).placement_group: must be false (or unset) with a "
+                           "reservation or capacity block")
+
+
+def test_availability_zone_outside_the_region_and_group_az_outside_the_list():
+    data = spec_with(availability_zones=["us-east-2a", "us-west-2b"])
+    lines = problems(data)
+    assert "availability_zones[1]: 'us-west-2b' is not an AZ of region us-east-2 (expected e.g. us-east-2a)" in lines
+    assert any(ln.startswith(f"instance_groups[{GB}] (gb200).availability_zone: 'us-east-2b' is not one of")
+               for ln in lines)
+
+
+def test_max_size_zero_is_refused():
+    data = spec_with(**{f"instance_groups__{P5}__max_size": 0, f"instance_groups__{P5}__hot_spares": 0})
+    data["teams"] = []
+    assert problems(data) == [f"instance_groups[{P5}] (p5).max_size: Input should be greater than or equal to 1 "
+                              "(got 0)"]
+
+
+def test_unknown_field_suggests_the_right_one():
+    (line,) = problems(spec_with(**{f"instance_groups__{P5}__instance_typ": "p5.48xlarge"}))
+    assert line == (f"instance_groups[{P5}] (p5).instance_typ: unknown field; did you mean 'instance_type'? "
+                    "(fields are listed in docs/spec.md)")
+
+
+def test_every_problem_is_reported_at_once():
+    data = spec_with(**{f"instance_groups__{P5}__instance_type": "h100.big",
+                        "storage__fsx__storage_capacity_gib": 1000,
+                        "network__vpc_cidr": "10.0.0.0/8"})
+    lines = problems(data)
+    assert len(lines) == 3
+    assert {ln.split(":")[0] for ln in lines} == {f"instance_groups[{P5}] (p5).instance_type",
+                                                  "storage.fsx.storage_capacity_gib", "network.vpc_cidr"}
+
+
+# ---------------------------------------------------------------- through the CLIs
+
+
+@pytest.fixture
+def bad_spec(tmp_path):
+    data = spec_with(**{f"instance_groups__{P5}__instance_type": "p5.48xlarg",
+                        "storage__fsx__storage_capacity_gib": 1500})
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _run(args, **env):
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+
+
+def _assert_clean_failure(proc, path):
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(lines) == 2, proc.stderr
+    assert f"error: {path}: instance_groups[{P5}] (p5).instance_type: unknown instance type 'p5.48xlarg'" in lines[0]
+    assert lines[1].startswith(f"error: {path}: storage.fsx.storage_capacity_gib: 1500 GiB not allowed")
+
+
+def test_validate_command_exits_2_with_one_line_per_problem(bad_spec):
+    _assert_clean_failure(_run(["-m", "infra", "validate", str(bad_spec)]), bad_spec)
+
+
+@pytest.mark.slow
+def test_app_exits_2_with_one_line_per_problem(bad_spec):
+    proc = _run([str(ROOT / "app.py")], CDK_CONTEXT_JSON=json.dumps({"spec": str(bad_spec)}))
+    _assert_clean_failure(proc, bad_spec)
+
+
+def test_unreadable_and_malformed_files(tmp_path):
+    proc = _run(["-m", "infra", "validate", str(tmp_path / "missing.yaml")])
+    assert proc.returncode == 2 and "cannot read spec file" in proc.stderr and "Traceback" not in proc.stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: [unclosed\n")
+    proc = _run(["-m", "infra", "validate", str(broken)])
+    assert proc.returncode == 2 and "not valid YAML" in proc.stderr and "line " in proc.stderr
+
+
+def test_spec_reference_doc_is_generated_from_the_models():
+    from infra.docs import PAGES
+
+    text = PAGES["spec.md"]()
+    for field in ("storage_capacity_gib", "reservation_id", "hot_spares", "addons", "access_entries"):
+        assert f"`{field}`" in text
+    assert (ROOT / "docs" / "spec.md").read_text() == text, "docs/spec.md is stale: run `python -m infra docs`"
