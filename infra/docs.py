@@ -32,17 +32,24 @@ def instance_types_md() -> str:
     return "\n".join(rows) + "\n"
 
 
-# name -> renderer; other packages add their generated pages here.
 def _spec_md() -> str:
     from infra.spec_docs import spec_md
 
     return spec_md()
 
 
+def _node_agent_rules_md() -> str:
+    from node_agent.rules import rules_markdown
+
+    return rules_markdown()
+
+
+# name -> renderer; other packages add their generated pages here.
+
 PAGES: dict[str, Callable[[], str]] = {
     "instance-types.md": instance_types_md,
     "spec.md": _spec_md,
-    "node-agent-rules.md": lambda: __import__("node_agent.rules", fromlist=["rules_markdown"]).rules_markdown(),
+    "node-agent-rules.md": _node_agent_rules_md,
 }
 
 
