@@ -500,7 +500,13 @@ def _check_governance(spec: ClusterSpec) -> Iterator[Problem]:
                                    f"({g.schedulable_nodes} = max_size {g.max_size} - hot_spares {g.hot_spares})")
 
 
-CHECKS = (_check_azs, _check_groups, _check_governance)
+def _check_eks(spec: ClusterSpec) -> Iterator[Problem]:
+    for d in _dupes([e.principal_arn for e in spec.eks.access_entries]):
+        yield Problem("eks.access_entries", f"{d!r} is listed twice; EKS allows one access entry per principal "
+                                            "(give it the broader access)")
+
+
+CHECKS = (_check_azs, _check_groups, _check_eks, _check_governance)
 
 
 # ---------------------------------------------------------------------------- loading

@@ -105,3 +105,11 @@ def test_a_user_in_two_teams_gets_both_groups_once():
     d["teams"][1]["users"] = [alice]
     assert queues.team_members(parse_spec(d)) == {alice: ["openpod:team:research", "openpod:team:product"],
                                                  bob: ["openpod:team:research"]}
+
+
+def test_one_access_entry_per_principal():
+    d = base()
+    arn = "arn:aws:iam::111122223333:role/admins"
+    d["eks"]["access_entries"] = [{"principal_arn": arn, "access": "view"}, {"principal_arn": arn}]
+    assert problems(d) == [f"eks.access_entries: '{arn}' is listed twice; EKS allows one access entry per principal "
+                           "(give it the broader access)"]
