@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from infra import labels
 from infra.spec import DEFAULT_SPEC, SpecError, load_spec
 
 EXIT_USAGE = 2
@@ -118,7 +119,8 @@ def queues(spec_path: str | None) -> None:
 @click.option("--prefer-topology", default=None, help="pack pods into as few domains of this level as possible")
 @click.option("--max-restarts", type=int, default=10, show_default=True,
               help="times the whole job is recreated after a failure (e.g. a replaced node)")
-@click.option("--hugepages", "hugepages_mi", type=int, default=5120, show_default=True, help="2 MiB hugepages, MiB")
+@click.option("--hugepages", "hugepages_mi", type=int, default=labels.EFA_HUGEPAGES_MI, show_default=True,
+              help="2 MiB hugepages, MiB (EFA groups only)")
 @click.option("--shm", "shm_gi", type=int, default=None, help="/dev/shm size in GiB (default: 1/4 of memory, <= 64)")
 @click.option("--env", "env", multiple=True, help="KEY=VALUE for the training container (repeatable)")
 @click.option("--dry-run", is_flag=True, help="print the JobSet YAML instead of creating it")

@@ -1,4 +1,4 @@
-"""Kubernetes label, taint and annotation keys shared by every part of the platform.
+"""Kubernetes label, taint and annotation keys, and the few names and sizes, shared by every part of the platform.
 
 The CDK node groups set them, Kueue flavors select on them, the node agent
 reads and writes them, the submit CLI targets them. Keep them here only.
@@ -39,3 +39,13 @@ HOSTNAME = "kubernetes.io/hostname"
 # Resource names.
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 HUGEPAGES_RESOURCE = "hugepages-2Mi"
+HUGEPAGE_SIZE_MI = 2
+
+# 2 MiB hugepages a training pod on an EFA node requests by default (libfabric's
+# EFA provider registers its bounce buffers there), and so what every EFA node
+# preallocates at boot: the node groups set vm.nr_hugepages from it.
+EFA_HUGEPAGES_MI = 5120
+
+# The service account training pods run as in each team namespace; the
+# platform's Pod Identity association gives it the training role.
+TRAINING_SERVICE_ACCOUNT = "training"

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Annotated, Any, Iterator, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -34,6 +34,7 @@ DNS_LABEL = r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$"
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 _RESERVATION_ID = r"^cr-[0-9a-f]{8,17}$"
+IAM_PRINCIPAL_ARN = r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+$"
 
 
 @dataclass(frozen=True)
@@ -257,7 +258,7 @@ DEFAULT_CHARTS: dict[str, str] = {
 
 
 class AccessEntry(_Model):
-    principal_arn: str = Field(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+$")
+    principal_arn: str = Field(pattern=IAM_PRINCIPAL_ARN)
     access: Literal["cluster-admin", "admin", "edit", "view"] = "view"
     namespaces: list[str] = Field([], description="empty = whole cluster")
 
@@ -328,7 +329,9 @@ class TeamSpec(_Model):
     quotas: dict[str, GroupQuota] = Field({}, description="instance group name -> quota")
     fair_sharing_weight: float = Field(1.0, gt=0, le=1000)
     preemption: PreemptionSpec = PreemptionSpec()
-    users: list[str] = Field([], description="IAM user ARNs or Kubernetes groups allowed to submit")
+    users: list[Annotated[str, Field(pattern=IAM_PRINCIPAL_ARN)]] = Field(
+        [], description="IAM role or user ARNs allowed to submit: each gets an EKS access entry in the team's "
+                        "Kubernetes group `openpod:team:<team>`")
 
 
 class PrioritySpec(_Model):
@@ -467,6 +470,8 @@ def _check_governance(spec: ClusterSpec) -> Iterator[Problem]:
         if t.name in RESERVED_NAMESPACES or t.name.startswith("kube-"):
             yield Problem(f"{team_at}.name", f"{t.name!r} is reserved (the team name is its namespace); "
                                              f"not allowed: {', '.join(sorted(RESERVED_NAMESPACES))}, kube-*")
+        for d in _dupes(list(t.users)):
+            yield Problem(f"{team_at}.users", f"{d!r} is listed twice")
         p = t.preemption
         if p.borrow_within_cohort != "Never" and p.reclaim_within_cohort == "Never":
             yield Problem(f"{team_at}.preemption.borrow_within_cohort",
@@ -495,7 +500,13 @@ def _check_governance(spec: ClusterSpec) -> Iterator[Problem]:
                                    f"({g.schedulable_nodes} = max_size {g.max_size} - hot_spares {g.hot_spares})")
 
 
-CHECKS = (_check_azs, _check_groups, _check_governance)
+def _check_eks(spec: ClusterSpec) -> Iterator[Problem]:
+    for d in _dupes([e.principal_arn for e in spec.eks.access_entries]):
+        yield Problem("eks.access_entries", f"{d!r} is listed twice; EKS allows one access entry per principal "
+                                            "(give it the broader access)")
+
+
+CHECKS = (_check_azs, _check_groups, _check_eks, _check_governance)
 
 
 # ---------------------------------------------------------------------------- loading
@@ -522,6 +533,8 @@ def _loc(loc: tuple[Any, ...], data: Any) -> str:
 _PATTERN_HELP = {
     DNS_LABEL: "lowercase letters, digits and '-', starting with a letter, at most 32 characters",
     _RESERVATION_ID: "a capacity reservation id such as cr-0123456789abcdef0",
+    IAM_PRINCIPAL_ARN: "an IAM role or user ARN such as arn:aws:iam::111122223333:role/ml-researchers "
+                       "(not a Kubernetes group or an assumed-role session)",
 }
 
 

@@ -34,6 +34,8 @@ _SECTIONS = [
 def _type_name(ann: Any) -> str:
     origin = typing.get_origin(ann)
     args = typing.get_args(ann)
+    if origin is typing.Annotated:  # a constrained item type, e.g. list[Annotated[str, Field(pattern=...)]]
+        return _type_name(args[0])
     if origin is typing.Literal:
         return "one of " + ", ".join(f"`{a}`" for a in args)
     if isinstance(ann, type) and issubclass(ann, enum.Enum):

@@ -15,7 +15,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra import nag
+from infra import labels, nag
+from infra.governance import queues
 from infra.instance_types import Accelerator
 from infra.spec import ClusterSpec
 from platform_constructs.buckets import PlatformBuckets
@@ -91,6 +92,7 @@ class PlatformStack(cdk.Stack):
             log_retention=retention(spec.eks.log_retention_days),
             endpoint_public=spec.eks.endpoint_public,
             access_entries=spec.eks.access_entries,
+            kubernetes_groups=queues.team_members(spec),  # team users -> openpod:team:<team>
             addon_versions=spec.eks.addon_versions,
         )
         cluster = self.platform_cluster.cluster
@@ -144,11 +146,13 @@ class PlatformStack(cdk.Stack):
             compression=fsx.compression, metadata_iops=fsx.metadata_iops,
             data_repository_path=fsx.data_repository_path, mount_path=fsx.mount_path,
         )
-        storage_class = self.lustre.add_storage_class(cluster)
-        claim = self.lustre.add_volume_claim(cluster, "default")
-        for m in (storage_class, claim):
+        # One static PersistentVolume per team, reserved for the team's `fsx-lustre` claim; the claims
+        # themselves are governance objects (`openpod manifests` writes them too).
+        for team in spec.teams:
+            pv = self.lustre.add_volume(cluster, name=queues.fsx_volume_name(team.name), namespace=team.name,
+                                        claim=queues.FSX_CLAIM)
             for ig in system_groups:
-                m.node.add_dependency(ig.nodegroup)
+                pv.node.add_dependency(ig.nodegroup)
 
         # -- device plugins
         accel = {g.type.accelerator for g in spec.instance_groups}
@@ -165,7 +169,6 @@ class PlatformStack(cdk.Stack):
         self.training_access = TrainingAccess(self, "TrainingAccess", cluster=cluster,
                                               datasets=self.buckets.datasets, checkpoints=self.buckets.checkpoints,
                                               logs=self.buckets.logs)
-        self.training_access.allow("default")
 
         # -- training image, one per CPU architecture of the accelerated groups
         archs = sorted({g.type.arch for g in spec.accelerated_groups}) or ["x86_64"]
@@ -179,6 +182,13 @@ class PlatformStack(cdk.Stack):
         for c in (self.governance, self.node_agent):
             for ig in system_groups:
                 c.node.add_dependency(ig.nodegroup)
+
+        # Training pods of each team run as its `training` service account (a governance object, created
+        # with the team's namespace); associate the training role with it once the namespace exists.
+        for team in spec.teams:
+            association = self.training_access.allow(team.name, labels.TRAINING_SERVICE_ACCOUNT)
+            if self.governance.core_manifest is not None:
+                association.node.add_dependency(self.governance.core_manifest)
 
         # -- outputs
         cdk.CfnOutput(self, "ClusterName", value=cluster.cluster_name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Mapping, Sequence
 
 from aws_cdk import RemovalPolicy
@@ -37,6 +38,12 @@ class PlatformCluster(Construct):
     self-managed bootstrap add-ons: every add-on is an EKS managed add-on at the
     version given in ``addon_versions``. ``network_addons`` must exist before
     nodes join; ``workload_addons`` need a node to run on (see ``PlatformStack``).
+
+    ``access_entries`` grant EKS access policies; ``kubernetes_groups`` maps IAM
+    principal ARNs to Kubernetes groups (RBAC binds the groups, e.g. a team's
+    submitter role). EKS allows one access entry per principal, so a principal in
+    both gets one entry: its access policy plus its groups; the others get an
+    entry with the groups and no access policy.
     """
 
     def __init__(
@@ -54,6 +61,7 @@ class PlatformCluster(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS,
         endpoint_public: bool = False,
         access_entries: Sequence[AccessEntry] = (),
+        kubernetes_groups: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         super().__init__(scope, id)
         missing = [a for a in REQUIRED_ADDONS if a not in addon_versions]
@@ -61,6 +69,15 @@ class PlatformCluster(Construct):
             raise ValueError(f"PlatformCluster: addon_versions lacks a pinned version for {', '.join(missing)}")
         if not subnets:
             raise ValueError("PlatformCluster: subnets must not be empty")
+        groups = {arn: list(g) for arn, g in (kubernetes_groups or {}).items()}
+        for arn, g in groups.items():
+            if not g or any(not name or name.startswith("system:") for name in g):
+                raise ValueError(f"PlatformCluster: kubernetes_groups[{arn!r}] must list non-empty group names "
+                                 f"outside the reserved system: prefix, got {g}")
+        principals = [e.principal_arn for e in access_entries]
+        for arn in sorted({a for a in principals if principals.count(a) > 1}):
+            raise ValueError(f"PlatformCluster: access_entries lists {arn} more than once; EKS allows one access "
+                             "entry per principal")
 
         # EKS writes control-plane logs to this exact group; creating it first
         # gives it a retention and encryption.
@@ -91,9 +108,10 @@ class PlatformCluster(Construct):
         )
         self.cluster.node.add_dependency(self.log_group)
 
+        seen: set[str] = set()
         for i, entry in enumerate(access_entries):
             scope_type = eks.AccessScopeType.NAMESPACE if entry.namespaces else eks.AccessScopeType.CLUSTER
-            eks.AccessEntry(
+            access = eks.AccessEntry(
                 self, f"Access{i}",
                 cluster=self.cluster,
                 principal=entry.principal_arn,
@@ -101,6 +119,20 @@ class PlatformCluster(Construct):
                     ACCESS_POLICIES[entry.access], access_scope_type=scope_type,
                     namespaces=list(entry.namespaces) or None,
                 )],
+            )
+            seen.add(entry.principal_arn)
+            if entry.principal_arn in groups:
+                access.node.default_child.kubernetes_groups = groups[entry.principal_arn]
+        # Group-only entries: Kubernetes RBAC authorizes them, no EKS access policy. The id hashes
+        # the ARN, so reordering the spec never replaces an entry (a replacement would collide
+        # with the old entry of the same principal).
+        self.group_entries: dict[str, eks.CfnAccessEntry] = {}
+        for arn, g in groups.items():
+            if arn in seen:
+                continue
+            self.group_entries[arn] = eks.CfnAccessEntry(
+                self, f"Member{hashlib.sha256(arn.encode()).hexdigest()[:12]}",
+                cluster_name=self.cluster.cluster_name, principal_arn=arn, kubernetes_groups=g, type="STANDARD",
             )
 
         self.addons: dict[str, eks.IAddon] = {}

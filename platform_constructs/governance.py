@@ -14,9 +14,10 @@ the API server rejects Kueue objects while it cannot call it):
    the ``kueue-webhook-service`` Endpoints, polling until there is one (the
    Service routes to a Ready pod, so the API server's webhook calls succeed).
    Its id carries the Kueue version: an upgrade replaces it, so it polls again.
-4. Core objects (namespaces, RBAC, FSx claims) apply in parallel with 1-3:
-   they need no webhook. Kueue objects depend on both 3 and 4 (LocalQueues live
-   in the team namespaces).
+4. Core objects (namespaces, RBAC, FSx claims, training service accounts) apply
+   in parallel with 1-3: they need no webhook. Kueue objects depend on both 3
+   and 4 (LocalQueues live in the team namespaces). ``core_manifest`` is public:
+   the stack's Pod Identity associations wait for it.
 """
 
 from __future__ import annotations

@@ -139,9 +139,43 @@ systemctl enable --now openpod-local-nvme.service
 """
 
 
-def user_data(*, local_nvme_raid0: bool, mount: str = LOCAL_NVME_MOUNT) -> str:
-    """MIME multi-part user data for AL2023 (nodeadm merges its NodeConfig part with EKS's own)."""
+_HUGEPAGES_SCRIPT = """\
+#!/bin/bash
+# Preallocate {pages} 2 MiB hugepages ({mib} MiB) for EFA (libfabric), as training
+# pods request hugepages-{size}Mi. Cloud-init runs this before nodeadm-run starts
+# kubelet (After=cloud-final.service), so kubelet reports the capacity when it
+# registers the node; systemd-sysctl applies the file again early at every
+# reboot, before kubelet.
+set -euo pipefail
+echo "vm.nr_hugepages = {pages}" > {conf}
+sysctl -q -p {conf}
+got=$(cat /proc/sys/vm/nr_hugepages)
+if [ "$got" -lt {pages} ]; then
+  echo "openpod-hugepages: only $got of {pages} 2 MiB pages could be allocated" >&2
+  exit 1
+fi
+"""
+HUGEPAGES_SYSCTL_FILE = "/etc/sysctl.d/90-openpod-hugepages.conf"
+
+
+def hugepages_count(mib: int) -> int:
+    """``vm.nr_hugepages`` for ``mib`` MiB of 2 MiB pages."""
+    if mib < 0 or mib % keys.HUGEPAGE_SIZE_MI:
+        raise ValueError(f"hugepages_mib must be 0 or more and a multiple of {keys.HUGEPAGE_SIZE_MI}, got {mib}")
+    return mib // keys.HUGEPAGE_SIZE_MI
+
+
+def user_data(*, local_nvme_raid0: bool, mount: str = LOCAL_NVME_MOUNT, hugepages_mib: int = 0) -> str:
+    """MIME multi-part user data for AL2023 (nodeadm merges its NodeConfig part with EKS's own).
+
+    ``hugepages_mib`` > 0 adds a script part that preallocates that many MiB of
+    2 MiB hugepages (``vm.nr_hugepages``) before kubelet starts.
+    """
     parts = [("application/node.eks.aws", _NODECONFIG)]
+    pages = hugepages_count(hugepages_mib)
+    if pages:
+        parts.append(('text/x-shellscript; charset="us-ascii"', _HUGEPAGES_SCRIPT.format(
+            pages=pages, mib=hugepages_mib, size=keys.HUGEPAGE_SIZE_MI, conf=HUGEPAGES_SYSCTL_FILE)))
     if local_nvme_raid0:
         parts.append(('text/x-shellscript; charset="us-ascii"', _RAID0_SCRIPT.format(mount=mount)))
     body = [f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="{_BOUNDARY}"\n']
@@ -185,6 +219,8 @@ class InstanceGroup(Construct):
         startup taint ``openpod.io/health-check=pending:NoSchedule`` that the deep health check removes.
       root_volume_gib / volumes: encrypted gp3 EBS volumes.
       local_nvme_raid0: assemble instance-store NVMe as RAID0 on ``LOCAL_NVME_MOUNT``.
+      hugepages_mib: MiB of 2 MiB hugepages preallocated at boot (default: ``infra.labels.EFA_HUGEPAGES_MI``
+        on EFA types, what training pods request there; 0 elsewhere).
       imds_hop_limit: 1 keeps containers off IMDS; 2 (default, as EKS's own template) lets
         host-network-less pods that still need instance metadata reach it.
     """
@@ -212,6 +248,7 @@ class InstanceGroup(Construct):
         root_volume_gib: int = 200,
         volumes: Sequence[Volume] = (),
         local_nvme_raid0: bool = True,
+        hugepages_mib: int | None = None,
         imds_hop_limit: int = 2,
     ) -> None:
         super().__init__(scope, id)
@@ -239,6 +276,12 @@ class InstanceGroup(Construct):
             raise ValueError(f"InstanceGroup {group_name}: imds_hop_limit must be 1 or 2, got {imds_hop_limit}")
         if not security_groups:
             raise ValueError(f"InstanceGroup {group_name}: security_groups must include the cluster security group")
+        if hugepages_mib is None:
+            hugepages_mib = keys.EFA_HUGEPAGES_MI if instance_type.efa_supported else 0
+        if hugepages_mib < 0 or hugepages_mib % keys.HUGEPAGE_SIZE_MI:
+            raise ValueError(f"InstanceGroup {group_name}: hugepages_mib must be 0 or more and a multiple of "
+                             f"{keys.HUGEPAGE_SIZE_MI} (2 MiB pages), got {hugepages_mib}")
+        self.hugepages_mib = hugepages_mib
 
         self.interfaces = network_interfaces(instance_type)
         self.placement_group = (
@@ -262,7 +305,8 @@ class InstanceGroup(Construct):
                 )
                 for i in self.interfaces
             ],
-            user_data=Fn.base64(user_data(local_nvme_raid0=local_nvme_raid0 and instance_type.nvme_count > 0)),
+            user_data=Fn.base64(user_data(local_nvme_raid0=local_nvme_raid0 and instance_type.nvme_count > 0,
+                                          hugepages_mib=hugepages_mib)),
             monitoring=ec2.CfnLaunchTemplate.MonitoringProperty(enabled=True),
             tag_specifications=[
                 ec2.CfnLaunchTemplate.TagSpecificationProperty(

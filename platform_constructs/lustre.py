@@ -15,8 +15,7 @@ from constructs import Construct
 
 THROUGHPUTS = (125, 250, 500, 1000)
 CSI_DRIVER = "fsx.csi.aws.com"
-STORAGE_CLASS = "fsx-lustre"
-CLAIM_NAME = "fsx"
+CLAIM_NAME = "fsx-lustre"
 
 
 class LustreStorage(Construct):
@@ -24,9 +23,9 @@ class LustreStorage(Construct):
 
     Files written under ``data_repository_path`` are exported to the bucket and
     new/changed/deleted objects in the bucket are imported automatically.
-    ``add_volume_claim(cluster, namespace)`` creates a static PersistentVolume
-    and a ``fsx`` PersistentVolumeClaim in that namespace, so pods mount the
-    file system with ``persistentVolumeClaim: {claimName: fsx}``.
+    ``add_volume(cluster, name=..., namespace=..., claim=...)`` creates a static
+    PersistentVolume reserved for one namespace's claim; pods mount the file
+    system through that claim.
     """
 
     def __init__(
@@ -123,57 +122,47 @@ class LustreStorage(Construct):
     def mount_name(self) -> str:
         return self.file_system.attr_lustre_mount_name
 
-    def add_volume_claim(self, cluster: eks.ICluster, namespace: str = "default") -> eks.KubernetesManifest:
-        """A static PV for this file system and a ReadWriteMany ``fsx`` PVC bound to it in ``namespace``."""
-        if namespace in self._pvs:
-            return self._pvs[namespace]
-        pv_name = f"fsx-{namespace}"
-        manifest = eks.KubernetesManifest(
-            self, f"Claim-{namespace}", cluster=cluster, overwrite=True,
-            manifest=[
-                {
-                    "apiVersion": "v1", "kind": "PersistentVolume",
-                    "metadata": {"name": pv_name, "labels": {"app.kubernetes.io/part-of": "openpod"}},
-                    "spec": {
-                        "capacity": {"storage": f"{self.storage_capacity_gib}Gi"},
-                        "volumeMode": "Filesystem",
-                        "accessModes": ["ReadWriteMany"],
-                        "persistentVolumeReclaimPolicy": "Retain",
-                        "storageClassName": STORAGE_CLASS,
-                        "mountOptions": ["flock", "noatime"],
-                        "claimRef": {"namespace": namespace, "name": CLAIM_NAME},
-                        "csi": {
-                            "driver": CSI_DRIVER,
-                            "volumeHandle": self.file_system_id,
-                            "volumeAttributes": {"dnsname": self.dns_name, "mountname": self.mount_name},
-                        },
-                    },
-                },
-                {
-                    "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                    "metadata": {"name": CLAIM_NAME, "namespace": namespace},
-                    "spec": {
-                        "accessModes": ["ReadWriteMany"],
-                        "storageClassName": STORAGE_CLASS,
-                        "volumeName": pv_name,
-                        "resources": {"requests": {"storage": f"{self.storage_capacity_gib}Gi"}},
-                    },
-                },
-            ],
-        )
-        self._pvs[namespace] = manifest
-        return manifest
+    def add_volume(self, cluster: eks.ICluster, *, name: str, namespace: str,
+                   claim: str = CLAIM_NAME) -> eks.KubernetesManifest:
+        """A static ReadWriteMany PersistentVolume ``name`` of this file system, reserved for the claim
+        ``namespace/claim`` (its ``claimRef``).
 
-    def add_storage_class(self, cluster: eks.ICluster) -> eks.KubernetesManifest:
-        """The ``fsx-lustre`` StorageClass the static volumes name (static binding only: no provisioner calls)."""
-        return eks.KubernetesManifest(
-            self, "StorageClass", cluster=cluster, overwrite=True,
+        The claim itself is not created here: whoever owns the namespace creates it with
+        ``storageClassName: ""`` and ``volumeName: name`` (the governance objects do, per team).
+        With no storage class on either side, binding is static only: no provisioner is ever asked
+        for a new file system. Every volume points at the same file system.
+        """
+        if not name or not namespace or not claim:
+            raise ValueError(f"LustreStorage: add_volume needs a name, namespace and claim, got "
+                             f"name={name!r} namespace={namespace!r} claim={claim!r}")
+        if name in self._pvs:
+            raise ValueError(f"LustreStorage: a volume named {name!r} exists already (PersistentVolume names "
+                             "are cluster-wide)")
+        manifest = eks.KubernetesManifest(
+            self, f"Volume-{name}", cluster=cluster, overwrite=True,
             manifest=[{
-                "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                "metadata": {"name": STORAGE_CLASS},
-                "provisioner": CSI_DRIVER,
-                "reclaimPolicy": "Retain",
-                "volumeBindingMode": "Immediate",
-                "mountOptions": ["flock", "noatime"],
+                "apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "openpod"}},
+                "spec": {
+                    "capacity": {"storage": f"{self.storage_capacity_gib}Gi"},
+                    "volumeMode": "Filesystem",
+                    "accessModes": ["ReadWriteMany"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": "",
+                    "mountOptions": ["flock", "noatime"],
+                    "claimRef": {"namespace": namespace, "name": claim},
+                    "csi": {
+                        "driver": CSI_DRIVER,
+                        "volumeHandle": self.file_system_id,
+                        "volumeAttributes": {"dnsname": self.dns_name, "mountname": self.mount_name},
+                    },
+                },
             }],
         )
+        self._pvs[name] = manifest
+        return manifest
+
+    @property
+    def volumes(self) -> dict[str, eks.KubernetesManifest]:
+        """PersistentVolume name -> the manifest that applies it."""
+        return dict(self._pvs)

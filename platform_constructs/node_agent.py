@@ -81,7 +81,8 @@ class NodeHealthAgent(Construct):
         # Acknowledged for cdk-nag (v3 reads CDK's native acknowledgements, one per finding).
         region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
         account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
-        arn = f"arn:<AWS::Partition>:{{}}:{region}:{account}:{{}}"
+        partition = "<AWS::Partition>" if Token.is_unresolved(stack.partition) else stack.partition
+        arn = f"arn:{partition}:{{}}:{region}:{account}:{{}}"
         why = ("RebootInstances/SetInstanceHealth are limited to this cluster's instances and groups by the "
                "eks:cluster-name tag condition; Describe* calls cannot be scoped to resources.")
         for resource in (arn.format("autoscaling", "autoScalingGroup:*:autoScalingGroupName/*"),

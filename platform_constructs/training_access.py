@@ -7,7 +7,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-SERVICE_ACCOUNT = "training"
+from infra.labels import TRAINING_SERVICE_ACCOUNT as SERVICE_ACCOUNT
 
 
 class TrainingAccess(Construct):
@@ -15,7 +15,8 @@ class TrainingAccess(Construct):
 
     ``allow(namespace, service_account)`` associates the role with a service
     account; pods running as it get the credentials, nodes keep none of them.
-    The association does not need the namespace to exist yet.
+    The stack calls it for every team namespace, after the governance objects
+    that create the namespace and its ``training`` service account.
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, datasets: s3.IBucket,

@@ -8,13 +8,21 @@ import subprocess
 
 import pytest
 
-from platform_constructs.instance_group import LOCAL_NVME_MOUNT, user_data
+from infra import labels
+from infra.governance import jobset
+from platform_constructs.instance_group import HUGEPAGES_SYSCTL_FILE, LOCAL_NVME_MOUNT, hugepages_count, user_data
 
 
 def _parts(text: str) -> dict[str, str]:
     msg = email.message_from_string(text)
     assert msg.is_multipart()
     return {p.get_content_type(): p.get_payload() for p in msg.get_payload()}
+
+
+def _scripts(text: str) -> list[str]:
+    """The shell script parts, in the order cloud-init runs them."""
+    return [p.get_payload() for p in email.message_from_string(text).get_payload()
+            if p.get_content_type() == "text/x-shellscript"]
 
 
 def test_user_data_is_a_mime_multipart_nodeadm_understands():
@@ -42,3 +50,29 @@ def test_raid0_script_is_valid_bash_and_persists_across_reboots():
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
     inner = script.split("<<'SCRIPT'\n", 1)[1].split("\nSCRIPT\n", 1)[0]
     subprocess.run(["bash", "-n"], input=inner, text=True, check=True)
+
+
+def test_efa_nodes_preallocate_the_hugepages_pods_request_before_anything_else():
+    # One constant: what `openpod submit` requests by default is what EFA nodes preallocate.
+    assert jobset.DEFAULT_HUGEPAGES_MI == labels.EFA_HUGEPAGES_MI
+    pages = hugepages_count(labels.EFA_HUGEPAGES_MI)
+    assert pages * labels.HUGEPAGE_SIZE_MI >= jobset.DEFAULT_HUGEPAGES_MI and pages == 2560
+    scripts = _scripts(user_data(local_nvme_raid0=True, hugepages_mib=labels.EFA_HUGEPAGES_MI))
+    assert len(scripts) == 2 and "mdadm" in scripts[1]  # hugepages first: least fragmented memory
+    script = scripts[0]
+    assert script.startswith("#!/bin/bash")
+    # Persisted for systemd-sysctl (every reboot, before kubelet) and applied now (first boot: cloud-init
+    # runs user scripts before nodeadm-run starts kubelet).
+    assert f'echo "vm.nr_hugepages = {pages}" > {HUGEPAGES_SYSCTL_FILE}' in script
+    assert f"sysctl -q -p {HUGEPAGES_SYSCTL_FILE}" in script
+    assert HUGEPAGES_SYSCTL_FILE.startswith("/etc/sysctl.d/") and HUGEPAGES_SYSCTL_FILE.endswith(".conf")
+    if shutil.which("bash"):
+        subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+
+
+def test_no_hugepages_part_without_hugepages_and_odd_sizes_refused():
+    assert _scripts(user_data(local_nvme_raid0=False)) == []
+    assert _scripts(user_data(local_nvme_raid0=False, hugepages_mib=0)) == []
+    for bad in (-2, 5121):
+        with pytest.raises(ValueError, match="hugepages_mib must be 0 or more and a multiple of 2"):
+            user_data(local_nvme_raid0=False, hugepages_mib=bad)

@@ -41,7 +41,7 @@ LEVELS: dict[str, str] = {
     "layer-3": labels.TOPOLOGY_LAYERS[2],
     "host": labels.HOSTNAME,
 }
-DEFAULT_HUGEPAGES_MI = 5120
+DEFAULT_HUGEPAGES_MI = labels.EFA_HUGEPAGES_MI  # what EFA nodes preallocate (instance group user data)
 DEFAULT_MAX_RESTARTS = 10
 
 
@@ -124,8 +124,12 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
             raise JobError(f"--nodes {req.nodes} cannot fit one host; --require-topology host needs --nodes 1")
     if not 0 <= req.max_restarts <= 1000:
         raise JobError(f"--max-restarts {req.max_restarts} not allowed; use 0 to 1000")
-    if req.hugepages_mi < 0:
-        raise JobError(f"--hugepages {req.hugepages_mi} not allowed; use 0 or more MiB")
+    if req.hugepages_mi < 0 or req.hugepages_mi % labels.HUGEPAGE_SIZE_MI:
+        raise JobError(f"--hugepages {req.hugepages_mi} not allowed; use 0 or more MiB, a multiple of "
+                       f"{labels.HUGEPAGE_SIZE_MI} (2 MiB pages)")
+    if t.efa_supported and req.hugepages_mi > labels.EFA_HUGEPAGES_MI:
+        raise JobError(f"--hugepages {req.hugepages_mi} is more than an EFA node of group {req.group} has: nodes "
+                       f"preallocate {labels.EFA_HUGEPAGES_MI} MiB; use 0 to {labels.EFA_HUGEPAGES_MI}")
     if req.shm_gi is not None:
         memory = res.pod_share(t, req.accelerators_per_node or t.accelerator_count).memory_gib
         if not 1 <= req.shm_gi < memory:
@@ -193,6 +197,8 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         pod_meta["annotations"] = annotations
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
+        # Pod Identity gives this service account the platform's training role (bucket access).
+        "serviceAccountName": labels.TRAINING_SERVICE_ACCOUNT,
         "nodeSelector": {labels.INSTANCE_GROUP: group.name},
         "containers": [container],
         "volumes": [

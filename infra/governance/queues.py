@@ -3,7 +3,8 @@
 One namespace, ClusterQueue and LocalQueue per team; one ResourceFlavor per
 instance group; one shared Cohort; the spec's WorkloadPriorityClasses; Kueue
 Topologies over the EKS network topology labels; RBAC so a team's users submit
-only in their own namespace; the team's FSx PersistentVolumeClaim.
+only in their own namespace; the team's FSx PersistentVolumeClaim and the
+service account its training pods run as.
 
 Everything here is a pure function of the spec: ``openpod manifests`` writes
 these objects as YAML and the TaskGovernance construct applies the same list.
@@ -67,8 +68,21 @@ QUEUE_VIEWER = "openpod-queue-viewer"
 
 
 def team_group(team: str) -> str:
-    """Kubernetes group whose members submit as ``team`` (map IAM roles to it with an access entry)."""
+    """Kubernetes group whose members submit as ``team``: the stack gives each of the team's
+    ``users`` (IAM principal ARNs) an EKS access entry with this group."""
     return f"openpod:team:{team}"
+
+
+def team_members(spec: ClusterSpec) -> dict[str, list[str]]:
+    """IAM principal ARN -> the team groups it joins (a user may be in several teams; EKS allows one
+    access entry per principal, so the stack gives each principal one entry with all its groups)."""
+    out: dict[str, list[str]] = {}
+    for team in spec.teams:
+        for arn in team.users:
+            groups = out.setdefault(arn, [])
+            if team_group(team.name) not in groups:
+                groups.append(team_group(team.name))
+    return out
 
 
 def local_queue_name(team: str) -> str:
@@ -243,11 +257,9 @@ def priority_classes(spec: ClusterSpec) -> list[dict[str, Any]]:
 
 
 def _subjects(team: TeamSpec) -> list[dict[str, Any]]:
-    subjects = [{"kind": "Group", "name": team_group(team.name), "apiGroup": "rbac.authorization.k8s.io"}]
-    for u in team.users:
-        kind = "User" if u.startswith("arn:") else "Group"
-        subjects.append({"kind": kind, "name": u, "apiGroup": "rbac.authorization.k8s.io"})
-    return subjects
+    """The team's Kubernetes group only: its IAM users and roles join it through their EKS access
+    entries (a User subject would name one identity, and role sessions have per-session names)."""
+    return [{"kind": "Group", "name": team_group(team.name), "apiGroup": "rbac.authorization.k8s.io"}]
 
 
 def rbac(team: TeamSpec) -> list[dict[str, Any]]:
@@ -278,3 +290,10 @@ def fsx_claim(spec: ClusterSpec, team: TeamSpec) -> dict[str, Any]:
             "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "",
                      "volumeName": fsx_volume_name(team.name),
                      "resources": {"requests": {"storage": f"{spec.storage.fsx.storage_capacity_gib}Gi"}}}}
+
+
+def training_service_account(team: TeamSpec) -> dict[str, Any]:
+    """The service account submitted pods run as; the stack's Pod Identity association gives it the
+    platform's training role (datasets, checkpoints, logs buckets)."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": _meta(labels.TRAINING_SERVICE_ACCOUNT, team.name, **{TEAM_LABEL: team.name})}

@@ -15,6 +15,7 @@ from aws_cdk import aws_s3 as s3
 
 from infra import instance_types as it
 from infra.spec import CapacityType
+from platform_constructs.cluster import PlatformCluster
 from platform_constructs.device_plugins import DevicePlugins
 from platform_constructs.images import ContainerImage
 from platform_constructs.instance_group import InstanceGroup
@@ -50,6 +51,7 @@ def _group(env, id, **props):
     (dict(min_size=3, desired_size=1, max_size=4), "min_size <= desired_size <= max_size"),
     (dict(imds_hop_limit=3), "imds_hop_limit must be 1 or 2"),
     (dict(security_groups=[]), "security_groups must include the cluster security group"),
+    (dict(hugepages_mib=5121), "hugepages_mib must be 0 or more and a multiple of 2"),
 ])
 def test_instance_group_rejects_bad_props(env, props, message):
     with pytest.raises(ValueError, match=message):
@@ -66,6 +68,21 @@ def test_cpu_group_may_span_subnets_and_gets_no_startup_taint(env):
     assert g.efa_interface_count == 0 and g.placement_group is None
     cfn = g.nodegroup.node.default_child
     assert cdk.Stack.of(g).resolve(cfn.taints) in (None, [])
+
+
+def test_cluster_access_props(env):
+    from infra.spec import DEFAULT_ADDONS, AccessEntry
+
+    stack, net, _, _ = env
+    base = dict(cluster_name="c", vpc=net.vpc, subnets=net.private_subnets(), version="1.34",
+                secrets_key=kms.Key(stack, "SecretsKey"), addon_versions=DEFAULT_ADDONS)
+    arn = "arn:aws:iam::111122223333:role/admins"
+    with pytest.raises(ValueError, match=r"kubernetes_groups\['arn:aws:iam::111122223333:role/admins'\] must list"):
+        PlatformCluster(stack, "NoGroup", **base, kubernetes_groups={arn: []})
+    with pytest.raises(ValueError, match="outside the reserved system: prefix"):
+        PlatformCluster(stack, "System", **base, kubernetes_groups={arn: ["system:masters"]})
+    with pytest.raises(ValueError, match="access_entries lists arn:aws:iam::111122223333:role/admins more than once"):
+        PlatformCluster(stack, "Twice", **base, access_entries=[AccessEntry(principal_arn=arn)] * 2)
 
 
 def test_network_props():
@@ -92,6 +109,18 @@ def test_lustre_and_plugins_and_image_props(env):
     with pytest.raises(ValueError, match="throughput_per_tib must be one of"):
         LustreStorage(stack, "L2", subnet=sub, security_group=net.lustre_security_group, bucket=bucket,
                       encryption_key=key, throughput_per_tib=300)
+    from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
+
+    fs = LustreStorage(stack, "L3", subnet=sub, security_group=net.lustre_security_group, bucket=bucket,
+                       encryption_key=key)
+    with_kubectl = eks.Cluster(stack, "Kubectl", version=eks.KubernetesVersion.V1_34, vpc=net.vpc,
+                               kubectl_provider_options=eks.KubectlProviderOptions(
+                                   kubectl_layer=KubectlV34Layer(stack, "Layer")))
+    fs.add_volume(with_kubectl, name="fsx-lustre-a", namespace="a")
+    with pytest.raises(ValueError, match="a volume named 'fsx-lustre-a' exists already"):
+        fs.add_volume(with_kubectl, name="fsx-lustre-a", namespace="b")
+    with pytest.raises(ValueError, match="add_volume needs a name, namespace and claim"):
+        fs.add_volume(with_kubectl, name="fsx-lustre-c", namespace="")
     with pytest.raises(ValueError, match="chart_versions lacks a version for nvidia-device-plugin"):
         DevicePlugins(stack, "D", cluster=cluster, chart_versions={}, nvidia=True)
     with pytest.raises(ValueError, match="architectures must be a non-empty subset"):

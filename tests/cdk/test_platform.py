@@ -211,7 +211,7 @@ def test_nodes_join_only_after_networking_add_ons_and_coredns_waits_for_nodes(de
 def test_access_entries_from_the_spec(large):
     entries = {r["Properties"]["PrincipalArn"]: r["Properties"]["AccessPolicies"]
                for r in large.resources("AWS::EKS::AccessEntry").values()
-               if isinstance(r["Properties"]["PrincipalArn"], str)}
+               if isinstance(r["Properties"]["PrincipalArn"], str) and "AccessPolicies" in r["Properties"]}
     admin = entries["arn:aws:iam::111122223333:role/platform-admins"][0]
     assert json.dumps(admin["PolicyArn"]).endswith(':cluster-access-policy/AmazonEKSClusterAdminPolicy"]]}')
     view = entries["arn:aws:iam::111122223333:role/ml-engineers"][0]
@@ -247,11 +247,49 @@ def test_data_repository_association_imports_and_exports_the_datasets_bucket(def
     assert p["S3"]["AutoExportPolicy"]["Events"] == ["NEW", "CHANGED", "DELETED"]
 
 
-def test_pods_get_a_static_pv_and_pvc_for_the_file_system(default):
-    manifests = [json.loads(json.dumps(r["Properties"]["Manifest"]))
-                 for r in default.resources("Custom::AWSCDK-EKS-KubernetesResource").values()]
-    text = json.dumps(manifests)
-    assert "PersistentVolumeClaim" in text and "fsx.csi.aws.com" in text and "StorageClass" in text
+def applied(synth) -> list[tuple[str, dict, list]]:
+    """(logical id, object, CloudFormation references in its manifest) for every Kubernetes object the
+    stack applies; references (file system id, DNS name, ...) read as ``<token>`` inside the object."""
+    out = []
+    for lid, r in synth.resources("Custom::AWSCDK-EKS-KubernetesResource").items():
+        manifest, refs = r["Properties"]["Manifest"], []
+        if isinstance(manifest, dict):
+            parts = manifest["Fn::Join"][1]
+            refs = [p for p in parts if not isinstance(p, str)]
+            manifest = "".join(p if isinstance(p, str) else "<token>" for p in parts)
+        out += [(lid, obj, refs) for obj in json.loads(manifest)]
+    return out
+
+
+def _gib(quantity: str) -> int:
+    assert quantity.endswith("Gi"), quantity
+    return int(quantity[:-2])
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_every_team_claim_binds_to_its_own_static_volume_of_the_file_system(synthesized, example):
+    synth = synthesized[example]
+    objs = applied(synth)
+    teams = sorted(t.name for t in synth.stack.spec.teams)
+    pvs = {o["metadata"]["name"]: (o, refs) for _, o, refs in objs if o["kind"] == "PersistentVolume"}
+    claims = [o for _, o, _ in objs if o["kind"] == "PersistentVolumeClaim"]
+    # One claim per team (the governance objects' own), none elsewhere; one volume per claim.
+    assert sorted(c["metadata"]["namespace"] for c in claims) == teams
+    assert sorted(pvs) == [f"fsx-lustre-{t}" for t in teams]
+    assert not [o for _, o, _ in objs if o["kind"] == "StorageClass"]  # static binding only
+    fs_id = synth.stack.get_logical_id(synth.stack.lustre.file_system)
+    for claim in claims:
+        pv, refs = pvs[claim["spec"]["volumeName"]]
+        ns = claim["metadata"]["namespace"]
+        assert pv["spec"]["claimRef"] == {"namespace": ns, "name": claim["metadata"]["name"]}
+        assert pv["spec"]["storageClassName"] == claim["spec"]["storageClassName"] == ""
+        assert pv["spec"]["accessModes"] == claim["spec"]["accessModes"] == ["ReadWriteMany"]
+        assert _gib(pv["spec"]["capacity"]["storage"]) >= _gib(claim["spec"]["resources"]["requests"]["storage"])
+        assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+        csi = pv["spec"]["csi"]
+        assert csi["driver"] == "fsx.csi.aws.com" and csi["volumeHandle"] == "<token>"
+        assert {"Ref": fs_id} in refs  # every volume is the same file system
+        assert {"Fn::GetAtt": [fs_id, "DNSName"]} in refs and {"Fn::GetAtt": [fs_id, "LustreMountName"]} in refs
 
 
 def test_buckets_are_kms_encrypted_private_versioned_and_expire_multipart_uploads(default):
@@ -358,9 +396,9 @@ def test_training_pods_get_bucket_access_through_pod_identity_not_the_node_role(
     (stmt,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert stmt["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert sorted(stmt["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
-    (assoc,) = [a for a in default.resources("AWS::EKS::PodIdentityAssociation").values()
-                if a["Properties"]["RoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}]
-    assert (assoc["Properties"]["Namespace"], assoc["Properties"]["ServiceAccount"]) == ("default", "training")
+    associations = [a for a in default.resources("AWS::EKS::PodIdentityAssociation").values()
+                    if a["Properties"]["RoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}]
+    assert associations
     node_role = default.template["Resources"][stack.get_logical_id(stack.node_role.node.default_child)]
     assert "s3" not in json.dumps(node_role).lower().replace("amazons3", "")
     policy_text = json.dumps([r for r in default.resources("AWS::IAM::Policy").values()
@@ -373,3 +411,69 @@ def test_synth_needs_no_context_lookup_even_with_an_account(synthesized, example
     """A lookup would make `cdk synth` call AWS (the large example names an account)."""
     manifest = json.loads((synthesized[example].outdir / "manifest.json").read_text())
     assert manifest.get("missing") in (None, [])
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_each_team_namespace_associates_the_training_role_with_the_service_account_its_jobs_run_as(
+        synthesized, example):
+    from infra.governance import jobset, queues
+
+    synth = synthesized[example]
+    stack, spec = synth.stack, synth.stack.spec
+    role_id = stack.get_logical_id(stack.training_access.role.node.default_child)
+    associations = {(a["Properties"]["Namespace"], a["Properties"]["ServiceAccount"]): a
+                    for a in synth.resources("AWS::EKS::PodIdentityAssociation").values()
+                    if a["Properties"]["RoleArn"] == {"Fn::GetAtt": [role_id, "Arn"]}}
+    assert set(associations) == {(t.name, labels.TRAINING_SERVICE_ACCOUNT) for t in spec.teams}
+    # The service accounts exist: the governance core manifest creates them with the namespaces,
+    # and every association waits for that manifest.
+    (core_id,) = [lid for lid in synth.resources("Custom::AWSCDK-EKS-KubernetesResource")
+                  if lid.startswith("GovernanceCore")]
+    core = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])
+            for lid, o, _ in applied(synth) if lid == core_id}
+    for (ns, sa), assoc in associations.items():
+        assert ("Namespace", None, ns) in core and ("ServiceAccount", ns, sa) in core
+        assert core_id in assoc["DependsOn"]
+    # A job submitted for a team runs as exactly that service account.
+    team = spec.teams[0]
+    group = next(iter(team.quotas))
+    req = jobset.JobRequest(name="j", team=team.name, group=group, image="i", nodes=1, script=("t.py",))
+    jobset.validate(spec, req)
+    pod = jobset.build(spec, req)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert (req.team, pod["serviceAccountName"]) in associations
+    assert queues.FSX_CLAIM in json.dumps(pod["volumes"])
+
+
+def test_team_users_get_access_entries_in_their_team_group_and_no_access_policy(large):
+    from infra.governance import queues
+
+    spec = large.stack.spec
+    entries = {r["Properties"]["PrincipalArn"]: r["Properties"]
+               for r in large.resources("AWS::EKS::AccessEntry").values()
+               if isinstance(r["Properties"]["PrincipalArn"], str)}
+    bound = {o["metadata"]["namespace"]: o["subjects"] for _, o, _ in applied(large) if o["kind"] == "RoleBinding"}
+    users = [(t.name, arn) for t in spec.teams for arn in t.users]
+    assert users  # the example declares some
+    for team, arn in users:
+        group = queues.team_group(team)
+        assert group in entries[arn]["KubernetesGroups"]
+        # RBAC binds that very group in the team's namespace, and no principal as a User.
+        assert {"kind": "Group", "name": group, "apiGroup": "rbac.authorization.k8s.io"} in bound[team]
+    assert all(s["kind"] == "Group" for subjects in bound.values() for s in subjects)
+    member = entries["arn:aws:iam::111122223333:role/pretraining-engineers"]
+    assert member["KubernetesGroups"] == ["openpod:team:pretraining"] and member["Type"] == "STANDARD"
+    assert "AccessPolicies" not in member  # RBAC alone authorizes a team member
+    # A principal with a spec access entry keeps that one entry (EKS allows one per principal), plus its group.
+    viewer = entries["arn:aws:iam::111122223333:role/ml-engineers"]
+    assert viewer["KubernetesGroups"] == ["openpod:team:post-training"]
+    assert json.dumps(viewer["AccessPolicies"]).endswith(':cluster-access-policy/AmazonEKSViewPolicy"]]}}]')
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_efa_groups_preallocate_the_hugepages_jobs_request_and_other_groups_none(synthesized, example):
+    from infra.governance import jobset
+
+    synth = synthesized[example]
+    pages = f"vm.nr_hugepages = {jobset.DEFAULT_HUGEPAGES_MI // labels.HUGEPAGE_SIZE_MI}"
+    for g in synth.stack.spec.instance_groups:
+        assert (pages in _user_data(synth.launch_template(g.name))) is g.type.efa_supported, g.name

@@ -34,6 +34,7 @@ CRD_FILES = {
 CORE_MODELS = {
     ("v1", "Namespace"): "V1Namespace",
     ("v1", "PersistentVolumeClaim"): "V1PersistentVolumeClaim",
+    ("v1", "ServiceAccount"): "V1ServiceAccount",
     ("rbac.authorization.k8s.io/v1", "Role"): "V1Role",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "V1RoleBinding",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",

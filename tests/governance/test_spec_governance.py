@@ -81,3 +81,35 @@ def test_bad_preemption_value_names_the_allowed_ones():
     (p,) = problems(d)
     assert p.startswith("teams[0] (research).preemption.within_cluster_queue: 'Always' not allowed")
     assert "'Never', 'LowerPriority' or 'LowerOrNewerEqualPriority'" in p
+
+
+def test_team_users_must_be_iam_principal_arns():
+    d = base()
+    d["teams"][0]["users"] = ["ml-researchers", "arn:aws:iam::111122223333:role/ml/researchers",
+                              "arn:aws:sts::111122223333:assumed-role/researchers/alice"]
+    help_ = ("not allowed; use an IAM role or user ARN such as arn:aws:iam::111122223333:role/ml-researchers "
+             "(not a Kubernetes group or an assumed-role session)")
+    assert problems(d) == [f"teams[0] (research).users[0]: 'ml-researchers' {help_}",
+                           f"teams[0] (research).users[2]: 'arn:aws:sts::111122223333:assumed-role/researchers/alice' "
+                           f"{help_}"]
+    d["teams"][0]["users"] = ["arn:aws:iam::111122223333:user/alice", "arn:aws:iam::111122223333:user/alice"]
+    assert problems(d) == ["teams[0] (research).users: 'arn:aws:iam::111122223333:user/alice' is listed twice"]
+
+
+def test_a_user_in_two_teams_gets_both_groups_once():
+    from infra.governance import queues
+
+    d = base()
+    alice, bob = "arn:aws:iam::111122223333:user/alice", "arn:aws:iam::111122223333:role/bob"
+    d["teams"][0]["users"] = [alice, bob]
+    d["teams"][1]["users"] = [alice]
+    assert queues.team_members(parse_spec(d)) == {alice: ["openpod:team:research", "openpod:team:product"],
+                                                 bob: ["openpod:team:research"]}
+
+
+def test_one_access_entry_per_principal():
+    d = base()
+    arn = "arn:aws:iam::111122223333:role/admins"
+    d["eks"]["access_entries"] = [{"principal_arn": arn, "access": "view"}, {"principal_arn": arn}]
+    assert problems(d) == [f"eks.access_entries: '{arn}' is listed twice; EKS allows one access entry per principal "
+                           "(give it the broader access)"]

@@ -68,7 +68,10 @@ def check_common(js: dict, *, name: str, team: str, priority: str, nodes: int, n
     assert mounts == {"/dev/shm": "dshm", "/fsx": "fsx"}
     res = container(js)["resources"]
     assert res["requests"] == res["limits"]  # hugepages need requests == limits
-    assert res["requests"]["hugepages-2Mi"] == "5120Mi"
+    # What the EFA node groups preallocate (vm.nr_hugepages in their user data): one shared constant.
+    assert res["requests"]["hugepages-2Mi"] == f"{labels.EFA_HUGEPAGES_MI}Mi" == "5120Mi"
+    # Pod Identity: the service account the governance objects create and the stack associates.
+    assert spec["serviceAccountName"] == labels.TRAINING_SERVICE_ACCOUNT == "training"
 
 
 def test_p5_job_under_one_network_spine():
@@ -172,3 +175,15 @@ def test_default_placement_packs_into_one_ultraserver_or_layer3_node():
         jobset.validate(spec, req)
         annotations = pod(jobset.build(spec, req))["metadata"].get("annotations", {})
         assert annotations == ({"kueue.x-k8s.io/podset-preferred-topology": label} if label else {})
+
+
+@pytest.mark.parametrize("hugepages, message", [
+    ("5121", "--hugepages 5121 not allowed; use 0 or more MiB, a multiple of 2 (2 MiB pages)"),
+    ("8192", "--hugepages 8192 is more than an EFA node of group p5 has: nodes preallocate 5120 MiB; use 0 to 5120"),
+])
+def test_hugepages_beyond_what_efa_nodes_preallocate_is_refused(hugepages, message):
+    result = CliRunner().invoke(main, ["submit", "--spec", SPEC, "--image", "i", "--name", "x", "--team", "research",
+                                       "--group", "p5", "--nodes", "1", "--hugepages", hugepages, "--dry-run",
+                                       "--", "t.py"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == f"error: {message}"
