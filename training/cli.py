@@ -71,13 +71,15 @@ def main() -> None:
 @click.option("--rdzv-endpoint", default=None, help="host:port of the c10d rendezvous [default: local free port]")
 @click.option("--rdzv-id", default=None, help="job id shared by all agents [default: from CHECKPOINT_DIR]")
 @click.option("--node-id", default=None, help="this node's name for node-local tiers [default: hostname]")
+@click.option("--rdzv-last-call", type=int, default=3,
+              help="seconds an elastic rendezvous waits for more nodes once MIN are there")
 @click.option("--max-restarts", type=int, default=0, help="worker group restarts torchrun may do")
 @click.option("--threads", type=int, default=1, help="torch threads per worker")
 @click.option("--metrics-port", type=int, default=None, help="serve Prometheus metrics from rank 0")
 @click.option("--bind-host", default="127.0.0.1", help="address for the peer side-channel and the agent")
 def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, global_batch, micro_batch,
         num_samples, data_dir, memory_dir, nvme_dir, s3_uri, s3_endpoint_url, fsx_every, s3_every, keep,
-        peer_replication, nnodes, rdzv_endpoint, rdzv_id, node_id, max_restarts, threads, metrics_port,
+        peer_replication, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
         bind_host) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = []
@@ -139,9 +141,13 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
            f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}",
            "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint or f'{bind_host}:{free_port()}'}",
            f"--rdzv-id={rdzv_id or job}", f"--max-restarts={max_restarts}", "--monitor-interval=0.2",
-           f"--local-addr={bind_host}",
+           f"--local-addr={bind_host}", f"--rdzv-conf=last_call_timeout={rdzv_last_call}",
            "-m", "training.worker", "--config", str(config_path), "--result-dir", str(results)]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    # torch 2.13's shared rendezvous TCPStore caches the first round's store address,
+    # so after a membership change agents can end up on different stores and hang;
+    # the per-round store avoids that (see docs/training.md, "Elastic").
+    env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     if node_id:
         env["OPENPOD_NODE_ID"] = node_id
     try:

@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
@@ -166,7 +167,7 @@ class Checkpointer:
             kill_point("before_commit", step, self.rank)
             tier.commit(marker)
             kill_point("after_commit", step, self.rank)
-        except Exception as e:  # a full disk fails this save, not the training
+        except (Exception, CheckpointException) as e:  # a full disk fails this save, not the training
             self.stats.failed += 1
             self.stats.last_error = f"{type(e).__name__}: {e}"
             log.warning("checkpoint of step %d failed in %s: %s; training continues", step, tier.name, e)
@@ -290,7 +291,7 @@ class Checkpointer:
                 return RestoreInfo(step=step, source=src.name, seconds=0.0, meta=m.meta)
             except CorruptCheckpoint as e:
                 log.warning("skipping corrupt checkpoint %s", e)
-            except Exception as e:  # noqa: BLE001 - any unreadable copy falls back to the next source
+            except (Exception, CheckpointException) as e:  # noqa: BLE001 - any unreadable copy: next source
                 log.warning("skipping checkpoint %s: %s: %s", where, type(e).__name__, e)
         return None
 
