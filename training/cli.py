@@ -22,7 +22,6 @@ from pathlib import Path
 import click
 
 from training.config import MODELS, CheckpointConfig, DataConfig, RunConfig, TierConfig
-from training.data import ensure_dataset
 from training.storage_utils import write_json_atomic
 
 EXIT_USAGE = 2
@@ -127,6 +126,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
                     metrics_port=metrics_port,
                     checkpoint=CheckpointConfig(enabled=checkpoint_every > 0, every=checkpoint_every, tiers=tiers,
                                                 peer_replication=peer_replication, peer_host=bind_host))
+    from training.data import ensure_dataset  # imports torch: only once the arguments are valid
+
     try:
         ensure_dataset(data.data_dir, seed=seed, num_samples=num_samples, samples_per_shard=data.samples_per_shard,
                        seq_len=m.seq_len, vocab_size=m.vocab_size)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server, write_to_textfile
 
-from training.checkpoint.storage import atomic_write
+from training.storage_utils import atomic_write
 
 CATEGORIES = ("productive", "startup", "restore", "checkpoint_blocking", "replayed", "rescheduling")
 LEDGER = "goodput.json"
@@ -36,10 +36,11 @@ def process_start_time() -> float:
 
 
 class Goodput:
-    def __init__(self, run_dir: str | Path, *, rank: int, metrics_port: int | None = None):
+    def __init__(self, run_dir: str | Path, *, rank: int, metrics_port: int | None = None,
+                 started: float | None = None):
         self.rank = rank
         self.dir = Path(run_dir)
-        self.started = process_start_time()
+        self.started = process_start_time() if started is None else started
         self.seconds = dict.fromkeys(CATEGORIES, 0.0)
         prev = self._read_ledger()
         self.prior = {k: float(prev.get("seconds", {}).get(k, 0.0)) for k in CATEGORIES}

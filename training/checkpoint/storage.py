@@ -19,11 +19,12 @@ import json
 import logging
 import os
 import shutil
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
+
+from training.storage_utils import atomic_write, fsync_dir as _fsync_dir
 
 log = logging.getLogger("training.checkpoint")
 
@@ -88,27 +89,6 @@ def verify_dir(d: Path, marker: Marker, where: str) -> None:
             raise CorruptCheckpoint(f"{where}: file {name} has {p.stat().st_size} bytes, marker says {want['size']}")
         if sha256_file(p) != want["sha256"]:
             raise CorruptCheckpoint(f"{where}: file {name} fails its sha256 check")
-
-
-def _fsync_dir(d: Path) -> None:
-    fd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes, *, fsync: bool = True) -> None:
-    """Write ``data`` to ``path`` so readers see the old file or the whole new one."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        if fsync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
-    if fsync:
-        _fsync_dir(path.parent)
 
 
 class Tier:
