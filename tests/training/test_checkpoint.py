@@ -154,10 +154,16 @@ def test_peer_server_holds_a_buddys_snapshot(tmp_path):
         client = PeerClient(server.address)
         client.put(marker, src)
         assert [m.key for m in client.list()] == ["step_000000002/rank_00001"]
-        m, files = client.get(2, 1)
-        assert files[".metadata"] == (src / ".metadata").read_bytes()
+        landing = DirTier("memory", tmp_path / "replacement-node", fsync=False)
+        m = client.get(2, 1, landing)
+        assert (landing.snapshot_dir(2, 1) / ".metadata").read_bytes() == (src / ".metadata").read_bytes()
+        assert [x.key for x in landing.markers()] == [m.key]
         with pytest.raises(ConnectionError, match="no snapshot for step 9"):
-            client.get(9, 1)
+            client.get(9, 1, landing)
+        bad = Marker(step=3, rank=1, world_size=2, files={n: {**f, "sha256": "0" * 64} for n, f in marker.files.items()})
+        with pytest.raises(ConnectionError):  # the server refuses a transfer whose checksum does not match
+            client.put(bad, src)
+        assert not (tmp_path / "other-node.held/step_000000003/rank_00001.commit.json").exists()
     finally:
         server.close()
     assert buddy_of(0, 4, 2) == 2 and buddy_of(3, 4, 2) == 1 and buddy_of(0, 2, 2) is None

@@ -7,11 +7,13 @@ directory survives worker restarts. A replacement node, whose own memory is empt
 lists what its peers hold and fetches its snapshot over the network.
 
 Wire format: a 4-byte big-endian length, a JSON header, then the raw file bytes
-whose sizes the header lists.
+whose sizes the header lists (sent with sendfile, received in 4 MiB chunks and
+hashed on the fly, so a damaged transfer is never committed).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import socket
@@ -20,7 +22,7 @@ import struct
 import threading
 from pathlib import Path
 
-from training.checkpoint.storage import DirTier, Marker
+from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker
 
 log = logging.getLogger("training.checkpoint")
 
@@ -30,6 +32,9 @@ def buddy_of(rank: int, world_size: int, local_world_size: int) -> int | None:
     if world_size <= local_world_size:
         return None
     return (rank + local_world_size) % world_size
+
+
+_BUF = 4 << 20
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -43,17 +48,41 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def _send(sock: socket.socket, header: dict, payloads: list[bytes] = ()) -> None:
+def _send(sock: socket.socket, header: dict, files: list[Path] = ()) -> None:
+    """Header, then each file's bytes straight from the page cache (sendfile)."""
     h = json.dumps(header).encode()
     sock.sendall(struct.pack(">I", len(h)) + h)
-    for p in payloads:
-        sock.sendall(p)
+    for p in files:
+        with open(p, "rb") as f:
+            sock.sendfile(f)
 
 
-def _recv(sock: socket.socket) -> tuple[dict, list[bytes]]:
+def _recv_header(sock: socket.socket) -> dict:
     (n,) = struct.unpack(">I", _recv_exact(sock, 4))
-    header = json.loads(_recv_exact(sock, n))
-    return header, [_recv_exact(sock, s) for s in header.get("sizes", [])]
+    return json.loads(_recv_exact(sock, n))
+
+
+def _recv_snapshot(sock: socket.socket, header: dict, tier: DirTier) -> Marker:
+    """Stream the files into ``tier``, checking each sha256 on the fly; commit only if all match."""
+    marker = Marker.from_json(header["marker"])
+    d = tier.prepare(marker.step, marker.rank)
+    buf = bytearray(_BUF)
+    for name, size in zip(header["names"], header["sizes"]):
+        h, left = hashlib.sha256(), size
+        with open(d / name, "wb") as f:
+            while left:
+                k = sock.recv_into(buf, min(len(buf), left))
+                if not k:
+                    raise ConnectionError("peer closed the connection")
+                view = memoryview(buf)[:k]
+                h.update(view)
+                f.write(view)
+                left -= k
+        if h.hexdigest() != marker.files[name]["sha256"]:
+            tier.delete(marker.step, marker.rank)
+            raise CorruptCheckpoint(f"peer copy of {marker.key}: file {name} fails its sha256 check")
+    tier.commit(marker)
+    return marker
 
 
 class PeerServer:
@@ -67,7 +96,7 @@ class PeerServer:
             def handle(self) -> None:
                 try:
                     server._handle(self.request)
-                except (ConnectionError, OSError) as e:
+                except (ConnectionError, OSError, CorruptCheckpoint) as e:
                     log.warning("peer request failed: %s", e)
 
         self._srv = socketserver.ThreadingTCPServer((host, 0), Handler)
@@ -79,11 +108,10 @@ class PeerServer:
         return [t for t in (self.held, self.own) if t is not None]
 
     def _handle(self, sock: socket.socket) -> None:
-        header, payloads = _recv(sock)
+        header = _recv_header(sock)
         op = header["op"]
         if op == "put":
-            marker = Marker.from_json(header["marker"])
-            self.held.put_bytes(marker, dict(zip(header["names"], payloads)))
+            marker = _recv_snapshot(sock, header, self.held)
             self.held.retain(marker.rank)
             _send(sock, {"ok": True})
         elif op == "list":
@@ -94,12 +122,11 @@ class PeerServer:
                 for m in t.markers():
                     if m.step == header["step"] and m.rank == header["rank"]:
                         d = t.snapshot_dir(m.step, m.rank)
-                        try:
-                            data = [(d / n).read_bytes() for n in m.files]
-                        except FileNotFoundError:
+                        paths = [d / n for n in m.files]
+                        if not all(p.is_file() for p in paths):
                             continue
                         _send(sock, {"marker": m.to_json(), "names": list(m.files),
-                                     "sizes": [len(b) for b in data]}, data)
+                                     "sizes": [m.files[n]["size"] for n in m.files]}, paths)
                         return
             _send(sock, {"error": f"no snapshot for step {header['step']} rank {header['rank']}"})
         else:
@@ -114,23 +141,41 @@ class PeerClient:
     def __init__(self, address: tuple[str, int], timeout: float = 60.0):
         self.address, self.timeout = tuple(address), timeout
 
-    def _call(self, header: dict, payloads: list[bytes] = ()) -> tuple[dict, list[bytes]]:
-        with socket.create_connection(self.address, timeout=self.timeout) as s:
-            _send(s, header, payloads)
-            reply, data = _recv(s)
+    def _reply(self, s: socket.socket) -> dict:
+        reply = _recv_header(s)
         if "error" in reply:
             raise ConnectionError(f"peer {self.address[0]}:{self.address[1]}: {reply['error']}")
-        return reply, data
+        return reply
 
     def put(self, marker: Marker, src: Path) -> None:
-        data = [(src / n).read_bytes() for n in marker.files]
-        self._call({"op": "put", "marker": marker.to_json(), "names": list(marker.files),
-                    "sizes": [len(b) for b in data]}, data)
+        with socket.create_connection(self.address, timeout=self.timeout) as s:
+            _send(s, {"op": "put", "marker": marker.to_json(), "names": list(marker.files),
+                      "sizes": [marker.files[n]["size"] for n in marker.files]}, [src / n for n in marker.files])
+            self._reply(s)
 
     def list(self) -> list[Marker]:
-        reply, _ = self._call({"op": "list"})
-        return [Marker.from_json(m) for m in reply["markers"]]
+        with socket.create_connection(self.address, timeout=self.timeout) as s:
+            _send(s, {"op": "list"})
+            return [Marker.from_json(m) for m in self._reply(s)["markers"]]
 
-    def get(self, step: int, rank: int) -> tuple[Marker, dict[str, bytes]]:
-        reply, data = self._call({"op": "get", "step": step, "rank": rank})
-        return Marker.from_json(reply["marker"]), dict(zip(reply["names"], data))
+    def get(self, step: int, rank: int, into: DirTier) -> Marker:
+        """Fetch a snapshot into ``into`` (verified while streaming, committed there)."""
+        with socket.create_connection(self.address, timeout=self.timeout) as s:
+            _send(s, {"op": "get", "step": step, "rank": rank})
+            return _recv_snapshot(s, self._reply(s), into)
+
+
+def serve(held_dir: str, host: str = "127.0.0.1") -> None:
+    """Run a stand-alone peer server over ``held_dir`` (prints its port; stops on stdin EOF)."""
+    import sys
+
+    server = PeerServer(DirTier("memory", held_dir, fsync=False), own=None, host=host)
+    print(server.address[1], flush=True)
+    sys.stdin.read()
+    server.close()
+
+
+if __name__ == "__main__":  # python -m training.checkpoint.peer HELD_DIR
+    import sys
+
+    serve(sys.argv[1])
