@@ -111,7 +111,7 @@ def main(argv=None) -> None:
         gib = marker.nbytes / 2**30
 
         # The buddy is another process (another node in production): its own interpreter and GIL.
-        buddy = subprocess.Popen([sys.executable, "-m", "training.checkpoint.peer", str(shm / "buddy.held")],
+        buddy = subprocess.Popen([sys.executable, "-m", "training.checkpoint", "serve-peer", str(shm / "buddy.held")],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         buddy_addr = ("127.0.0.1", int(buddy.stdout.readline()))
         t0 = time.perf_counter()

@@ -21,7 +21,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 
 from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
 from training.checkpoint.staging import HostStager
-from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker, S3Tier, Tier, verify_dir
+from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker, S3Tier, Tier, describe_dir, verify_dir
 from training.config import CheckpointConfig, TierConfig
 from training.faults import HookedFileSystem, kill_point
 
@@ -162,8 +162,6 @@ class Checkpointer:
             writer = FileSystemWriter(d, sync_files=tier.fsync, thread_count=self.cfg.write_threads)
             writer.fs = HookedFileSystem(kind=tier.kind, step=step, rank=self.rank)
             dcp.save(staged, storage_writer=writer, no_dist=True)
-            from training.checkpoint.storage import describe_dir
-
             marker = Marker(step=step, rank=self.rank, world_size=self.world_size, files=describe_dir(d), meta=meta)
             kill_point("before_commit", step, self.rank)
             tier.commit(marker)

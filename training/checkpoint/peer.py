@@ -164,18 +164,3 @@ class PeerClient:
             _send(s, {"op": "get", "step": step, "rank": rank})
             return _recv_snapshot(s, self._reply(s), into)
 
-
-def serve(held_dir: str, host: str = "127.0.0.1") -> None:
-    """Run a stand-alone peer server over ``held_dir`` (prints its port; stops on stdin EOF)."""
-    import sys
-
-    server = PeerServer(DirTier("memory", held_dir, fsync=False), own=None, host=host)
-    print(server.address[1], flush=True)
-    sys.stdin.read()
-    server.close()
-
-
-if __name__ == "__main__":  # python -m training.checkpoint.peer HELD_DIR
-    import sys
-
-    serve(sys.argv[1])
