@@ -48,7 +48,8 @@ def lr_at(step: int, cfg: RunConfig) -> float:
 class Runtime:
     def __init__(self, cfg: RunConfig):
         self.cfg = cfg
-        faults.die_with_parent()
+        if "TORCHELASTIC_RUN_ID" in os.environ:  # under torchrun: never outlive the agent
+            faults.die_with_parent()
         torch.set_num_threads(cfg.threads)
         use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
