@@ -5,7 +5,8 @@
     (other local workers follow through their parent-death signal): a node dying at
     a chosen moment. Points: ``after_step``, ``during_stage``, ``during_write`` (DCP
     has written part of a snapshot), ``before_commit`` (files written, no marker),
-    ``after_commit``, ``during_promote``.
+    ``after_commit``, ``after_replicate`` (the buddy holds the snapshot),
+    ``during_promote``.
 ``OPENPOD_FAULT_ENOSPC=kind@step``
     The tier ``kind`` (memory, nvme, fsx) runs out of space while writing the
     snapshot of ``step``: writes raise ``OSError(ENOSPC)`` at the storage layer.

@@ -179,6 +179,7 @@ class Checkpointer:
         if self.buddy is not None and self.peers[self.buddy]:
             try:
                 PeerClient(self.peers[self.buddy]).put(marker, d)
+                kill_point("after_replicate", step, self.rank)
             except OSError as e:
                 log.warning("replicating step %d to buddy rank %d failed: %s", step, self.buddy, e)
         with self._cond:
@@ -251,8 +252,8 @@ class Checkpointer:
     # -------------------------------------------------------------- restore
     def _sources(self) -> list:
         sources: list = [self.first]
-        if self.peer_server is not None:
-            sources.append(_PeerSource(self.peers, self.rank, self.first))
+        if self.peer_server is not None:  # this node's memory also holds buddies' snapshots
+            sources += [self.peer_server.held, _PeerSource(self.peers, self.rank, self.first)]
         return sources + self.tiers[1:]
 
     def restore(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> RestoreInfo | None:
