@@ -111,5 +111,6 @@ def test_replacement_node_restores_from_its_buddys_memory(tmp_path, baseline):
     outs = {n: last_json(p.communicate(timeout=180)[0]) for n, p in procs.items()}
     assert outs["a"]["restored_from"].startswith("memory:")
     assert outs["b"]["restored_from"].startswith("peer:127.0.0.1:"), outs["b"]["restored_from"]
-    assert outs["a"]["restored_step"] == outs["b"]["restored_step"] == 10
+    # step 10, or 15 if the surviving rank's save of step 15 committed before the job died
+    assert outs["a"]["restored_step"] == outs["b"]["restored_step"] in (10, 15)
     assert outs["a"]["state_sha256"] == outs["b"]["state_sha256"] == baseline["state_sha256"]
