@@ -133,6 +133,8 @@ class Runtime:
     def finish(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
         """Drain checkpoint I/O, account, and describe the final state (identical on every rank)."""
         if self.checkpointer is not None:
+            self.checkpointer.flush()
+            dist.barrier()  # every rank's replication is done before any peer server stops
             self.checkpointer.close()
             state = self.checkpointer.state(model, optimizer)
         else:
