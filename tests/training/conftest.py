@@ -1,0 +1,95 @@
+"""Shared fixtures for the training runtime tests: a CLI runner and a moto S3 server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cli_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENPOD_")}
+    env.update(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", **extra)
+    return env
+
+
+def train_args(tmp: Path, *, steps: int = 20, every: int = 5, nproc: int = 2, seed: int = 1, extra=()) -> list[str]:
+    return [PY, "-m", "training", "run", "--model", "tiny", "--steps", str(steps), "--checkpoint-every", str(every),
+            "--checkpoint-dir", str(tmp / "ck"), "--memory-dir", str(tmp / "shm"), "--nproc-per-node", str(nproc),
+            "--seed", str(seed), *extra]
+
+
+def run_cli(args: list[str], *, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=ROOT, env=env or cli_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def last_json(stdout: str) -> dict:
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    assert lines, "no output"
+    return json.loads(lines[-1])
+
+
+def spawn(args: list[str], *, env: dict, log: Path) -> subprocess.Popen:
+    """Start a CLI in its own process group (kill the group to simulate losing the node)."""
+    return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=open(log, "w"), text=True,
+                            start_new_session=True)
+
+
+def kill_group(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def baseline(tmp_path_factory) -> dict:
+    """An uninterrupted 2-worker run (tiny, 20 steps, seed 1): the reference for exact resume."""
+    tmp = tmp_path_factory.mktemp("baseline")
+    r = run_cli(train_args(tmp))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return last_json(r.stdout)
+
+
+@pytest.fixture(scope="session")
+def moto_s3():
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    url = f"http://127.0.0.1:{port}"
+    old = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    yield url
+    server.stop()
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture
+def bucket(moto_s3, request) -> str:
+    import boto3
+
+    name = "ckpt-" + request.node.name.lower().replace("_", "-")[:40].strip("-")
+    boto3.client("s3", endpoint_url=moto_s3).create_bucket(Bucket=name)
+    return name

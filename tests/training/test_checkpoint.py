@@ -1,0 +1,169 @@
+"""Checkpointing in one process: tiers, commit markers, integrity, ENOSPC, retention, S3 (moto server)."""
+
+import json
+import logging
+
+import pytest
+import torch
+
+from training.checkpoint import Checkpointer, DirTier, state_sha256
+from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
+from training.checkpoint.storage import Marker, describe_dir
+from training.config import MODELS, CheckpointConfig, TierConfig
+from training.model import GPT
+
+
+def make_model(seed=0):
+    torch.manual_seed(seed)
+    model = GPT(MODELS["tiny"])
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+
+def train(model, opt, steps=1):
+    x = torch.randint(256, (2, 33), generator=torch.Generator().manual_seed(1))
+    for _ in range(steps):
+        opt.zero_grad()
+        model.loss_sum(x).backward()
+        opt.step()
+
+
+def tiers(tmp_path, *, s3=None, endpoint=None, keep=2):
+    t = [TierConfig("memory", str(tmp_path / "shm"), keep=keep), TierConfig("nvme", str(tmp_path / "nvme"), keep=keep),
+         TierConfig("fsx", str(tmp_path / "fsx"), keep=keep)]
+    if s3:
+        t.append(TierConfig("s3", s3, keep=keep, endpoint_url=endpoint))
+    return CheckpointConfig(every=2, tiers=t, peer_replication=False)
+
+
+def checkpointer(tmp_path, cfg):
+    return Checkpointer(cfg, rank=0, world_size=1, local_world_size=1, node_id="n0", scratch_dir=tmp_path / "scratch")
+
+
+def saved(tmp_path, cfg, steps=(2,)):
+    model, opt = make_model()
+    ck = checkpointer(tmp_path, cfg)
+    for s in steps:
+        train(model, opt)
+        ck.save(s, model, opt, {"loss": float(s)})
+    ck.close()
+    return ck, state_sha256(ck.state(model, opt))
+
+
+def restore(tmp_path, cfg):
+    model, opt = make_model(seed=99)
+    ck = checkpointer(tmp_path, cfg)
+    info = ck.restore(model, opt)
+    h = state_sha256(ck.state(model, opt))
+    ck.close()
+    return info, h
+
+
+def test_save_commits_in_every_tier_and_restores_bit_exactly(tmp_path):
+    cfg = tiers(tmp_path)
+    ck, h = saved(tmp_path, cfg)
+    for kind, root in (("memory", tmp_path / "shm/n0"), ("nvme", tmp_path / "nvme/n0"), ("fsx", tmp_path / "fsx")):
+        marker = json.loads((root / "step_000000002/rank_00000.commit.json").read_text())
+        assert marker["step"] == 2 and marker["meta"] == {"loss": 2.0}
+        assert set(marker["files"]) == {".metadata", "__0_0.distcp"}
+        assert all(len(f["sha256"]) == 64 for f in marker["files"].values())
+    info, h2 = restore(tmp_path, cfg)
+    assert (info.step, info.source, info.meta) == (2, f"memory:{tmp_path}/shm/n0", {"loss": 2.0})
+    assert h2 == h
+    fresh, _ = restore(tmp_path / "empty", tiers(tmp_path / "empty"))
+    assert fresh is None
+
+
+def test_partial_checkpoint_without_marker_is_invisible(tmp_path):
+    cfg = tiers(tmp_path)
+    saved(tmp_path, cfg, steps=(2,))
+    partial = tmp_path / "shm/n0/step_000000004/rank_00000"
+    partial.mkdir(parents=True)
+    (partial / "__0_0.distcp").write_bytes(b"half a checkpoint")
+    info, _ = restore(tmp_path, cfg)
+    assert info.step == 2
+
+
+def test_corrupt_checkpoint_is_skipped_with_a_warning_naming_it(tmp_path, caplog):
+    cfg = tiers(tmp_path)
+    _, h = saved(tmp_path, cfg, steps=(2,))
+    data = tmp_path / "shm/n0/step_000000002/rank_00000/__0_0.distcp"
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    (tmp_path / "nvme/n0/step_000000002/rank_00000.commit.json").write_text("{not json")
+    with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+        info, h2 = restore(tmp_path, cfg)
+    assert info.source == f"fsx:{tmp_path}/fsx" and h2 == h  # memory corrupt, nvme marker unreadable
+    text = caplog.text
+    assert f"memory:{tmp_path}/shm/n0/step_000000002/rank_00000: file __0_0.distcp fails its sha256 check" in text
+    assert f"{tmp_path}/nvme/n0/step_000000002/rank_00000.commit.json: unreadable commit marker" in text
+
+
+def test_full_disk_fails_that_save_not_the_next(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("OPENPOD_FAULT_ENOSPC", "memory@4,fsx@6")
+    cfg = tiers(tmp_path)
+    model, opt = make_model()
+    ck = checkpointer(tmp_path, cfg)
+    with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+        for s in (2, 4, 6):
+            train(model, opt)
+            ck.save(s, model, opt)
+        ck.close()
+    assert ck.stats.committed == 2 and ck.stats.failed == 1
+    assert "No space left on device" in caplog.text and "checkpoint of step 4 failed" in caplog.text
+    assert "promoting step 6 to fsx" in caplog.text
+    mem = DirTier("memory", tmp_path / "shm/n0")
+    assert [m.step for m in mem.markers()] == [6, 2]
+    assert not (tmp_path / "shm/n0/step_000000004").exists()  # the partial write was removed
+    assert [m.step for m in DirTier("fsx", tmp_path / "fsx").markers()] == [2]
+    assert [m.step for m in DirTier("nvme", tmp_path / "nvme/n0").markers()] == [6, 2]
+
+
+def test_retention_keeps_the_newest_per_tier(tmp_path):
+    cfg = tiers(tmp_path, keep=2)
+    cfg.tiers[2].keep = 1
+    saved(tmp_path, cfg, steps=(2, 4, 6, 8))
+    assert [m.step for m in DirTier("memory", tmp_path / "shm/n0").markers()] == [8, 6]
+    assert [m.step for m in DirTier("fsx", tmp_path / "fsx").markers()] == [8]
+    assert sorted(p.name for p in (tmp_path / "shm/n0").iterdir()) == ["step_000000006", "step_000000008"]
+
+
+def test_s3_tier_on_a_moto_server_is_the_last_fallback(tmp_path, moto_s3, bucket):
+    import boto3
+
+    cfg = tiers(tmp_path, s3=f"s3://{bucket}/job1", endpoint=moto_s3)
+    _, h = saved(tmp_path, cfg, steps=(2,))
+    keys = {o["Key"] for o in boto3.client("s3", endpoint_url=moto_s3).list_objects_v2(Bucket=bucket)["Contents"]}
+    assert "job1/step_000000002/rank_00000.commit.json" in keys
+    for d in ("shm", "nvme", "fsx"):
+        import shutil
+
+        shutil.rmtree(tmp_path / d)
+    info, h2 = restore(tmp_path, cfg)
+    assert info.source == f"s3:s3://{bucket}/job1" and h2 == h
+
+
+def test_peer_server_holds_a_buddys_snapshot(tmp_path):
+    cfg = tiers(tmp_path)
+    saved(tmp_path, cfg, steps=(2,))
+    src = tmp_path / "shm/n0/step_000000002/rank_00000"
+    marker = Marker(step=2, rank=1, world_size=2, files=describe_dir(src))
+    held = DirTier("memory", tmp_path / "other-node.held", fsync=False)
+    server = PeerServer(held, own=None)
+    try:
+        client = PeerClient(server.address)
+        client.put(marker, src)
+        assert [m.key for m in client.list()] == ["step_000000002/rank_00001"]
+        landing = DirTier("memory", tmp_path / "replacement-node", fsync=False)
+        m = client.get(2, 1, landing)
+        assert (landing.snapshot_dir(2, 1) / ".metadata").read_bytes() == (src / ".metadata").read_bytes()
+        assert [x.key for x in landing.markers()] == [m.key]
+        with pytest.raises(ConnectionError, match="no snapshot for step 9"):
+            client.get(9, 1, landing)
+        bad = Marker(step=3, rank=1, world_size=2, files={n: {**f, "sha256": "0" * 64} for n, f in marker.files.items()})
+        with pytest.raises(ConnectionError):  # the server refuses a transfer whose checksum does not match
+            client.put(bad, src)
+        assert not (tmp_path / "other-node.held/step_000000003/rank_00001.commit.json").exists()
+    finally:
+        server.close()
+    assert buddy_of(0, 4, 2) == 2 and buddy_of(3, 4, 2) == 1 and buddy_of(0, 2, 2) is None

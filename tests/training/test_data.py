@@ -1,0 +1,65 @@
+"""Data: deterministic memory-mapped shards and a world-size independent sample order."""
+
+import hashlib
+
+import pytest
+
+from training.data import SampleOrder, TokenShards, ensure_dataset, plan_step
+
+
+def make(tmp_path, name="d", seed=7, n=100):
+    return ensure_dataset(tmp_path / name, seed=seed, num_samples=n, samples_per_shard=32, seq_len=15, vocab_size=300)
+
+
+def digest(d):
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(d.glob("shard_*.bin")))).hexdigest()
+
+
+def test_dataset_is_deterministic_sharded_and_memory_mapped(tmp_path):
+    a, b, c = make(tmp_path, "a"), make(tmp_path, "b"), make(tmp_path, "c", seed=8)
+    assert digest(a) == digest(b) != digest(c)
+    assert len(list(a.glob("shard_*.bin"))) == 4  # 32 + 32 + 32 + 4
+    ds = TokenShards(a)
+    assert len(ds) == 100
+    assert ds.sample(99).shape == (16,) and int(ds.sample(99).max()) < 300
+    assert ds.batch([0, 33, 99]).shape == (3, 16)
+    # the sample is read from the file through the memory map
+    raw = (a / "shard_00003.bin").read_bytes()[2 * 16 * 3: 2 * 16 * 4]
+    assert ds.sample(99).tolist() == [int.from_bytes(raw[i:i + 2], "little") for i in range(0, 32, 2)]
+
+
+def test_existing_dataset_with_other_parameters_is_refused(tmp_path):
+    make(tmp_path, "a")
+    with pytest.raises(ValueError, match="different data set"):
+        make(tmp_path, "a", seed=9)
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 5])
+def test_every_world_size_reads_the_same_samples_per_step(world):
+    order = SampleOrder(60, seed=3)
+    for step in range(10):
+        plans = [plan_step(order, step, rank=r, world_size=world, global_batch=12, micro_batch=2)
+                 for r in range(world)]
+        ids = [i for p in plans for i in p.sample_ids]
+        assert ids == [order[p] for p in range(step * 12, step * 12 + 12)]  # same samples, same order
+        assert all(len(mb) <= 2 for p in plans for mb in p.micro_batches)
+
+
+def test_each_epoch_is_a_permutation_and_epochs_differ():
+    order = SampleOrder(60, seed=3)
+    e0 = [order[p] for p in range(60)]
+    e1 = [order[p] for p in range(60, 120)]
+    assert sorted(e0) == sorted(e1) == list(range(60))
+    assert e0 != e1
+
+
+def test_resume_from_any_position_without_replaying():
+    a = SampleOrder(60, seed=3)
+    stream = [a[p] for p in range(150)]
+    b = SampleOrder(60, seed=3)  # a fresh process resuming at position 97
+    assert [b[p] for p in range(97, 150)] == stream[97:]
+
+
+def test_world_larger_than_global_batch_is_refused():
+    with pytest.raises(ValueError, match="exceeds the global batch"):
+        plan_step(SampleOrder(10, 0), 0, rank=0, world_size=5, global_batch=4, micro_batch=1)

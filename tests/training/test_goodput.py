@@ -1,0 +1,42 @@
+"""Goodput accounting across incarnations: productive vs replayed, rescheduling gap, Prometheus export."""
+
+import json
+import time
+
+from training.goodput import Goodput
+
+
+def test_ledger_accumulates_and_classifies_replayed_steps(tmp_path):
+    g = Goodput(tmp_path, rank=0)
+    g.training_starts()
+    for step in range(10):
+        g.step_done(step, 0.5)
+    g.add("checkpoint_blocking", 0.25)
+    g.persist()                                  # the process dies here, without finishing
+    ledger = json.loads((tmp_path / "goodput.json").read_text())
+    assert ledger["high_water_step"] == 10 and not ledger["finished"]
+
+    time.sleep(0.05)
+    g2 = Goodput(tmp_path, rank=0, started=time.time())  # the next incarnation resumes from step 6
+    assert g2.seconds["rescheduling"] > 0
+    with g2.phase("restore"):
+        time.sleep(0.01)
+    g2.training_starts()
+    for step in range(6, 12):
+        g2.step_done(step, 0.5)
+    g2.persist(finished=True, checkpoint_failures=1)
+    s = g2.summary()
+    assert s["seconds"]["productive"] == 6.0     # steps 0-9 then 10-11
+    assert s["seconds"]["replayed"] == 2.0       # steps 6-9 again
+    assert s["seconds"]["checkpoint_blocking"] == 0.25 and s["seconds"]["restore"] >= 0.01
+    assert s["incarnations"] == 2 and 0 < s["goodput"] < 1
+    prom = (tmp_path / "metrics.prom").read_text()
+    assert 'openpod_training_seconds{category="replayed"} 2.0' in prom
+    assert "openpod_checkpoint_failures 1.0" in prom and "openpod_training_step 12.0" in prom
+
+
+def test_only_rank_zero_writes_the_ledger(tmp_path):
+    g = Goodput(tmp_path, rank=1)
+    g.step_done(0, 0.1)
+    g.persist(finished=True)
+    assert not (tmp_path / "goodput.json").exists()

@@ -1,0 +1,329 @@
+"""The checkpointing component: async save, tiered promotion, peer replication, verified restore."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import warnings
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
+from training.checkpoint.staging import HostStager
+from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker, S3Tier, Tier, describe_dir, verify_dir
+from training.config import CheckpointConfig, TierConfig
+from training.faults import HookedFileSystem, kill_point
+
+log = logging.getLogger("training.checkpoint")
+warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
+
+NODE_LOCAL = ("memory", "nvme")   # per-node directories (a node id is appended)
+SHARED = ("fsx", "s3")            # one copy for the whole job
+
+
+def build_tier(t: TierConfig, node_id: str) -> Tier:
+    if t.kind == "s3":
+        return S3Tier(t.path, keep=t.keep, every=t.every, endpoint_url=t.endpoint_url)
+    if t.kind not in NODE_LOCAL + SHARED:
+        raise ValueError(f"unknown tier kind {t.kind!r}; allowed: memory, nvme, fsx, s3")
+    root = Path(t.path) / node_id if t.kind in NODE_LOCAL else Path(t.path)
+    return DirTier(t.kind, root, keep=t.keep, every=t.every, fsync=t.kind != "memory")
+
+
+@dataclass
+class RestoreInfo:
+    step: int
+    source: str                       # tier or peer the state came from
+    seconds: float
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class SaveStats:
+    started: int = 0
+    committed: int = 0
+    failed: int = 0
+    promoted: dict[str, int] = field(default_factory=dict)
+    last_error: str | None = None
+    last_write_seconds: float = 0.0
+
+
+class _PeerSource:
+    """Snapshots held in other nodes' memory, fetched over the peer side-channel into our memory tier."""
+
+    name = "peer"
+    verified_on_fetch = True  # sha256 checked while streaming; nothing is committed otherwise
+
+    def __init__(self, addresses: list[tuple[str, int]], me: int, landing: DirTier):
+        self.clients = [PeerClient(a) for i, a in enumerate(addresses) if i != me and a]
+        self.landing = landing
+        self._where: dict[str, PeerClient] = {}
+
+    def markers(self) -> list[Marker]:
+        out = []
+        for c in self.clients:
+            try:
+                for m in c.list():
+                    if m.key not in self._where:
+                        self._where[m.key] = c
+                        out.append(m)
+            except OSError as e:
+                log.warning("peer %s:%s unreachable: %s", *c.address, e)
+        return out
+
+    def materialize(self, marker: Marker, scratch: Path) -> Path:
+        c = self._where[marker.key]
+        m = c.get(marker.step, marker.rank, self.landing)
+        self.name = f"peer:{c.address[0]}:{c.address[1]}"
+        return self.landing.snapshot_dir(m.step, m.rank)
+
+
+class Checkpointer:
+    """Saves and restores a model + optimizer; see docs/training.md for the guarantees.
+
+    ``save`` blocks only while the state is copied to host buffers; a single
+    background thread writes it with DCP into the first tier, commits it, sends it
+    to the buddy and hands it to the promoter, which copies it down the remaining
+    tiers with per-tier cadence and retention.
+    """
+
+    def __init__(self, cfg: CheckpointConfig, *, rank: int, world_size: int, local_world_size: int,
+                 node_id: str, scratch_dir: str | Path):
+        if not cfg.tiers:
+            raise ValueError("checkpoint.tiers is empty: configure at least one tier")
+        self.cfg, self.rank, self.world_size = cfg, rank, world_size
+        self.tiers = [build_tier(t, node_id) for t in cfg.tiers]
+        if not isinstance(self.tiers[0], DirTier):
+            raise ValueError("the first checkpoint tier must be a directory (memory, nvme or fsx)")
+        self.first: DirTier = self.tiers[0]
+        self.scratch = Path(scratch_dir)
+        self.stager = HostStager()
+        self.stats = SaveStats()
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="ckpt-writer", initializer=_background_priority)
+        self._inflight: Future | None = None
+        self._pinned: set[int] = set()
+        self._cond = threading.Condition()
+        self._pending: Marker | None = None
+        self._closing = False
+        self._promoting = False
+        self._promoter = threading.Thread(target=self._promote_loop, name="ckpt-promoter", daemon=True)
+        self._promoter.start()
+
+        self.peer_server = None
+        self.peers: list[tuple[str, int] | None] = [None] * world_size
+        self.buddy = None
+        if cfg.peer_replication:
+            held = DirTier("memory", self.first.root.parent / f"{self.first.root.name}.held",
+                           keep=self.first.keep, fsync=False)
+            self.peer_server = PeerServer(held, self.first, host=cfg.peer_host)
+            self.peers = [tuple(a) if a else None for a in _all_gather(list(self.peer_server.address), world_size)]
+            self.buddy = buddy_of(rank, world_size, local_world_size)
+
+    # ----------------------------------------------------------------- save
+    def due(self, step: int) -> bool:
+        return self.cfg.enabled and self.cfg.every > 0 and step % self.cfg.every == 0
+
+    def state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+        msd, osd = get_state_dict(model, optimizer)
+        return {"model": msd, "optim": osd}
+
+    def save(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+             meta: dict | None = None) -> float:
+        """Stage the state and start writing it; returns the seconds the caller was blocked."""
+        t0 = time.perf_counter()
+        self.wait()  # one save in flight: the staging buffers are reused
+        kill_point("during_stage", step, self.rank)
+        staged = self.stager.stage(self.state(model, optimizer))
+        self.stats.started += 1
+        self._inflight = self._writer.submit(self._persist, step, staged, dict(meta or {}))
+        return time.perf_counter() - t0
+
+    def wait(self) -> None:
+        if self._inflight is not None:
+            self._inflight.result()
+            self._inflight = None
+
+    def _persist(self, step: int, staged: dict, meta: dict) -> None:
+        t0 = time.perf_counter()
+        tier = self.first
+        try:
+            d = tier.prepare(step, self.rank)
+            writer = FileSystemWriter(d, sync_files=tier.fsync, thread_count=self.cfg.write_threads)
+            writer.fs = HookedFileSystem(kind=tier.kind, step=step, rank=self.rank)
+            dcp.save(staged, storage_writer=writer, no_dist=True)
+            marker = Marker(step=step, rank=self.rank, world_size=self.world_size, files=describe_dir(d), meta=meta)
+            kill_point("before_commit", step, self.rank)
+            tier.commit(marker)
+            kill_point("after_commit", step, self.rank)
+        except (Exception, CheckpointException) as e:  # a full disk fails this save, not the training
+            self.stats.failed += 1
+            self.stats.last_error = f"{type(e).__name__}: {e}"
+            log.warning("checkpoint of step %d failed in %s: %s; training continues", step, tier.name, e)
+            tier.delete(step, self.rank)
+            return
+        self.stats.committed += 1
+        self.stats.last_write_seconds = time.perf_counter() - t0
+        with self._cond:
+            tier.retain(self.rank, self._pinned)
+        if self.buddy is not None and self.peers[self.buddy]:
+            try:
+                PeerClient(self.peers[self.buddy]).put(marker, d)
+                kill_point("after_replicate", step, self.rank)
+            except OSError as e:
+                log.warning("replicating step %d to buddy rank %d failed: %s", step, self.buddy, e)
+        with self._cond:
+            self._pending = marker
+            self._cond.notify_all()
+
+    def _promote_loop(self) -> None:
+        _background_priority()
+        while True:
+            with self._cond:
+                while self._pending is None and not self._closing:
+                    self._cond.wait()
+                if self._pending is None:
+                    return
+                marker, self._pending = self._pending, None
+                self._pinned.add(marker.step)
+                self._promoting = True
+            try:
+                self._promote(marker)
+            finally:
+                with self._cond:
+                    self._pinned.discard(marker.step)
+                    self._promoting = False
+                    self._cond.notify_all()
+
+    def _promote(self, marker: Marker) -> None:
+        src = self.first.snapshot_dir(marker.step, marker.rank)
+        index = marker.step // max(self.cfg.every, 1)
+        for tier in self.tiers[1:]:
+            if index % tier.every:
+                continue
+            if tier.kind in SHARED and marker.replicated and self.rank != 0:
+                continue  # one copy of replicated state is enough in shared storage
+            try:
+                kill_point("during_promote", marker.step, self.rank)
+                tier.put(src, marker)
+                tier.retain(self.rank)
+                self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
+            except Exception as e:
+                self.stats.last_error = f"{type(e).__name__}: {e}"
+                log.warning("promoting step %d to %s failed: %s", marker.step, tier.name, e)
+                try:
+                    tier.delete(marker.step, self.rank)
+                except Exception:  # noqa: BLE001 - best effort cleanup
+                    pass
+
+    def busy(self) -> bool:
+        """True while a save is being written, replicated or promoted."""
+        with self._cond:
+            promoting = self._pending is not None or self._promoting
+        return promoting or (self._inflight is not None and not self._inflight.done())
+
+    def flush(self) -> None:
+        """Wait until the in-flight save and its promotion are done."""
+        self.wait()
+        with self._cond:
+            while self._pending is not None or self._promoting:
+                self._cond.wait()
+
+    def close(self) -> None:
+        self.flush()
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._promoter.join()
+        self._writer.shutdown()
+        if self.peer_server:
+            self.peer_server.close()
+
+    # -------------------------------------------------------------- restore
+    def _sources(self) -> list:
+        sources: list = [self.first]
+        if self.peer_server is not None:  # this node's memory also holds buddies' snapshots
+            sources += [self.peer_server.held, _PeerSource(self.peers, self.rank, self.first)]
+        return sources + self.tiers[1:]
+
+    def restore(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> RestoreInfo | None:
+        """Load the newest checkpoint every rank can load, verified; None for a fresh start."""
+        t0 = time.perf_counter()
+        avail: dict[int, list[tuple[object, Marker]]] = {}
+        for src in self._sources():
+            try:
+                markers = src.markers()
+            except Exception as e:  # an unreachable tier is skipped, not fatal
+                log.warning("checkpoint source %s unavailable: %s", src.name, e)
+                continue
+            for m in markers:
+                if m.rank == self.rank or m.replicated:
+                    avail.setdefault(m.step, []).append((src, m))
+        for cands in avail.values():  # our own rank's snapshot first within a source order
+            cands.sort(key=lambda sm: 0 if sm[1].rank == self.rank else 1)
+        steps = set(avail)
+        for other in _all_gather(sorted(steps), self.world_size):
+            steps &= set(other)
+        while steps:
+            step = max(steps)
+            info = self._load_step(step, avail[step], model, optimizer)
+            if _all_ok(info is not None, self.world_size):
+                info.seconds = time.perf_counter() - t0
+                shutil.rmtree(self.scratch, ignore_errors=True)
+                return info
+            steps.discard(step)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        return None
+
+    def _load_step(self, step: int, cands: list, model, optimizer) -> RestoreInfo | None:
+        for src, m in cands:
+            where = f"{src.name}/{m.key}"
+            try:
+                d = src.materialize(m, self.scratch)
+                where = f"{src.name}/{m.key}"
+                if not getattr(src, "verified_on_fetch", False):
+                    verify_dir(d, m, where)
+                state = self.state(model, optimizer)
+                dcp.load(state, storage_reader=FileSystemReader(d), no_dist=True)
+                set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+                return RestoreInfo(step=step, source=src.name, seconds=0.0, meta=m.meta)
+            except CorruptCheckpoint as e:
+                log.warning("skipping corrupt checkpoint %s", e)
+            except (Exception, CheckpointException) as e:  # noqa: BLE001 - any unreadable copy: next source
+                log.warning("skipping checkpoint %s: %s: %s", where, type(e).__name__, e)
+        return None
+
+
+def _background_priority() -> None:
+    """Checkpoint threads yield the CPU to the training loop (Linux: nice is per thread)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
+
+
+def _all_gather(obj, world_size: int) -> list:
+    if world_size <= 1 or not dist.is_initialized():
+        return [obj]
+    out = [None] * world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def _all_ok(ok: bool, world_size: int) -> bool:
+    if world_size <= 1 or not dist.is_initialized():
+        return ok
+    dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    t = torch.tensor([1 if ok else 0], dtype=torch.int32, device=dev)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return bool(t.item())

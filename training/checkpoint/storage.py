@@ -1,0 +1,290 @@
+"""Where checkpoints live: tiers, the on-storage layout and the commit marker.
+
+Layout (the same in every tier, S3 keys included)::
+
+    step_000000012/rank_00000/            DCP files of rank 0's snapshot at step 12
+    step_000000012/rank_00000.commit.json the commit marker, written last
+
+A checkpoint exists only once its marker exists. Directory tiers write the marker
+to a temp file, fsync it, rename it into place and fsync the directory; S3 uploads
+it after every data object. The marker lists each file's size and sha256, so a
+reader verifies what it loads and skips a corrupt or partial copy by name.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from training.storage_utils import atomic_write, fsync_dir as _fsync_dir
+
+log = logging.getLogger("training.checkpoint")
+
+MARKER_SUFFIX = ".commit.json"
+_CHUNK = 8 << 20
+
+
+@dataclass
+class Marker:
+    step: int
+    rank: int
+    world_size: int
+    files: dict[str, dict]           # name -> {"size": int, "sha256": str}
+    replicated: bool = True          # True: any rank's snapshot restores any rank (data parallel)
+    meta: dict = field(default_factory=dict)
+    created: float = field(default_factory=time.time)
+
+    @property
+    def key(self) -> str:
+        return checkpoint_key(self.step, self.rank)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(f["size"] for f in self.files.values())
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Marker":
+        return cls(**json.loads(text))
+
+
+class CorruptCheckpoint(Exception):
+    """A committed checkpoint whose files do not match its marker."""
+
+
+def checkpoint_key(step: int, rank: int) -> str:
+    return f"step_{step:09d}/rank_{rank:05d}"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def describe_dir(d: Path) -> dict[str, dict]:
+    """Sizes and checksums of every file in a snapshot directory."""
+    return {p.name: {"size": p.stat().st_size, "sha256": sha256_file(p)}
+            for p in sorted(d.iterdir()) if p.is_file()}
+
+
+def verify_dir(d: Path, marker: Marker, where: str) -> None:
+    for name, want in marker.files.items():
+        p = d / name
+        if not p.is_file():
+            raise CorruptCheckpoint(f"{where}: file {name} is missing")
+        if p.stat().st_size != want["size"]:
+            raise CorruptCheckpoint(f"{where}: file {name} has {p.stat().st_size} bytes, marker says {want['size']}")
+        if sha256_file(p) != want["sha256"]:
+            raise CorruptCheckpoint(f"{where}: file {name} fails its sha256 check")
+
+
+class Tier:
+    """One storage level. Subclasses: :class:`DirTier`, :class:`S3Tier`."""
+
+    kind: str
+    keep: int
+    every: int
+
+    @property
+    def name(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def markers(self) -> list[Marker]:
+        """Committed checkpoints, newest first; unreadable markers are skipped with a warning."""
+        raise NotImplementedError
+
+    def put(self, src: Path, marker: Marker) -> None:
+        """Copy a committed snapshot directory here; the marker goes last."""
+        raise NotImplementedError
+
+    def materialize(self, marker: Marker, scratch: Path) -> Path:
+        """A local directory holding the snapshot's files (verified by the caller)."""
+        raise NotImplementedError
+
+    def delete(self, step: int, rank: int) -> None:
+        raise NotImplementedError
+
+    def retain(self, rank: int, pinned: set[int] = frozenset()) -> None:
+        """Keep the newest ``keep`` committed steps of ``rank``; drop older and partial ones."""
+        mine = sorted({m.step for m in self.markers() if m.rank == rank}, reverse=True)
+        if len(mine) <= self.keep:
+            return
+        for step in mine[self.keep:]:
+            if step not in pinned:
+                self.delete(step, rank)
+
+
+class DirTier(Tier):
+    """A directory: node memory (/dev/shm), local NVMe, or the shared FSx for Lustre mount."""
+
+    def __init__(self, kind: str, root: str | Path, *, keep: int = 2, every: int = 1, fsync: bool = True):
+        self.kind, self.root, self.keep, self.every, self.fsync = kind, Path(root), keep, every, fsync
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}:{self.root}"
+
+    def snapshot_dir(self, step: int, rank: int) -> Path:
+        return self.root / checkpoint_key(step, rank)
+
+    def marker_path(self, step: int, rank: int) -> Path:
+        return self.root / (checkpoint_key(step, rank) + MARKER_SUFFIX)
+
+    def markers(self) -> list[Marker]:
+        out = []
+        for p in self.root.glob(f"step_*/rank_*{MARKER_SUFFIX}"):
+            try:
+                out.append(Marker.from_json(p.read_text()))
+            except FileNotFoundError:
+                continue  # removed by retention meanwhile
+            except (ValueError, TypeError) as e:
+                log.warning("skipping checkpoint %s: unreadable commit marker (%s)", p, e)
+        return sorted(out, key=lambda m: (m.step, -m.rank), reverse=True)
+
+    def commit(self, marker: Marker) -> None:
+        d = self.snapshot_dir(marker.step, marker.rank)
+        if self.fsync:
+            _fsync_dir(d)
+        atomic_write(self.marker_path(marker.step, marker.rank), marker.to_json().encode(), fsync=self.fsync)
+
+    def prepare(self, step: int, rank: int) -> Path:
+        """An empty snapshot directory (a stale partial one from a crash is removed)."""
+        self.marker_path(step, rank).unlink(missing_ok=True)
+        d = self.snapshot_dir(step, rank)
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        return d
+
+    def put(self, src: Path, marker: Marker) -> None:
+        from training.faults import enospc_limit
+
+        limit = enospc_limit(self.kind, marker.step)
+        quota = LimitedWrites(limit) if limit is not None else None
+        d = self.prepare(marker.step, marker.rank)
+        for name in marker.files:
+            if quota is None:  # kernel-side copy (sendfile/copy_file_range), no Python buffers
+                shutil.copyfile(src / name, d / name)
+                if self.fsync:
+                    with open(d / name, "rb+") as fo:
+                        os.fsync(fo.fileno())
+                continue
+            with open(src / name, "rb") as fi, open(d / name, "wb") as fo:
+                while chunk := fi.read(_CHUNK):
+                    quota.charge(len(chunk))
+                    fo.write(chunk)
+                if self.fsync:
+                    fo.flush()
+                    os.fsync(fo.fileno())
+        self.commit(marker)
+
+    def materialize(self, marker: Marker, scratch: Path) -> Path:
+        return self.snapshot_dir(marker.step, marker.rank)
+
+    def delete(self, step: int, rank: int) -> None:
+        self.marker_path(step, rank).unlink(missing_ok=True)  # uncommit first
+        shutil.rmtree(self.snapshot_dir(step, rank), ignore_errors=True)
+        try:
+            (self.root / f"step_{step:09d}").rmdir()
+        except OSError:
+            pass
+
+    def retain(self, rank: int, pinned: set[int] = frozenset()) -> None:
+        super().retain(rank, pinned)
+        committed = [m.step for m in self.markers() if m.rank == rank]
+        if not committed:
+            return
+        oldest_kept = min(sorted(committed, reverse=True)[: self.keep])
+        for d in self.root.glob(f"step_*/rank_{rank:05d}"):  # partial copies left by crashes
+            step = int(d.parent.name.split("_")[1])
+            if step < oldest_kept and step not in pinned and not self.marker_path(step, rank).exists():
+                shutil.rmtree(d, ignore_errors=True)
+
+
+class S3Tier(Tier):
+    """An S3 prefix (boto3). Objects first, marker last: a listing never shows a partial checkpoint."""
+
+    kind = "s3"
+
+    def __init__(self, uri: str, *, keep: int = 2, every: int = 1, endpoint_url: str | None = None):
+        import boto3
+
+        u = urlparse(uri)
+        if u.scheme != "s3" or not u.netloc:
+            raise ValueError(f"not an s3:// URI: {uri}")
+        self.uri, self.bucket, self.prefix = uri, u.netloc, u.path.strip("/")
+        self.keep, self.every = keep, every
+        self.s3 = boto3.client("s3", endpoint_url=endpoint_url)
+
+    @property
+    def name(self) -> str:
+        return f"s3:{self.uri}"
+
+    def _key(self, rel: str) -> str:
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def markers(self) -> list[Marker]:
+        out = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._key("step_")):
+            for obj in page.get("Contents", []):
+                if obj["Key"].endswith(MARKER_SUFFIX):
+                    try:
+                        body = self.s3.get_object(Bucket=self.bucket, Key=obj["Key"])["Body"].read()
+                        out.append(Marker.from_json(body.decode()))
+                    except self.s3.exceptions.NoSuchKey:
+                        continue
+                    except (ValueError, TypeError) as e:
+                        log.warning("skipping checkpoint s3://%s/%s: unreadable commit marker (%s)",
+                                    self.bucket, obj["Key"], e)
+        return sorted(out, key=lambda m: (m.step, -m.rank), reverse=True)
+
+    def put(self, src: Path, marker: Marker) -> None:
+        for name in marker.files:
+            self.s3.upload_file(str(src / name), self.bucket, self._key(f"{marker.key}/{name}"))
+        self.s3.put_object(Bucket=self.bucket, Key=self._key(marker.key + MARKER_SUFFIX),
+                           Body=marker.to_json().encode())
+
+    def materialize(self, marker: Marker, scratch: Path) -> Path:
+        d = scratch / marker.key
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        for name in marker.files:
+            self.s3.download_file(self.bucket, self._key(f"{marker.key}/{name}"), str(d / name))
+        return d
+
+    def delete(self, step: int, rank: int) -> None:
+        key = checkpoint_key(step, rank)
+        self.s3.delete_object(Bucket=self.bucket, Key=self._key(key + MARKER_SUFFIX))
+        listing = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=self._key(key + "/"))
+        objs = [{"Key": o["Key"]} for o in listing.get("Contents", [])]
+        if objs:
+            self.s3.delete_objects(Bucket=self.bucket, Delete={"Objects": objs})
+
+
+class LimitedWrites:
+    """Storage-layer fault: a file system that runs out of space after ``limit`` bytes.
+
+    Installed into the DCP writer (and directory copies) by the ``OPENPOD_FAULT_ENOSPC``
+    hook; writes past the limit raise ``OSError(ENOSPC)`` exactly as write(2) would.
+    """
+
+    def __init__(self, limit: int):
+        self.limit, self.used = limit, 0
+
+    def charge(self, n: int) -> None:
+        self.used += n
+        if self.used > self.limit:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

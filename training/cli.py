@@ -1,0 +1,183 @@
+"""``python -m training run``: train the reference model with torchrun semantics, resuming on its own.
+
+The command builds a :class:`~training.config.RunConfig`, writes the data set if
+needed, starts ``torch.distributed.run`` (one agent; several agents on several
+hosts form one elastic job through the c10d rendezvous) and, when the job ends,
+prints one JSON object - ``step``, ``loss``, ``state_sha256`` and more - as the last
+line of its standard output. Everything else goes to standard error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from training.config import MODELS, CheckpointConfig, DataConfig, RunConfig, TierConfig
+from training.storage_utils import write_json_atomic
+
+EXIT_USAGE = 2
+
+
+def fail(lines: list[str] | str) -> None:
+    for line in [lines] if isinstance(lines, str) else lines:
+        click.echo(f"error: {line}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """The openpod training runtime."""
+
+
+@main.command(context_settings={"show_default": True})
+@click.option("--model", type=click.Choice(sorted(MODELS)), default="tiny", help="reference model size")
+@click.option("--steps", type=int, required=True, help="optimizer steps to reach")
+@click.option("--checkpoint-every", type=int, default=5, help="steps between checkpoints (0: never)")
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False), required=True,
+              help="durable checkpoint directory (the FSx tier); also holds the run state")
+@click.option("--nproc-per-node", type=int, default=1, help="local workers")
+@click.option("--seed", type=int, default=0)
+@click.option("--global-batch", type=int, default=12, help="samples per step, whatever the world size")
+@click.option("--micro-batch", type=int, default=2, help="samples per forward pass on a rank")
+@click.option("--num-samples", type=int, default=1536, help="samples in the synthetic data set")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="[default: CHECKPOINT_DIR/data]")
+@click.option("--memory-dir", type=click.Path(file_okay=False), default=None,
+              help="node-memory tier [default: /dev/shm/openpod/<hash of CHECKPOINT_DIR>]")
+@click.option("--nvme-dir", type=click.Path(file_okay=False), default=None, help="local NVMe tier (optional)")
+@click.option("--s3-uri", default=None, help="s3://bucket/prefix tier (optional)")
+@click.option("--s3-endpoint-url", default=None, help="S3 endpoint override")
+@click.option("--fsx-every", type=int, default=1, help="promote every n-th checkpoint to CHECKPOINT_DIR")
+@click.option("--s3-every", type=int, default=4, help="promote every n-th checkpoint to S3")
+@click.option("--keep", type=int, default=2, help="checkpoints kept per tier")
+@click.option("--peer-replication/--no-peer-replication", default=True,
+              help="hold each snapshot in a buddy node's memory too")
+@click.option("--nnodes", default="1", help="nodes, or MIN:MAX for an elastic job")
+@click.option("--rdzv-endpoint", default=None, help="host:port of the c10d rendezvous [default: local free port]")
+@click.option("--rdzv-id", default=None, help="job id shared by all agents [default: from CHECKPOINT_DIR]")
+@click.option("--node-id", default=None, help="this node's name for node-local tiers [default: hostname]")
+@click.option("--rdzv-last-call", type=int, default=3,
+              help="seconds an elastic rendezvous waits for more nodes once MIN are there")
+@click.option("--max-restarts", type=int, default=0, help="worker group restarts torchrun may do")
+@click.option("--threads", type=int, default=1, help="torch threads per worker")
+@click.option("--metrics-port", type=int, default=None, help="serve Prometheus metrics from rank 0")
+@click.option("--bind-host", default="127.0.0.1", help="address for the peer side-channel and the agent")
+def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, global_batch, micro_batch,
+        num_samples, data_dir, memory_dir, nvme_dir, s3_uri, s3_endpoint_url, fsx_every, s3_every, keep,
+        peer_replication, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
+        bind_host) -> None:
+    """Train the reference model; resume from the newest complete checkpoint if there is one."""
+    problems = []
+    for name, value, low in (("--steps", steps, 1), ("--checkpoint-every", checkpoint_every, 0),
+                             ("--nproc-per-node", nproc_per_node, 1), ("--global-batch", global_batch, 1),
+                             ("--micro-batch", micro_batch, 1), ("--num-samples", num_samples, 1),
+                             ("--fsx-every", fsx_every, 1), ("--s3-every", s3_every, 1), ("--keep", keep, 1),
+                             ("--max-restarts", max_restarts, 0), ("--threads", threads, 1)):
+        if value < low:
+            problems.append(f"{name}: must be >= {low}, got {value}")
+    max_nodes = _max_nodes(nnodes, problems)
+    if max_nodes and nproc_per_node * max_nodes > global_batch:
+        problems.append(f"--global-batch: {global_batch} is smaller than the largest world size "
+                        f"({nproc_per_node} x {max_nodes}); every rank needs at least one sample")
+    if s3_uri is not None and not s3_uri.startswith("s3://"):
+        problems.append(f"--s3-uri: must look like s3://bucket/prefix, got {s3_uri!r}")
+    if rdzv_endpoint is not None and not _is_host_port(rdzv_endpoint):
+        problems.append(f"--rdzv-endpoint: must be host:port, got {rdzv_endpoint!r}")
+    if max_nodes and max_nodes > 1 and rdzv_endpoint is None:
+        problems.append("--rdzv-endpoint: required when --nnodes allows more than one node")
+    if problems:
+        fail(problems)
+
+    ckpt_dir = Path(checkpoint_dir).resolve()
+    job = hashlib.sha256(str(ckpt_dir).encode()).hexdigest()[:12]
+    try:
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        probe = ckpt_dir / f".probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        fail(f"--checkpoint-dir: {ckpt_dir} is not a writable directory ({e.strerror})")
+    m = MODELS[model]
+    run_dir = ckpt_dir / "run"
+    data = DataConfig(data_dir=str(Path(data_dir).resolve() if data_dir else ckpt_dir / "data"),
+                      num_samples=num_samples, global_batch=global_batch, micro_batch=micro_batch)
+    tiers = [TierConfig("memory", str(Path(memory_dir).resolve() if memory_dir else Path("/dev/shm/openpod") / job),
+                        keep=keep)]
+    if nvme_dir:
+        tiers.append(TierConfig("nvme", str(Path(nvme_dir).resolve()), keep=keep))
+    tiers.append(TierConfig("fsx", str(ckpt_dir), keep=keep, every=fsx_every))
+    if s3_uri:
+        tiers.append(TierConfig("s3", s3_uri, keep=keep, every=s3_every, endpoint_url=s3_endpoint_url))
+    cfg = RunConfig(model=model, steps=steps, seed=seed, run_dir=str(run_dir), data=data, threads=threads,
+                    metrics_port=metrics_port,
+                    checkpoint=CheckpointConfig(enabled=checkpoint_every > 0, every=checkpoint_every, tiers=tiers,
+                                                peer_replication=peer_replication, peer_host=bind_host))
+    from training.data import ensure_dataset  # imports torch: only once the arguments are valid
+
+    try:
+        ensure_dataset(data.data_dir, seed=seed, num_samples=num_samples, samples_per_shard=data.samples_per_shard,
+                       seq_len=m.seq_len, vocab_size=m.vocab_size)
+    except (ValueError, OSError) as e:
+        fail(f"--data-dir: {e}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_path = run_dir / f"config-{node_id or socket.gethostname()}.json"
+    write_json_atomic(config_path, json.loads(cfg.to_json()))
+
+    results = Path(tempfile.mkdtemp(prefix="openpod-results-"))
+    cmd = [sys.executable, "-m", "torch.distributed.run",
+           f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}",
+           "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint or f'{bind_host}:{free_port()}'}",
+           f"--rdzv-id={rdzv_id or job}", f"--max-restarts={max_restarts}", "--monitor-interval=0.2",
+           f"--local-addr={bind_host}", f"--rdzv-conf=last_call_timeout={rdzv_last_call}",
+           "-m", "training.worker", "--config", str(config_path), "--result-dir", str(results)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    # torch 2.13's shared rendezvous TCPStore caches the first round's store address,
+    # so after a membership change agents can end up on different stores and hang;
+    # the per-round store avoids that (see docs/training.md, "Elastic").
+    env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    if node_id:
+        env["OPENPOD_NODE_ID"] = node_id
+    try:
+        rc = subprocess.run(cmd, env=env, stdout=sys.stderr).returncode
+        files = sorted(results.glob("result-*.json"))
+        if rc != 0 or not files:
+            click.echo(f"error: training failed (torchrun exit status {rc}); rerun the same command to resume",
+                       err=True)
+            sys.exit(rc if rc > 0 else 1)
+        click.echo(json.dumps(json.loads(files[0].read_text()), sort_keys=True))
+    finally:
+        shutil.rmtree(results, ignore_errors=True)
+
+
+def _max_nodes(nnodes: str, problems: list[str]) -> int | None:
+    try:
+        parts = [int(x) for x in nnodes.split(":")]
+    except ValueError:
+        parts = []
+    if not (1 <= len(parts) <= 2) or min(parts) < 1 or parts[0] > parts[-1]:
+        problems.append(f"--nnodes: must be N or MIN:MAX with 1 <= MIN <= MAX, got {nnodes!r}")
+        return None
+    return parts[-1]
+
+
+def _is_host_port(s: str) -> bool:
+    host, _, port = s.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,105 @@
+"""Run configuration: one dataclass tree, each component switched by its own section.
+
+The CLI builds a :class:`RunConfig`, writes it as JSON next to the run, and every
+worker reads the same file, so all ranks agree on every knob.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    seq_len: int
+
+
+# Reference model sizes: ``tiny`` trains in seconds on a CPU; ``xl`` is ~1.2 GB of
+# model + AdamW state in fp32 (the benchmarks' size).
+MODELS: dict[str, ModelConfig] = {
+    "tiny": ModelConfig(vocab_size=256, d_model=64, n_layers=2, n_heads=4, seq_len=32),
+    "small": ModelConfig(vocab_size=1024, d_model=256, n_layers=4, n_heads=8, seq_len=128),
+    "medium": ModelConfig(vocab_size=4096, d_model=512, n_layers=8, n_heads=8, seq_len=256),
+    "xl": ModelConfig(vocab_size=8192, d_model=1024, n_layers=8, n_heads=16, seq_len=256),
+}
+
+
+@dataclass
+class DataConfig:
+    data_dir: str
+    num_samples: int = 1536          # samples (windows of seq_len + 1 tokens) in the data set
+    samples_per_shard: int = 256
+    global_batch: int = 12           # samples per optimizer step, whatever the world size
+    micro_batch: int = 2             # samples per forward/backward on one rank
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 3e-3
+    warmup_steps: int = 5
+    min_lr_ratio: float = 0.1
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+
+
+@dataclass
+class TierConfig:
+    """One place checkpoints live. ``kind``: memory | nvme | fsx | s3."""
+
+    kind: str
+    path: str                        # directory, or s3://bucket/prefix
+    keep: int = 2                    # committed checkpoints retained in this tier
+    every: int = 1                   # promote every n-th checkpoint into this tier
+    endpoint_url: str | None = None  # S3 only (tests: moto server)
+
+
+@dataclass
+class CheckpointConfig:
+    enabled: bool = True
+    every: int = 5                   # steps between checkpoints
+    tiers: list[TierConfig] = field(default_factory=list)
+    peer_replication: bool = True    # send each snapshot to a buddy rank on another node
+    peer_host: str = "127.0.0.1"     # address the peer server binds and advertises
+    write_threads: int = 1           # DCP FileSystemWriter threads
+
+
+@dataclass
+class RunConfig:
+    model: str
+    steps: int
+    seed: int
+    run_dir: str                     # job state: goodput ledger, metrics, results
+    data: DataConfig
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    threads: int = 1                 # torch intra-op threads per worker
+    device: str = "auto"             # auto | cpu | cuda
+    metrics_port: int | None = None  # serve Prometheus metrics from rank 0
+
+    @property
+    def model_config(self) -> ModelConfig:
+        return MODELS[self.model]
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        d = dict(d)
+        d["data"] = DataConfig(**d["data"])
+        d["optim"] = OptimConfig(**d.get("optim", {}))
+        ck = dict(d.get("checkpoint", {}))
+        ck["tiers"] = [TierConfig(**t) for t in ck.get("tiers", [])]
+        d["checkpoint"] = CheckpointConfig(**ck)
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RunConfig":
+        return cls.from_dict(json.loads(Path(path).read_text()))

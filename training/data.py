@@ -1,0 +1,140 @@
+"""Deterministic synthetic token data in memory-mapped shards, and a rank-independent sample order.
+
+* Shards are raw little-endian uint16 files of fixed-size samples (``seq_len + 1``
+  tokens), memory-mapped: opening a data set reads nothing, seeking is O(1).
+* The sample order is a function of (seed, epoch) only. Global step ``s`` consumes
+  stream positions ``[s*G, (s+1)*G)`` (``G`` = global batch); a rank takes a
+  contiguous slice of that window sized by the current world size. So a resume at
+  step ``s`` starts reading exactly where the interrupted run stopped, and a change of
+  world size changes who reads a sample, never which samples a step reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+INDEX = "index.json"
+
+
+def _synthetic_sample(g: torch.Generator, n: int, vocab: int) -> torch.Tensor:
+    """A learnable sequence: an arithmetic progression mod vocab with sparse noise."""
+    start = int(torch.randint(vocab, (1,), generator=g))
+    stride = int(torch.randint(1, 8, (1,), generator=g))
+    seq = (start + stride * torch.arange(n)) % vocab
+    noise = torch.rand(n, generator=g) < 0.05
+    seq[noise] = torch.randint(vocab, (int(noise.sum()),), generator=g)
+    return seq
+
+
+def ensure_dataset(data_dir: str | Path, *, seed: int, num_samples: int, samples_per_shard: int,
+                   seq_len: int, vocab_size: int) -> Path:
+    """Write the data set once (atomically: temp dir + rename); a no-op if it exists."""
+    data_dir = Path(data_dir)
+    params = {"seed": seed, "num_samples": num_samples, "samples_per_shard": samples_per_shard,
+              "sample_tokens": seq_len + 1, "vocab_size": vocab_size, "dtype": "uint16"}
+    if (data_dir / INDEX).exists():
+        have = json.loads((data_dir / INDEX).read_text())
+        if {k: have.get(k) for k in params} != params:
+            raise ValueError(f"{data_dir} holds a different data set ({INDEX} differs); use another --data-dir")
+        return data_dir
+    if vocab_size > 65535:
+        raise ValueError("vocab_size must fit in uint16")
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{data_dir.name}.", dir=data_dir.parent))
+    g = torch.Generator().manual_seed(seed)
+    shards = []
+    for first in range(0, num_samples, samples_per_shard):
+        count = min(samples_per_shard, num_samples - first)
+        block = torch.stack([_synthetic_sample(g, seq_len + 1, vocab_size) for _ in range(count)])
+        raw = block.numpy().astype("<u2").tobytes()
+        name = f"shard_{len(shards):05d}.bin"
+        with open(tmp / name, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        shards.append({"name": name, "samples": count, "sha256": hashlib.sha256(raw).hexdigest()})
+    (tmp / INDEX).write_text(json.dumps({**params, "shards": shards}, indent=1))
+    try:
+        os.rename(tmp, data_dir)
+    except OSError:  # another launcher won the race: keep theirs
+        shutil.rmtree(tmp, ignore_errors=True)
+    return data_dir
+
+
+class TokenShards:
+    """Random access to samples in memory-mapped shards (nothing is read until indexed)."""
+
+    def __init__(self, data_dir: str | Path):
+        self.dir = Path(data_dir)
+        idx = json.loads((self.dir / INDEX).read_text())
+        self.sample_tokens = idx["sample_tokens"]
+        self.samples_per_shard = idx["samples_per_shard"]
+        self.num_samples = idx["num_samples"]
+        self._maps = [np.memmap(self.dir / s["name"], dtype="<u2", mode="r").reshape(-1, self.sample_tokens)
+                      for s in idx["shards"]]
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def sample(self, i: int) -> torch.Tensor:
+        shard, off = divmod(i, self.samples_per_shard)
+        return torch.from_numpy(self._maps[shard][off].astype(np.int64))
+
+    def batch(self, ids: list[int]) -> torch.Tensor:
+        return torch.stack([self.sample(i) for i in ids])
+
+
+class SampleOrder:
+    """Position in the global sample stream -> sample id; depends on (seed, epoch) only."""
+
+    def __init__(self, num_samples: int, seed: int):
+        self.n = num_samples
+        self.seed = seed
+        self._epoch = -1
+        self._perm: list[int] = []
+
+    def epoch_order(self, epoch: int) -> list[int]:
+        if epoch != self._epoch:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._perm, self._epoch = torch.randperm(self.n, generator=g).tolist(), epoch
+        return self._perm
+
+    def __getitem__(self, position: int) -> int:
+        epoch, pos = divmod(position, self.n)
+        return self.epoch_order(epoch)[pos]
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """The samples one rank processes in one optimizer step, split in micro-batches."""
+
+    step: int
+    positions: range                 # this rank's slice of the global window
+    micro_batches: list[list[int]]   # sample ids
+    global_batch: int
+
+    @property
+    def sample_ids(self) -> list[int]:
+        return [i for mb in self.micro_batches for i in mb]
+
+
+def plan_step(order: SampleOrder, step: int, *, rank: int, world_size: int, global_batch: int,
+              micro_batch: int) -> StepPlan:
+    """Rank ``rank``'s share of global step ``step``: gradient accumulation adapts to the world size."""
+    if world_size > global_batch:
+        raise ValueError(f"world size {world_size} exceeds the global batch {global_batch}")
+    base = step * global_batch
+    lo = base + rank * global_batch // world_size
+    hi = base + (rank + 1) * global_batch // world_size
+    ids = [order[p] for p in range(lo, hi)]
+    mbs = [ids[i:i + micro_batch] for i in range(0, len(ids), micro_batch)]
+    return StepPlan(step=step, positions=range(lo, hi), micro_batches=mbs, global_batch=global_batch)

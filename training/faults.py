@@ -1,0 +1,124 @@
+"""Fault hooks for tests and drills, switched by environment variables (no-ops when unset).
+
+``OPENPOD_KILL_AT=point@step[@rank],...``
+    SIGKILL this worker and its torchrun agent when ``point`` is reached at ``step``
+    (other local workers follow through their parent-death signal): a node dying at
+    a chosen moment. Points: ``after_step``, ``during_stage``, ``during_write`` (DCP
+    has written part of a snapshot), ``before_commit`` (files written, no marker),
+    ``after_commit``, ``after_replicate`` (the buddy holds the snapshot),
+    ``during_promote``.
+``OPENPOD_FAULT_ENOSPC=kind@step``
+    The tier ``kind`` (memory, nvme, fsx) runs out of space while writing the
+    snapshot of ``step``: writes raise ``OSError(ENOSPC)`` at the storage layer.
+``OPENPOD_HOOK_WAIT=step@world@path``
+    Before ``step``, while the world size is ``world``, rank 0 holds the job (polling
+    every 50 ms) until ``path`` exists. Elastic tests use it to change membership
+    at a known step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import io
+import os
+import signal
+import time
+from typing import Iterator
+
+from torch.distributed.checkpoint.filesystem import FileSystem
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Make the kernel SIGKILL this process when its parent (the torchrun agent) dies."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:  # not Linux: nothing to do
+        return
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _rules(var: str) -> list[list[str]]:
+    return [r.split("@") for r in os.environ.get(var, "").split(",") if r.strip()]
+
+
+def kill_point(point: str, step: int, rank: int | None = None) -> None:
+    for rule in _rules("OPENPOD_KILL_AT"):
+        if rule[0] == point and int(rule[1]) == step and (len(rule) < 3 or rank is None or int(rule[2]) == rank):
+            os.kill(os.getppid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(10)  # pragma: no cover - the signal is on its way
+
+
+def enospc_limit(kind: str, step: int) -> int | None:
+    """Bytes a tier may write for this step before ENOSPC, or None (no fault)."""
+    for rule in _rules("OPENPOD_FAULT_ENOSPC"):
+        if rule[0] == kind and int(rule[1]) == step:
+            return 4096
+    return None
+
+
+def wait_point(step: int, world_size: int, rank: int) -> None:
+    for rule in _rules("OPENPOD_HOOK_WAIT"):
+        if rank == 0 and int(rule[0]) == step and int(rule[1]) == world_size:
+            while not os.path.exists(rule[2]):
+                time.sleep(0.05)
+
+
+class _Stream(io.RawIOBase):
+    def __init__(self, inner, fs: "HookedFileSystem"):
+        self._inner, self._fs = inner, fs
+
+    def write(self, b) -> int:
+        self._fs.on_write(len(memoryview(b)))
+        return self._inner.write(b)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return self._inner.readable()
+
+    def fileno(self) -> int:
+        return self._inner.fileno()
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def tell(self) -> int:
+        return self._inner.tell()
+
+    def seek(self, *a) -> int:
+        return self._inner.seek(*a)
+
+
+class HookedFileSystem(FileSystem):
+    """The DCP file system with the fault hooks above at its write path."""
+
+    def __init__(self, *, kind: str, step: int, rank: int):
+        super().__init__()
+        self.kind, self.step, self.rank = kind, step, rank
+        self.limit = enospc_limit(kind, step)
+        self.kill = any(r[0] == "during_write" and int(r[1]) == step and (len(r) < 3 or int(r[2]) == rank)
+                        for r in _rules("OPENPOD_KILL_AT"))
+        self.written = 0
+
+    def on_write(self, n: int) -> None:
+        self.written += n
+        if self.limit is not None and self.written > self.limit:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if self.kill and self.written > 0:
+            kill_point("during_write", self.step, self.rank)
+
+    @contextlib.contextmanager
+    def create_stream(self, path, mode) -> Iterator[io.IOBase]:
+        with super().create_stream(path, mode) as s:
+            yield _Stream(s, self) if "w" in mode else s

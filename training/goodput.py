@@ -1,0 +1,114 @@
+"""Goodput accounting: where the job's wall-clock time went, across restarts.
+
+Categories: ``productive`` (steps never run before), ``startup`` (process start to
+first step, restore excluded), ``restore``, ``checkpoint_blocking``, ``replayed``
+(steps redone after a failure), ``rescheduling`` (from the previous incarnation's
+last heartbeat to this process's start). Rank 0 keeps a ledger in the run directory
+so totals accumulate over restarts, and exports them as Prometheus metrics (a
+textfile and optionally an HTTP endpoint) and a JSON summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Gauge, start_http_server, write_to_textfile
+
+from training.storage_utils import atomic_write
+
+CATEGORIES = ("productive", "startup", "restore", "checkpoint_blocking", "replayed", "rescheduling")
+LEDGER = "goodput.json"
+
+
+def process_start_time() -> float:
+    """Wall-clock start of this process (Linux /proc), so interpreter and import time count as start-up."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                     if line.startswith("btime"))
+        return btime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, StopIteration, IndexError):
+        return time.time()
+
+
+class Goodput:
+    def __init__(self, run_dir: str | Path, *, rank: int, metrics_port: int | None = None,
+                 started: float | None = None):
+        self.rank = rank
+        self.dir = Path(run_dir)
+        self.started = process_start_time() if started is None else started
+        self.seconds = dict.fromkeys(CATEGORIES, 0.0)
+        prev = self._read_ledger()
+        self.prior = {k: float(prev.get("seconds", {}).get(k, 0.0)) for k in CATEGORIES}
+        self.high_water = int(prev.get("high_water_step", 0))
+        self.incarnation = int(prev.get("incarnations", 0)) + 1
+        if prev and not prev.get("finished"):
+            self.seconds["rescheduling"] = max(0.0, self.started - float(prev.get("last_alive", self.started)))
+        self._last_write = 0.0
+        self.registry = CollectorRegistry()
+        self._g_seconds = Gauge("openpod_training_seconds", "Wall-clock seconds by category, all incarnations",
+                                ["category"], registry=self.registry)
+        self._g_ratio = Gauge("openpod_goodput_ratio", "Productive seconds / all seconds", registry=self.registry)
+        self._g_step = Gauge("openpod_training_step", "Last completed optimizer step", registry=self.registry)
+        self._g_ckpt_fail = Gauge("openpod_checkpoint_failures", "Checkpoint saves that failed (this incarnation)",
+                                  registry=self.registry)
+        if metrics_port is not None and rank == 0:
+            start_http_server(metrics_port, addr="0.0.0.0", registry=self.registry)
+
+    def _read_ledger(self) -> dict:
+        try:
+            return json.loads((self.dir / LEDGER).read_text())
+        except (OSError, ValueError):
+            return {}
+
+    @contextlib.contextmanager
+    def phase(self, category: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(category, time.perf_counter() - t0)
+
+    def add(self, category: str, seconds: float) -> None:
+        self.seconds[category] += seconds
+
+    def training_starts(self) -> None:
+        """Everything from process start until now that was not restore is start-up."""
+        self.seconds["startup"] = max(0.0, time.time() - self.started - self.seconds["restore"])
+
+    def step_done(self, step: int, seconds: float) -> None:
+        """``step`` is the 0-based index of the optimizer step just finished."""
+        self.add("replayed" if step < self.high_water else "productive", seconds)
+        self.high_water = max(self.high_water, step + 1)
+        self._g_step.set(step + 1)
+        if time.monotonic() - self._last_write > 1.0:
+            self.persist()
+
+    def totals(self) -> dict[str, float]:
+        return {k: self.prior[k] + self.seconds[k] for k in CATEGORIES}
+
+    def summary(self) -> dict:
+        tot = self.totals()
+        wall = sum(tot.values())
+        return {"seconds": {k: round(v, 4) for k, v in tot.items()},
+                "goodput": round(tot["productive"] / wall, 4) if wall else 0.0,
+                "incarnations": self.incarnation, "high_water_step": self.high_water}
+
+    def persist(self, *, finished: bool = False, checkpoint_failures: int = 0) -> None:
+        self._last_write = time.monotonic()
+        s = self.summary()
+        for k, v in s["seconds"].items():
+            self._g_seconds.labels(category=k).set(v)
+        self._g_ratio.set(s["goodput"])
+        self._g_ckpt_fail.set(checkpoint_failures)
+        if self.rank != 0:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        ledger = {"seconds": s["seconds"], "high_water_step": self.high_water, "last_alive": time.time(),
+                  "finished": finished, "incarnations": self.incarnation}
+        atomic_write(self.dir / LEDGER, json.dumps(ledger).encode(), fsync=False)
+        write_to_textfile(str(self.dir / "metrics.prom"), self.registry)

@@ -1,0 +1,168 @@
+"""What a training script adopts in a few lines: process group, data plan, checkpoints, goodput.
+
+    rt = Runtime(cfg)                        # joins the (elastic) job, starts components
+    start = rt.restore(model, optimizer)     # newest complete checkpoint, 0 if none
+    for step in range(start, cfg.steps):
+        plan = rt.plan(step)                 # this rank's micro-batches of the global batch
+        ...forward/backward over plan.micro_batches, loss scaled by 1 / plan.global_batch...
+        loss = rt.sync_gradients(model, loss_sum)
+        optimizer.step()
+        rt.step_done(step, model, optimizer, loss)   # goodput, checkpoint when due
+    result = rt.finish(model, optimizer)
+
+Each component is switched by its config section; the same code runs with gloo on
+CPU and NCCL on CUDA.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import socket
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from training import faults
+from training.checkpoint import Checkpointer, state_sha256
+from training.config import RunConfig
+from training.data import SampleOrder, StepPlan, TokenShards, plan_step
+from training.goodput import Goodput
+
+log = logging.getLogger("training")
+
+
+def lr_at(step: int, cfg: RunConfig) -> float:
+    """Warm-up then cosine decay, a function of the global step only (world size does not matter)."""
+    o = cfg.optim
+    if step < o.warmup_steps:
+        return o.lr * (step + 1) / o.warmup_steps
+    progress = (step - o.warmup_steps) / max(1, cfg.steps - o.warmup_steps)
+    return o.lr * (o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+class Runtime:
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+        if "TORCHELASTIC_RUN_ID" in os.environ:  # under torchrun: never outlive the agent
+            faults.die_with_parent()
+        torch.set_num_threads(cfg.threads)
+        use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        if use_cuda:
+            torch.cuda.set_device(self.local_rank)
+        self.device = torch.device("cuda", self.local_rank) if use_cuda else torch.device("cpu")
+        self.goodput = Goodput(cfg.run_dir, rank=int(os.environ.get("RANK", 0)), metrics_port=cfg.metrics_port)
+        if not dist.is_initialized():
+            if "RANK" not in os.environ:  # plain `python script.py`: a world of one
+                os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                                  MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+            dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(seconds=120))
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        self.node_id = os.environ.get("OPENPOD_NODE_ID") or socket.gethostname()
+        self.data = TokenShards(cfg.data.data_dir)
+        self.order = SampleOrder(len(self.data), cfg.seed)
+        self.checkpointer = None
+        if cfg.checkpoint.enabled:
+            self.checkpointer = Checkpointer(
+                cfg.checkpoint, rank=self.rank, world_size=self.world_size,
+                local_world_size=self.local_world_size, node_id=self.node_id,
+                scratch_dir=Path(cfg.run_dir) / "scratch" / f"rank_{self.rank:05d}")
+        self.restored = None
+        self.last_loss: float | None = None
+        self._sample_log = os.environ.get("OPENPOD_SAMPLE_LOG")
+
+    def restore(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
+        if self.checkpointer is not None:
+            with self.goodput.phase("restore"):
+                self.restored = self.checkpointer.restore(model, optimizer)
+        start = self.restored.step if self.restored else 0
+        if self.restored:
+            self.last_loss = self.restored.meta.get("loss")
+            log.info("rank %d restored step %d from %s in %.3fs", self.rank, start, self.restored.source,
+                     self.restored.seconds)
+        self.goodput.training_starts()
+        self._t_step = time.perf_counter()
+        return start
+
+    def plan(self, step: int) -> StepPlan:
+        faults.wait_point(step, self.world_size, self.rank)
+        self._t_step = time.perf_counter()
+        p = plan_step(self.order, step, rank=self.rank, world_size=self.world_size,
+                      global_batch=self.cfg.data.global_batch, micro_batch=self.cfg.data.micro_batch)
+        if self._sample_log:
+            with open(self._sample_log, "a") as f:
+                f.write(f"{os.getpid()} {step} {self.world_size} {self.rank} {' '.join(map(str, p.sample_ids))}\n")
+        return p
+
+    def batch(self, ids: list[int]) -> torch.Tensor:
+        return self.data.batch(ids).to(self.device, non_blocking=True)
+
+    def sync_gradients(self, model: torch.nn.Module, loss_sum: torch.Tensor) -> float:
+        """Sum gradients (already scaled by 1/global_batch) and the loss over ranks in one all-reduce."""
+        params = [p for p in model.parameters() if p.requires_grad]
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        flat = torch.cat([p.grad.reshape(-1) for p in params] + [loss_sum.detach().reshape(1).to(params[0].dtype)])
+        if self.world_size > 1:
+            dist.all_reduce(flat)
+        off = 0
+        for p in params:
+            n = p.numel()
+            p.grad.copy_(flat[off:off + n].view_as(p))
+            off += n
+        return float(flat[-1])
+
+    def step_done(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: float) -> None:
+        self.last_loss = loss
+        self.goodput.step_done(step, time.perf_counter() - self._t_step)
+        done = step + 1
+        faults.kill_point("after_step", done, self.rank)
+        if self.checkpointer is not None and self.checkpointer.due(done):
+            blocked = self.checkpointer.save(done, model, optimizer,
+                                             meta={"loss": loss, "world_size": self.world_size})
+            self.goodput.add("checkpoint_blocking", blocked)
+            self.goodput.persist(checkpoint_failures=self.checkpointer.stats.failed)
+
+    def finish(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+        """Drain checkpoint I/O, account, and describe the final state (identical on every rank)."""
+        if self.checkpointer is not None:
+            self.checkpointer.flush()
+            dist.barrier()  # every rank's replication is done before any peer server stops
+            self.checkpointer.close()
+            state = self.checkpointer.state(model, optimizer)
+        else:
+            from torch.distributed.checkpoint.state_dict import get_state_dict
+
+            msd, osd = get_state_dict(model, optimizer)
+            state = {"model": msd, "optim": osd}
+        failed = self.checkpointer.stats.failed if self.checkpointer else 0
+        self.goodput.persist(finished=True, checkpoint_failures=failed)
+        result = {
+            "step": self.cfg.steps,
+            "loss": self.last_loss,
+            "state_sha256": state_sha256(state),
+            "world_size": self.world_size,
+            "restored_from": self.restored.source if self.restored else None,
+            "restored_step": self.restored.step if self.restored else 0,
+            "restore_seconds": round(self.restored.seconds, 4) if self.restored else 0.0,
+            "checkpoints": {"committed": self.checkpointer.stats.committed if self.checkpointer else 0,
+                            "failed": failed,
+                            "last_error": self.checkpointer.stats.last_error if self.checkpointer else None},
+            "goodput": self.goodput.summary(),
+        }
+        dist.barrier()
+        dist.destroy_process_group()
+        return result
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

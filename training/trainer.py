@@ -1,0 +1,36 @@
+"""The reference trainer: a small GPT on synthetic tokens, using :mod:`training.runtime`."""
+
+from __future__ import annotations
+
+import torch
+
+from training.config import RunConfig
+from training.model import GPT
+from training.runtime import Runtime, lr_at
+
+
+def train(cfg: RunConfig) -> dict:
+    torch.use_deterministic_algorithms(True)
+    rt = Runtime(cfg)
+    torch.manual_seed(cfg.seed)  # every rank builds the same initial model
+    model = GPT(cfg.model_config).to(rt.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr, betas=(0.9, 0.95),
+                                  weight_decay=cfg.optim.weight_decay)
+    start = rt.restore(model, optimizer)
+
+    for step in range(start, cfg.steps):
+        plan = rt.plan(step)
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros((), device=rt.device)
+        for ids in plan.micro_batches:
+            loss = model.loss_sum(rt.batch(ids)) / plan.global_batch  # global mean, any world size
+            loss.backward()
+            loss_sum += loss.detach()
+        loss_value = rt.sync_gradients(model, loss_sum)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        optimizer.step()
+        rt.step_done(step, model, optimizer, loss_value)
+
+    return rt.finish(model, optimizer)

@@ -1,0 +1,31 @@
+"""Worker entry point, one per rank, started by torchrun: ``python -m training.worker --config ...``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from training.config import RunConfig
+from training.storage_utils import write_json_atomic
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m training.worker")
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--result-dir", required=True)
+    args = ap.parse_args(argv)
+    rank = os.environ.get("RANK", "0")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"[rank {rank}] %(asctime)s %(name)s %(levelname)s %(message)s")
+    from training.trainer import train
+
+    result = train(RunConfig.load(args.config))
+    write_json_atomic(Path(args.result_dir) / f"result-{int(rank):05d}.json", result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
