@@ -123,17 +123,23 @@ def queues(spec_path: str | None) -> None:
               help="2 MiB hugepages, MiB (EFA groups only)")
 @click.option("--shm", "shm_gi", type=int, default=None, help="/dev/shm size in GiB (default: 1/4 of memory, <= 64)")
 @click.option("--env", "env", multiple=True, help="KEY=VALUE for the training container (repeatable)")
+@click.option("--runtime", type=click.Choice(["torchrun", "openpod"]), default="torchrun", show_default=True,
+              help="per-node launcher: torchrun SCRIPT, or the platform's `python -m training run` "
+                   "(checkpoint tiers, peer recovery)")
+@click.option("--s3-uri", default=None,
+              help="--runtime openpod: s3://bucket/prefix checkpoint tier (the stack's checkpoints bucket)")
 @click.option("--dry-run", is_flag=True, help="print the JobSet YAML instead of creating it")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="default: $KUBECONFIG or ~/.kube/config")
 @click.option("--context", "kube_context", default=None, help="kubeconfig context")
 @click.argument("script", nargs=-1, type=click.UNPROCESSED)
 def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, priority, require_topology,
-           prefer_topology, max_restarts, hugepages_mi, shm_gi, env, dry_run, kubeconfig, kube_context,
-           script) -> None:
+           prefer_topology, max_restarts, hugepages_mi, shm_gi, env, runtime, s3_uri, dry_run, kubeconfig,
+           kube_context, script) -> None:
     """Submit a multi-node PyTorch job as a Kueue-managed JobSet.
 
     The training script and its arguments follow `--`, e.g.
     `openpod submit --team research --group p5 --nodes 2 --image IMG --name llama -- train.py --steps 100`.
+    With `--runtime openpod` they are arguments of `python -m training run`, e.g. `-- --model xl --steps 1000`.
     """
     from infra.governance import jobset
 
@@ -148,7 +154,7 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
         name=name, team=team, group=group, image=image, nodes=nodes, script=tuple(script),
         accelerators_per_node=accelerators_per_node, priority=priority, require_topology=require_topology,
         prefer_topology=prefer_topology, max_restarts=max_restarts, hugepages_mi=hugepages_mi, shm_gi=shm_gi,
-        env=env_map,
+        env=env_map, runtime=runtime, s3_uri=s3_uri,
     )
     try:
         jobset.validate(s, req)

@@ -49,3 +49,8 @@ EFA_HUGEPAGES_MI = 5120
 # The service account training pods run as in each team namespace; the
 # platform's Pod Identity association gives it the training role.
 TRAINING_SERVICE_ACCOUNT = "training"
+
+# Where every node with instance-store NVMe mounts its RAID0 (the instance
+# groups' user data assembles it); training pods mount a per-job directory of
+# it as a hostPath for the local checkpoint tier.
+LOCAL_NVME_MOUNT = "/mnt/local-nvme"

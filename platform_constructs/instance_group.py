@@ -23,9 +23,8 @@ from infra import labels as keys
 from infra.instance_types import Accelerator, EfaLayout, InstanceType
 from infra.spec import CapacityType, Taint, Volume
 
-# Where the RAID0 of instance-store NVMe is mounted on every node that has it;
-# training pods mount it as a hostPath for fast local checkpoints.
-LOCAL_NVME_MOUNT = "/mnt/local-nvme"
+# Where the RAID0 of instance-store NVMe is mounted (shared with the submit CLI).
+LOCAL_NVME_MOUNT = keys.LOCAL_NVME_MOUNT
 ROOT_DEVICE = "/dev/xvda"
 
 

@@ -81,24 +81,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         peer_replication, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
         bind_host) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
-    problems = []
-    for name, value, low in (("--steps", steps, 1), ("--checkpoint-every", checkpoint_every, 0),
-                             ("--nproc-per-node", nproc_per_node, 1), ("--global-batch", global_batch, 1),
-                             ("--micro-batch", micro_batch, 1), ("--num-samples", num_samples, 1),
-                             ("--fsx-every", fsx_every, 1), ("--s3-every", s3_every, 1), ("--keep", keep, 1),
-                             ("--max-restarts", max_restarts, 0), ("--threads", threads, 1)):
-        if value < low:
-            problems.append(f"{name}: must be >= {low}, got {value}")
-    max_nodes = _max_nodes(nnodes, problems)
-    if max_nodes and nproc_per_node * max_nodes > global_batch:
-        problems.append(f"--global-batch: {global_batch} is smaller than the largest world size "
-                        f"({nproc_per_node} x {max_nodes}); every rank needs at least one sample")
-    if s3_uri is not None and not s3_uri.startswith("s3://"):
-        problems.append(f"--s3-uri: must look like s3://bucket/prefix, got {s3_uri!r}")
-    if rdzv_endpoint is not None and not _is_host_port(rdzv_endpoint):
-        problems.append(f"--rdzv-endpoint: must be host:port, got {rdzv_endpoint!r}")
-    if max_nodes and max_nodes > 1 and rdzv_endpoint is None:
-        problems.append("--rdzv-endpoint: required when --nnodes allows more than one node")
+    problems = usage_problems(click.get_current_context().params)
     if problems:
         fail(problems)
 
@@ -161,6 +144,49 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         click.echo(json.dumps(json.loads(files[0].read_text()), sort_keys=True))
     finally:
         shutil.rmtree(results, ignore_errors=True)
+
+
+def usage_problems(params: dict) -> list[str]:
+    """Bad values and combinations among ``run``'s parsed ``params`` (click checked the types), one line each."""
+    p = params
+    steps, checkpoint_every, nproc_per_node = p["steps"], p["checkpoint_every"], p["nproc_per_node"]
+    global_batch, micro_batch, num_samples = p["global_batch"], p["micro_batch"], p["num_samples"]
+    fsx_every, s3_every, keep, max_restarts = p["fsx_every"], p["s3_every"], p["keep"], p["max_restarts"]
+    threads, nnodes, s3_uri, rdzv_endpoint = p["threads"], p["nnodes"], p["s3_uri"], p["rdzv_endpoint"]
+    problems = []
+    for name, value, low in (("--steps", steps, 1), ("--checkpoint-every", checkpoint_every, 0),
+                             ("--nproc-per-node", nproc_per_node, 1), ("--global-batch", global_batch, 1),
+                             ("--micro-batch", micro_batch, 1), ("--num-samples", num_samples, 1),
+                             ("--fsx-every", fsx_every, 1), ("--s3-every", s3_every, 1), ("--keep", keep, 1),
+                             ("--max-restarts", max_restarts, 0), ("--threads", threads, 1)):
+        if value < low:
+            problems.append(f"{name}: must be >= {low}, got {value}")
+    max_nodes = _max_nodes(nnodes, problems)
+    if max_nodes and nproc_per_node * max_nodes > global_batch:
+        problems.append(f"--global-batch: {global_batch} is smaller than the largest world size "
+                        f"({nproc_per_node} x {max_nodes}); every rank needs at least one sample")
+    if s3_uri is not None and not s3_uri.startswith("s3://"):
+        problems.append(f"--s3-uri: must look like s3://bucket/prefix, got {s3_uri!r}")
+    if rdzv_endpoint is not None and not _is_host_port(rdzv_endpoint):
+        problems.append(f"--rdzv-endpoint: must be host:port, got {rdzv_endpoint!r}")
+    if max_nodes and max_nodes > 1 and rdzv_endpoint is None:
+        problems.append("--rdzv-endpoint: required when --nnodes allows more than one node")
+    return problems
+
+
+def check_run_args(argv: list[str]) -> list[str]:
+    """Problems with ``python -m training run ARGV``, found without running anything (empty: it would start).
+
+    Parses with the ``run`` command itself (unknown options, types, required
+    options) and applies :func:`usage_problems`; used by ``openpod submit``.
+    """
+    if {"-h", "--help"} & set(argv):
+        return ["--help given: nothing would run"]
+    try:
+        ctx = run.make_context("run", list(argv))
+    except click.ClickException as e:
+        return [e.format_message()]
+    return usage_problems(ctx.params)
 
 
 def _max_nodes(nnodes: str, problems: list[str]) -> int | None:

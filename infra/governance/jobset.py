@@ -1,8 +1,12 @@
 """The JobSet ``openpod submit`` creates for a multi-node PyTorch job.
 
 One replicated job of ``nodes`` pods (an Indexed Job, one pod per node), each
-running ``torchrun`` with c10d rendezvous on pod 0 through the JobSet's
-headless service. Kueue admits the JobSet as one workload (gang) against the
+running a per-node launcher with c10d rendezvous on pod 0 through the JobSet's
+headless service: ``torchrun <script>`` (runtime ``torchrun``), or the
+platform's training runtime ``python -m training run`` (runtime ``openpod``),
+which adds the checkpoint tiers - node memory (``/dev/shm``), the node's NVMe
+RAID0 (a per-job hostPath), the team's FSx directory, optionally S3 - and peer
+recovery over the pod IP. Kueue admits the JobSet as one workload (gang) against the
 team's LocalQueue at the chosen priority, and places it by topology: required
 (all pods in one domain, e.g. one UltraServer) or preferred (as few domains as
 possible, e.g. under one network spine).
@@ -44,6 +48,19 @@ LEVELS: dict[str, str] = {
 DEFAULT_HUGEPAGES_MI = labels.EFA_HUGEPAGES_MI  # what EFA nodes preallocate (instance group user data)
 DEFAULT_MAX_RESTARTS = 10
 
+RUNTIMES = ("torchrun", "openpod")
+# --runtime openpod: where the tiers live in the container, and the downward-API env the command expands.
+POD_IP_ENV = "POD_IP"        # status.podIP: agent address and peer side-channel (--bind-host)
+NODE_NAME_ENV = "NODE_NAME"  # spec.nodeName: names the node-local tier directories (--node-id)
+MEMORY_DIR = "/dev/shm/openpod"
+NVME_VOLUME = "local-nvme"
+# In-pod worker-group restarts (a crashed worker restores from node memory); a lost
+# node fails its pod and the JobSet recreates the job (--max-restarts).
+LAUNCHER_RESTARTS = 3
+# `python -m training run` flags submit sets; the args after -- may not repeat them.
+LAUNCHER_FLAGS = ("--nnodes", "--nproc-per-node", "--rdzv-endpoint", "--rdzv-id", "--node-id", "--bind-host",
+                  "--max-restarts", "--checkpoint-dir", "--memory-dir", "--nvme-dir", "--s3-uri")
+
 
 class JobError(ValueError):
     """A job request that cannot run on this spec (message names the flag and what is allowed)."""
@@ -65,6 +82,8 @@ class JobRequest:
     hugepages_mi: int = DEFAULT_HUGEPAGES_MI
     shm_gi: int | None = None                   # default: a quarter of the pod's memory, at most 64
     env: dict[str, str] = field(default_factory=dict)
+    runtime: str = "torchrun"                   # a RUNTIMES value
+    s3_uri: str | None = None                   # runtime openpod: optional S3 checkpoint tier
 
 
 # Placement when the user asks for none: pack into one UltraServer / layer-3
@@ -135,13 +154,72 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
         if not 1 <= req.shm_gi < memory:
             raise JobError(f"--shm {req.shm_gi} not allowed; /dev/shm counts against the pod's {memory} GiB of "
                            f"memory: use 1 to {memory - 1} GiB")
-    if not req.script:
+    if req.runtime not in RUNTIMES:
+        raise JobError(f"--runtime {req.runtime!r} not allowed; use one of: {', '.join(RUNTIMES)}")
+    if req.runtime == "openpod":
+        _validate_openpod(spec, req)
+    elif req.s3_uri is not None:
+        raise JobError("--s3-uri needs --runtime openpod (the torchrun runtime leaves checkpoints to the script)")
+    elif not req.script:
         raise JobError("no training script given; put it after --, e.g. -- train.py --config llama.yaml")
+
+
+def _validate_openpod(spec: ClusterSpec, req: JobRequest) -> None:
+    t = spec.group(req.group).type
+    if t.device_resource == res.NEURON:
+        raise JobError(f"--runtime openpod not available on group {req.group} ({t.name}): the training runtime "
+                       "runs on NVIDIA GPUs or CPU; use --runtime torchrun with a Neuron training script")
+    if req.s3_uri is not None and not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", req.s3_uri):
+        raise JobError(f"--s3-uri {req.s3_uri!r} not allowed; use s3://<checkpoints bucket>[/prefix] (the bucket "
+                       "is the stack's checkpoints bucket output)")
+    for key in (POD_IP_ENV, NODE_NAME_ENV):
+        if key in req.env:
+            raise JobError(f"--env {key} not allowed with --runtime openpod: it is set from the pod itself")
+    for arg in req.script:
+        flag = arg.split("=", 1)[0]
+        if flag in LAUNCHER_FLAGS:
+            raise JobError(f"{flag} after -- not allowed with --runtime openpod: submit sets it from the job "
+                           f"(set by submit: {', '.join(LAUNCHER_FLAGS)})")
+    from training.cli import check_run_args  # the runtime's own parser: no torch import
+
+    problems = check_run_args(launch_command(spec, req)[4:])
+    if problems:
+        raise JobError(f"training args after -- not accepted by python -m training run: {'; '.join(problems)}")
 
 
 def leader_host(name: str) -> str:
     """DNS name of pod 0: <jobset>-<replicatedJob>-<job index>-<pod index>.<headless service>."""
     return f"{name}-{REPLICATED_JOB}-0-0.{name}"
+
+
+def nvme_available(spec: ClusterSpec, group: str) -> bool:
+    """Whether the group's nodes mount a RAID0 of instance-store NVMe at ``labels.LOCAL_NVME_MOUNT``."""
+    g = spec.group(group)
+    return g.local_nvme_raid0 and g.type.nvme_count > 0
+
+
+def checkpoint_dir(spec: ClusterSpec, req: JobRequest) -> str:
+    """The job's durable tier: ``<FSx mount>/<team>/<job>``."""
+    return f"{spec.storage.fsx.mount_path.rstrip('/')}/{req.team}/{req.name}"
+
+
+def launch_command(spec: ClusterSpec, req: JobRequest) -> list[str]:
+    """The container command on every node; ``$(VAR)`` is expanded by the kubelet from the container's env."""
+    t = spec.group(req.group).type
+    nproc = res.processes_per_node(t, req.accelerators_per_node or t.accelerator_count)
+    rendezvous = [f"--nnodes={req.nodes}", f"--nproc-per-node={nproc}"]
+    endpoint = f"--rdzv-endpoint={leader_host(req.name)}:{RDZV_PORT}"
+    if req.runtime == "torchrun":
+        return ["torchrun", *rendezvous, "--rdzv-backend=c10d", endpoint, f"--rdzv-id={req.name}",
+                "--max-restarts=0", *req.script]
+    tiers = [f"--checkpoint-dir={checkpoint_dir(spec, req)}", f"--memory-dir={MEMORY_DIR}"]
+    if nvme_available(spec, req.group):
+        tiers.append(f"--nvme-dir={labels.LOCAL_NVME_MOUNT}")
+    if req.s3_uri:
+        tiers.append(f"--s3-uri={req.s3_uri}")
+    return ["python", "-m", "training", "run", *rendezvous, endpoint, f"--rdzv-id={req.name}",
+            f"--node-id=$({NODE_NAME_ENV})", f"--bind-host=$({POD_IP_ENV})", f"--max-restarts={LAUNCHER_RESTARTS}",
+            *tiers, *req.script]
 
 
 def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
@@ -154,20 +232,11 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     resources = {r: res.quantity(r, n) for r, n in amounts.items()}
     if t.efa_supported and req.hugepages_mi:
         resources[res.HUGEPAGES] = f"{req.hugepages_mi}Mi"
-    nproc = res.processes_per_node(t, accelerators)
     shm_gi = req.shm_gi or max(1, min(64, share.memory_gib // 4))
     mount = spec.storage.fsx.mount_path
 
-    torchrun = [
-        "torchrun",
-        f"--nnodes={req.nodes}",
-        f"--nproc-per-node={nproc}",
-        "--rdzv-backend=c10d",
-        f"--rdzv-endpoint={leader_host(req.name)}:{RDZV_PORT}",
-        f"--rdzv-id={req.name}",
-        "--max-restarts=0",
-        *req.script,
-    ]
+    openpod = req.runtime == "openpod"
+    nvme = openpod and nvme_available(spec, req.group)
     env = {"OPENPOD_JOB": req.name, "OPENPOD_TEAM": req.team, "OPENPOD_FSX": mount, **req.env}
     if t.efa_supported:
         env.setdefault("FI_PROVIDER", "efa")
@@ -176,12 +245,17 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": req.image,
-        "command": torchrun,
+        "command": launch_command(spec, req),
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "ports": [{"name": "rdzv", "containerPort": RDZV_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(resources), "limits": dict(resources)},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "fsx", "mountPath": mount}],
     }
+    if openpod:
+        container["env"] += [{"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                             {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    if nvme:
+        container["volumeMounts"].append({"name": NVME_VOLUME, "mountPath": labels.LOCAL_NVME_MOUNT})
     if t.efa_supported:
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
 
@@ -207,6 +281,18 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         ],
         "terminationGracePeriodSeconds": 60,
     }
+    if nvme:
+        # A per-job directory of the node's NVMe RAID0. The kubelet creates it root-owned
+        # 0755; the training image runs as an unprivileged user, so open it up first.
+        pod_spec["volumes"].append({"name": NVME_VOLUME, "hostPath": {
+            "path": f"{labels.LOCAL_NVME_MOUNT}/openpod/{req.team}/{req.name}", "type": "DirectoryOrCreate"}})
+        pod_spec["initContainers"] = [{
+            "name": "local-nvme-dir",
+            "image": req.image,
+            "command": ["chmod", "1777", labels.LOCAL_NVME_MOUNT],
+            "securityContext": {"runAsUser": 0},
+            "volumeMounts": [{"name": NVME_VOLUME, "mountPath": labels.LOCAL_NVME_MOUNT}],
+        }]
     # The group's own taints only; never the health-check, unhealthy or hot-spare taints.
     if group.taints:
         pod_spec["tolerations"] = [{"key": x.key, "operator": "Equal", "value": x.value, "effect": x.effect.value}

@@ -38,6 +38,15 @@ def test_submit_dry_run_yaml(args, snapshot):
     assert result.stdout == snapshot
 
 
+def test_submit_openpod_runtime_dry_run_yaml(snapshot):
+    result = CliRunner().invoke(main, ["submit", "--spec", str(EXAMPLES / "default.yaml"), "--image",
+                                       "registry.example/train:1", "--dry-run", "--name", "llama-p5", "--team",
+                                       "research", "--group", "p5", "--nodes", "2", "--runtime", "openpod",
+                                       "--", "--model", "xl", "--steps", "1000", "--global-batch", "64"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == snapshot
+
+
 def test_kueue_helm_values(snapshot):
     values = install.kueue_values(load_spec(EXAMPLES / "default.yaml"))
     assert yaml.safe_dump(values, sort_keys=False) == snapshot

@@ -51,10 +51,24 @@ def test_dockerfile_builds_from_the_repo_root_with_pinned_components():
     (["--steps", "5", "--model", "huge"], "Invalid value for '--model'"),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(tmp_path, args, message):
+    # The same checks, without running anything (what `openpod submit --runtime openpod` uses).
+    from training.cli import check_run_args
+
+    assert any(message in p for p in check_run_args(["--checkpoint-dir", str(tmp_path / "ck"), *args]))
+    assert not (tmp_path / "ck").exists()
     r = run_cli([PY, "-m", "training", "run", "--checkpoint-dir", str(tmp_path / "ck"), *args], env=cli_env())
     assert r.returncode == 2
     assert message in r.stderr and "Traceback" not in r.stderr
     assert r.stdout == ""
+
+
+def test_check_run_args_accepts_a_valid_launch_and_creates_nothing(tmp_path):
+    from training.cli import check_run_args
+
+    assert check_run_args(["--checkpoint-dir", str(tmp_path / "ck"), "--steps", "5", "--nnodes", "2",
+                           "--rdzv-endpoint", "head:29500", "--bind-host", "10.0.0.5"]) == []
+    assert check_run_args(["--steps", "5", "--help"]) == ["--help given: nothing would run"]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_unwritable_checkpoint_dir_is_a_usage_error(tmp_path):
