@@ -18,7 +18,12 @@ KILLS = ["during_write@5", "before_commit@10@1", "after_step@13", "during_promot
 def test_killed_and_resumed_run_matches_the_uninterrupted_one(tmp_path, baseline):
     args = train_args(tmp_path)
     for point in KILLS:
-        r = run_cli(args, env=cli_env(OPENPOD_KILL_AT=point))
+        extra = {}
+        if point.startswith("during_promote"):
+            # Promotion runs in the background while training goes on; hold the job before
+            # step 17 so the kill lands during promotion of 15, not after step 20 was committed.
+            extra["OPENPOD_HOOK_WAIT"] = f"17@2@{tmp_path / 'never'}"
+        r = run_cli(args, env=cli_env(OPENPOD_KILL_AT=point, **extra))
         assert r.returncode != 0, f"{point}: the kill hook did not fire\n{r.stderr[-2000:]}"
         assert "rerun the same command to resume" in r.stderr
     r = run_cli(args)
