@@ -271,20 +271,13 @@ class EksSpec(_Model):
     charts: dict[str, str] = {}
     log_retention_days: int = Field(90, ge=1)
 
-    @field_validator("addons")
+    @field_validator("addons", "charts")
     @classmethod
-    def _addons(cls, v: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(v) - set(DEFAULT_ADDONS))
+    def _known_names(cls, v: dict[str, str], info) -> dict[str, str]:
+        what, known = ("add-on", DEFAULT_ADDONS) if info.field_name == "addons" else ("chart", DEFAULT_CHARTS)
+        unknown = sorted(set(v) - set(known))
         if unknown:
-            raise ValueError(f"unknown add-on {', '.join(unknown)}; allowed: {', '.join(DEFAULT_ADDONS)}")
-        return v
-
-    @field_validator("charts")
-    @classmethod
-    def _charts(cls, v: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(v) - set(DEFAULT_CHARTS))
-        if unknown:
-            raise ValueError(f"unknown chart {', '.join(unknown)}; allowed: {', '.join(DEFAULT_CHARTS)}")
+            raise ValueError(f"unknown {what} {', '.join(unknown)}; allowed: {', '.join(known)}")
         return v
 
     @property

@@ -119,6 +119,13 @@ def test_max_size_zero_is_refused():
                               "(got 0)"]
 
 
+def test_unknown_add_on_and_chart_name_what_is_allowed():
+    lines = problems(spec_with(eks={"addons": {"vpc-cin": "v1"}, "charts": {"kueu": "0.1"}}))
+    assert lines[0].startswith("eks.addons: unknown add-on vpc-cin; allowed: vpc-cni, coredns")
+    assert lines[1].startswith("eks.charts: unknown chart kueu; allowed: aws-efa-k8s-device-plugin")
+    assert len(lines) == 2
+
+
 def test_unknown_field_suggests_the_right_one():
     (line,) = problems(spec_with(**{f"instance_groups__{P5}__instance_typ": "p5.48xlarge"}))
     assert line == (f"instance_groups[{P5}] (p5).instance_typ: unknown field; did you mean 'instance_type'? "
