@@ -38,6 +38,13 @@ def run_cli(args: list[str], *, env: dict | None = None, timeout: float = 180) -
     return subprocess.run(args, cwd=ROOT, env=env or cli_env(), capture_output=True, text=True, timeout=timeout)
 
 
+def failure_text(r: subprocess.CompletedProcess) -> str:
+    """What to show when a run fails: the first worker traceback (it is often long before the end) and the tail."""
+    first = r.stderr.find("Traceback")
+    head = r.stderr[max(0, first - 500):first + 4000] if first >= 0 else ""
+    return f"exit {r.returncode}\n--- first traceback ---\n{head}\n--- tail ---\n{r.stderr[-2000:]}"
+
+
 def last_json(stdout: str) -> dict:
     lines = [line for line in stdout.splitlines() if line.strip()]
     assert lines, "no output"
@@ -63,7 +70,7 @@ def baseline(tmp_path_factory) -> dict:
     """An uninterrupted 2-worker run (tiny, 20 steps, seed 1): the reference for exact resume."""
     tmp = tmp_path_factory.mktemp("baseline")
     r = run_cli(train_args(tmp))
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0, failure_text(r)
     return last_json(r.stdout)
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.training.conftest import PY, cli_env, free_port, kill_group, last_json, run_cli, spawn, train_args
+from tests.training.conftest import (PY, cli_env, failure_text, free_port, kill_group, last_json, run_cli, spawn,
+                                     train_args)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
 
@@ -83,7 +84,7 @@ def test_two_to_three_to_two_workers_keeps_batch_order_and_loss(tmp_path):
         assert sorted(seen) == list(range(n))       # every sample exactly once per epoch
 
     fixed = run_cli(train_args(tmp_path / "fixed", steps=steps, every=3, seed=3, extra=extra))
-    assert fixed.returncode == 0, fixed.stderr[-2000:]
+    assert fixed.returncode == 0, failure_text(fixed)
     ref = last_json(fixed.stdout)["loss"]
     assert abs(outs[0]["loss"] - ref) <= 1e-4 * abs(ref), (outs[0]["loss"], ref)
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from tests.training.conftest import cli_env, kill_group, last_json, run_cli, spawn, train_args
+from tests.training.conftest import cli_env, failure_text, kill_group, last_json, run_cli, spawn, train_args
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
 
@@ -27,7 +27,7 @@ def test_killed_and_resumed_run_matches_the_uninterrupted_one(tmp_path, baseline
         assert r.returncode != 0, f"{point}: the kill hook did not fire\n{r.stderr[-2000:]}"
         assert "rerun the same command to resume" in r.stderr
     r = run_cli(args)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0, failure_text(r)
     out = last_json(r.stdout)
     assert out["step"] == 20 and out["restored_step"] == 15
     assert out["state_sha256"] == baseline["state_sha256"]
@@ -45,13 +45,13 @@ def test_random_kill_then_resume_matches(tmp_path, baseline):
     time.sleep(delay)
     kill_group(p)
     r = run_cli(args)
-    assert r.returncode == 0, f"delay {delay:.2f}s\n{r.stderr[-3000:]}"
+    assert r.returncode == 0, f"delay {delay:.2f}s\n{failure_text(r)}"
     assert last_json(r.stdout)["state_sha256"] == baseline["state_sha256"], f"delay {delay:.2f}s"
 
 
 def test_full_disk_fails_the_save_not_the_training(tmp_path, baseline):
     r = run_cli(train_args(tmp_path), env=cli_env(OPENPOD_FAULT_ENOSPC="memory@10"))
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0, failure_text(r)
     out = last_json(r.stdout)
     assert out["checkpoints"]["failed"] == 1 and "No space left on device" in out["checkpoints"]["last_error"]
     assert "checkpoint of step 10 failed" in r.stderr
