@@ -128,6 +128,36 @@ def test_retention_keeps_the_newest_per_tier(tmp_path):
     assert sorted(p.name for p in (tmp_path / "shm/n0").iterdir()) == ["step_000000006", "step_000000008"]
 
 
+def test_retention_drops_a_step_that_was_pinned_by_a_slow_promotion(tmp_path):
+    """Saves that commit while an older step is still being promoted leave the first tier at ``keep``."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowNvme(DirTier):
+        def put(self, src, marker):
+            entered.set()
+            assert release.wait(30)
+            super().put(src, marker)
+
+    cfg = tiers(tmp_path, keep=2)
+    model, opt = make_model()
+    ck = checkpointer(tmp_path, cfg)
+    ck.tiers[1] = SlowNvme("nvme", tmp_path / "nvme/n0", keep=2)
+    train(model, opt)
+    ck.save(2, model, opt)
+    assert entered.wait(30)  # step 2 is pinned in memory while it is copied to nvme
+    for s in (4, 6, 8):
+        train(model, opt)
+        ck.save(s, model, opt)
+    ck.wait()
+    assert [m.step for m in DirTier("memory", tmp_path / "shm/n0").markers()] == [8, 6, 2]
+    release.set()
+    ck.close()
+    assert [m.step for m in DirTier("memory", tmp_path / "shm/n0").markers()] == [8, 6]
+    assert sorted(p.name for p in (tmp_path / "shm/n0").iterdir()) == ["step_000000006", "step_000000008"]
+
+
 def test_s3_tier_on_a_moto_server_is_the_last_fallback(tmp_path, moto_s3, bucket):
     import boto3
 

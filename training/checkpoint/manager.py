@@ -202,6 +202,9 @@ class Checkpointer:
             finally:
                 with self._cond:
                     self._pinned.discard(marker.step)
+                    # A save committed during this promotion could not drop this step
+                    # (it was pinned); drop it now if it fell out of the first tier's window.
+                    self.first.retain(self.rank, self._pinned)
                     self._promoting = False
                     self._cond.notify_all()
 
