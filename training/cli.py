@@ -66,6 +66,9 @@ def main() -> None:
 @click.option("--keep", type=int, default=2, help="checkpoints kept per tier")
 @click.option("--peer-replication/--no-peer-replication", default=True,
               help="hold each snapshot in a buddy node's memory too")
+@click.option("--overlap-staging/--no-overlap-staging", default=True,
+              help="copy the state to host memory while the next step's forward/backward runs "
+                   "(its optimizer step waits for the copy); off: save() blocks for the whole copy")
 @click.option("--nnodes", default="1", help="nodes, or MIN:MAX for an elastic job")
 @click.option("--rdzv-endpoint", default=None, help="host:port of the c10d rendezvous [default: local free port]")
 @click.option("--rdzv-id", default=None, help="job id shared by all agents [default: from CHECKPOINT_DIR]")
@@ -78,7 +81,7 @@ def main() -> None:
 @click.option("--bind-host", default="127.0.0.1", help="address for the peer side-channel and the agent")
 def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, global_batch, micro_batch,
         num_samples, data_dir, memory_dir, nvme_dir, s3_uri, s3_endpoint_url, fsx_every, s3_every, keep,
-        peer_replication, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
+        peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
         bind_host) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = usage_problems(click.get_current_context().params)
@@ -108,7 +111,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     cfg = RunConfig(model=model, steps=steps, seed=seed, run_dir=str(run_dir), data=data, threads=threads,
                     metrics_port=metrics_port,
                     checkpoint=CheckpointConfig(enabled=checkpoint_every > 0, every=checkpoint_every, tiers=tiers,
-                                                peer_replication=peer_replication, peer_host=bind_host))
+                                                peer_replication=peer_replication, peer_host=bind_host,
+                                                overlap_staging=overlap_staging))
     from training.data import ensure_dataset  # imports torch: only once the arguments are valid
 
     try:

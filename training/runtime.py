@@ -121,7 +121,9 @@ class Runtime:
 
     def step_done(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: float) -> None:
         self.last_loss = loss
-        self.goodput.step_done(step, time.perf_counter() - self._t_step)
+        held = self.checkpointer.take_waited() if self.checkpointer is not None else 0.0
+        self.goodput.add("checkpoint_blocking", held)  # the optimizer step waited for overlapped staging
+        self.goodput.step_done(step, time.perf_counter() - self._t_step - held)
         done = step + 1
         faults.kill_point("after_step", done, self.rank)
         if self.checkpointer is not None and self.checkpointer.due(done):

@@ -73,6 +73,45 @@ def test_save_commits_in_every_tier_and_restores_bit_exactly(tmp_path):
     assert fresh is None
 
 
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlapped-staging", "eager-staging"])
+def test_the_snapshot_is_the_state_at_save_time_while_training_goes_on(tmp_path, overlap):
+    """Overlapped staging: the next optimizer step is held until the copy has landed, so it cannot leak in."""
+    import dataclasses
+    import threading
+    import time
+
+    cfg = dataclasses.replace(tiers(tmp_path), overlap_staging=overlap)
+    model, opt = make_model()
+    train(model, opt)
+    ck = checkpointer(tmp_path, cfg)
+    gate = threading.Event()
+    real_copy = ck.stager.copy
+
+    def gated_copy(*args):
+        assert gate.wait(30)
+        real_copy(*args)
+
+    ck.stager.copy = gated_copy
+    at_save = state_sha256(ck.state(model, opt))
+    ck.save(2, model, opt)
+    stepping = threading.Thread(target=train, args=(model, opt))
+    stepping.start()
+    if overlap:
+        stepping.join(0.5)
+        assert stepping.is_alive()  # held in the optimizer's step pre-hook until the copy lands
+        assert state_sha256(ck.state(model, opt)) == at_save
+    else:
+        stepping.join(30)
+        assert not stepping.is_alive()  # eager staging: nothing holds the next step
+    gate.set()
+    stepping.join(30)
+    assert state_sha256(ck.state(model, opt)) != at_save  # the step did run
+    ck.close()
+    assert (ck.stats.waited_seconds > 0.4) == overlap
+    info, restored = restore(tmp_path, cfg)
+    assert (info.step, restored) == (2, at_save)
+
+
 def test_partial_checkpoint_without_marker_is_invisible(tmp_path):
     cfg = tiers(tmp_path)
     saved(tmp_path, cfg, steps=(2,))
@@ -156,6 +195,40 @@ def test_retention_drops_a_step_that_was_pinned_by_a_slow_promotion(tmp_path):
     ck.close()
     assert [m.step for m in DirTier("memory", tmp_path / "shm/n0").markers()] == [8, 6]
     assert sorted(p.name for p in (tmp_path / "shm/n0").iterdir()) == ["step_000000006", "step_000000008"]
+
+
+def test_listing_survives_another_rank_deleting_step_directories(tmp_path):
+    """Local ranks share a node's memory root; one rank's retention must not break another's listing."""
+    import shutil
+    import threading
+    import time
+
+    mine = DirTier("memory", tmp_path, fsync=False)
+    stop = time.monotonic() + 1.0
+    errors = []
+
+    def other_rank():
+        i = 0
+        while time.monotonic() < stop:
+            (tmp_path / f"step_{i:09d}/rank_00001").mkdir(parents=True)
+            shutil.rmtree(tmp_path / f"step_{i:09d}")
+            i += 1
+
+    def this_rank():
+        while time.monotonic() < stop:
+            try:
+                mine.markers()
+                mine.retain(0)
+            except OSError as e:
+                errors.append(e)
+                return
+
+    threads = [threading.Thread(target=other_rank), threading.Thread(target=this_rank)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
 
 
 def test_s3_tier_on_a_moto_server_is_the_last_fallback(tmp_path, moto_s3, bucket):

@@ -13,16 +13,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
 # snapshot, after the files but before the commit marker (one rank only), between
 # checkpoints, during promotion to the durable tier, and while staging.
 KILLS = ["during_write@5", "before_commit@10@1", "after_step@13", "during_promote@15", "during_stage@20"]
+# Writes and promotion run in background threads while training goes on. For those kills,
+# rank 0 holds the job before the given step, so training cannot run past the next kill
+# point (e.g. commit step 15 while rank 1 still writes step 10) before the kill lands.
+HOLD_BEFORE = {"during_write@5": 7, "before_commit@10@1": 12, "during_promote@15": 17}
 
 
 def test_killed_and_resumed_run_matches_the_uninterrupted_one(tmp_path, baseline):
     args = train_args(tmp_path)
     for point in KILLS:
         extra = {}
-        if point.startswith("during_promote"):
-            # Promotion runs in the background while training goes on; hold the job before
-            # step 17 so the kill lands during promotion of 15, not after step 20 was committed.
-            extra["OPENPOD_HOOK_WAIT"] = f"17@2@{tmp_path / 'never'}"
+        if point in HOLD_BEFORE:
+            extra["OPENPOD_HOOK_WAIT"] = f"{HOLD_BEFORE[point]}@2@{tmp_path / 'never'}"
         r = run_cli(args, env=cli_env(OPENPOD_KILL_AT=point, **extra))
         assert r.returncode != 0, f"{point}: the kill hook did not fire\n{r.stderr[-2000:]}"
         assert "rerun the same command to resume" in r.stderr

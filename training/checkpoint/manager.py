@@ -9,6 +9,7 @@ import threading
 import warnings
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +58,7 @@ class SaveStats:
     promoted: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
     last_write_seconds: float = 0.0
+    waited_seconds: float = 0.0       # optimizer steps held until an overlapped staging copy finished
 
 
 class _PeerSource:
@@ -96,6 +98,13 @@ class Checkpointer:
     background thread writes it with DCP into the first tier, commits it, sends it
     to the buddy and hands it to the promoter, which copies it down the remaining
     tiers with per-tier cadence and retention.
+
+    With ``overlap_staging`` (the default) even that copy leaves the loop: tensors
+    the optimizer owns (parameters and optimizer state) change only inside
+    ``optimizer.step()``, so the writer thread copies them while the next step's
+    forward and backward run, and a step pre-hook on the optimizer holds that
+    step's update until the copy has landed. Other tensors (buffers) and plain
+    values are copied before ``save`` returns.
     """
 
     def __init__(self, cfg: CheckpointConfig, *, rank: int, world_size: int, local_world_size: int,
@@ -119,6 +128,11 @@ class Checkpointer:
         self._promoting = False
         self._promoter = threading.Thread(target=self._promote_loop, name="ckpt-promoter", daemon=True)
         self._promoter.start()
+        # Overlapped staging runs at normal priority: the next optimizer step waits for it.
+        self._copier = ThreadPoolExecutor(1, thread_name_prefix="ckpt-stager")
+        self._staged: Future | None = None
+        self._hooks: dict[int, object] = {}           # id(optimizer) -> step pre-hook handle
+        self._waited = 0.0
 
         self.peer_server = None
         self.peers: list[tuple[str, int] | None] = [None] * world_size
@@ -144,9 +158,18 @@ class Checkpointer:
         t0 = time.perf_counter()
         self.wait()  # one save in flight: the staging buffers are reused
         kill_point("during_stage", step, self.rank)
-        staged = self.stager.stage(self.state(model, optimizer))
+        state = self.state(model, optimizer)
+        copying = None
+        if self.cfg.overlap_staging:
+            owned = _optimizer_tensors(optimizer)
+            staged, deferred = self.stager.plan(state, defer=lambda t: t.data_ptr() in owned)
+            if deferred:
+                self._hook(optimizer)
+                copying = self._staged = self._copier.submit(self.stager.copy, deferred, self.stager.ready_event())
+        else:
+            staged = self.stager.stage(state)
         self.stats.started += 1
-        self._inflight = self._writer.submit(self._persist, step, staged, dict(meta or {}))
+        self._inflight = self._writer.submit(self._persist, step, staged, dict(meta or {}), copying)
         return time.perf_counter() - t0
 
     def wait(self) -> None:
@@ -154,10 +177,30 @@ class Checkpointer:
             self._inflight.result()
             self._inflight = None
 
-    def _persist(self, step: int, staged: dict, meta: dict) -> None:
+    def take_waited(self) -> float:
+        """Seconds optimizer steps were held for overlapped staging since the last call."""
+        w, self._waited = self._waited, 0.0
+        return w
+
+    def _hook(self, optimizer: torch.optim.Optimizer) -> None:
+        if id(optimizer) not in self._hooks:
+            self._hooks[id(optimizer)] = optimizer.register_step_pre_hook(self._before_optimizer_step)
+
+    def _before_optimizer_step(self, optimizer, args, kwargs) -> None:
+        copying = self._staged
+        if copying is not None and not copying.done():
+            t0 = time.perf_counter()
+            futures_wait([copying])  # a failed copy is reported by the writer, not here
+            dt = time.perf_counter() - t0
+            self._waited += dt
+            self.stats.waited_seconds += dt
+
+    def _persist(self, step: int, staged: dict, meta: dict, copying: Future | None = None) -> None:
         t0 = time.perf_counter()
         tier = self.first
         try:
+            if copying is not None:
+                copying.result()  # the overlapped part of staging has landed in host memory
             d = tier.prepare(step, self.rank)
             writer = FileSystemWriter(d, sync_files=tier.fsync, thread_count=self.cfg.write_threads)
             writer.fs = HookedFileSystem(kind=tier.kind, step=step, rank=self.rank)
@@ -175,7 +218,7 @@ class Checkpointer:
         self.stats.committed += 1
         self.stats.last_write_seconds = time.perf_counter() - t0
         with self._cond:
-            tier.retain(self.rank, self._pinned)
+            self._retain_first()
         if self.buddy is not None and self.peers[self.buddy]:
             try:
                 PeerClient(self.peers[self.buddy]).put(marker, d)
@@ -185,6 +228,13 @@ class Checkpointer:
         with self._cond:
             self._pending = marker
             self._cond.notify_all()
+
+    def _retain_first(self) -> None:
+        """Apply the first tier's retention (caller holds ``_cond``); a failure costs space, not the job."""
+        try:
+            self.first.retain(self.rank, self._pinned)
+        except OSError as e:
+            log.warning("retention in %s failed: %s", self.first.name, e)
 
     def _promote_loop(self) -> None:
         _background_priority()
@@ -204,7 +254,7 @@ class Checkpointer:
                     self._pinned.discard(marker.step)
                     # A save committed during this promotion could not drop this step
                     # (it was pinned); drop it now if it fell out of the first tier's window.
-                    self.first.retain(self.rank, self._pinned)
+                    self._retain_first()
                     self._promoting = False
                     self._cond.notify_all()
 
@@ -249,6 +299,10 @@ class Checkpointer:
             self._cond.notify_all()
         self._promoter.join()
         self._writer.shutdown()
+        self._copier.shutdown()
+        for handle in self._hooks.values():
+            handle.remove()
+        self._hooks.clear()
         if self.peer_server:
             self.peer_server.close()
 
@@ -305,6 +359,15 @@ class Checkpointer:
             except (Exception, CheckpointException) as e:  # noqa: BLE001 - any unreadable copy: next source
                 log.warning("skipping checkpoint %s: %s: %s", where, type(e).__name__, e)
         return None
+
+
+def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> set[int]:
+    """Storage addresses of what ``optimizer.step()`` mutates: its parameters and its state tensors."""
+    out = {p.data_ptr() for g in optimizer.param_groups for p in g["params"]}
+    for st in optimizer.state.values():
+        out.update(v.data_ptr() for v in st.values() if isinstance(v, torch.Tensor))
+    out.discard(0)  # empty tensors share address 0: copy those eagerly
+    return out
 
 
 def _background_priority() -> None:

@@ -1,10 +1,10 @@
-"""Staging: copy training state into reused host buffers, the only part a save blocks on."""
+"""Staging: copy training state into reused host buffers, the only part a save may block on."""
 
 from __future__ import annotations
 
 import copy
 import hashlib
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -16,6 +16,11 @@ class HostStager:
     full bandwidth and overlap; on CPU the copy is a plain memcpy. Because the
     buffers are reused and only one save is in flight, staging memory is bounded
     by one copy of the state.
+
+    ``plan`` may defer the copy of chosen tensors: it returns the staged structure
+    and the list of copies still to do, which ``copy`` performs later (from the
+    checkpoint writer thread, while the training loop's next forward/backward
+    runs). Everything not deferred is copied before ``plan`` returns.
     """
 
     def __init__(self) -> None:
@@ -23,28 +28,61 @@ class HostStager:
         self.pin = torch.cuda.is_available()
 
     def stage(self, state: Any) -> Any:
-        out = self._stage(state, "")
+        """Copy all of ``state`` now; returns the host copy."""
+        staged, pending = self.plan(state)
+        assert not pending
+        return staged
+
+    def plan(self, state: Any, defer: Callable[[torch.Tensor], bool] = lambda t: False) -> tuple[Any, list]:
+        """Stage ``state``; the tensors ``defer`` selects get a buffer now and their copy later."""
+        pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+        out = self._stage(state, "", defer, pending)
         if self.pin:
             torch.cuda.synchronize()
-        return out
+        return out, pending
+
+    def ready_event(self):
+        """Marks, on the caller's CUDA stream, the point deferred copies must wait for (None on CPU)."""
+        if not self.pin:
+            return None
+        ev = torch.cuda.Event()
+        ev.record()
+        return ev
+
+    def copy(self, pending: list, ready=None) -> None:
+        """Perform deferred copies (on a side stream after ``ready`` on CUDA) and wait until they landed."""
+        if not self.pin:
+            for buf, t in pending:
+                buf.copy_(t)
+            return
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            if ready is not None:
+                stream.wait_event(ready)
+            for buf, t in pending:
+                buf.copy_(t, non_blocking=True)
+        stream.synchronize()
 
     @property
     def nbytes(self) -> int:
         return sum(b.numel() * b.element_size() for b in self._buffers.values())
 
-    def _stage(self, obj: Any, path: str) -> Any:
+    def _stage(self, obj: Any, path: str, defer, pending: list) -> Any:
         if isinstance(obj, torch.Tensor):
             buf = self._buffers.get(path)
             t = obj.detach()
             if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
                 buf = torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=self.pin)
                 self._buffers[path] = buf
-            buf.copy_(t, non_blocking=self.pin)
+            if defer(t):
+                pending.append((buf, t))
+            else:
+                buf.copy_(t, non_blocking=self.pin)
             return buf
         if isinstance(obj, dict):
-            return {k: self._stage(v, f"{path}/{k}") for k, v in obj.items()}
+            return {k: self._stage(v, f"{path}/{k}", defer, pending) for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):
-            return type(obj)(self._stage(v, f"{path}/{i}") for i, v in enumerate(obj))
+            return type(obj)(self._stage(v, f"{path}/{i}", defer, pending) for i, v in enumerate(obj))
         return copy.deepcopy(obj)
 
 

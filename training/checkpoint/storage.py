@@ -91,6 +91,15 @@ def verify_dir(d: Path, marker: Marker, where: str) -> None:
             raise CorruptCheckpoint(f"{where}: file {name} fails its sha256 check")
 
 
+def _scandir(path) -> list[os.DirEntry]:
+    """Entries of ``path``; empty if it was removed meanwhile."""
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
 class Tier:
     """One storage level. Subclasses: :class:`DirTier`, :class:`S3Tier`."""
 
@@ -144,9 +153,24 @@ class DirTier(Tier):
     def marker_path(self, step: int, rank: int) -> Path:
         return self.root / (checkpoint_key(step, rank) + MARKER_SUFFIX)
 
+    def _entries(self) -> list[Path]:
+        """``step_*/rank_*`` paths (markers and snapshot directories), tolerating concurrent deletion.
+
+        Ranks of one node share the node-local roots and each applies its own retention,
+        so a step directory can vanish between listing the root and listing it
+        (``Path.glob`` raises then).
+        """
+        out = []
+        for step_dir in _scandir(self.root):
+            if step_dir.name.startswith("step_"):
+                out += [Path(e.path) for e in _scandir(step_dir.path) if e.name.startswith("rank_")]
+        return out
+
     def markers(self) -> list[Marker]:
         out = []
-        for p in self.root.glob(f"step_*/rank_*{MARKER_SUFFIX}"):
+        for p in self._entries():
+            if not p.name.endswith(MARKER_SUFFIX):
+                continue
             try:
                 out.append(Marker.from_json(p.read_text()))
             except FileNotFoundError:
@@ -166,7 +190,14 @@ class DirTier(Tier):
         self.marker_path(step, rank).unlink(missing_ok=True)
         d = self.snapshot_dir(step, rank)
         shutil.rmtree(d, ignore_errors=True)
-        d.mkdir(parents=True)
+        for _ in range(3):  # another rank's retention may remove the shared step directory meanwhile
+            try:
+                d.mkdir(parents=True)
+                break
+            except FileNotFoundError:
+                continue
+        else:
+            d.mkdir(parents=True)
         return d
 
     def put(self, src: Path, marker: Marker) -> None:
@@ -208,7 +239,9 @@ class DirTier(Tier):
         if not committed:
             return
         oldest_kept = min(sorted(committed, reverse=True)[: self.keep])
-        for d in self.root.glob(f"step_*/rank_{rank:05d}"):  # partial copies left by crashes
+        for d in self._entries():  # partial copies left by crashes
+            if d.name != f"rank_{rank:05d}":
+                continue
             step = int(d.parent.name.split("_")[1])
             if step < oldest_kept and step not in pinned and not self.marker_path(step, rank).exists():
                 shutil.rmtree(d, ignore_errors=True)
