@@ -4,7 +4,9 @@
 
 * Blocking time of one save, for the same model + AdamW state:
   - async save (openpod ``Checkpointer.save``: stage to host buffers, DCP writes in
-    the background) - steady state, buffers already allocated;
+    the background) - steady state, buffers already allocated - with overlapped
+    staging (the default: the copy runs during the next step's forward/backward and
+    that step's optimizer update waits for it; both waits count) and eager staging;
   - synchronous ``torch.save`` to a file on disk + ``fsync``;
   - the floor: a plain copy of every tensor into preallocated host memory.
 * Step-time slowdown while a background save (memory tier write, then promotion to
@@ -114,13 +116,26 @@ def main(argv=None) -> None:
           f"disk dir {base}; memory tier {shm}")
 
     # --- blocking time -------------------------------------------------------------------------
+    # Overlapped staging (the default): the loop is blocked in save() and, during the next step,
+    # in the optimizer's step pre-hook until the copy has landed; both count.
     first = ck.save(1, model, opt)
     ck.flush()
-    blocking = []
+    blocking, held = [], []
     for i in range(reps):
-        blocking.append(ck.save(2 + i, model, opt))
+        b = ck.save(2 + i, model, opt)
+        train_step(model, opt, batch)
+        w = ck.take_waited()
+        blocking.append(b + w)
+        held.append(w)
         ck.flush()
     async_block = min(blocking)
+    ck.cfg.overlap_staging = False  # eager staging: save() itself copies everything
+    eager = []
+    for i in range(reps):
+        eager.append(ck.save(10 + i, model, opt))
+        ck.flush()
+    ck.cfg.overlap_staging = True
+    eager_block = min(eager)
     floor = time_floor(ck.state(model, opt), reps)
     sync = time_sync_save(ck.state(model, opt), base / "sync.pt", reps)
     write = ck.stats.last_write_seconds
@@ -148,11 +163,14 @@ def main(argv=None) -> None:
     print()
     print("blocking time of one save (lower is better)")
     print(f"  plain memory copy (floor)      {floor * 1e3:9.1f} ms")
-    print(f"  async save (stage to host)     {async_block * 1e3:9.1f} ms   first save incl. allocation "
-          f"{first * 1e3:.1f} ms")
+    print(f"  async save, eager staging      {eager_block * 1e3:9.1f} ms   (save() copies all state to host)")
+    print(f"  async save, overlapped staging {async_block * 1e3:9.1f} ms   (save() + the next optimizer step's "
+          f"wait, {min(held) * 1e3:.1f} ms of it; first save incl. allocation {first * 1e3:.1f} ms)")
     print(f"  torch.save + fsync (sync)      {sync * 1e3:9.1f} ms")
-    print(f"  -> async is {sync / async_block:5.1f}x faster than sync (target >= 20x)")
-    print(f"  -> async is {async_block / floor:5.2f}x the memory-copy floor (target <= 2x)")
+    print(f"  -> async (overlapped) is {sync / async_block:6.1f}x faster than sync (target >= 20x); "
+          f"eager staging {sync / eager_block:.1f}x")
+    print(f"  -> async (overlapped) is {async_block / floor:6.2f}x the memory-copy floor (target <= 2x); "
+          f"eager staging {eager_block / floor:.2f}x")
     print(f"  background DCP write to the memory tier took {write * 1e3:.0f} ms (not blocking)")
     print()
     print(f"step time with / without a save in flight ({len(busy)} overlapped steps; background save + "
