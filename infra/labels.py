@@ -54,3 +54,13 @@ TRAINING_SERVICE_ACCOUNT = "training"
 # groups' user data assembles it); training pods mount a per-job directory of
 # it as a hostPath for the local checkpoint tier.
 LOCAL_NVME_MOUNT = "/mnt/local-nvme"
+
+# Per-job scratch on the node, outside any pod: ``<root>/<team>/<job>``. Node memory
+# (the host's /dev/shm tmpfs) holds the training runtime's memory tier, so its
+# snapshots - and the buddy snapshots it holds for peer recovery - survive the pod
+# recreation that follows a node loss; the NVMe RAID0 holds the local disk tier.
+# The node agent removes a job's directories once nothing mounts them and they have
+# not changed for its configured time to live.
+HOST_MEMORY_TIER = "/dev/shm/openpod"
+NVME_JOB_ROOT = f"{LOCAL_NVME_MOUNT}/openpod"
+JOB_SCRATCH_ROOTS = (HOST_MEMORY_TIER, NVME_JOB_ROOT)

@@ -4,9 +4,10 @@ One replicated job of ``nodes`` pods (an Indexed Job, one pod per node), each
 running a per-node launcher with c10d rendezvous on pod 0 through the JobSet's
 headless service: ``torchrun <script>`` (runtime ``torchrun``), or the
 platform's training runtime ``python -m training run`` (runtime ``openpod``),
-which adds the checkpoint tiers - node memory (``/dev/shm``), the node's NVMe
-RAID0 (a per-job hostPath), the team's FSx directory, optionally S3 - and peer
-recovery over the pod IP. Kueue admits the JobSet as one workload (gang) against the
+which adds the checkpoint tiers - node memory (a per-job directory of the host's
+``/dev/shm``, so it outlives the pods), the node's NVMe RAID0 (a per-job
+hostPath), the team's FSx directory, optionally S3 - and peer recovery over the
+pod IP. Kueue admits the JobSet as one workload (gang) against the
 team's LocalQueue at the chosen priority, and places it by topology: required
 (all pods in one domain, e.g. one UltraServer) or preferred (as few domains as
 possible, e.g. under one network spine).
@@ -52,7 +53,11 @@ RUNTIMES = ("torchrun", "openpod")
 # --runtime openpod: where the tiers live in the container, and the downward-API env the command expands.
 POD_IP_ENV = "POD_IP"        # status.podIP: agent address and peer side-channel (--bind-host)
 NODE_NAME_ENV = "NODE_NAME"  # spec.nodeName: names the node-local tier directories (--node-id)
-MEMORY_DIR = "/dev/shm/openpod"
+# The memory tier lives in host memory (labels.HOST_MEMORY_TIER/<team>/<job>), not in
+# the pod's /dev/shm: JobSet recreates every pod after a node loss, and the survivors'
+# snapshots (their own and the buddy copies they hold) must outlive that.
+MEMORY_DIR = "/var/run/openpod/memory"
+MEMORY_VOLUME = "node-memory"
 NVME_VOLUME = "local-nvme"
 # In-pod worker-group restarts (a crashed worker restores from node memory); a lost
 # node fails its pod and the JobSet recreates the job (--max-restarts).
@@ -254,8 +259,13 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     if openpod:
         container["env"] += [{"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
                              {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    # Per-job host directories: (volume, host path, mount path in the container).
+    scratch = []
+    if openpod:
+        scratch.append((MEMORY_VOLUME, f"{labels.HOST_MEMORY_TIER}/{req.team}/{req.name}", MEMORY_DIR))
     if nvme:
-        container["volumeMounts"].append({"name": NVME_VOLUME, "mountPath": labels.LOCAL_NVME_MOUNT})
+        scratch.append((NVME_VOLUME, f"{labels.NVME_JOB_ROOT}/{req.team}/{req.name}", labels.LOCAL_NVME_MOUNT))
+    container["volumeMounts"] += [{"name": v, "mountPath": m} for v, _, m in scratch]
     if t.efa_supported:
         container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
 
@@ -281,17 +291,18 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         ],
         "terminationGracePeriodSeconds": 60,
     }
-    if nvme:
-        # A per-job directory of the node's NVMe RAID0. The kubelet creates it root-owned
-        # 0755; the training image runs as an unprivileged user, so open it up first.
-        pod_spec["volumes"].append({"name": NVME_VOLUME, "hostPath": {
-            "path": f"{labels.LOCAL_NVME_MOUNT}/openpod/{req.team}/{req.name}", "type": "DirectoryOrCreate"}})
+    if scratch:
+        # The kubelet creates hostPath directories root-owned 0755; the training image
+        # runs as an unprivileged user, so open them up first. The node agent removes
+        # them once the job is gone (see docs/node-agent.md, "Job scratch").
+        pod_spec["volumes"] += [{"name": v, "hostPath": {"path": h, "type": "DirectoryOrCreate"}}
+                                for v, h, _ in scratch]
         pod_spec["initContainers"] = [{
-            "name": "local-nvme-dir",
+            "name": "job-scratch-dirs",
             "image": req.image,
-            "command": ["chmod", "1777", labels.LOCAL_NVME_MOUNT],
+            "command": ["chmod", "1777", *(m for _, _, m in scratch)],
             "securityContext": {"runAsUser": 0},
-            "volumeMounts": [{"name": NVME_VOLUME, "mountPath": labels.LOCAL_NVME_MOUNT}],
+            "volumeMounts": [{"name": v, "mountPath": m} for v, _, m in scratch],
         }]
     # The group's own taints only; never the health-check, unhealthy or hot-spare taints.
     if group.taints:

@@ -56,16 +56,23 @@ def test_p5_jobset_runs_the_training_runtime_with_every_tier():
     assert k8s_schema.model_errors(template, "V1PodTemplateSpec") == []
     spec, c = pod_spec(js), trainer(js)
 
-    # Node-local NVMe: a per-job directory of the RAID0 the node groups mount, opened up for the image's user.
+    # Node-local tiers: per-job directories of the host's memory (so snapshots outlive the pods, which the
+    # JobSet recreates after a node loss) and of the NVMe RAID0, opened up for the image's user.
     vols = {v["name"]: v for v in spec["volumes"]}
+    assert vols["node-memory"]["hostPath"] == {"path": "/dev/shm/openpod/research/llama-p5",
+                                               "type": "DirectoryOrCreate"}
     assert vols["local-nvme"]["hostPath"] == {"path": f"{labels.LOCAL_NVME_MOUNT}/openpod/research/llama-p5",
                                               "type": "DirectoryOrCreate"}
+    assert {vols[v]["hostPath"]["path"].rsplit("/", 2)[0] for v in ("node-memory", "local-nvme")} == \
+        set(labels.JOB_SCRATCH_ROOTS)  # what the node agent sweeps
     assert vols["dshm"]["emptyDir"]["medium"] == "Memory"
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
-    assert mounts == {"/dev/shm": "dshm", "/fsx": "fsx", labels.LOCAL_NVME_MOUNT: "local-nvme"}
+    assert mounts == {"/dev/shm": "dshm", "/fsx": "fsx", jobset.MEMORY_DIR: "node-memory",
+                      labels.LOCAL_NVME_MOUNT: "local-nvme"}
     (init,) = spec["initContainers"]
-    assert init["command"] == ["chmod", "1777", labels.LOCAL_NVME_MOUNT]
-    assert init["volumeMounts"] == [{"name": "local-nvme", "mountPath": labels.LOCAL_NVME_MOUNT}]
+    assert init["command"] == ["chmod", "1777", jobset.MEMORY_DIR, labels.LOCAL_NVME_MOUNT]
+    assert init["volumeMounts"] == [{"name": "node-memory", "mountPath": jobset.MEMORY_DIR},
+                                    {"name": "local-nvme", "mountPath": labels.LOCAL_NVME_MOUNT}]
 
     # Downward API: the pod's IP for the agent and peer side-channel, the node's name for node-local tiers.
     fields = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"] if "valueFrom" in e}
@@ -88,7 +95,7 @@ def test_p5_jobset_runs_the_training_runtime_with_every_tier():
     assert params["bind_host"] == "10.1.2.3"
     assert params["node_id"] == "ip-10-1-2-3.us-east-2.compute.internal"
     assert params["checkpoint_dir"] == "/fsx/research/llama-p5"
-    assert params["memory_dir"].startswith("/dev/shm/")
+    assert params["memory_dir"] == jobset.MEMORY_DIR
     assert params["nvme_dir"] == labels.LOCAL_NVME_MOUNT
     assert params["s3_uri"] == "s3://openpod-checkpoints-111122223333/runs"
     assert params["max_restarts"] >= 1 and (params["model"], params["steps"]) == ("xl", 1000)
@@ -109,8 +116,9 @@ def test_group_without_instance_store_has_no_nvme_tier():
     if k8s_schema.schemas_present():
         assert k8s_schema.validate(js) == []
     assert not any(a.startswith("--nvme-dir") for a in trainer(js)["command"])
-    assert "initContainers" not in pod_spec(js)
-    assert [v["name"] for v in pod_spec(js)["volumes"]] == ["dshm", "fsx"]
+    (init,) = pod_spec(js)["initContainers"]
+    assert init["command"] == ["chmod", "1777", jobset.MEMORY_DIR]
+    assert [v["name"] for v in pod_spec(js)["volumes"]] == ["dshm", "fsx", "node-memory"]
     assert "--nproc-per-node=1" in trainer(js)["command"]
 
 
