@@ -13,6 +13,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from infra.labels import JOB_SCRATCH_ROOTS
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -50,6 +52,16 @@ class HostConfig(_Section):
     containerd_socket: str = "/run/containerd/containerd.sock"
 
 
+class ScratchConfig(_Section):
+    """Cleanup of per-job node-local checkpoint directories (see node_agent/scratch.py)."""
+
+    interval_seconds: float = Field(600.0, gt=0)
+    ttl_hours: float = Field(24.0, gt=0, description="remove a job's directory once idle this long and unmounted")
+    roots: list[str] = Field(list(JOB_SCRATCH_ROOTS), description="host paths holding <team>/<job> directories")
+    mount_prefix: str = Field("/host-scratch", description="where the agent container mounts each root "
+                                                           "(prefix + host path)")
+
+
 class DeepCheckSection(_Section):
     on_start: bool = True
     poll_seconds: float = Field(30.0, gt=0, description="how often the node is read for the startup taint / request")
@@ -68,6 +80,7 @@ class AgentConfig(BaseModel):
     efa: EfaConfig = EfaConfig()
     host: HostConfig = HostConfig()
     deep_check: DeepCheckSection = DeepCheckSection()
+    scratch: ScratchConfig = ScratchConfig()
 
 
 class GroupConfig(BaseModel):

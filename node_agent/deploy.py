@@ -89,7 +89,8 @@ def detector_daemonset(image: str, arch: str = "amd64") -> dict:
     Host access, and why: /dev/kmsg (kernel log; CAP_SYSLOG reads it), /sys and /proc
     read-only (EFA devices and counters, mounts, memory pressure), the host root
     read-only (free space of watched mounts), the containerd socket (liveness),
-    host network (kubelet /healthz on 127.0.0.1). ``privileged`` is needed by
+    host network (kubelet /healthz on 127.0.0.1), and read-write the roots of the
+    per-job checkpoint directories it cleans up. ``privileged`` is needed by
     the deep checks only: DCGM diagnostics, the NCCL test, the EFA loopback and
     Neuron tools open the accelerator and EFA device files directly.
     """
@@ -100,6 +101,9 @@ def detector_daemonset(image: str, arch: str = "amd64") -> dict:
         _host_path("host-root", "/", "Directory", "/host", mountPropagation="HostToContainer"),
         _host_path("containerd", "/run/containerd", "Directory", "/run/containerd"),
     ]
+    sc = AgentConfig().scratch
+    mounts += [_host_path(f"job-scratch-{i}", root, "DirectoryOrCreate", sc.mount_prefix + root, read_only=False)
+               for i, root in enumerate(sc.roots)]
     accelerated = {"key": L.ACCELERATOR, "operator": "In", "values": ["nvidia", "neuron"]}
     with_efa = {"key": L.EFA, "operator": "In", "values": ["true"]}
     on_arch = {"key": ARCH, "operator": "In", "values": [arch]}

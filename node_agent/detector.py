@@ -22,7 +22,7 @@ from typing import Callable
 from infra import instance_types
 from infra import labels as L
 from infra.instance_types import Accelerator, InstanceType
-from node_agent import efa, gpu, host, neuron
+from node_agent import efa, gpu, host, neuron, scratch
 from node_agent.config import AgentConfig
 from node_agent.deep_check import DeepCheck, DeepCheckConfig, Runner, subprocess_runner
 from node_agent.findings import Action, Finding
@@ -175,6 +175,18 @@ class Detector:
             return found
         return self._guard("host", run)
 
+    def sweep_scratch(self) -> list[Finding]:
+        """Remove node-local checkpoint directories of jobs that are gone (no findings; a failure is one)."""
+        c = self.config.scratch
+
+        def run() -> list[Finding]:
+            roots = [Path(c.mount_prefix + r) for r in c.roots]
+            for r in scratch.sweep(roots, Path(self.config.host.proc_root), ttl_seconds=c.ttl_hours * 3600):
+                self.metrics.scratch_removed.inc()
+                self.metrics.scratch_removed_bytes.inc(r.nbytes)
+            return []
+        return self._guard("scratch", run)
+
     # ---------------------------------------------------------------- deep check
     def run_deep_check(self) -> bool:
         """Run the deep check; pass -> startup taint off and Schedulable; fail -> marked for replacement."""
@@ -243,6 +255,7 @@ class Detector:
             ("neuron", c.neuron.enabled, c.neuron.interval_seconds, self.poll_neuron),
             ("efa", c.efa.enabled, c.efa.interval_seconds, self.poll_efa),
             ("host", c.host.enabled, c.host.interval_seconds, self.poll_host),
+            ("scratch", c.scratch.enabled, c.scratch.interval_seconds, self.sweep_scratch),
         ) if enabled]
         due = {name: 0.0 for name, _, _ in polls}
         if not (c.deep_check.enabled and c.deep_check.on_start):

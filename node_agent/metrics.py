@@ -18,6 +18,10 @@ class DetectorMetrics:
         self.node_action = Gauge("openpod_node_agent_node_action", "Action the node needs: 0 none, 1 reboot, "
                                  "2 replace", registry=r)
         self.kernel_lines = Counter("openpod_node_agent_kernel_lines", "Kernel log lines read", registry=r)
+        self.scratch_removed = Counter("openpod_node_agent_scratch_removed", "Job scratch directories removed",
+                                       registry=r)
+        self.scratch_removed_bytes = Counter("openpod_node_agent_scratch_removed_bytes",
+                                             "Bytes freed by removing job scratch directories", registry=r)
         self.deep_check_passed = Gauge("openpod_node_agent_deep_check_passed", "1 if the last deep check passed",
                                        registry=r)
 

@@ -42,7 +42,9 @@ def test_daemonset_host_access_is_only_what_it_needs():
     pod = ds["spec"]["template"]["spec"]
     paths = {v["hostPath"]["path"]: v["hostPath"]["type"] for v in pod["volumes"] if "hostPath" in v}
     assert paths == {"/dev/kmsg": "CharDevice", "/sys": "Directory", "/proc": "Directory", "/": "Directory",
-                     "/run/containerd": "Directory"}
+                     "/run/containerd": "Directory",
+                     # writable: the per-job checkpoint directories it cleans up (test_scratch.py)
+                     "/dev/shm/openpod": "DirectoryOrCreate", "/mnt/local-nvme/openpod": "DirectoryOrCreate"}
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
     assert all(mounts[n]["readOnly"] for n in ("kmsg", "sys", "proc", "host-root", "containerd"))
     assert pod["tolerations"] == [{"operator": "Exists"}]
