@@ -26,6 +26,7 @@ class HostStager:
     def __init__(self) -> None:
         self._buffers: dict[str, torch.Tensor] = {}
         self.pin = torch.cuda.is_available()
+        self._stream = None  # the side stream of overlapped copies (CUDA)
 
     def stage(self, state: Any) -> Any:
         """Copy all of ``state`` now; returns the host copy."""
@@ -42,26 +43,38 @@ class HostStager:
         return out, pending
 
     def ready_event(self):
-        """Marks, on the caller's CUDA stream, the point deferred copies must wait for (None on CPU)."""
+        """Marks, on the caller's CUDA stream, the point deferred copies must wait for (None on CPU).
+
+        Returns ``(event, device)``: the copier thread has its own current device, so
+        it must be told which GPU the training loop runs on.
+        """
         if not self.pin:
             return None
         ev = torch.cuda.Event()
         ev.record()
-        return ev
+        return ev, torch.cuda.current_device()
 
     def copy(self, pending: list, ready=None) -> None:
-        """Perform deferred copies (on a side stream after ``ready`` on CUDA) and wait until they landed."""
-        if not self.pin:
+        """Perform deferred copies and wait until they landed.
+
+        CUDA: on a side stream of the training loop's device, after ``ready``, so the
+        device-to-host copies overlap the next step's kernels instead of queueing
+        behind them on the default stream.
+        """
+        if ready is None:
             for buf, t in pending:
                 buf.copy_(t)
             return
-        stream = torch.cuda.Stream()
-        with torch.cuda.stream(stream):
-            if ready is not None:
-                stream.wait_event(ready)
-            for buf, t in pending:
-                buf.copy_(t, non_blocking=True)
-        stream.synchronize()
+        event, device = ready
+        with torch.cuda.device(device):
+            if self._stream is None:
+                self._stream = torch.cuda.Stream()
+            stream = self._stream
+            with torch.cuda.stream(stream):
+                stream.wait_event(event)
+                for buf, t in pending:
+                    buf.copy_(t, non_blocking=True)
+            stream.synchronize()
 
     @property
     def nbytes(self) -> int:
