@@ -7,6 +7,7 @@ import os
 import shutil
 import threading
 import warnings
+import weakref
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
@@ -101,7 +102,7 @@ class Checkpointer:
 
     With ``overlap_staging`` (the default) even that copy leaves the loop: tensors
     the optimizer owns (parameters and optimizer state) change only inside
-    ``optimizer.step()``, so the writer thread copies them while the next step's
+    ``optimizer.step()``, so a stager thread copies them while the next step's
     forward and backward run, and a step pre-hook on the optimizer holds that
     step's update until the copy has landed. Other tensors (buffers) and plain
     values are copied before ``save`` returns.
@@ -131,7 +132,7 @@ class Checkpointer:
         # Overlapped staging runs at normal priority: the next optimizer step waits for it.
         self._copier = ThreadPoolExecutor(1, thread_name_prefix="ckpt-stager")
         self._staged: Future | None = None
-        self._hooks: dict[int, object] = {}           # id(optimizer) -> step pre-hook handle
+        self._hooks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # optimizer -> pre-hook handle
         self._waited = 0.0
 
         self.peer_server = None
@@ -183,8 +184,8 @@ class Checkpointer:
         return w
 
     def _hook(self, optimizer: torch.optim.Optimizer) -> None:
-        if id(optimizer) not in self._hooks:
-            self._hooks[id(optimizer)] = optimizer.register_step_pre_hook(self._before_optimizer_step)
+        if optimizer not in self._hooks:
+            self._hooks[optimizer] = optimizer.register_step_pre_hook(self._before_optimizer_step)
 
     def _before_optimizer_step(self, optimizer, args, kwargs) -> None:
         copying = self._staged
@@ -300,7 +301,7 @@ class Checkpointer:
         self._promoter.join()
         self._writer.shutdown()
         self._copier.shutdown()
-        for handle in self._hooks.values():
+        for handle in list(self._hooks.values()):
             handle.remove()
         self._hooks.clear()
         if self.peer_server:
