@@ -35,15 +35,14 @@ class JobDir:
 def _tree(path: Path) -> tuple[float, int]:
     """Newest mtime and total size of a directory tree (entries vanishing meanwhile are skipped)."""
     newest, total = 0.0, 0
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in [None, *filenames, *dirnames]:
-            p = dirpath if name is None else os.path.join(dirpath, name)
+    for dirpath, _, filenames in os.walk(path):  # each directory is visited once, as dirpath
+        for p in [dirpath, *(os.path.join(dirpath, f) for f in filenames)]:
             try:
                 st = os.lstat(p)
             except FileNotFoundError:
                 continue
             newest = max(newest, st.st_mtime)
-            if name in filenames:
+            if p != dirpath:
                 total += st.st_size
     return newest, total
 
