@@ -1,6 +1,9 @@
 import os
+import socket
 import sys
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -10,3 +13,21 @@ os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 os.environ.setdefault("JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION", "1")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on (the OS picked it free a moment ago)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_kubeconfig(path: Path, server: str, token: str) -> Path:
+    """A minimal kubeconfig: one cluster at ``server``, one user authenticating with ``token``."""
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": token}}],
+    }))
+    return path

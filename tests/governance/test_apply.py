@@ -11,11 +11,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import yaml
 from click.testing import CliRunner
 
 from infra.cli import main
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, write_kubeconfig
 
 
 @pytest.fixture
@@ -45,13 +44,7 @@ def api_server(tmp_path):
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    cfg = tmp_path / "kubeconfig"
-    cfg.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "secret-token"}}],
-    }))
+    cfg = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{server.server_address[1]}", "secret-token")
     yield cfg, seen, answer
     server.shutdown()
     server.server_close()

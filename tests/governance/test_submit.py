@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from infra import labels
 from infra.cli import main
 from infra.instance_types import get
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, free_port, write_kubeconfig
 from tests.governance import k8s_schema
 
 SPEC = str(EXAMPLES / "default.yaml")
@@ -143,18 +143,7 @@ def test_without_dry_run_and_no_cluster_a_clear_error(tmp_path, monkeypatch, kub
 
 
 def test_without_dry_run_unreachable_api_server(tmp_path):
-    import socket
-
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cfg = tmp_path / "kubeconfig"
-    cfg.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-    }))
+    cfg = write_kubeconfig(tmp_path / "kubeconfig", f"http://127.0.0.1:{free_port()}", "t")  # nothing listens
     result = CliRunner().invoke(main, ["submit", "--spec", SPEC, "--image", "i", "--name", "x", "--team", "research",
                                        "--group", "p5", "--nodes", "1", "--kubeconfig", str(cfg), "--", "t.py"])
     assert result.exit_code == 1, result.output

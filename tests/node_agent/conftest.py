@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import free_port
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -22,12 +23,6 @@ def materialize_sysfs(dump: str, root: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(value + "\n")
     return root
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
