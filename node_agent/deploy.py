@@ -78,6 +78,11 @@ def config_map(name: str, filename: str, data: dict) -> dict:
             "data": {filename: yaml.safe_dump(data, sort_keys=True)}}
 
 
+def _scrape(port: int) -> dict:
+    """Pod annotations that let Prometheus find the metrics endpoint."""
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port)}
+
+
 def _host_path(name: str, path: str, kind: str, mount: str, read_only: bool = True, **extra) -> tuple[dict, dict]:
     return ({"name": name, "hostPath": {"path": path, "type": kind}},
             {"name": name, "mountPath": mount, "readOnly": read_only, **extra})
@@ -116,8 +121,7 @@ def detector_daemonset(image: str, arch: str = "amd64") -> dict:
             "selector": {"matchLabels": labels},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
             "template": {
-                "metadata": {"labels": labels, "annotations": {
-                    "prometheus.io/scrape": "true", "prometheus.io/port": str(DETECTOR_METRICS_PORT)}},
+                "metadata": {"labels": labels, "annotations": _scrape(DETECTOR_METRICS_PORT)},
                 "spec": {
                     "serviceAccountName": DETECTOR,
                     "priorityClassName": "system-node-critical",
@@ -167,8 +171,7 @@ def controller_deployment(image: str) -> dict:
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": labels},
             "template": {
-                "metadata": {"labels": labels, "annotations": {
-                    "prometheus.io/scrape": "true", "prometheus.io/port": str(CONTROLLER_METRICS_PORT)}},
+                "metadata": {"labels": labels, "annotations": _scrape(CONTROLLER_METRICS_PORT)},
                 "spec": {
                     "serviceAccountName": CONTROLLER,
                     "priorityClassName": "system-cluster-critical",
