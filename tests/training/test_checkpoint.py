@@ -1,7 +1,11 @@
 """Checkpointing in one process: tiers, commit markers, integrity, ENOSPC, retention, S3 (moto server)."""
 
+import dataclasses
 import json
 import logging
+import shutil
+import threading
+import time
 
 import pytest
 import torch
@@ -76,10 +80,6 @@ def test_save_commits_in_every_tier_and_restores_bit_exactly(tmp_path):
 @pytest.mark.parametrize("overlap", [True, False], ids=["overlapped-staging", "eager-staging"])
 def test_the_snapshot_is_the_state_at_save_time_while_training_goes_on(tmp_path, overlap):
     """Overlapped staging: the next optimizer step is held until the copy has landed, so it cannot leak in."""
-    import dataclasses
-    import threading
-    import time
-
     cfg = dataclasses.replace(tiers(tmp_path), overlap_staging=overlap)
     model, opt = make_model()
     train(model, opt)
@@ -169,8 +169,6 @@ def test_retention_keeps_the_newest_per_tier(tmp_path):
 
 def test_retention_drops_a_step_that_was_pinned_by_a_slow_promotion(tmp_path):
     """Saves that commit while an older step is still being promoted leave the first tier at ``keep``."""
-    import threading
-
     entered, release = threading.Event(), threading.Event()
 
     class SlowNvme(DirTier):
@@ -199,10 +197,6 @@ def test_retention_drops_a_step_that_was_pinned_by_a_slow_promotion(tmp_path):
 
 def test_listing_survives_another_rank_deleting_step_directories(tmp_path):
     """Local ranks share a node's memory root; one rank's retention must not break another's listing."""
-    import shutil
-    import threading
-    import time
-
     mine = DirTier("memory", tmp_path, fsync=False)
     stop = time.monotonic() + 1.0
     errors = []
@@ -239,8 +233,6 @@ def test_s3_tier_on_a_moto_server_is_the_last_fallback(tmp_path, moto_s3, bucket
     keys = {o["Key"] for o in boto3.client("s3", endpoint_url=moto_s3).list_objects_v2(Bucket=bucket)["Contents"]}
     assert "job1/step_000000002/rank_00000.commit.json" in keys
     for d in ("shm", "nvme", "fsx"):
-        import shutil
-
         shutil.rmtree(tmp_path / d)
     info, h2 = restore(tmp_path, cfg)
     assert info.source == f"s3:s3://{bucket}/job1" and h2 == h
