@@ -19,7 +19,7 @@ class HostStager:
 
     ``plan`` may defer the copy of chosen tensors: it returns the staged structure
     and the list of copies still to do, which ``copy`` performs later (from the
-    checkpoint writer thread, while the training loop's next forward/backward
+    checkpointer's stager thread, while the training loop's next forward/backward
     runs). Everything not deferred is copied before ``plan`` returns.
     """
 
