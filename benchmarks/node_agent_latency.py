@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from infra import labels as L  # noqa: E402
-from infra.instance_types import get  # noqa: E402
+from openpod_core import labels as L  # noqa: E402
+from openpod_core.instance_types import get  # noqa: E402
 from node_agent.config import AgentConfig  # noqa: E402
 from node_agent.detector import Detector  # noqa: E402
 from node_agent.kube import InMemoryCluster, Node  # noqa: E402

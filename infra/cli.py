@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from infra import labels
+from openpod_core import labels
 from infra.spec import DEFAULT_SPEC, SpecError, load_spec
 
 EXIT_USAGE = 2

@@ -7,14 +7,14 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
-from infra.instance_types import INSTANCE_TYPES
+from openpod_core.instance_types import INSTANCE_TYPES
 
 
 def instance_types_md() -> str:
     rows = [
         "# Instance types",
         "",
-        "Generated from `infra/instance_types.py` by `python -m infra docs`; do not edit by hand.",
+        "Generated from `openpod_core/instance_types.py` by `python -m infra docs`; do not edit by hand.",
         "",
         "| type | arch | vCPU | memory GiB | accelerators | accel. memory GiB | network cards | EFA cards "
         "| EFA Gbps/card | network Gbps | EFA layout | NVMe | UltraServer |",

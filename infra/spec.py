@@ -24,8 +24,8 @@ from typing import Annotated, Any, Iterator, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from infra import instance_types
-from infra.instance_types import InstanceType
+from openpod_core import instance_types
+from openpod_core.instance_types import InstanceType
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 DEFAULT_SPEC = EXAMPLES_DIR / "default.yaml"

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from infra import spec as spec_module
-from infra.instance_types import INSTANCE_TYPES
+from openpod_core.instance_types import INSTANCE_TYPES
 
 _SECTIONS = [
     ("", spec_module.ClusterSpec, "The cluster"),

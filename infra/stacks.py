@@ -15,9 +15,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra import labels, nag
+from infra import nag
+from openpod_core import labels
 from infra.governance import queues
-from infra.instance_types import Accelerator
+from openpod_core.instance_types import Accelerator
 from infra.spec import ClusterSpec
 from platform_constructs.buckets import PlatformBuckets
 from platform_constructs.cluster import PlatformCluster

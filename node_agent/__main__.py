@@ -14,7 +14,7 @@ import threading
 
 import click
 
-from infra import instance_types
+from openpod_core import instance_types
 from node_agent.findings import Finding, strongest
 
 EXIT_USAGE = 2
@@ -139,7 +139,7 @@ def _stop_on_signals() -> threading.Event:
               help="override; default: the node's node.kubernetes.io/instance-type label, then IMDS")
 def detector(config_path: str | None, node_name: str, instance_type: str | None) -> None:
     """Run the detector on this node (the DaemonSet's entry point)."""
-    from infra import labels as L
+    from openpod_core import labels as L
     from node_agent.config import load_agent_config
     from node_agent.detector import Detector, instance_type_from_imds, resolve_instance_type
     from node_agent.kube import KubeCluster

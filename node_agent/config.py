@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from infra.labels import JOB_SCRATCH_ROOTS
+from openpod_core.labels import JOB_SCRATCH_ROOTS
 
 
 class _Section(BaseModel):

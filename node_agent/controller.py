@@ -26,7 +26,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 
-from infra import labels as L
+from openpod_core import labels as L
 from node_agent.cloud import Cloud
 from node_agent.config import ControllerConfig
 from node_agent.findings import Action

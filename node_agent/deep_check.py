@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from infra.instance_types import Accelerator, InstanceType
+from openpod_core.instance_types import Accelerator, InstanceType
 from node_agent.findings import Action, Finding
 from node_agent.rules import rule
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import yaml
 
-from infra import labels as L
+from openpod_core import labels as L
 from infra.spec import ClusterSpec
 from node_agent.config import AgentConfig, ControllerConfig, GroupConfig
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from infra import instance_types
-from infra import labels as L
-from infra.instance_types import Accelerator, InstanceType
+from openpod_core import instance_types
+from openpod_core import labels as L
+from openpod_core.instance_types import Accelerator, InstanceType
 from node_agent import efa, gpu, host, neuron, scratch
 from node_agent.config import AgentConfig
 from node_agent.deep_check import DeepCheck, DeepCheckConfig, Runner, subprocess_runner

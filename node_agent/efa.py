@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.instance_types import InstanceType
+from openpod_core.instance_types import InstanceType
 from node_agent.findings import Finding
 from node_agent.rules import rule
 

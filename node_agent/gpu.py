@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from infra.instance_types import Accelerator, InstanceType
+from openpod_core.instance_types import Accelerator, InstanceType
 from node_agent.findings import Finding
 from node_agent.rules import rule
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 
-from infra import labels as L
+from openpod_core import labels as L
 from node_agent.findings import Action, Finding
 from node_agent.kube import Cluster, Condition, Taint
 

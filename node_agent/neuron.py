@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from infra.instance_types import Accelerator, InstanceType
+from openpod_core.instance_types import Accelerator, InstanceType
 from node_agent.findings import Finding
 from node_agent.rules import rule
 

@@ -1,6 +1,6 @@
 """Job scratch on the node: the per-job directories of the node-local checkpoint tiers, and their cleanup.
 
-Training pods mount ``<root>/<team>/<job>`` of each root in ``infra.labels.JOB_SCRATCH_ROOTS``
+Training pods mount ``<root>/<team>/<job>`` of each root in ``openpod_core.labels.JOB_SCRATCH_ROOTS``
 (host memory, NVMe) as hostPaths, so node-local snapshots outlive the pods. Nothing in
 Kubernetes removes a hostPath directory, so the agent does: a job directory goes once
 no container on the node mounts it and nothing in it changed for the time to live.

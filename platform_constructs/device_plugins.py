@@ -8,7 +8,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from infra import labels
+from openpod_core import labels
 
 # Device plugins must run on nodes that still carry the startup taint: the deep
 # health check that removes it counts the devices they advertise.

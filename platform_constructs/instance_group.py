@@ -19,8 +19,8 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra import labels as keys
-from infra.instance_types import Accelerator, EfaLayout, InstanceType
+from openpod_core import labels as keys
+from openpod_core.instance_types import Accelerator, EfaLayout, InstanceType
 from infra.spec import CapacityType, Taint, Volume
 
 # Where the RAID0 of instance-store NVMe is mounted (shared with the submit CLI).
@@ -185,7 +185,7 @@ def user_data(*, local_nvme_raid0: bool, mount: str = LOCAL_NVME_MOUNT, hugepage
 
 
 def node_labels(group_name: str, instance_type: InstanceType, extra: Mapping[str, str] = {}) -> dict[str, str]:
-    """Labels every node of a group carries (see ``infra.labels``) plus the spec's own."""
+    """Labels every node of a group carries (see ``openpod_core.labels``) plus the spec's own."""
     out = {
         keys.INSTANCE_GROUP: group_name,
         keys.ACCELERATOR: instance_type.accelerator.value,
@@ -218,7 +218,7 @@ class InstanceGroup(Construct):
         startup taint ``openpod.io/health-check=pending:NoSchedule`` that the deep health check removes.
       root_volume_gib / volumes: encrypted gp3 EBS volumes.
       local_nvme_raid0: assemble instance-store NVMe as RAID0 on ``LOCAL_NVME_MOUNT``.
-      hugepages_mib: MiB of 2 MiB hugepages preallocated at boot (default: ``infra.labels.EFA_HUGEPAGES_MI``
+      hugepages_mib: MiB of 2 MiB hugepages preallocated at boot (default: ``openpod_core.labels.EFA_HUGEPAGES_MI``
         on EFA types, what training pods request there; 0 elsewhere).
       imds_hop_limit: 1 keeps containers off IMDS; 2 (default, as EKS's own template) lets
         host-network-less pods that still need instance metadata reach it.

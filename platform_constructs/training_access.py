@@ -7,7 +7,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.labels import TRAINING_SERVICE_ACCOUNT as SERVICE_ACCOUNT
+from openpod_core.labels import TRAINING_SERVICE_ACCOUNT as SERVICE_ACCOUNT
 
 
 class TrainingAccess(Construct):

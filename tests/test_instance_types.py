@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra import instance_types as it
-from infra.instance_types import EfaLayout
+from openpod_core import instance_types as it
+from openpod_core.instance_types import EfaLayout
 from platform_constructs.instance_group import ami_type, network_interfaces
 
 EFA_TYPES = [t for t in it.INSTANCE_TYPES.values() if t.efa_supported]

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from infra import labels
+from openpod_core import labels
 from infra.governance import jobset
 from platform_constructs.instance_group import HUGEPAGES_SYSCTL_FILE, LOCAL_NVME_MOUNT, hugepages_count, user_data
 

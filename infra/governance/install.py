@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from infra import labels
+from openpod_core import labels
 from infra.spec import ClusterSpec
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"

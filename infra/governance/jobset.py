@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra import labels
+from openpod_core import labels
 from infra.governance import queues as q
 from infra.governance import resources as res
 from infra.spec import ClusterSpec

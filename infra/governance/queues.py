@@ -16,9 +16,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from infra import labels
+from openpod_core import labels
 from infra.governance import resources as res
-from infra.instance_types import InstanceType
+from openpod_core.instance_types import InstanceType
 from infra.spec import ClusterSpec, GroupQuota, InstanceGroupSpec, TeamSpec
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from infra import labels
-from infra.instance_types import Accelerator, InstanceType
+from openpod_core import labels
+from openpod_core.instance_types import Accelerator, InstanceType
 
 CPU = "cpu"
 MEMORY = "memory"

@@ -13,7 +13,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
-from infra import instance_types as it
+from openpod_core import instance_types as it
 from infra.spec import CapacityType
 from platform_constructs.cluster import PlatformCluster
 from platform_constructs.device_plugins import DevicePlugins

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from infra import labels
+from openpod_core import labels
 from infra.spec import DEFAULT_ADDONS, DEFAULT_CHARTS, load_spec
 from tests.conftest import EXAMPLES
 
@@ -337,7 +337,7 @@ def test_training_image_is_built_from_the_repo_root_without_venv_or_node_modules
     assert {img["source"]["platform"] for img in images} == {"linux/amd64", "linux/arm64"}
     for img in images:
         staged = {p.name for p in (default.outdir / img["source"]["directory"]).iterdir()}
-        assert staged <= {"infra", "node_agent", "training", "pyproject.toml", "README.md", ".dockerignore"}
+        assert staged <= {"openpod_core", "infra", "node_agent", "training", "pyproject.toml", "README.md", ".dockerignore"}
         assert "training" in staged
 
 

@@ -7,9 +7,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from infra import labels
+from openpod_core import labels
 from infra.cli import main
-from infra.instance_types import get
+from openpod_core.instance_types import get
 from tests.conftest import EXAMPLES, free_port, write_kubeconfig
 from tests.governance import k8s_schema
 

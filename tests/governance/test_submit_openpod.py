@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from infra import labels
+from openpod_core import labels
 from infra.cli import main
 from infra.governance import jobset
 from infra.spec import load_spec

@@ -17,7 +17,7 @@ import boto3
 import pytest
 import requests
 
-from infra import labels as L
+from openpod_core import labels as L
 from node_agent.cloud import AwsCloud
 from node_agent.config import ControllerConfig, GroupConfig
 from node_agent.controller import Controller, Remediation

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.instance_types import get
+from openpod_core.instance_types import get
 from node_agent import deep_check as dc
 from node_agent import efa, gpu, host, neuron
 from node_agent.config import load_agent_config

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.instance_types import get
+from openpod_core.instance_types import get
 from node_agent import deep_check as dc
 from node_agent.findings import Action
 from tests.node_agent.conftest import fixture_text

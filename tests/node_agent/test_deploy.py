@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from infra import labels as L
+from openpod_core import labels as L
 from infra.spec import load_spec
 from node_agent import deploy
 from node_agent.config import load_agent_config, load_controller_config

@@ -6,8 +6,8 @@ import json
 import threading
 import time
 
-from infra import labels as L
-from infra.instance_types import get
+from openpod_core import labels as L
+from openpod_core.instance_types import get
 from node_agent import gpu
 from node_agent.config import AgentConfig
 from node_agent.detector import Detector, resolve_instance_type

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from infra.instance_types import get
+from openpod_core.instance_types import get
 from node_agent import efa, gpu, host, neuron
 from node_agent.findings import Action
 from tests.node_agent.conftest import fixture_text, materialize_sysfs

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import labels as L
+from openpod_core import labels as L
 from infra.governance import jobset
 from node_agent import deploy, scratch
 from node_agent.config import AgentConfig
