@@ -407,7 +407,9 @@ def diff(base: Assembly, head: Assembly, *, region: str, allow: set[str] = froze
                                           base.templates.get(stack, {}).get("Resources", {})},
                               head_paths={k: head.path(stack, k) or "" for k in
                                           head.templates.get(stack, {}).get("Resources", {})})
-    return Plan(changes, schema_source())
+    from infra import upgrade
+
+    return Plan(changes, schema_source(), upgrade.order(base, head))
 
 
 # ------------------------------------------------------------------------------------------ output

@@ -53,6 +53,12 @@ def _fsx_subnet(d: dict) -> None:
 
 
 @pytest.fixture(scope="session")
+def older_cluster(tmp_path_factory):
+    """The default platform one Kubernetes version back: the base of an upgrade."""
+    return _variant(tmp_path_factory.mktemp("plan"), "eks-1.33", lambda d: d["eks"].update(version="1.33"))
+
+
+@pytest.fixture(scope="session")
 def in_place(tmp_path_factory):
     return _variant(tmp_path_factory.mktemp("plan"), "in-place", _throughput_and_rename)
 
@@ -181,3 +187,36 @@ def test_bad_invocations_exit_2_with_one_line():
     assert r.exit_code == 2 and "exactly one of --base GIT_REF or --base-template DIR" in r.output
     r = CliRunner().invoke(main, ["plan", "--spec", str(EXAMPLES / "default.yaml"), "--base", "no-such-ref-xyz"])
     assert r.exit_code == 1 and "--base no-such-ref-xyz:" in r.output
+
+
+# ------------------------------------------------------------------------- upgrades
+
+
+def test_eks_version_bump_plans_control_plane_then_add_ons_then_cpu_then_accelerator_groups(default,
+                                                                                             older_cluster):
+    _, base = older_cluster
+    r = run_plan(EXAMPLES / "default.yaml", base, default.outdir, "--json")
+    assert r.exit_code == 0, r.output
+    p = json_plan(r)
+    assert {c["action"] for c in p["changes"]} == {"update"}       # an upgrade replaces nothing
+    steps = p["upgrade"]
+    assert steps[0] == "control plane EksClusterB2BDED5B: Kubernetes 1.33 -> 1.34, in place"
+    assert steps[1].startswith("add-ons, after the control plane: kube-proxy v1.33.")
+    assert steps[2] == "CPU node groups, after the network add-ons: system (1 node(s) at a time)"
+    assert steps[3].startswith("accelerator node groups, after the CPU groups, not force-updated")
+    assert all(g in steps[3] for g in ("p5", "trn2", "gb200"))
+
+
+def test_the_templates_enforce_the_upgrade_order(default):
+    """The order the plan prints is CloudFormation's: node groups follow the cluster version, accelerator
+    groups depend on the CPU groups, and only CPU groups may be force-updated."""
+    res = default.template["Resources"]
+    system_id = next(k for k, v in default.resources("AWS::EKS::Nodegroup").items()
+                     if v["Properties"]["NodegroupName"] == "system")
+    for name in ("system", "p5", "trn2", "gb200"):
+        ng = default.nodegroup(name)
+        assert ng["Properties"]["Version"] == res["EksClusterB2BDED5B"]["Properties"]["Version"]
+        assert ng["Properties"]["UpdateConfig"] == {"MaxUnavailable": 1}
+        assert ng["Properties"]["ForceUpdateEnabled"] is (name == "system")
+        if name != "system":
+            assert system_id in ng["DependsOn"]
