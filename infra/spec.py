@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from openpod_core import instance_types
 from openpod_core.instance_types import InstanceType
+from infra.pipeline_spec import PipelineSpec
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 DEFAULT_SPEC = EXAMPLES_DIR / "default.yaml"
@@ -377,6 +378,7 @@ class ClusterSpec(_Model):
     eks: EksSpec = EksSpec()
     teams: list[TeamSpec] = []
     priorities: list[PrioritySpec] = list(DEFAULT_PRIORITIES)
+    pipeline: PipelineSpec | None = None
 
     def group(self, name: str) -> InstanceGroupSpec:
         for g in self.instance_groups:

@@ -238,7 +238,18 @@ def build_app(spec: ClusterSpec, *, app: cdk.App | None = None, outdir: str | No
               checks: bool = True, repo_root: Path = REPO_ROOT) -> tuple[cdk.App, PlatformStack]:
     """The CDK app for ``spec``: one PlatformStack named after the cluster, cdk-nag AwsSolutions enforced."""
     app = app or new_app(outdir=outdir)
-    stack = PlatformStack(app, spec.name, spec=spec, repo_root=repo_root, env=environment(spec))
+    if spec.pipeline is not None and spec.pipeline.provider == "codepipeline":
+        from infra import pipeline   # the platform becomes the pipeline's stage, under the same stack name
+
+        stack = pipeline.PipelineStack(app, f"{spec.name}-pipeline", spec=spec, repo_root=repo_root,
+                                       env=environment(spec),
+                                       plan=pipeline.read_plan(app.node.try_get_context("plan"))).stage.platform
+    else:
+        stack = PlatformStack(app, spec.name, spec=spec, repo_root=repo_root, env=environment(spec))
+        if spec.pipeline is not None:
+            from infra import pipeline
+
+            pipeline.GitHubDeployStack(app, f"{spec.name}-github", spec=spec, env=environment(spec))
     if checks:
         nag.add_checks(app)
     return app, stack
