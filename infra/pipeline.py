@@ -111,6 +111,11 @@ class PipelineStack(cdk.Stack):
         _acknowledge_pipeline(self)
 
 
+def _account(stack: cdk.Stack) -> str:
+    """The account as cdk-nag spells it in a finding: the literal when the spec names one."""
+    return "<AWS::AccountId>" if cdk.Token.is_unresolved(stack.account) else stack.account
+
+
 _S3_ARTIFACTS = ("Action::s3:Abort*", "Action::s3:DeleteObject*", "Action::s3:GetBucket*", "Action::s3:GetObject*",
                  "Action::s3:List*", "Resource::<PipelineArtifactsBucketAEA9A052.Arn>/*")
 _KMS_ARTIFACTS = ("Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*")
@@ -148,6 +153,7 @@ def _acknowledge_pipeline(stack: PipelineStack) -> None:
             "Resource::arn:aws:codebuild:{r}:<AWS::AccountId>:report-group/*")),
     }
     region = stack.spec_region
+    account = _account(stack)
     for path, (artifact_findings, codebuild_findings) in roles.items():
         role = stack.node.try_find_child("Pipeline")
         for part in path.split("/")[1:]:
@@ -158,16 +164,17 @@ def _acknowledge_pipeline(stack: PipelineStack) -> None:
         for f in artifact_findings:
             nag._ack(policy, f"AwsSolutions-IAM5[{f}]", artifacts_why)
         for f in codebuild_findings:
-            nag._ack(policy, f"AwsSolutions-IAM5[{f.format(r=region)}]", codebuild_why)
+            nag._ack(policy, f"AwsSolutions-IAM5[{f.format(r=region).replace('<AWS::AccountId>', account)}]",
+                     codebuild_why)
     synth_policy = (root.node.find_child("Build").node.find_child("Synth").node.find_child("CdkBuildProject")
                     .node.find_child("Role").node.find_child("DefaultPolicy").node.default_child)
-    nag._ack(synth_policy, f"AwsSolutions-IAM5[Resource::arn:aws:cloudformation:{region}:<AWS::AccountId>:stack/"
+    nag._ack(synth_policy, f"AwsSolutions-IAM5[Resource::arn:aws:cloudformation:{region}:{account}:stack/"
                            f"{stack.spec_name}/*]",
              "openpod plan reads the deployed template of the platform stack; the wildcard is the stack id "
              "CloudFormation appends to the stack name.")
     mutation = (stack.pipeline.node.find_child("UpdatePipeline").node.find_child("SelfMutation")
                 .node.find_child("Role").node.find_child("DefaultPolicy").node.default_child)
-    nag._ack(mutation, "AwsSolutions-IAM5[Resource::arn:*:iam::<AWS::AccountId>:role/*]",
+    nag._ack(mutation, f"AwsSolutions-IAM5[Resource::arn:*:iam::{account}:role/*]",
              "Self-mutation assumes the CDK bootstrap roles: CDK Pipelines limits the statement with a condition "
              "on the roles' aws-cdk:bootstrap-role tag.")
     for path in ("UpdatePipeline/SelfMutation/Role", "Assets/FileRole", "Assets/DockerRole"):
@@ -197,14 +204,15 @@ class GitHubDeployStack(cdk.Stack):
                 "StringEquals": {f"{GITHUB_OIDC_HOST}:aud": "sts.amazonaws.com",
                                  f"{GITHUB_OIDC_HOST}:sub": sub}})
 
-        # Pull requests: read the deployed template, nothing else.
+        read_template = iam.PolicyStatement(
+            actions=["cloudformation:GetTemplate", "cloudformation:DescribeStacks"],
+            resources=[self.format_arn(service="cloudformation", resource="stack", resource_name=f"{spec.name}/*",
+                                       region=spec.region)])
+        # Pull requests: read the deployed template (for the plan), nothing else.
         self.plan_role = iam.Role(
             self, "PlanRole", assumed_by=principal(f"repo:{p.repository}:pull_request"),
             description=f"openpod plan for pull requests of {p.repository}", max_session_duration=cdk.Duration.hours(1))
-        self.plan_role.add_to_policy(iam.PolicyStatement(
-            actions=["cloudformation:GetTemplate", "cloudformation:DescribeStacks"],
-            resources=[self.format_arn(service="cloudformation", resource="stack", resource_name=f"{spec.name}/*",
-                                       region=spec.region)]))
+        self.plan_role.add_to_policy(read_template)
         # The branch: deploy through the CDK bootstrap roles, as `cdk deploy` does.
         self.deploy_role = iam.Role(
             self, "DeployRole", assumed_by=principal(f"repo:{p.repository}:ref:refs/heads/{p.branch}"),
@@ -213,12 +221,14 @@ class GitHubDeployStack(cdk.Stack):
                                      resource_name=f"cdk-{BOOTSTRAP_QUALIFIER}-{kind}-role-{self.account}-{spec.region}")
                      for kind in ("deploy", "file-publishing", "image-publishing", "lookup")]
         self.deploy_role.add_to_policy(iam.PolicyStatement(actions=["sts:AssumeRole"], resources=bootstrap))
+        self.deploy_role.add_to_policy(read_template)   # the plan gate before the deploy
         from infra import nag
 
-        nag._ack(self.plan_role.node.find_child("DefaultPolicy").node.default_child,
-                 f"AwsSolutions-IAM5[Resource::arn:aws:cloudformation:{spec.region}:<AWS::AccountId>:stack/"
-                 f"{spec.name}/*]",
-                 "openpod plan reads the deployed template of the platform stack; the wildcard is the stack id "
-                 "CloudFormation appends to the stack name.")
+        for role in (self.plan_role, self.deploy_role):
+            nag._ack(role.node.find_child("DefaultPolicy").node.default_child,
+                     f"AwsSolutions-IAM5[Resource::arn:aws:cloudformation:{spec.region}:{_account(self)}:stack/"
+                     f"{spec.name}/*]",
+                     "openpod plan reads the deployed template of the platform stack; the wildcard is the stack id "
+                     "CloudFormation appends to the stack name.")
         cdk.CfnOutput(self, "PlanRoleArn", value=self.plan_role.role_arn)
         cdk.CfnOutput(self, "DeployRoleArn", value=self.deploy_role.role_arn)
