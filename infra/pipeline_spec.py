@@ -12,10 +12,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-CONNECTION_ARN = r"^arn:aws[a-z-]*:(codeconnections|codestar-connections):[a-z0-9-]+:\d{12}:connection/[0-9a-f-]{36}$"
+CONNECTION_ARN = r"^arn:aws[a-z-]*:code(star-)?connections:[a-z0-9-]+:\d{12}:connection/[0-9a-f-]{36}$"
 
 
 class PipelineSpec(BaseModel):
+    """How the platform deploys itself from git: a CDK pipeline or GitHub Actions roles."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     provider: Literal["codepipeline", "github-actions"]
