@@ -99,11 +99,11 @@ class PipelineStack(cdk.Stack):
         self.stage = PlatformStage(self, "Deploy", spec=spec, repo_root=repo_root, env=kwargs.get("env"))
         pre = []
         n = risky(plan)
+        risky_ids = [c["logical_id"] for c in (plan or {}).get("changes", []) if c["action"] in ("replace", "remove")]
         if n:
             pre.append(pipelines.ManualApprovalStep(
                 "ApproveReplacements",
-                comment=f"openpod plan: {n} resource(s) replaced or removed "
-                        f"({', '.join(c['logical_id'] for c in plan['changes'] if c['action'] in ('replace', 'remove'))}). "
+                comment=f"openpod plan: {n} resource(s) replaced or removed ({', '.join(risky_ids)}). "
                         "Read the plan in the Synth step's log before approving."))
         self.pipeline.add_stage(self.stage, pre=pre)
         self.approval_required = bool(n)
@@ -116,17 +116,20 @@ def _account(stack: cdk.Stack) -> str:
     return "<AWS::AccountId>" if cdk.Token.is_unresolved(stack.account) else stack.account
 
 
-_S3_ARTIFACTS = ("Action::s3:Abort*", "Action::s3:DeleteObject*", "Action::s3:GetBucket*", "Action::s3:GetObject*",
-                 "Action::s3:List*", "Resource::<PipelineArtifactsBucketAEA9A052.Arn>/*")
-_KMS_ARTIFACTS = ("Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*")
+def _find(scope: Construct, path: str) -> Construct | None:
+    node: Construct | None = scope
+    for part in path.split("/"):
+        node = node.node.try_find_child(part) if node is not None else None
+    return node
 
 
 def _acknowledge_pipeline(stack: PipelineStack) -> None:
     """The cdk-nag findings of aws-cdk-lib's CDK Pipelines roles, each with why it stands."""
     from infra import nag
 
-    root = stack.pipeline.node.find_child("Pipeline")      # the codepipeline.Pipeline inside CDK Pipelines
-    nag._ack(root.node.find_child("ArtifactsBucket"), "AwsSolutions-S1",
+    account, region = _account(stack), stack.spec_region
+    pipeline = stack.pipeline
+    nag._ack(_find(pipeline, "Pipeline/ArtifactsBucket"), "AwsSolutions-S1",
              "The pipeline's artifact bucket holds transient build outputs, encrypted with the pipeline's own "
              "rotating KMS key and reachable only by the pipeline's roles; every deploy it drives is recorded by "
              "CloudFormation and CloudTrail.")
@@ -134,55 +137,51 @@ def _acknowledge_pipeline(stack: PipelineStack) -> None:
                      "(and its KMS key) with wildcard actions and an object wildcard on that one bucket.")
     codebuild_why = ("CodeBuild writes its logs and test reports to log groups / report groups named after the "
                      "project; the wildcard is the project's own streams.")
-    roles = {
-        "Pipeline/Pipeline/Role": (_S3_ARTIFACTS + _KMS_ARTIFACTS, ()),
-        f"Pipeline/Pipeline/Source/{stack.spec_repository}/CodePipelineActionRole": (_S3_ARTIFACTS + _KMS_ARTIFACTS,
-                                                                                     ()),
-        "Pipeline/Pipeline/Build/Synth/CdkBuildProject/Role": (_S3_ARTIFACTS + _KMS_ARTIFACTS, (
-            "Resource::arn:aws:logs:{r}:<AWS::AccountId>:log-group:/aws/codebuild/<PipelineBuildSynthCdkBuildProject6BEFA8E6>:*",
-            "Resource::arn:aws:codebuild:{r}:<AWS::AccountId>:report-group/<PipelineBuildSynthCdkBuildProject6BEFA8E6>-*")),
-        "Pipeline/UpdatePipeline/SelfMutation/Role": (tuple(x for x in _S3_ARTIFACTS if "Abort" not in x and "Delete"
-                                                            not in x) + _KMS_ARTIFACTS, (
-            "Resource::arn:aws:logs:{r}:<AWS::AccountId>:log-group:/aws/codebuild/<PipelineUpdatePipelineSelfMutationDAA41400>:*",
-            "Resource::arn:aws:codebuild:{r}:<AWS::AccountId>:report-group/<PipelineUpdatePipelineSelfMutationDAA41400>-*")),
-        "Pipeline/Assets/FileRole": (_S3_ARTIFACTS[2:], (
-            "Resource::arn:aws:logs:{r}:<AWS::AccountId>:log-group:/aws/codebuild/*",
-            "Resource::arn:aws:codebuild:{r}:<AWS::AccountId>:report-group/*")),
-        "Pipeline/Assets/DockerRole": (_S3_ARTIFACTS[2:], (
-            "Resource::arn:aws:logs:{r}:<AWS::AccountId>:log-group:/aws/codebuild/*",
-            "Resource::arn:aws:codebuild:{r}:<AWS::AccountId>:report-group/*")),
+    bucket = stack.get_logical_id(_find(pipeline, "Pipeline/ArtifactsBucket").node.default_child)
+    s3 = ("Action::s3:GetBucket*", "Action::s3:GetObject*", "Action::s3:List*", f"Resource::<{bucket}.Arn>/*")
+    s3_write = ("Action::s3:Abort*", "Action::s3:DeleteObject*")
+    kms = ("Action::kms:GenerateDataKey*", "Action::kms:ReEncrypt*")
+
+    def project_findings(project_path: str | None) -> tuple[str, ...]:
+        if project_path is None:   # the shared asset roles: any CodeBuild project of the account
+            name = "*"
+            return (f"Resource::arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/{name}",
+                    f"Resource::arn:aws:codebuild:{region}:{account}:report-group/{name}")
+        pid = stack.get_logical_id(_find(pipeline, project_path).node.default_child)
+        return (f"Resource::arn:aws:logs:{region}:{account}:log-group:/aws/codebuild/<{pid}>:*",
+                f"Resource::arn:aws:codebuild:{region}:{account}:report-group/<{pid}>-*")
+
+    roles = {   # role path under the CodePipeline construct -> (artifact findings, CodeBuild findings)
+        "Pipeline/Role": (s3 + s3_write + kms, ()),
+        f"Pipeline/Source/{stack.spec_repository}/CodePipelineActionRole": (s3 + s3_write + kms, ()),
+        "Pipeline/Build/Synth/CdkBuildProject/Role": (s3 + s3_write + kms,
+                                                      project_findings("Pipeline/Build/Synth/CdkBuildProject")),
+        "UpdatePipeline/SelfMutation/Role": (s3 + kms, project_findings("UpdatePipeline/SelfMutation")),
+        "Assets/FileRole": (s3, project_findings(None)),
+        "Assets/DockerRole": (s3, project_findings(None)),
     }
-    region = stack.spec_region
-    account = _account(stack)
     for path, (artifact_findings, codebuild_findings) in roles.items():
-        role = stack.node.try_find_child("Pipeline")
-        for part in path.split("/")[1:]:
-            role = role.node.try_find_child(part) if role is not None else None
+        role = _find(pipeline, path)
         if role is None:
             continue
         policy = role.node.find_child("DefaultPolicy").node.default_child
         for f in artifact_findings:
             nag._ack(policy, f"AwsSolutions-IAM5[{f}]", artifacts_why)
         for f in codebuild_findings:
-            nag._ack(policy, f"AwsSolutions-IAM5[{f.format(r=region).replace('<AWS::AccountId>', account)}]",
-                     codebuild_why)
-    synth_policy = (root.node.find_child("Build").node.find_child("Synth").node.find_child("CdkBuildProject")
-                    .node.find_child("Role").node.find_child("DefaultPolicy").node.default_child)
+            nag._ack(policy, f"AwsSolutions-IAM5[{f}]", codebuild_why)
+    synth_policy = _find(pipeline, "Pipeline/Build/Synth/CdkBuildProject/Role/DefaultPolicy").node.default_child
     nag._ack(synth_policy, f"AwsSolutions-IAM5[Resource::arn:aws:cloudformation:{region}:{account}:stack/"
                            f"{stack.spec_name}/*]",
              "openpod plan reads the deployed template of the platform stack; the wildcard is the stack id "
              "CloudFormation appends to the stack name.")
-    mutation = (stack.pipeline.node.find_child("UpdatePipeline").node.find_child("SelfMutation")
-                .node.find_child("Role").node.find_child("DefaultPolicy").node.default_child)
+    mutation = _find(pipeline, "UpdatePipeline/SelfMutation/Role/DefaultPolicy").node.default_child
     nag._ack(mutation, f"AwsSolutions-IAM5[Resource::arn:*:iam::{account}:role/*]",
              "Self-mutation assumes the CDK bootstrap roles: CDK Pipelines limits the statement with a condition "
              "on the roles' aws-cdk:bootstrap-role tag.")
     for path in ("UpdatePipeline/SelfMutation/Role", "Assets/FileRole", "Assets/DockerRole"):
-        node = stack.pipeline
-        for part in path.split("/"):
-            node = node.node.try_find_child(part) if node is not None else None
-        if node is not None:
-            nag._ack(node.node.find_child("DefaultPolicy").node.default_child, "AwsSolutions-IAM5[Resource::*]",
+        role = _find(pipeline, path)
+        if role is not None:
+            nag._ack(role.node.find_child("DefaultPolicy").node.default_child, "AwsSolutions-IAM5[Resource::*]",
                      "CDK Pipelines' asset and self-mutation roles call APIs without resource-level permissions "
                      "(cloudformation:DescribeStacks, s3:ListBucket before the bucket is known) and assume the "
                      "bootstrap roles by tag condition.")
@@ -217,9 +216,10 @@ class GitHubDeployStack(cdk.Stack):
         self.deploy_role = iam.Role(
             self, "DeployRole", assumed_by=principal(f"repo:{p.repository}:ref:refs/heads/{p.branch}"),
             description=f"openpod deploy from {p.repository}@{p.branch}", max_session_duration=cdk.Duration.hours(2))
-        bootstrap = [self.format_arn(service="iam", region="", resource="role",
-                                     resource_name=f"cdk-{BOOTSTRAP_QUALIFIER}-{kind}-role-{self.account}-{spec.region}")
-                     for kind in ("deploy", "file-publishing", "image-publishing", "lookup")]
+        bootstrap = [self.format_arn(
+            service="iam", region="", resource="role",
+            resource_name=f"cdk-{BOOTSTRAP_QUALIFIER}-{kind}-role-{self.account}-{spec.region}")
+            for kind in ("deploy", "file-publishing", "image-publishing", "lookup")]
         self.deploy_role.add_to_policy(iam.PolicyStatement(actions=["sts:AssumeRole"], resources=bootstrap))
         self.deploy_role.add_to_policy(read_template)   # the plan gate before the deploy
         from infra import nag

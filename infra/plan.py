@@ -424,7 +424,8 @@ def _cause_text(c: Change) -> str:
 
 
 def _blocked_lines(plan: Plan) -> list[str]:
-    return [f"blocked: {c.stack}/{c.logical_id} ({c.type}) would be {'replaced' if c.action == 'replace' else 'removed'}"
+    return [f"blocked: {c.stack}/{c.logical_id} ({c.type}) would be "
+            f"{'replaced' if c.action == 'replace' else 'removed'}"
             f"{' - ' + '; '.join(c.causes) if c.causes else ''} - {c.stateful}; "
             f"pass --allow-replace {c.logical_id} if intended" for c in plan.blocked]
 
@@ -441,7 +442,8 @@ def render_table(plan: Plan) -> str:
     lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(r, widths)), r[-1]]).rstrip() for r in rows]
     n = plan.counts()
     lines.append("")
-    lines.append(", ".join(f"{n[a]} to {a}" for a in ACTIONS) + f"  (replacement rules: createOnlyProperties, {plan.schema_source})")
+    lines.append(", ".join(f"{n[a]} to {a}" for a in ACTIONS)
+                 + f"  (replacement rules: createOnlyProperties, {plan.schema_source})")
     if plan.upgrade:
         lines.append("")
         lines.append("upgrade order:")
