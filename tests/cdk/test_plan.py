@@ -220,3 +220,19 @@ def test_the_templates_enforce_the_upgrade_order(default):
         assert ng["Properties"]["ForceUpdateEnabled"] is (name == "system")
         if name != "system":
             assert system_id in ng["DependsOn"]
+
+
+def _cluster_only(version: str) -> planmod.Assembly:
+    return planmod.Assembly({"s": {"Resources": {"C": {"Type": "AWS::EKS::Cluster",
+                                                       "Properties": {"Version": version}}}}})
+
+
+@pytest.mark.parametrize("old,new,note", [
+    ("1.32", "1.34", "EKS upgrades one minor version at a time: deploy 1.33 first"),
+    ("1.34", "1.33", "EKS cannot downgrade a cluster"),
+])
+def test_upgrade_order_flags_skipped_versions_and_downgrades(old, new, note):
+    from infra import upgrade
+
+    [step] = upgrade.order(_cluster_only(old), _cluster_only(new))
+    assert step.startswith(f"control plane C: Kubernetes {old} -> {new}, in place - ") and note in step
