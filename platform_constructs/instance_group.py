@@ -222,6 +222,9 @@ class InstanceGroup(Construct):
         on EFA types, what training pods request there; 0 elsewhere).
       imds_hop_limit: 1 keeps containers off IMDS; 2 (default, as EKS's own template) lets
         host-network-less pods that still need instance metadata reach it.
+      kubernetes_version: the nodes' Kubernetes version (the cluster's); unset keeps the creation version.
+      max_unavailable: nodes an update (e.g. an upgrade) replaces at a time, 1..100. Accelerated groups are
+        never force-updated: an eviction a PodDisruptionBudget forbids fails the update instead.
     """
 
     def __init__(
