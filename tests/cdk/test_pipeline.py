@@ -94,7 +94,8 @@ def test_synth_step_runs_the_readme_command_and_the_plan_gate(codepipeline):
     assert commands[0] == "make synth SPEC=examples/gitops/pipeline.yaml"
     assert any(".venv/bin/openpod plan --spec examples/gitops/pipeline.yaml --base-template deployed "
                "--template cdk.out --json" in c for c in commands)
-    assert commands[-1] == "npx cdk synth --quiet -c spec=examples/gitops/pipeline.yaml -c plan=plan.json > /dev/null"
+    assert commands[-1] == ('PATH="$PWD/.venv/bin:$PATH" npx cdk synth --quiet -c spec=examples/gitops/pipeline.yaml '
+                            "-c plan=plan.json > /dev/null")
 
 
 def test_a_plan_with_replacements_puts_a_manual_approval_before_deploy(tmp_path):
