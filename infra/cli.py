@@ -177,5 +177,10 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
                f"(queue {team}, priority {priority}); watch: kubectl -n {team} get workloads,jobsets")
 
 
+from infra.plan import command as _plan  # noqa: E402
+
+main.add_command(_plan)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

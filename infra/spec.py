@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from openpod_core import instance_types
 from openpod_core.instance_types import InstanceType
+from infra.pipeline_spec import PipelineSpec
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 DEFAULT_SPEC = EXAMPLES_DIR / "default.yaml"
@@ -248,6 +249,14 @@ DEFAULT_ADDONS: dict[str, str] = {
     "eks-pod-identity-agent": "v1.3.9-eksbuild.3",
     "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
 }
+# kube-proxy runs the cluster's own minor version, so its default follows eks.version. Source: the
+# "kube-proxy versions" table of https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html
+# (checked 2026-11-23; 1.34 keeps the pin above).
+KUBE_PROXY_ADDON: dict[str, str] = {
+    "1.32": "v1.32.9-eksbuild.2",
+    "1.33": "v1.33.5-eksbuild.2",
+    "1.34": DEFAULT_ADDONS["kube-proxy"],
+}
 DEFAULT_CHARTS: dict[str, str] = {
     "aws-efa-k8s-device-plugin": "v0.5.14",
     "nvidia-device-plugin": "0.17.4",
@@ -280,9 +289,20 @@ class EksSpec(_Model):
             raise ValueError(f"unknown {what} {', '.join(unknown)}; allowed: {', '.join(known)}")
         return v
 
+    @field_validator("addons")
+    @classmethod
+    def _kube_proxy_matches(cls, v: dict[str, str], info) -> dict[str, str]:
+        version = info.data.get("version")
+        pinned = v.get("kube-proxy")
+        if version and pinned and not pinned.startswith(f"v{version}."):
+            raise ValueError(f"kube-proxy {pinned} does not match eks.version {version}; kube-proxy runs the "
+                             f"cluster's minor version (e.g. {KUBE_PROXY_ADDON.get(version, 'v' + version + '.x')}), "
+                             "or leave it unset to follow eks.version")
+        return v
+
     @property
     def addon_versions(self) -> dict[str, str]:
-        return {**DEFAULT_ADDONS, **self.addons}
+        return {**DEFAULT_ADDONS, "kube-proxy": KUBE_PROXY_ADDON[self.version], **self.addons}
 
     @property
     def chart_versions(self) -> dict[str, str]:
@@ -358,6 +378,7 @@ class ClusterSpec(_Model):
     eks: EksSpec = EksSpec()
     teams: list[TeamSpec] = []
     priorities: list[PrioritySpec] = list(DEFAULT_PRIORITIES)
+    pipeline: PipelineSpec | None = None
 
     def group(self, name: str) -> InstanceGroupSpec:
         for g in self.instance_groups:

@@ -28,6 +28,7 @@ _SECTIONS = [
     ("teams[].quotas.<group>", spec_module.GroupQuota, "A team's quota on one group"),
     ("teams[].preemption", spec_module.PreemptionSpec, "Preemption"),
     ("priorities[]", spec_module.PrioritySpec, "Priorities"),
+    ("pipeline", spec_module.PipelineSpec, "Pipeline (GitOps, see gitops.md)"),
 ]
 
 
@@ -114,6 +115,9 @@ def spec_md() -> str:
         "",
         "| add-on | default version |", "|---|---|",
         *[f"| `{k}` | `{v}` |" for k, v in spec_module.DEFAULT_ADDONS.items()],
+        "",
+        "kube-proxy follows `eks.version`: " + ", ".join(
+            f"{k}: `{v}`" for k, v in spec_module.KUBE_PROXY_ADDON.items()) + ".",
         "",
         "| Helm chart | default version |", "|---|---|",
         *[f"| `{k}` | `{v}` |" for k, v in spec_module.DEFAULT_CHARTS.items()],

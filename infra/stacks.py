@@ -124,7 +124,7 @@ class PlatformStack(cdk.Stack):
                 placement_group=g.wants_placement_group,
                 capacity_type=g.capacity.type, capacity_reservation_id=g.capacity.reservation_id,
                 labels=g.labels, taints=g.taints, root_volume_gib=g.root_volume_gib, volumes=g.volumes,
-                local_nvme_raid0=g.local_nvme_raid0,
+                local_nvme_raid0=g.local_nvme_raid0, kubernetes_version=spec.eks.version,
             )
             for addon in self.platform_cluster.network_addons:
                 ig.nodegroup.node.add_dependency(addon)
@@ -134,6 +134,10 @@ class PlatformStack(cdk.Stack):
         for addon in self.platform_cluster.workload_addons:
             for ig in system_groups:
                 addon.node.add_dependency(ig.nodegroup)
+        # Upgrades roll the CPU system groups before the accelerator groups (infra/upgrade.py).
+        for g in spec.accelerated_groups:
+            for ig in system_groups:
+                self.instance_groups[g.name].nodegroup.node.add_dependency(ig.nodegroup)
 
         # -- shared file system
         self.network.allow_lustre_from(cluster.cluster_security_group_id)
@@ -234,7 +238,18 @@ def build_app(spec: ClusterSpec, *, app: cdk.App | None = None, outdir: str | No
               checks: bool = True, repo_root: Path = REPO_ROOT) -> tuple[cdk.App, PlatformStack]:
     """The CDK app for ``spec``: one PlatformStack named after the cluster, cdk-nag AwsSolutions enforced."""
     app = app or new_app(outdir=outdir)
-    stack = PlatformStack(app, spec.name, spec=spec, repo_root=repo_root, env=environment(spec))
+    if spec.pipeline is not None and spec.pipeline.provider == "codepipeline":
+        from infra import pipeline   # the platform becomes the pipeline's stage, under the same stack name
+
+        stack = pipeline.PipelineStack(app, f"{spec.name}-pipeline", spec=spec, repo_root=repo_root,
+                                       env=environment(spec),
+                                       plan=pipeline.read_plan(app.node.try_get_context("plan"))).stage.platform
+    else:
+        stack = PlatformStack(app, spec.name, spec=spec, repo_root=repo_root, env=environment(spec))
+        if spec.pipeline is not None:
+            from infra import pipeline
+
+            pipeline.GitHubDeployStack(app, f"{spec.name}-github", spec=spec, env=environment(spec))
     if checks:
         nag.add_checks(app)
     return app, stack

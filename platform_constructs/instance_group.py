@@ -222,6 +222,9 @@ class InstanceGroup(Construct):
         on EFA types, what training pods request there; 0 elsewhere).
       imds_hop_limit: 1 keeps containers off IMDS; 2 (default, as EKS's own template) lets
         host-network-less pods that still need instance metadata reach it.
+      kubernetes_version: the nodes' Kubernetes version (the cluster's); unset keeps the creation version.
+      max_unavailable: nodes an update (e.g. an upgrade) replaces at a time, 1..100. Accelerated groups are
+        never force-updated: an eviction a PodDisruptionBudget forbids fails the update instead.
     """
 
     def __init__(
@@ -249,6 +252,8 @@ class InstanceGroup(Construct):
         local_nvme_raid0: bool = True,
         hugepages_mib: int | None = None,
         imds_hop_limit: int = 2,
+        kubernetes_version: str | None = None,
+        max_unavailable: int = 1,
     ) -> None:
         super().__init__(scope, id)
         self.group_name = group_name
@@ -258,6 +263,8 @@ class InstanceGroup(Construct):
                              f"max_size >= 1 (got {min_size}/{desired_size}/{max_size})")
         if not subnets:
             raise ValueError(f"InstanceGroup {group_name}: subnets must not be empty")
+        if not 1 <= max_unavailable <= 100:
+            raise ValueError(f"InstanceGroup {group_name}: max_unavailable must be 1..100 (got {max_unavailable})")
         if instance_type.efa_supported and len(subnets) != 1:
             raise ValueError(f"InstanceGroup {group_name}: subnets must be exactly one subnet for an EFA "
                              f"instance type ({instance_type.name}); EFA traffic does not leave a subnet")
@@ -356,6 +363,10 @@ class InstanceGroup(Construct):
             launch_template_spec=eks.LaunchTemplateSpec(
                 id=self.launch_template.ref, version=self.launch_template.attr_latest_version_number,
             ),
+            # Upgrades replace at most this many nodes at a time. Accelerator groups are never force-updated:
+            # a pod whose PodDisruptionBudget forbids eviction fails the update instead of being killed.
+            max_unavailable=max_unavailable,
+            force_update=not instance_type.is_accelerated,
         )
         # Set on the resource: the L2 checks AMI types against its own (dated)
         # list of GPU instance families, which lacks P5/P6/Trn2, and cannot
@@ -363,6 +374,10 @@ class InstanceGroup(Construct):
         cfn = self.nodegroup.node.default_child
         cfn.ami_type = ami_type(instance_type)
         cfn.instance_types = [instance_type.name]
+        if kubernetes_version is not None:
+            # The node group follows the control plane: without a Version, EKS keeps the nodes at the version
+            # they were created with when the cluster is upgraded.
+            cfn.version = kubernetes_version
         Tags.of(self).add(keys.INSTANCE_GROUP, group_name)
 
     @property

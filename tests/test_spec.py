@@ -194,3 +194,18 @@ def test_spec_reference_doc_is_generated_from_the_models():
     for field in ("storage_capacity_gib", "reservation_id", "hot_spares", "addons", "access_entries"):
         assert f"`{field}`" in text
     assert (ROOT / "docs" / "spec.md").read_text() == text, "docs/spec.md is stale: run `python -m infra docs`"
+
+
+# ------------------------------------------------------------------------- EKS version and add-ons
+
+
+@pytest.mark.parametrize("version", ["1.32", "1.33", "1.34"])
+def test_kube_proxy_follows_the_cluster_version(version):
+    spec = parse_spec(spec_with(eks__version=version), "v.yaml")
+    assert spec.eks.addon_versions["kube-proxy"].startswith(f"v{version}.")
+
+
+def test_a_pinned_kube_proxy_of_another_version_is_rejected():
+    data = spec_with(eks={"version": "1.33", "addons": {"kube-proxy": "v1.34.0-eksbuild.2"}})
+    [p] = problems(data)
+    assert p.startswith("eks.addons: kube-proxy v1.34.0-eksbuild.2 does not match eks.version 1.33")

@@ -52,6 +52,7 @@ def _group(env, id, **props):
     (dict(imds_hop_limit=3), "imds_hop_limit must be 1 or 2"),
     (dict(security_groups=[]), "security_groups must include the cluster security group"),
     (dict(hugepages_mib=5121), "hugepages_mib must be 0 or more and a multiple of 2"),
+    (dict(max_unavailable=0), "max_unavailable must be 1..100"),
 ])
 def test_instance_group_rejects_bad_props(env, props, message):
     with pytest.raises(ValueError, match=message):

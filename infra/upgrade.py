@@ -1,0 +1,86 @@
+"""The order CloudFormation upgrades the platform in when ``eks.version`` changes, read from the templates.
+
+The order is the templates' own dependency order, which the platform's stack sets on purpose:
+
+1. the control plane (``AWS::EKS::Cluster`` Version, in place; EKS moves one minor version at a time);
+2. add-ons at versions for the new version (they reference the cluster, so they follow it; kube-proxy's
+   default follows ``eks.version``, ``infra.spec.KUBE_PROXY_ADDON``);
+3. CPU node groups (they depend on the network add-ons), at most ``MaxUnavailable`` nodes at a time;
+4. accelerator node groups (they depend on the CPU groups), never force-updated: EKS evicts their pods
+   through the Eviction API with PodDisruptionBudgets honoured, as the node agent's drain does, so a
+   job gets SIGTERM and its grace period to checkpoint; an eviction a budget forbids fails the update
+   instead of killing the job.
+"""
+
+from __future__ import annotations
+
+from openpod_core import labels
+
+
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def order(base, head) -> list[str]:
+    """Upgrade steps, in order, for every cluster whose Kubernetes version changes between the assemblies."""
+    steps: list[str] = []
+    for stack, h_tpl in sorted(head.templates.items()):
+        b_res = base.templates.get(stack, {}).get("Resources", {})
+        h_res = h_tpl.get("Resources", {})
+        for lid, cluster in h_res.items():
+            if cluster["Type"] != "AWS::EKS::Cluster" or b_res.get(lid, {}).get("Type") != "AWS::EKS::Cluster":
+                continue
+            old, new = b_res[lid]["Properties"].get("Version"), cluster["Properties"].get("Version")
+            if not old or not new or old == new:
+                continue
+            steps += _cluster_steps(lid, old, new, b_res, h_res)
+    return steps
+
+
+def _cluster_steps(lid: str, old: str, new: str, b_res: dict, h_res: dict) -> list[str]:
+    (om, on), (nm, nn) = _minor(old), _minor(new)
+    step = f"control plane {lid}: Kubernetes {old} -> {new}, in place"
+    if (nm, nn) < (om, on):
+        step += " - EKS cannot downgrade a cluster: this update will fail"
+    elif nm == om and nn - on > 1:
+        step += (f" - EKS upgrades one minor version at a time: deploy {om}.{on + 1} first, then each next "
+                 "version")
+    out = [step]
+
+    def changed(res: dict, key: str) -> list[tuple[str, dict, object]]:
+        return [(k, r, b_res.get(k, {}).get("Properties", {}).get(key)) for k, r in sorted(res.items())
+                if b_res.get(k, {}).get("Properties", {}).get(key) != r["Properties"].get(key)]
+
+    addons = [(k, r, before) for k, r, before in changed(
+        {k: r for k, r in h_res.items() if r["Type"] == "AWS::EKS::Addon"}, "AddonVersion")]
+    if addons:
+        out.append("add-ons, after the control plane: " + ", ".join(
+            f"{r['Properties']['AddonName']} {before} -> {r['Properties'].get('AddonVersion')}"
+            for _, r, before in addons))
+    groups = [(k, r) for k, r, _ in changed(
+        {k: r for k, r in h_res.items() if r["Type"] == "AWS::EKS::Nodegroup"}, "Version")]
+    cpu = [(k, r) for k, r in groups if not _accelerated(r)]
+    accel = [(k, r) for k, r in groups if _accelerated(r)]
+    if cpu:
+        out.append("CPU node groups, after the network add-ons: " + ", ".join(_group(r) for _, r in cpu))
+    if accel:
+        out.append("accelerator node groups, after the CPU groups, not force-updated (evictions honour "
+                   "PodDisruptionBudgets; jobs get SIGTERM and their grace period to checkpoint): "
+                   + ", ".join(_group(r) for _, r in accel))
+    stale = [r["Properties"]["NodegroupName"] for r in h_res.values()
+             if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"].get("Version") not in (None, new)]
+    if stale:
+        out.append(f"warning: node groups not following {new}: {', '.join(stale)}")
+    return out
+
+
+def _accelerated(nodegroup: dict) -> bool:
+    return nodegroup["Properties"].get("Labels", {}).get(labels.ACCELERATOR, "none") != "none"
+
+
+def _group(nodegroup: dict) -> str:
+    p = nodegroup["Properties"]
+    unavailable = (p.get("UpdateConfig") or {}).get("MaxUnavailable")
+    return f"{p.get('NodegroupName')} ({unavailable} node(s) at a time)" if unavailable else str(
+        p.get("NodegroupName"))

