@@ -1,0 +1,71 @@
+"""The facts register: every external fact the platform relies on, with its source and the date it was checked.
+
+A fact is a value someone else decides - a library's installed file name, a version
+pin, an image path, a hardware figure. Code that depends on one reads it from
+here, tests check the code against it, and ``docs/facts.md`` renders the table,
+so a reader can audit each value against its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One external fact: ``key`` names it, ``source`` is a URL or ``owner/repo@tag:path[:line]``."""
+
+    key: str
+    value: str
+    source: str
+    checked: str  # ISO date the value was last compared with its source
+    note: str = ""
+
+
+FACTS: tuple[Fact, ...] = (
+    # ------------------------------------------------------------------ training image: NCCL over EFA
+    Fact(
+        "aws-ofi-nccl.version", "1.14.0",
+        "https://github.com/aws/aws-ofi-nccl/releases/tag/v1.14.0", "2026-11-23",
+        "the EFA network plugin for NCCL the training image builds from source",
+    ),
+    Fact(
+        "aws-ofi-nccl.nccl-plugin-library", "libnccl-net.so",
+        "aws/aws-ofi-nccl@v1.14.0:src/Makefile.am:68 (lib_LTLIBRARIES = libnccl-net.la)", "2026-11-23",
+        "the file `make install` puts in <prefix>/lib for NVIDIA builds; v1.15.0 renamed it libnccl-net-ofi.so "
+        "and adds a libnccl-net.so symlink (aws/aws-ofi-nccl@v1.15.0:src/Makefile.am:68,75-77)",
+    ),
+    Fact(
+        "nccl.version", "2.26.2-1+cuda12.8",
+        "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/ (libnccl2 package)", "2026-11-23",
+        "pinned to the CUDA 12.8 base image's major.minor",
+    ),
+    Fact(
+        "nccl.net-plugin-env", "NCCL_NET_PLUGIN is dlopen()ed as given first, then as libnccl-net-<value>.so; "
+        "when neither loads NCCL logs at INFO level and falls back to its internal IB/socket transports",
+        "NVIDIA/nccl@v2.26.2-1:src/plugin/plugin_open.cc:64-96 and src/plugin/net.cc:70", "2026-11-23",
+        "a wrong plugin path is silent at the default NCCL_DEBUG level: the image must name a file that exists",
+    ),
+    Fact(
+        "cuda-image.nccl-held", "apt-mark hold libnccl2",
+        "gitlab.com/nvidia/container-images/cuda: dist/<distro>/<version>/runtime/Dockerfile", "2026-11-23",
+        "NVIDIA's CUDA images hold libnccl2, so installing another version with apt-get -y needs "
+        "--allow-change-held-packages",
+    ),
+)
+
+_BY_KEY = {f.key: f for f in FACTS}
+assert len(_BY_KEY) == len(FACTS), "duplicate fact keys"
+
+
+def fact(key: str) -> Fact:
+    """The fact named ``key``; KeyError names the known keys' prefix when it is missing."""
+    try:
+        return _BY_KEY[key]
+    except KeyError:
+        raise KeyError(f"no fact {key!r} in openpod_core.facts (known: {', '.join(sorted(_BY_KEY))})") from None
+
+
+def value(key: str) -> str:
+    """Shorthand for ``fact(key).value``."""
+    return fact(key).value
