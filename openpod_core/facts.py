@@ -52,6 +52,25 @@ FACTS: tuple[Fact, ...] = (
         "NVIDIA's CUDA images hold libnccl2, so installing another version with apt-get -y needs "
         "--allow-change-held-packages",
     ),
+    # ------------------------------------------------------------------ capacity
+    Fact(
+        "ec2.ultraservers.capacity-blocks-only", "p6e-gb200 and trn2u come only as UltraServer Capacity Blocks",
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-ultraservers.html", "2026-11-23",
+        "no on-demand or ODCR offering was found for either type; the spec refuses other capacity types for them",
+    ),
+    Fact(
+        "eks.capacity-block-mng", "capacity-block node groups: custom launch template with MarketType "
+        "capacity-block, the block's CapacityReservationId and the InstanceType; desired size 0 for upgrades",
+        "https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html", "2026-11-23",
+        "self-managed groups created before the block is active also start at desired 0 "
+        "(https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks.html)",
+    ),
+    Fact(
+        "ec2.p6e-gb200.local-zone", "P6e-GB200 UltraServer Capacity Blocks need the Dallas Local Zone opt-in",
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html", "2026-11-23",
+        "so cfn-lint's per-region instance-type lists (E3628) do not know p6e-gb200.36xlarge; the examples' "
+        "regular-AZ placement of the gb200 group is not yet checked against this",
+    ),
 )
 
 _BY_KEY = {f.key: f for f in FACTS}
