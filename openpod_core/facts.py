@@ -52,6 +52,20 @@ FACTS: tuple[Fact, ...] = (
         "NVIDIA's CUDA images hold libnccl2, so installing another version with apt-get -y needs "
         "--allow-change-held-packages",
     ),
+    # ------------------------------------------------------------------ device plugins
+    Fact(
+        "chart.nvidia-device-plugin.default-affinity", "requires feature.node.kubernetes.io/pci-10de.present, "
+        "feature.node.kubernetes.io/cpu-model.vendor_id=NVIDIA or nvidia.com/gpu.present=true",
+        "NVIDIA/k8s-device-plugin@v0.17.4:deployments/helm/nvidia-device-plugin/values.yaml:63-84", "2026-11-23",
+        "labels only NFD/GFD set; the platform overrides the affinity with openpod.io/accelerator=nvidia",
+    ),
+    Fact(
+        "chart.aws-efa-k8s-device-plugin.instance-types", "required affinity on node.kubernetes.io/instance-type "
+        "from supportedInstanceLabels; the v0.5.14 list lacks p5.4xlarge",
+        "aws/eks-charts@3795d77:stable/aws-efa-k8s-device-plugin/values.yaml:10-168 (chart v0.5.14), "
+        "templates/daemonset.yaml:47-61", "2026-11-23",
+        "the platform passes every EFA type of its instance table instead",
+    ),
     # ------------------------------------------------------------------ capacity
     Fact(
         "ec2.ultraservers.capacity-blocks-only", "p6e-gb200 and trn2u come only as UltraServer Capacity Blocks",
