@@ -52,6 +52,23 @@ def validate(spec: str | None) -> None:
 
 
 @main.command()
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per fact")
+def facts(as_json: bool) -> None:
+    """Print the facts register: each external fact, its value, source and check date."""
+    import json
+
+    from openpod_core.facts import FACTS
+
+    for f in FACTS:
+        if as_json:
+            click.echo(json.dumps({"key": f.key, "value": f.value, "source": f.source, "checked": f.checked,
+                                   "note": f.note}))
+        else:
+            click.echo(f"{f.key} = {f.value}\n    source: {f.source} (checked {f.checked})"
+                       + (f"\n    {f.note}" if f.note else ""))
+
+
+@main.command()
 @click.option("--out", type=click.Path(file_okay=False), default="docs", show_default=True)
 def docs(out: str) -> None:
     """Regenerate the reference docs rendered from the project's data tables."""

@@ -32,6 +32,24 @@ def instance_types_md() -> str:
     return "\n".join(rows) + "\n"
 
 
+def facts_md() -> str:
+    from openpod_core.facts import FACTS
+
+    rows = [
+        "# Facts register",
+        "",
+        "Every external fact the platform relies on, with its source and the date it was last checked against it.",
+        "Generated from `openpod_core/facts.py` by `python -m infra docs` (also: `openpod facts`); do not edit by hand.",
+        "",
+        "| fact | value | source | checked | note |",
+        "|---|---|---|---|---|",
+    ]
+    for f in FACTS:
+        cells = (f.key, f.value, f.source, f.checked, f.note)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
 def _spec_md() -> str:
     from infra.spec_docs import spec_md
 
@@ -48,6 +66,7 @@ def _node_agent_rules_md() -> str:
 
 PAGES: dict[str, Callable[[], str]] = {
     "instance-types.md": instance_types_md,
+    "facts.md": facts_md,
     "spec.md": _spec_md,
     "node-agent-rules.md": _node_agent_rules_md,
 }

@@ -167,6 +167,15 @@ class InstanceGroupSpec(_Model):
         return self.capacity.type is not CapacityType.ON_DEMAND
 
     @property
+    def awaits_capacity_block(self) -> bool:
+        """A capacity-block group whose block is not bought yet: declared in the spec, not created at deploy.
+
+        Teams' quotas and Kueue flavors still name it, so jobs for it wait in their queues until the
+        block id is added and the group is deployed (docs/platform.md, "Capacity Blocks").
+        """
+        return self.capacity.type is CapacityType.CAPACITY_BLOCK and not self.capacity.reservation_id
+
+    @property
     def wants_placement_group(self) -> bool:
         """Cluster placement group on unless a reservation/capacity block is targeted.
 
@@ -437,8 +446,19 @@ def _check_groups(spec: ClusterSpec) -> Iterator[Problem]:
         if g.availability_zone and g.availability_zone not in spec.availability_zones:
             yield Problem(f"{at}.availability_zone", f"{g.availability_zone!r} is not one of "
                                                      f"availability_zones ({', '.join(spec.availability_zones)})")
+        if g.type.ultraserver and g.capacity.type is not CapacityType.CAPACITY_BLOCK:
+            # facts: ec2.ultraservers.capacity-blocks-only
+            yield Problem(f"{at}.capacity.type", f"{g.instance_type} is sold only through EC2 Capacity Blocks "
+                                                 f"({g.type.ultraserver.name} UltraServers), not "
+                                                 f"{g.capacity.type.value}: use capacity.type capacity-block "
+                                                 "(`openpod capacity` lists offerings)")
+        if g.capacity.type is CapacityType.CAPACITY_BLOCK and g.min_size:
+            # facts: eks.capacity-block-mng - instances run only inside the block's window
+            yield Problem(f"{at}.min_size", f"must be 0 for a capacity-block group (got {g.min_size}): its "
+                                            "instances can run only while the block is active; raise "
+                                            "desired_size when it starts and lower it before it ends")
         if g.uses_reservation:
-            if not g.capacity.reservation_id:
+            if not g.capacity.reservation_id and g.capacity.type is CapacityType.RESERVATION:
                 yield Problem(f"{at}.capacity.reservation_id",
                               f"required when capacity.type is {g.capacity.type.value} (e.g. cr-0123456789abcdef0)")
             if not g.availability_zone:

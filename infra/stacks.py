@@ -109,6 +109,11 @@ class PlatformStack(cdk.Stack):
         )
         self.instance_groups: dict[str, InstanceGroup] = {}
         for g in spec.instance_groups:
+            if g.awaits_capacity_block:
+                cdk.Annotations.of(self).add_info(
+                    f"instance group {g.name}: capacity-block with no capacity.reservation_id - declared, not "
+                    f"created; buy a block (`openpod capacity --group {g.name}`), add its id and deploy again")
+                continue
             t = g.type
             efa = t.efa_supported
             subnets = (self.network.private_subnets(spec.group_az(g)) if efa or g.availability_zone
@@ -137,7 +142,8 @@ class PlatformStack(cdk.Stack):
         # Upgrades roll the CPU system groups before the accelerator groups (infra/upgrade.py).
         for g in spec.accelerated_groups:
             for ig in system_groups:
-                self.instance_groups[g.name].nodegroup.node.add_dependency(ig.nodegroup)
+                if g.name in self.instance_groups:
+                    self.instance_groups[g.name].nodegroup.node.add_dependency(ig.nodegroup)
 
         # -- shared file system
         self.network.allow_lustre_from(cluster.cluster_security_group_id)

@@ -9,21 +9,38 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from openpod_core import labels
+from openpod_core.instance_types import INSTANCE_TYPES
 
 # Device plugins must run on nodes that still carry the startup taint: the deep
 # health check that removes it counts the devices they advertise.
 _TOLERATE_ALL = [{"operator": "Exists"}]
 
+
+def _require(key: str, *values: str) -> dict:
+    """A required node affinity on one label: replaces a chart's default affinity (Helm replaces lists)."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}]}}}
+
+
+# aws-efa-k8s-device-plugin builds its required node affinity from this list; the chart's own list
+# (aws/eks-charts, v0.5.14) lacks some types in the table, e.g. p5.4xlarge. The table is the source.
+EFA_INSTANCE_TYPES = sorted(t.name for t in INSTANCE_TYPES.values() if t.efa_supported)
+
 CHARTS: dict[str, dict] = {
     "aws-efa-k8s-device-plugin": dict(
         repository="https://aws.github.io/eks-charts", chart="aws-efa-k8s-device-plugin",
         release="efa-device-plugin",
-        values={"tolerations": _TOLERATE_ALL, "nodeSelector": {labels.EFA: "true"}},
+        values={"tolerations": _TOLERATE_ALL, "nodeSelector": {labels.EFA: "true"},
+                "supportedInstanceLabels": {"keys": [labels.INSTANCE_TYPE], "values": EFA_INSTANCE_TYPES}},
     ),
     "nvidia-device-plugin": dict(
         repository="https://nvidia.github.io/k8s-device-plugin", chart="nvidia-device-plugin",
         release="nvidia-device-plugin",
+        # The chart's default affinity requires NFD labels or nvidia.com/gpu.present (values.yaml:63-84 at
+        # v0.17.4); without NFD/GFD no node has them and no GPU would be advertised. Our node groups label
+        # NVIDIA nodes themselves, so the affinity names that label instead.
         values={"tolerations": _TOLERATE_ALL, "nodeSelector": {labels.ACCELERATOR: "nvidia"},
+                "affinity": _require(labels.ACCELERATOR, "nvidia"),
                 "gfd": {"enabled": False}},
     ),
     "neuron-helm-chart": dict(

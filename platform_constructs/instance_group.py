@@ -332,9 +332,12 @@ class InstanceGroup(Construct):
                 ),
             )
         if capacity_type is CapacityType.CAPACITY_BLOCK:
+            # The EKS guide's capacity-block node groups: market type, block id and the instance type all in
+            # the launch template (facts: eks.capacity-block-mng); the node group then names no instance type.
             lt_data["instance_market_options"] = ec2.CfnLaunchTemplate.InstanceMarketOptionsProperty(
                 market_type="capacity-block",
             )
+            lt_data["instance_type"] = instance_type.name
         self.launch_template = ec2.CfnLaunchTemplate(
             self, "LaunchTemplate",
             launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(**lt_data),
@@ -373,7 +376,8 @@ class InstanceGroup(Construct):
         # parse names such as p6e-gb200.36xlarge.
         cfn = self.nodegroup.node.default_child
         cfn.ami_type = ami_type(instance_type)
-        cfn.instance_types = [instance_type.name]
+        if capacity_type is not CapacityType.CAPACITY_BLOCK:
+            cfn.instance_types = [instance_type.name]
         if kubernetes_version is not None:
             # The node group follows the control plane: without a Version, EKS keeps the nodes at the version
             # they were created with when the cluster is upgraded.

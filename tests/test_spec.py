@@ -77,12 +77,6 @@ def test_reservation_without_availability_zone():
                     "reservations are AZ-bound")
 
 
-def test_capacity_block_needs_a_reservation_id():
-    (line,) = problems(spec_with(**{f"instance_groups__{P5}__capacity": {"type": "capacity-block"}}))
-    assert line.startswith(f"instance_groups[{P5}] (p5).capacity.reservation_id: required when capacity.type "
-                           "is capacity-block")
-
-
 def test_ultraserver_group_must_be_a_multiple_of_its_size():
     (line,) = problems(spec_with(**{f"instance_groups__{GB}__max_size": 20}))
     assert line == (f"instance_groups[{GB}] (gb200).max_size: 20 is not a multiple of 18: p6e-gb200.36xlarge "

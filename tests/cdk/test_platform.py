@@ -37,8 +37,8 @@ def test_trn2_launch_template_has_16_efa_interfaces(default):
                                                                                for c in range(1, 16)]
 
 
-def test_gb200_keeps_card_0_for_ena_and_puts_efa_only_on_cards_1_to_16(default):
-    layout = efa_layout(default.launch_template("gb200"))
+def test_gb200_keeps_card_0_for_ena_and_puts_efa_only_on_cards_1_to_16(large):
+    layout = efa_layout(large.launch_template("gb200"))
     assert layout == [(0, 0, "interface")] + [(c, 0, "efa-only") for c in range(1, 17)]
 
 
@@ -133,7 +133,7 @@ def test_extra_volumes_from_the_spec_are_gp3_and_encrypted(large):
 # -------------------------------------------------------------- node groups
 
 
-def test_node_labels_taints_and_ami_types(default):
+def test_node_labels_taints_and_ami_types(default, large):
     p5 = default.nodegroup("p5")["Properties"]
     assert p5["Labels"] == {labels.INSTANCE_GROUP: "p5", labels.ACCELERATOR: "nvidia",
                             labels.ACCELERATOR_MODEL: "H100", labels.EFA: "true"}
@@ -141,7 +141,7 @@ def test_node_labels_taints_and_ami_types(default):
     assert p5["AmiType"] == "AL2023_x86_64_NVIDIA" and p5["InstanceTypes"] == ["p5.48xlarge"]
     assert p5["ScalingConfig"] == {"MinSize": 0, "DesiredSize": 0, "MaxSize": 4}
 
-    gb = default.nodegroup("gb200")["Properties"]
+    gb = large.nodegroup("gb200")["Properties"]  # the default's GB200 block is not bought: no node group
     assert gb["AmiType"] == "AL2023_ARM_64_NVIDIA" and gb["Labels"]["workload"] == "frontier"
     assert default.nodegroup("trn2")["Properties"]["AmiType"] == "AL2023_x86_64_NEURON"
 
@@ -163,7 +163,7 @@ def test_efa_groups_launch_in_one_subnet_of_their_az_and_cpu_groups_span_all(def
     subnets = {default.stack.resolve(s.subnet_id)["Ref"]: s.availability_zone
                for s in default.stack.network.private_subnets()}
     assert subnets[default.nodegroup("p5")["Properties"]["Subnets"][0]["Ref"]] == "us-east-2a"
-    assert subnets[default.nodegroup("gb200")["Properties"]["Subnets"][0]["Ref"]] == "us-east-2b"
+    assert subnets[default.nodegroup("trn2")["Properties"]["Subnets"][0]["Ref"]] == "us-east-2a"
 
 
 # ---------------------------------------------------------------- EKS
@@ -379,7 +379,10 @@ def test_cfn_lint_reports_no_errors(synthesized, example):
     synth = synthesized[example]
     path = synth.outdir / f"{synth.stack.stack_name}.template.json"
     matches = lint(path.read_text(), regions=[synth.stack.region])
-    errors = [m for m in matches if m.rule.id.startswith("E")]
+    # cfn-lint's per-region instance-type list (E3628) has no p6e-gb200: EC2 offers it only in a Local Zone
+    # (facts: ec2.p6e-gb200.local-zone), which cfn-lint's region tables do not cover.
+    errors = [m for m in matches if m.rule.id.startswith("E")
+              and not (m.rule.id == "E3628" and "'p6e-gb200.36xlarge' is not one of" in m.message)]
     assert errors == [], "\n".join(str(m) for m in errors)
 
 
@@ -476,4 +479,6 @@ def test_efa_groups_preallocate_the_hugepages_jobs_request_and_other_groups_none
     synth = synthesized[example]
     pages = f"vm.nr_hugepages = {jobset.DEFAULT_HUGEPAGES_MI // labels.HUGEPAGE_SIZE_MI}"
     for g in synth.stack.spec.instance_groups:
+        if g.awaits_capacity_block:
+            continue  # declared, not created
         assert (pages in _user_data(synth.launch_template(g.name))) is g.type.efa_supported, g.name

@@ -1,0 +1,131 @@
+"""Each device plugin DaemonSet must be schedulable on exactly the nodes that have its devices.
+
+The pod's placement is the chart's defaults (tests/fixtures/charts/, recorded at the pinned chart
+versions with their source) coalesced with the values the platform passes, as Helm does (maps merge,
+lists and scalars replace), then matched against the labels a node of each created group carries
+(the node group's labels plus kubelet's well-known ones) with Kubernetes' nodeSelector and
+required-node-affinity rules.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from openpod_core import labels
+from platform_constructs.instance_group import node_labels
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "charts"
+
+
+def coalesce(defaults, overrides):
+    """Helm's values coalescing: nested maps merge, anything else in ``overrides`` replaces."""
+    if isinstance(defaults, dict) and isinstance(overrides, dict):
+        out = dict(defaults)
+        for k, v in overrides.items():
+            out[k] = coalesce(defaults.get(k), v) if k in defaults else v
+        return out
+    return overrides
+
+
+def _expr_matches(node: dict[str, str], e: dict) -> bool:
+    key, op, values = e["key"], e["operator"], [str(v) for v in e.get("values", [])]
+    if op == "In":
+        return key in node and node[key] in values
+    if op == "NotIn":
+        return key not in node or node[key] not in values
+    if op == "Exists":
+        return key in node
+    if op == "DoesNotExist":
+        return key not in node
+    raise AssertionError(f"operator {op} not modelled")
+
+
+def schedulable(node: dict[str, str], pod: dict) -> bool:
+    """Kubernetes: every nodeSelector pair matches AND (if set) one of the required terms matches fully."""
+    if any(node.get(k) != str(v) for k, v in (pod.get("nodeSelector") or {}).items()):
+        return False
+    terms = (((pod.get("affinity") or {}).get("nodeAffinity") or {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
+    if not terms:
+        return True
+    return any(all(_expr_matches(node, e) for e in t.get("matchExpressions", [])) for t in terms)
+
+
+def efa_chart_pod(values: dict) -> dict:
+    """What aws-efa-k8s-device-plugin's DaemonSet template renders from its values (see the fixture)."""
+    sil = values["supportedInstanceLabels"]
+    return {"nodeSelector": values.get("nodeSelector"),
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": k, "operator": "In", "values": sil["values"]},
+                                      {"key": "eks.amazonaws.com/compute-type", "operator": "NotIn",
+                                       "values": ["auto"]}]}
+                for k in sil["keys"]]}}}}
+
+
+def chart_values(synth, chart: str) -> dict:
+    for r in synth.resources("Custom::AWSCDK-EKS-HelmChart").values():
+        if r["Properties"]["Chart"] == chart:
+            return json.loads(r["Properties"]["Values"])
+    raise KeyError(chart)
+
+
+def pod_placement(synth, chart: str) -> dict:
+    version = synth.stack.spec.eks.chart_versions[chart]
+    defaults = yaml.safe_load((FIXTURES / f"{chart}-{version}.yaml").read_text())
+    values = coalesce(defaults, chart_values(synth, chart))
+    return efa_chart_pod(values) if chart == "aws-efa-k8s-device-plugin" else values
+
+
+def nodes(synth) -> dict[str, dict[str, str]]:
+    """Labels of a node of each group the stack creates."""
+    out = {}
+    for g in synth.stack.spec.instance_groups:
+        if g.awaits_capacity_block:
+            continue
+        t = g.type
+        out[g.name] = {**node_labels(g.name, t, g.labels), labels.INSTANCE_TYPE: t.name,
+                       "kubernetes.io/arch": "arm64" if t.arch == "arm64" else "amd64",
+                       "kubernetes.io/os": "linux", labels.HOSTNAME: f"ip-10-0-0-1.{g.name}"}
+    return out
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_the_nvidia_device_plugin_lands_on_every_nvidia_node_and_nowhere_else(synthesized, example):
+    synth = synthesized[example]
+    pod = pod_placement(synth, "nvidia-device-plugin")
+    for name, node in nodes(synth).items():
+        nvidia = synth.stack.spec.group(name).type.accelerator.value == "nvidia"
+        assert schedulable(node, pod) is nvidia, (name, node, pod.get("affinity"))
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_the_efa_device_plugin_lands_on_every_efa_node(synthesized, example):
+    synth = synthesized[example]
+    pod = pod_placement(synth, "aws-efa-k8s-device-plugin")
+    for name, node in nodes(synth).items():
+        efa = synth.stack.spec.group(name).type.efa_supported
+        assert schedulable(node, pod) is efa, (name, node[labels.INSTANCE_TYPE])
+
+
+def test_the_efa_plugin_knows_every_efa_type_in_the_table(default):
+    from openpod_core.instance_types import INSTANCE_TYPES
+
+    pod = pod_placement(default, "aws-efa-k8s-device-plugin")
+    for t in INSTANCE_TYPES.values():
+        node = {labels.EFA: "true" if t.efa_supported else "false", labels.INSTANCE_TYPE: t.name}
+        if t.efa_supported:
+            assert schedulable(node, pod), t.name
+
+
+def test_the_model_rejects_what_kubernetes_rejects():
+    pod = {"nodeSelector": {"a": "1"},
+           "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+               "nodeSelectorTerms": [{"matchExpressions": [{"key": "b", "operator": "In", "values": ["x"]}]}]}}}}
+    assert schedulable({"a": "1", "b": "x"}, pod)
+    assert not schedulable({"a": "1"}, pod)           # affinity unmet
+    assert not schedulable({"b": "x"}, pod)           # nodeSelector unmet
+    assert coalesce({"m": {"x": 1, "l": [1]}}, {"m": {"l": [2]}}) == {"m": {"x": 1, "l": [2]}}

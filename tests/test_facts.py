@@ -1,0 +1,43 @@
+"""The facts register: well-formed rows, rendered docs current, `openpod facts` prints it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from infra.cli import main
+from infra.docs import PAGES
+from openpod_core.facts import FACTS, fact
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = re.compile(r"^(https://\S+|[\w.-]+/[\w.-]+@[\w.+-]+:\S+|gitlab\.com/\S+)")
+
+
+@pytest.mark.parametrize("f", FACTS, ids=lambda f: f.key)
+def test_every_fact_has_a_source_and_a_check_date(f):
+    assert f.value.strip(), f.key
+    assert SOURCE.match(f.source), f"{f.key}: source must be a URL or owner/repo@tag:path, got {f.source!r}"
+    assert dt.date.fromisoformat(f.checked) <= dt.date(2026, 11, 23)
+
+
+def test_an_unknown_key_names_the_known_ones():
+    with pytest.raises(KeyError, match="aws-ofi-nccl.version"):
+        fact("no-such-fact")
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_generated_docs_are_current(page):
+    assert (ROOT / "docs" / page).read_text() == PAGES[page](), f"docs/{page} is stale: run `python -m infra docs`"
+
+
+def test_openpod_facts_prints_every_row_with_its_source():
+    out = CliRunner().invoke(main, ["facts", "--json"])
+    assert out.exit_code == 0, out.output
+    rows = [json.loads(line) for line in out.output.splitlines()]
+    assert [r["key"] for r in rows] == [f.key for f in FACTS]
+    assert all(r["source"] and r["checked"] for r in rows)
