@@ -198,6 +198,11 @@ from infra.plan import command as _plan  # noqa: E402
 
 main.add_command(_plan)
 
+from infra.preflight import capacity_command as _capacity, preflight_command as _preflight  # noqa: E402
+
+main.add_command(_preflight)
+main.add_command(_capacity)
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -80,6 +80,12 @@ FACTS: tuple[Fact, ...] = (
         "(https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks.html)",
     ),
     Fact(
+        "ec2.quota-codes.on-demand-vcpus", "P L-417A185B, Trn L-2C3B7624, G and VT L-DB2E81BA, "
+        "Standard L-1216C47A (Running On-Demand <family> instances, vCPUs)",
+        "https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html", "2026-11-23",
+        "used by openpod preflight (infra/preflight.py)",
+    ),
+    Fact(
         "ec2.p6e-gb200.local-zone", "P6e-GB200 UltraServer Capacity Blocks need the Dallas Local Zone opt-in",
         "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html", "2026-11-23",
         "so cfn-lint's per-region instance-type lists (E3628) do not know p6e-gb200.36xlarge; the examples' "

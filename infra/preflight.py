@@ -1,0 +1,294 @@
+"""``openpod preflight`` and ``openpod capacity``: read-only AWS checks before a deploy.
+
+Preflight asks the caller's account, with read-only calls, what a deploy would otherwise find out
+half-way through CloudFormation: is each instance type offered in its AZ, do the on-demand vCPU
+quotas cover the groups at ``max_size``, does each reservation or capacity block exist and match
+its group, is each pinned add-on version available for the cluster's Kubernetes version, and do the
+IAM principals named in access entries exist. Every failure is one line naming the spec field.
+
+``openpod capacity`` lists the Capacity Block offerings that would fit a group and prints the spec
+lines to use once one is bought.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+import click
+
+from infra.spec import CapacityType, ClusterSpec, InstanceGroupSpec
+
+# Service Quotas codes of EC2's "Running On-Demand <family> instances" vCPU quotas.
+# Source: https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html (checked 2026-11-23).
+QUOTAS: dict[str, tuple[str, str]] = {
+    "P": ("L-417A185B", "Running On-Demand P instances"),
+    "Trn": ("L-2C3B7624", "Running On-Demand Trn instances"),
+    "G": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
+    "Standard": ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"),
+}
+# A reservation a group can launch into now or later.
+USABLE_RESERVATION_STATES = {"active", "scheduled", "payment-pending"}
+
+
+def quota_family(instance_type: str) -> str:
+    """The on-demand vCPU quota family of an instance type (by its family prefix)."""
+    family = instance_type.split(".")[0]
+    if family.startswith("trn"):
+        return "Trn"
+    if family.startswith("p"):
+        return "P"
+    if family.startswith("g") or family.startswith("vt"):
+        return "G"
+    return "Standard"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One preflight result: ``ok`` or not, the check's name and a one-line message naming the spec field."""
+
+    ok: bool
+    check: str
+    message: str
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.check:<12} {self.message}"
+
+
+@dataclass
+class Clients:
+    """The boto3 clients preflight reads through (all calls read-only)."""
+
+    ec2: Any
+    eks: Any
+    quotas: Any
+    iam: Any
+
+    @classmethod
+    def for_region(cls, region: str, session=None) -> "Clients":
+        import boto3
+
+        s = session or boto3.session.Session()
+        return cls(ec2=s.client("ec2", region_name=region), eks=s.client("eks", region_name=region),
+                   quotas=s.client("service-quotas", region_name=region), iam=s.client("iam", region_name=region))
+
+
+def _created(spec: ClusterSpec) -> list[tuple[int, InstanceGroupSpec]]:
+    return [(i, g) for i, g in enumerate(spec.instance_groups) if not g.awaits_capacity_block]
+
+
+def _at(i: int, g: InstanceGroupSpec) -> str:
+    return f"instance_groups[{i}] ({g.name})"
+
+
+def _azs(spec: ClusterSpec, g: InstanceGroupSpec) -> list[str]:
+    return [spec.group_az(g)] if (g.type.efa_supported or g.availability_zone) else list(spec.availability_zones)
+
+
+def check_offerings(spec: ClusterSpec, ec2) -> Iterator[Finding]:
+    groups = [(i, g) for i, g in _created(spec) if g.capacity.type is CapacityType.ON_DEMAND]
+    if not groups:
+        return
+    offered: set[tuple[str, str]] = set()
+    kwargs = {"LocationType": "availability-zone",
+              "Filters": [{"Name": "instance-type", "Values": sorted({g.instance_type for _, g in groups})}]}
+    while True:
+        page = ec2.describe_instance_type_offerings(**kwargs)
+        offered |= {(o["InstanceType"], o["Location"]) for o in page.get("InstanceTypeOfferings", [])}
+        if not page.get("NextToken"):
+            break
+        kwargs["NextToken"] = page["NextToken"]
+    for i, g in groups:
+        for az in _azs(spec, g):
+            if (g.instance_type, az) in offered:
+                yield Finding(True, "offering", f"{_at(i, g)}: {g.instance_type} offered in {az}")
+            else:
+                yield Finding(False, "offering", f"{_at(i, g)}.instance_type: {g.instance_type} is not offered "
+                                                 f"in {az} ({spec.region}); pick another AZ or a reservation")
+
+
+def check_quotas(spec: ClusterSpec, quotas) -> Iterator[Finding]:
+    need: dict[str, list[tuple[str, int]]] = {}
+    for _, g in _created(spec):
+        if g.capacity.type is CapacityType.CAPACITY_BLOCK:
+            continue  # blocks are paid capacity outside the on-demand quotas
+        need.setdefault(quota_family(g.instance_type), []).append((g.name, g.max_size * g.type.vcpus))
+    for family, groups in sorted(need.items()):
+        code, name = QUOTAS[family]
+        total = sum(v for _, v in groups)
+        value = quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"]
+        who = ", ".join(f"{n} {v}" for n, v in groups)
+        if total <= value:
+            yield Finding(True, "quota", f"{code} {name}: {total:.0f} vCPUs needed at max_size ({who}) "
+                                         f"<= quota {value:.0f}")
+        else:
+            yield Finding(False, "quota", f"instance_groups ({', '.join(n for n, _ in groups)}).max_size: "
+                                          f"{total:.0f} vCPUs at max_size exceed quota {code} ({name}) of "
+                                          f"{value:.0f} in {spec.region}; request an increase or lower max_size")
+
+
+def check_reservations(spec: ClusterSpec, ec2) -> Iterator[Finding]:
+    groups = [(i, g) for i, g in _created(spec) if g.capacity.reservation_id]
+    if not groups:
+        return
+    found = {}
+    for i, g in groups:
+        try:
+            page = ec2.describe_capacity_reservations(CapacityReservationIds=[g.capacity.reservation_id])
+            found.update({r["CapacityReservationId"]: r for r in page.get("CapacityReservations", [])})
+        except Exception as e:  # botocore ClientError: InvalidCapacityReservationId.NotFound, ...
+            if "NotFound" not in str(e) and "Malformed" not in str(e):
+                raise
+    for i, g in groups:
+        at, rid = _at(i, g), g.capacity.reservation_id
+        r = found.get(rid)
+        if r is None:
+            yield Finding(False, "reservation", f"{at}.capacity.reservation_id: {rid} not found in {spec.region}")
+            continue
+        problems = []
+        if r["InstanceType"] != g.instance_type:
+            problems.append(f"is for {r['InstanceType']}, the group runs {g.instance_type}")
+        if r["AvailabilityZone"] != spec.group_az(g):
+            problems.append(f"is in {r['AvailabilityZone']}, the group launches in {spec.group_az(g)}")
+        if r["TotalInstanceCount"] < g.max_size:
+            problems.append(f"holds {r['TotalInstanceCount']} instances, max_size is {g.max_size}")
+        if r["State"] not in USABLE_RESERVATION_STATES:
+            problems.append(f"is {r['State']}")
+        is_block = r.get("ReservationType") == "capacity-block"
+        if is_block != (g.capacity.type is CapacityType.CAPACITY_BLOCK):
+            problems.append(f"is {'a capacity block' if is_block else 'an on-demand reservation'}, "
+                            f"capacity.type is {g.capacity.type.value}")
+        if problems:
+            yield Finding(False, "reservation", f"{at}.capacity.reservation_id: {rid} " + "; ".join(problems))
+        else:
+            window = f", {r['StartDate']:%Y-%m-%d %H:%M} to {r['EndDate']:%Y-%m-%d %H:%M} UTC" if is_block else ""
+            yield Finding(True, "reservation", f"{at}: {rid} {r['State']}, {r['TotalInstanceCount']} x "
+                                               f"{r['InstanceType']} in {r['AvailabilityZone']}{window}")
+
+
+def check_addons(spec: ClusterSpec, eks) -> Iterator[Finding]:
+    k8s = spec.eks.version
+    for name, version in sorted(spec.eks.addon_versions.items()):
+        page = eks.describe_addon_versions(addonName=name, kubernetesVersion=k8s)
+        available = {v["addonVersion"] for a in page.get("addons", []) for v in a.get("addonVersions", [])}
+        if version in available:
+            yield Finding(True, "add-on", f"{name} {version} available for Kubernetes {k8s}")
+        else:
+            newest = ", ".join(sorted(available, reverse=True)[:3]) or "none"
+            yield Finding(False, "add-on", f"eks.addons.{name}: {version} is not available for Kubernetes {k8s} "
+                                           f"(available: {newest})")
+
+
+def check_principals(spec: ClusterSpec, iam) -> Iterator[Finding]:
+    for i, entry in enumerate(spec.eks.access_entries):
+        arn = entry.principal_arn
+        kind, _, name = arn.split(":", 5)[-1].partition("/")
+        name = name.rsplit("/", 1)[-1]
+        try:
+            (iam.get_role(RoleName=name) if kind == "role" else iam.get_user(UserName=name))
+            yield Finding(True, "principal", f"{arn} exists")
+        except iam.exceptions.NoSuchEntityException:
+            yield Finding(False, "principal", f"eks.access_entries[{i}].principal_arn: {arn} does not exist")
+
+
+CHECKS = (("offerings", check_offerings, "ec2"), ("quotas", check_quotas, "quotas"),
+          ("reservations", check_reservations, "ec2"), ("add-ons", check_addons, "eks"),
+          ("principals", check_principals, "iam"))
+
+
+def preflight(spec: ClusterSpec, clients: Clients) -> list[Finding]:
+    """Run every check; a check whose AWS call fails becomes one failing finding, never a traceback."""
+    out: list[Finding] = []
+    for name, check, client in CHECKS:
+        try:
+            out.extend(check(spec, getattr(clients, client)))
+        except Exception as e:  # credentials, throttling, denied: say which check could not run
+            out.append(Finding(False, name, f"could not run: {type(e).__name__}: {str(e).splitlines()[0]}"))
+    return out
+
+
+# ----------------------------------------------------------------------------------------- capacity
+
+
+def capacity_offerings(ec2, g: InstanceGroupSpec, start: dt.datetime, days: int,
+                       window_days: int = 14) -> list[dict]:
+    """Capacity Block offerings for ``g.max_size`` instances of the group's type, starting in the window."""
+    kwargs = dict(InstanceType=g.instance_type, InstanceCount=g.max_size, CapacityDurationHours=24 * days,
+                  StartDateRange=start, EndDateRange=start + dt.timedelta(days=window_days + days))
+    out: list[dict] = []
+    while True:
+        page = ec2.describe_capacity_block_offerings(**kwargs)
+        out.extend(page.get("CapacityBlockOfferings", []))
+        if not page.get("NextToken"):
+            return sorted(out, key=lambda o: (o["StartDate"], float(o.get("UpfrontFee") or 0)))
+        kwargs["NextToken"] = page["NextToken"]
+
+
+def render_offerings(spec: ClusterSpec, g: InstanceGroupSpec, offers: Iterable[dict]) -> list[str]:
+    offers = list(offers)
+    if not offers:
+        return [f"no Capacity Block offerings for {g.max_size} x {g.instance_type} in {spec.region} in that window"]
+    lines = [f"{'offering':<28} {'az':<14} {'start (UTC)':<17} {'end (UTC)':<17} {'count':>5} {'upfront':>14}"]
+    for o in offers:
+        lines.append(f"{o['CapacityBlockOfferingId']:<28} {o['AvailabilityZone']:<14} "
+                     f"{o['StartDate']:%Y-%m-%d %H:%M} {o['EndDate']:%Y-%m-%d %H:%M} {o['InstanceCount']:>5} "
+                     f"{o.get('UpfrontFee', '?'):>10} {o.get('CurrencyCode', '')}")
+    first = offers[0]
+    lines += ["", "buy one (this charges the upfront fee):",
+              f"  aws ec2 purchase-capacity-block --region {spec.region} --instance-platform Linux/UNIX "
+              f"--capacity-block-offering-id {first['CapacityBlockOfferingId']}",
+              "then put the CapacityReservationId it returns in the spec and deploy:",
+              f"  - name: {g.name}",
+              f"    instance_type: {g.instance_type}",
+              f"    availability_zone: {first['AvailabilityZone']}",
+              "    capacity:",
+              "      type: capacity-block",
+              "      reservation_id: cr-...        # from purchase-capacity-block",
+              "    min_size: 0",
+              "    desired_size: 0                 # raise when the block starts, lower before it ends"]
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def _load(spec_path):
+    from infra.cli import load_or_exit
+
+    return load_or_exit(spec_path)
+
+
+@click.command("preflight")
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="cluster spec (default: the example)")
+def preflight_command(spec_path) -> None:
+    """Check the account before a deploy (read-only AWS calls with your credentials); exit 1 on any failure."""
+    spec = _load(spec_path)
+    findings = preflight(spec, Clients.for_region(spec.region))
+    for f in findings:
+        click.echo(f.line())
+    failed = sum(not f.ok for f in findings)
+    click.echo(f"{len(findings) - failed} ok, {failed} failed")
+    raise SystemExit(1 if failed else 0)
+
+
+@click.command("capacity")
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="cluster spec (default: the example)")
+@click.option("--group", required=True, help="the capacity-block instance group to find a block for")
+@click.option("--days", type=click.IntRange(1, 182), default=7, show_default=True, help="block duration")
+@click.option("--start", type=click.DateTime(["%Y-%m-%d"]), help="earliest start (UTC date; default: now)")
+def capacity_command(spec_path, group, days, start) -> None:
+    """List Capacity Block offerings for a group and print the spec lines to use once one is bought."""
+    spec = _load(spec_path)
+    names = [g.name for g in spec.instance_groups]
+    if group not in names:
+        raise click.UsageError(f"--group: no instance group {group!r}; groups: {', '.join(names)}")
+    g = spec.group(group)
+    start = (start or dt.datetime.now(dt.timezone.utc)).replace(tzinfo=dt.timezone.utc)
+    try:
+        offers = capacity_offerings(Clients.for_region(spec.region).ec2, g, start, days)
+    except Exception as e:
+        raise click.ClickException(f"describe-capacity-block-offerings failed: {type(e).__name__}: "
+                                   f"{str(e).splitlines()[0]}") from None
+    for line in render_offerings(spec, g, offers):
+        click.echo(line)
