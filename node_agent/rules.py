@@ -22,8 +22,10 @@ faults end in replacement.
 
 from __future__ import annotations
 
+import csv
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from node_agent.findings import Action, Finding, Severity
 
@@ -55,26 +57,43 @@ class Rule:
                        evidence=evidence.strip(), source=self.source, device=device, details=details)
 
 
-# Xid rows: code -> (fault, severity, action, catalog bucket / note).
-_XID = "NVRM: Xid \\((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)\\): {code},"
+# Xid rows come from the shipped catalog node_agent/catalog/xids.csv: one row per Xid of NVIDIA's catalog
+# (code, mnemonic, NVIDIA's resolution, openpod's action, source, date checked). Resolution -> action:
+# RESTART_APP / IGNORE / CHECK_* / UPDATE_SWFW -> none; RESET_GPU / RESTART_BM / RESTART_VM / the XID_48 and
+# NVLink workflows / UNEXPECTED_ERR_REPORT_ISSUE -> reboot; a retirement (row-remap) failure -> replace.
+# The driver's formats (NVIDIA/open-gpu-kernel-modules src/nvidia/src/kernel/gpu/rc/kernel_rc.c): "NVRM: Xid
+# (PCI:%04x:%02x:%02x): %d, pid=%s, name=%s, %s", with " GPU-I:%02u" [" GPU-CI:%02u"] inside the parenthesis on MIG.
+_XID = "NVRM: Xid \\((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)(?: GPU-I:\\d+)?(?: GPU-CI:\\d+)?\\): {code},"
+XID_CATALOG_FILE = Path(__file__).with_name("catalog") / "xids.csv"
+
+
+@dataclass(frozen=True)
+class XidEntry:
+    code: int
+    mnemonic: str
+    resolution: str
+    fatal: str
+    action: Action
+    severity: Severity
+    fault: str
+    note: str
+    source: str
+    checked: str
+
+
+def _load_xids(path: Path = XID_CATALOG_FILE) -> dict[int, XidEntry]:
+    out: dict[int, XidEntry] = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            code = int(row["code"])
+            out[code] = XidEntry(code, row["mnemonic"], row["resolution"], row["fatal"], Action(row["action"]),
+                                 Severity(row["severity"]), row["fault"], row["note"], row["source"], row["checked"])
+    return out
+
+
+XID_ENTRIES: dict[int, XidEntry] = _load_xids()
 XIDS: dict[int, tuple[str, Severity, Action, str]] = {
-    13: ("gpu-graphics-engine-exception", S.WARNING, A.NONE, "RESTART_APP: application error (illegal instruction/address)"),
-    31: ("gpu-mmu-fault", S.WARNING, A.NONE, "RESTART_APP: application touched an invalid GPU address"),
-    43: ("gpu-channel-reset", S.WARNING, A.NONE, "RESTART_APP: GPU stopped processing the app's channel; GPU still usable"),
-    45: ("gpu-preemptive-cleanup", S.INFO, A.NONE, "IGNORE: cleanup after an earlier error or a killed app"),
-    48: ("gpu-double-bit-ecc", S.CRITICAL, A.REBOOT, "WORKFLOW_XID_48: reset the GPU to retire/remap the memory"),
-    62: ("gpu-microcontroller-halt", S.CRITICAL, A.REBOOT, "RESET_GPU: internal micro-controller halted"),
-    63: ("gpu-row-remap-pending", S.WARNING, A.REBOOT, "RESET_GPU: a row was marked for remapping; reset to activate"),
-    64: ("gpu-row-remap-failure", S.CRITICAL, A.REPLACE, "RESET_GPU then CONTACT_SUPPORT: remapping failed, memory cannot be repaired"),
-    74: ("gpu-nvlink-error", S.CRITICAL, A.REBOOT, "WORKFLOW_NVLINK_ERR: reset; repeated -> replacement"),
-    79: ("gpu-fell-off-bus", S.CRITICAL, A.REBOOT, "RESTART_BM: GPU lost from PCIe; repeated -> replacement"),
-    92: ("gpu-high-sbe-rate", S.WARNING, A.NONE, "corrected errors only; watched, no action"),
-    94: ("gpu-contained-ecc", S.WARNING, A.NONE, "RESTART_APP: error contained to one app; pending remap handled by NVML rule"),
-    95: ("gpu-uncontained-ecc", S.CRITICAL, A.REBOOT, "RESET_GPU: uncontained memory error affects all work on the GPU"),
-    119: ("gpu-gsp-rpc-timeout", S.CRITICAL, A.REBOOT, "RESET_GPU: GSP firmware stopped answering"),
-    120: ("gpu-gsp-error", S.CRITICAL, A.REBOOT, "RESET_GPU: GSP firmware error"),
-    140: ("gpu-unrecovered-ecc", S.CRITICAL, A.REBOOT, "RESET_GPU: unrecovered ECC error"),
-}
+    c: (e.fault, e.severity, e.action, f"{e.resolution}: {e.note}") for c, e in XID_ENTRIES.items()}
 
 _RULES: list[Rule] = []
 
@@ -87,18 +106,22 @@ def _add(*rules: Rule) -> None:
 # Xid 154 carries the driver's own verdict ("GPU recovery action changed ... (Node Reboot Required)").
 _add(
     Rule("xid-154-none", "kernel-log",
-         r"NVRM: Xid \((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)\): 154,.*recovery action changed from .* to 0x0 \(None\)",
+         _XID.format(code=154) + r".*recovery action changed from .* to 0x0 \(None\)",
          "gpu-recovery-action-cleared", S.INFO, A.NONE, XID_CATALOG, "driver cleared its recovery action"),
     Rule("xid-154", "kernel-log",
-         r"NVRM: Xid \((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)\): 154,.*recovery action changed",
+         _XID.format(code=154) + r".*recovery action changed",
          "gpu-recovery-action-required", S.CRITICAL, A.REBOOT, XID_CATALOG,
          "driver asks for GPU reset / drain and reset / node reboot"),
 )
-for _code, (_fault, _sev, _act, _note) in XIDS.items():
-    _add(Rule(f"xid-{_code}", "kernel-log", _XID.format(code=_code), _fault, _sev, _act, XID_CATALOG, _note))
+for _code, _e in XID_ENTRIES.items():
+    if _code != 154:  # 154 carries the driver's own verdict: the two rules above read it
+        _add(Rule(f"xid-{_code}", "kernel-log", _XID.format(code=_code), _e.fault, _e.severity, _e.action,
+                  f"{XID_CATALOG}: {_e.mnemonic} = {_e.resolution} ({_e.source}, checked {_e.checked})", _e.note))
 _add(
     Rule("xid-unlisted", "kernel-log", _XID.format(code=r"(?P<code>\d+)"), "gpu-xid-unlisted", S.WARNING, A.NONE,
-         XID_CATALOG, "Xid not in this table: recorded as an Event and a metric, no node action"),
+         "openpod default for codes newer than the catalog",
+         "documented default: a code not in node_agent/catalog/xids.csv is recorded as an Event and a metric "
+         "(no node action) until the catalog is refreshed"),
     Rule("sxid-fatal", "kernel-log",
          r"nvidia-nvswitch\d+: SXid \(PCI:(?P<device>[0-9A-Fa-f:.]+)\): (?P<code>\d+), Fatal",
          "nvswitch-fatal", S.CRITICAL, A.REBOOT, SXID_CATALOG, "fatal NVSwitch error: fabric and GPUs need a reset"),
@@ -223,7 +246,12 @@ RULES: dict[str, Rule] = {r.id: r for r in _RULES}
 assert len(RULES) == len(_RULES), "duplicate rule id"
 
 KERNEL_RULES: tuple[Rule, ...] = tuple(r for r in _RULES if r.probe == "kernel-log")
-_COMPILED: tuple[tuple[Rule, re.Pattern], ...] = tuple((r, re.compile(r.match)) for r in KERNEL_RULES)
+# Catalog Xid rows are dispatched by code (one regex, one dict lookup) instead of tried one by one.
+_XID_BY_CODE: dict[str, Rule] = {
+    r.id[4:]: r for r in KERNEL_RULES if r.id.startswith("xid-") and r.id[4:].isdigit() and r.id != "xid-154"}
+_XID_ANY = re.compile(_XID.format(code=r"(?P<code>\d+)"))
+_COMPILED: tuple[tuple[Rule, re.Pattern], ...] = tuple(
+    (r, re.compile(r.match)) for r in KERNEL_RULES if r not in _XID_BY_CODE.values())
 # Cheap substring gate: a line that contains none of these cannot match any kernel rule.
 _GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |EXT4-fs|XFS \(|soft lockup|blocked for more than"
                    r"|Out of memory|EDAC MC|Hardware Error|nvme nvme")
@@ -233,6 +261,10 @@ def match_kernel_line(line: str) -> Finding | None:
     """Classify one kernel log line: the first matching rule wins (None if no rule matches)."""
     if not _GATE.search(line):
         return None
+    if "NVRM: Xid" in line:
+        m = _XID_ANY.search(line)
+        if m and m.group("code") in _XID_BY_CODE:  # 154 is not in it: its rules below read the driver's verdict
+            return _XID_BY_CODE[m.group("code")].finding(line, device=m.group("device"))
     for rule, pattern in _COMPILED:
         m = pattern.search(line)
         if m:
@@ -257,6 +289,13 @@ def rules_markdown() -> str:
         "(`none` = Event and metric only; `reboot`; `replace` = Auto Scaling replaces the instance) "
         "and where the classification comes from. Kernel-log rows are tried top to bottom, first match wins. "
         "A node rebooted for the same fault within the escalation window is replaced instead.",
+        "",
+        "Xid rows (`xid-<code>`) come from `node_agent/catalog/xids.csv`, one row per code of NVIDIA's Xid catalog "
+        "as published in NVIDIA/NVSentinel's `xiderrorsmapping.csv`; each row's source column names the catalog's "
+        "mnemonic and resolution. Resolution -> action: RESTART_APP, IGNORE, WORKFLOW_XID_45, CHECK_UVM, "
+        "CHECK_MECHANICALS, UPDATE_SWFW -> none; RESET_GPU, RESTART_BM, RESTART_VM, WORKFLOW_XID_48, the NVLink "
+        "workflows and UNEXPECTED_ERR_REPORT_ISSUE -> reboot; Xid 64 (row-remap/retirement failure) -> replace. "
+        "A code newer than the catalog takes the documented default of `xid-unlisted`.",
         "",
         "| rule | probe | match | fault | severity | action | source | note |",
         "|---|---|---|---|---|---|---|---|",

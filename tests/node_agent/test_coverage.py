@@ -8,9 +8,10 @@ from node_agent import efa, gpu, host, neuron
 from node_agent.config import load_agent_config
 from node_agent.detector import Detector
 from node_agent.kube import InMemoryCluster, Node
-from node_agent.rules import RULES, match_kernel_line, rule
+from node_agent.rules import RULES, XID_ENTRIES, match_kernel_line, rule
 from tests.node_agent.conftest import FIXTURES, fixture_text, materialize_sysfs
 from tests.node_agent.test_deep_check import Replay
+from tests.node_agent.test_xid_catalog import xid_line
 
 P5, TRN2 = get("p5.48xlarge"), get("trn2.48xlarge")
 
@@ -59,4 +60,6 @@ def test_every_rule_is_exercised(tmp_path):
     (tmp_path / "bad.yaml").write_text("gpu: {interval_seconds: 0}\n")
     _, problems = load_agent_config(tmp_path / "bad.yaml")
     seen |= {rule("config-invalid").finding(p).rule for p in problems}
+    # Catalog Xid rows: every code through the real matcher, in the driver's line format (see test_xid_catalog.py).
+    seen |= {match_kernel_line(xid_line(code)).rule for code in XID_ENTRIES if code != 154}
     assert set(RULES) - seen == set()
