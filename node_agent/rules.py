@@ -95,6 +95,26 @@ XID_ENTRIES: dict[int, XidEntry] = _load_xids()
 XIDS: dict[int, tuple[str, Severity, Action, str]] = {
     c: (e.fault, e.severity, e.action, f"{e.resolution}: {e.note}") for c, e in XID_ENTRIES.items()}
 
+# NVSwitch SXids: node_agent/catalog/sxids.csv, one row per code of NVSentinel's sxiderrorsmapping.csv.
+# IGNORE / CHECK_FM_CONFIG -> none; RESET_FABRIC / RESET_GPU / the NVLink workflow / *REPORT_ISSUE -> reboot;
+# INVESTIGATE_LINK_SI / RUN_FIELDDIAG / CHECK_LINK_MECHANICAL_CONNECTIONS / CHECK_THERMALS -> replace (hardware
+# service that only the cloud provider can do; a reboot does not repair a link or a cooler).
+SXID_CATALOG_FILE = Path(__file__).with_name("catalog") / "sxids.csv"
+
+
+def _load_sxids(path: Path = SXID_CATALOG_FILE) -> dict[int, XidEntry]:
+    out: dict[int, XidEntry] = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            code = int(row["code"])
+            out[code] = XidEntry(code, row["mnemonic"], row["resolution"], row["fatal"], Action(row["action"]),
+                                 Severity(row["severity"]), f"nvswitch-sxid-{code}", row["note"], row["source"],
+                                 row["checked"])
+    return out
+
+
+SXID_ENTRIES: dict[int, XidEntry] = _load_sxids()
+
 _RULES: list[Rule] = []
 
 
@@ -113,6 +133,12 @@ _add(
          "gpu-recovery-action-required", S.CRITICAL, A.REBOOT, XID_CATALOG,
          "driver asks for GPU reset / drain and reset / node reboot"),
 )
+# NVLink5 Xids (144-150, GB200/B200) carry the unit and its own Fatal/Nonfatal word after the code, e.g.
+# "NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 ...)" (recorded in
+# leptonai/gpud pull requests #1160 and #1174). A Nonfatal one was contained by the link: watched, no action.
+_add(Rule("xid-nvlink5-nonfatal", "kernel-log", _XID.format(code="(?P<code>14[4-9]|150)") + r" \w+ Nonfatal ",
+          "gpu-nvlink5-nonfatal", S.WARNING, A.NONE, XID_CATALOG + " (NVLink5 Xid, driver-printed Nonfatal)",
+          "contained by the link; the Fatal form of the same Xid takes the catalog's WORKFLOW_NVLINK5_ERR -> reboot"))
 for _code, _e in XID_ENTRIES.items():
     if _code != 154:  # 154 carries the driver's own verdict: the two rules above read it
         _add(Rule(f"xid-{_code}", "kernel-log", _XID.format(code=_code), _e.fault, _e.severity, _e.action,
@@ -129,6 +155,16 @@ _add(
          r"nvidia-nvswitch\d+: SXid \(PCI:(?P<device>[0-9A-Fa-f:.]+)\): (?P<code>\d+), Non-fatal",
          "nvswitch-nonfatal", S.WARNING, A.NONE, SXID_CATALOG, "corrected by the fabric"),
 )
+
+# SXid lines (nvidia-nvswitch driver): "nvidia-nvswitchN: SXid (PCI:dddd:bb:dd.f): CODE, Fatal|Non-fatal, <text>",
+# then "CODE, Severity N Engine instance ..." and "CODE, Data {0x..., ...}" lines for the same event. Every line
+# but the Severity continuation is decoded by its code; a line on which the driver itself says "Non-fatal" is
+# the sxid-nonfatal rule (the switch recovered it).
+for _code, _e in SXID_ENTRIES.items():
+    _add(Rule(f"sxid-{_code}", "kernel-log",
+              rf"nvidia-nvswitch\d+: SXid \(PCI:(?P<device>[0-9A-Fa-f:.]+)\): {_code}, (?!Severity|Non-fatal)",
+              _e.fault, _e.severity, _e.action,
+              f"{SXID_CATALOG}: {_e.mnemonic} = {_e.resolution} ({_e.source}, checked {_e.checked})", _e.note))
 
 # ---------------------------------------------------------------- kernel log: Neuron
 for _kind, _fault in (("SRAM_UNCORRECTABLE_ERROR", "neuron-sram-uncorrectable"),
@@ -250,8 +286,12 @@ KERNEL_RULES: tuple[Rule, ...] = tuple(r for r in _RULES if r.probe == "kernel-l
 _XID_BY_CODE: dict[str, Rule] = {
     r.id[4:]: r for r in KERNEL_RULES if r.id.startswith("xid-") and r.id[4:].isdigit() and r.id != "xid-154"}
 _XID_ANY = re.compile(_XID.format(code=r"(?P<code>\d+)"))
+_SXID_BY_CODE: dict[str, Rule] = {r.id[5:]: r for r in KERNEL_RULES if r.id.startswith("sxid-") and r.id[5:].isdigit()}
+_SXID_ANY = re.compile(r"nvidia-nvswitch\d+: SXid \(PCI:(?P<device>[0-9A-Fa-f:.]+)\): (?P<code>\d+), (?!Severity|Non-fatal)")
+_NVLINK5_NONFATAL = (RULES["xid-nvlink5-nonfatal"], re.compile(RULES["xid-nvlink5-nonfatal"].match))
+_BY_CODE = set(_XID_BY_CODE.values()) | set(_SXID_BY_CODE.values()) | {_NVLINK5_NONFATAL[0]}
 _COMPILED: tuple[tuple[Rule, re.Pattern], ...] = tuple(
-    (r, re.compile(r.match)) for r in KERNEL_RULES if r not in _XID_BY_CODE.values())
+    (r, re.compile(r.match)) for r in KERNEL_RULES if r not in _BY_CODE)
 # Cheap substring gate: a line that contains none of these cannot match any kernel rule.
 _GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |EXT4-fs|XFS \(|soft lockup|blocked for more than"
                    r"|Out of memory|EDAC MC|Hardware Error|nvme nvme")
@@ -262,9 +302,16 @@ def match_kernel_line(line: str) -> Finding | None:
     if not _GATE.search(line):
         return None
     if "NVRM: Xid" in line:
+        m = _NVLINK5_NONFATAL[1].search(line) if " Nonfatal " in line else None
+        if m:
+            return _NVLINK5_NONFATAL[0].finding(line, device=m.group("device"), code=m.group("code"))
         m = _XID_ANY.search(line)
         if m and m.group("code") in _XID_BY_CODE:  # 154 is not in it: its rules below read the driver's verdict
             return _XID_BY_CODE[m.group("code")].finding(line, device=m.group("device"))
+    elif "SXid" in line:
+        m = _SXID_ANY.search(line)
+        if m and m.group("code") in _SXID_BY_CODE:
+            return _SXID_BY_CODE[m.group("code")].finding(line, device=m.group("device"))
     for rule, pattern in _COMPILED:
         m = pattern.search(line)
         if m:
@@ -296,6 +343,13 @@ def rules_markdown() -> str:
         "CHECK_MECHANICALS, UPDATE_SWFW -> none; RESET_GPU, RESTART_BM, RESTART_VM, WORKFLOW_XID_48, the NVLink "
         "workflows and UNEXPECTED_ERR_REPORT_ISSUE -> reboot; Xid 64 (row-remap/retirement failure) -> replace. "
         "A code newer than the catalog takes the documented default of `xid-unlisted`.",
+        "",
+        "SXid rows (`sxid-<code>`) come from `node_agent/catalog/sxids.csv` (NVSentinel's `sxiderrorsmapping.csv`), "
+        "decoded by code on every SXid line but the `Severity` continuation: IGNORE, CHECK_FM_CONFIG -> none; "
+        "RESET_FABRIC, RESET_GPU, WORKFLOW_NVLINK_POTENTIALY_FATAL_ERR, (UNEXPECTED_ERR_)REPORT_ISSUE -> reboot; "
+        "INVESTIGATE_LINK_SI, RUN_FIELDDIAG, CHECK_LINK_MECHANICAL_CONNECTIONS, CHECK_THERMALS -> replace. "
+        "A line on which the driver prints `Non-fatal` is `sxid-nonfatal`; an unknown code's `Fatal` line is "
+        "`sxid-fatal`.",
         "",
         "| rule | probe | match | fault | severity | action | source | note |",
         "|---|---|---|---|---|---|---|---|",

@@ -8,7 +8,7 @@ from node_agent import efa, gpu, host, neuron
 from node_agent.config import load_agent_config
 from node_agent.detector import Detector
 from node_agent.kube import InMemoryCluster, Node
-from node_agent.rules import RULES, XID_ENTRIES, match_kernel_line, rule
+from node_agent.rules import RULES, SXID_ENTRIES, XID_ENTRIES, match_kernel_line, rule
 from tests.node_agent.conftest import FIXTURES, fixture_text, materialize_sysfs
 from tests.node_agent.test_deep_check import Replay
 from tests.node_agent.test_xid_catalog import xid_line
@@ -62,4 +62,5 @@ def test_every_rule_is_exercised(tmp_path):
     seen |= {rule("config-invalid").finding(p).rule for p in problems}
     # Catalog Xid rows: every code through the real matcher, in the driver's line format (see test_xid_catalog.py).
     seen |= {match_kernel_line(xid_line(code)).rule for code in XID_ENTRIES if code != 154}
+    seen |= {match_kernel_line(f"nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): {c}, Fatal, x").rule for c in SXID_ENTRIES}
     assert set(RULES) - seen == set()
