@@ -195,22 +195,63 @@ _add(
          "efa-command-failed", S.WARNING, A.NONE, EFA_DRIVER, "one admin command rejected (often resource limits)"),
 )
 
+# ---------------------------------------------------------------- kernel log: GPU lost without an Xid
+_add(
+    Rule("gpu-fallen-off-bus", "kernel-log",
+         r"NVRM: (?:GPU (?P<device>[0-9A-Fa-f:.]+): GPU has fallen off the bus"
+         r"|(?:The NVIDIA GPU (?P<xdev>[0-9A-Fa-f:.]+) .*)?fallen off the bus and is not responding to commands)",
+         "gpu-fell-off-bus", S.CRITICAL, A.REBOOT, "NVIDIA driver (open-gpu-kernel-modules nv_printf)",
+         "same fault as Xid 79 (RESTART_BM), printed even when no Xid is; repeated -> replacement"),
+)
+
 # ---------------------------------------------------------------- kernel log: host
+# PCIe AER (drivers/pci/pcie/aer.c and err.c), lockup watchdogs (kernel/watchdog.c), panic/oops/BUG
+# (kernel/panic.c, arch/x86/mm/fault.c), block layer errors (block/blk-core.c, fs/buffer.c).
+_AER_DEV = r"(?P<device>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f])"
+_add(
+    Rule("pcie-aer-fatal", "kernel-log",
+         _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=Uncorrected \(Fatal\)"
+         r"|(?:Multiple )?Uncorrected \(Fatal\) error (?:message )?received)",
+         "pcie-uncorrectable-fatal", S.CRITICAL, A.REBOOT, KERNEL + " PCIe AER",
+         "the link is reset by the kernel; the device behind it is not trusted until a reboot"),
+    Rule("pcie-aer-recovery-failed", "kernel-log", _AER_DEV + r": AER: device recovery failed",
+         "pcie-recovery-failed", S.CRITICAL, A.REBOOT, KERNEL + " PCIe AER", "the kernel could not recover the device"),
+    Rule("pcie-aer-nonfatal", "kernel-log",
+         _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=Uncorrected \(Non-Fatal\)"
+         r"|(?:Multiple )?Uncorrected \(Non-Fatal\) error (?:message )?received)",
+         "pcie-uncorrectable-nonfatal", S.WARNING, A.NONE, KERNEL + " PCIe AER",
+         "the driver recovers it; a failed recovery is pcie-aer-recovery-failed"),
+    Rule("hard-lockup", "kernel-log", r"Watchdog detected hard LOCKUP on cpu (?P<device>\d+)",
+         "cpu-hard-lockup", S.CRITICAL, A.REBOOT, KERNEL + " watchdog", "a CPU stopped taking interrupts"),
+    Rule("kernel-panic", "kernel-log", r"Kernel panic - not syncing: ", "kernel-panic", S.CRITICAL, A.REBOOT,
+         KERNEL, "read from the log after kdump/pstore or a netconsole"),
+    Rule("kernel-oops", "kernel-log",
+         r"\bOops: (?:Oops: )?\d+ \[#\d+\]|BUG: kernel NULL pointer dereference"
+         r"|BUG: unable to handle (?:kernel |page fault)|kernel BUG at \S+!",
+         "kernel-oops", S.CRITICAL, A.REBOOT, KERNEL, "kernel state is undefined after an oops"),
+    Rule("block-io-error", "kernel-log",
+         r"(?:I/O|critical medium|critical target) error, dev (?P<device>nvme\d+n\d+|xvd[a-z]+|sd[a-z]+),"
+         r"|Buffer I/O error on dev(?:ice)? (?P<xdev>nvme\d+n\d+(?:p\d+)?|xvd[a-z]+\d*),",
+         "block-io-error", S.CRITICAL, A.REBOOT, KERNEL + " block layer",
+         "root EBS volume or local NVMe failing I/O; repeated -> replacement"),
+)
 _add(
     Rule("fs-remount-ro", "kernel-log",
          r"(?:EXT4-fs \((?P<device>[\w/.-]+)\): Remounting filesystem read-only"
-         r"|XFS \((?P<xdev>[\w/.-]+)\): .*Shutting down filesystem)",
+         r"|XFS \((?P<xdev>[\w/.-]+)\): (?:.*Shutting down filesystem|Filesystem has been shut down due to))",
          "filesystem-read-only", S.CRITICAL, A.REBOOT, KERNEL, "filesystem error forced it read-only"),
     Rule("fs-error", "kernel-log", r"EXT4-fs error \(device (?P<device>[\w/.-]+)\)",
          "filesystem-error", S.WARNING, A.NONE, KERNEL, "a read-only remount, if it follows, is acted on"),
     Rule("soft-lockup", "kernel-log", r"watchdog: BUG: soft lockup - CPU#(?P<device>\d+) stuck for",
-         "cpu-soft-lockup", S.CRITICAL, A.REBOOT, KERNEL),
+         "cpu-soft-lockup", S.WARNING, A.NONE, KERNEL,
+         "one short soft lockup is often load; repeated ones are soft-lockup-repeated"),
     Rule("hung-task", "kernel-log", r"INFO: task \S+ blocked for more than \d+ seconds",
          "hung-task", S.WARNING, A.NONE, KERNEL),
     Rule("oom-kill", "kernel-log", r"Out of memory: Killed process \d+ \((?P<device>[^)]*)\)",
          "oom-kill", S.WARNING, A.NONE, KERNEL, "an application exceeded memory; kubelet handles it"),
     Rule("memory-uncorrectable", "kernel-log",
-         r"EDAC MC(?P<device>\d+): \d+ UE |mce: \[Hardware Error\]:.*[Uu]ncorrected",
+         r"EDAC MC(?P<device>\d+): \d+ UE |mce: \[Hardware Error\]:.*[Uu]ncorrected"
+         r"|Uncorrected hardware memory error in user-access",
          "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL, "uncorrectable host DRAM error"),
     Rule("nvme-timeout", "kernel-log", r"nvme (?P<device>nvme\d+): I/O \d+ QID \d+ timeout",
          "nvme-timeout", S.WARNING, A.NONE, KERNEL),
@@ -271,6 +312,10 @@ _add(
          S.WARNING, A.NONE, DEEP, "step skipped with a message; other steps still decide"),
     Rule("deep-check-error", "deep-check", "a deep check's output cannot be parsed or it timed out",
          "deep-check-error", S.CRITICAL, A.REPLACE, DEEP, "a node that cannot prove health is not trusted"),
+    Rule("soft-lockup-repeated", "kernel-log-repeat",
+         "soft-lockup on this node SOFT_LOCKUP_REPEAT times within SOFT_LOCKUP_WINDOW_S (node_agent.detector)",
+         "cpu-soft-lockup-repeated", S.CRITICAL, A.REBOOT, KERNEL + " watchdog",
+         "a CPU that keeps locking up is not load; a reboot clears a wedged driver, recurrence escalates"),
     # The agent itself.
     Rule("config-invalid", "agent", "a config section fails validation", "agent-config-invalid",
          S.WARNING, A.NONE, "openpod node agent", "that check is disabled with a message; the others run"),
@@ -294,7 +339,8 @@ _COMPILED: tuple[tuple[Rule, re.Pattern], ...] = tuple(
     (r, re.compile(r.match)) for r in KERNEL_RULES if r not in _BY_CODE)
 # Cheap substring gate: a line that contains none of these cannot match any kernel rule.
 _GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |EXT4-fs|XFS \(|soft lockup|blocked for more than"
-                   r"|Out of memory|EDAC MC|Hardware Error|nvme nvme")
+                   r"|Out of memory|EDAC MC|Hardware Error|nvme nvme|fallen off the bus|AER|PCIe Bus Error"
+                   r"|LOCKUP|Kernel panic|Oops|BUG|I/O error|error, dev |memory error")
 
 
 def match_kernel_line(line: str) -> Finding | None:

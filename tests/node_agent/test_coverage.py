@@ -56,6 +56,9 @@ def test_every_rule_is_exercised(tmp_path):
     seen |= {f.rule for f in Detector(c, "g", P5, gpu_source_factory=no_nvml).poll_gpu()}
     seen |= {f.rule for f in Detector(c, "t", TRN2, runner=Replay({})).poll_neuron()}
     seen |= {f.rule for f in Detector(c, "g", P5, gpu_source_factory=lambda: 1 / 0).poll_gpu()}
+    soft = match_kernel_line(fixture_text("kernel", "soft-lockup.log").splitlines()[0])
+    d = Detector(c, "g", P5)
+    seen |= {d._escalate_soft_lockup(soft, soft.evidence).rule for _ in range(3)}
     # Bad configuration.
     (tmp_path / "bad.yaml").write_text("gpu: {interval_seconds: 0}\n")
     _, problems = load_agent_config(tmp_path / "bad.yaml")
