@@ -96,13 +96,11 @@ class Controller:
         now = self.clock()
         active = [n for n in members if REMEDIATION in n.annotations]
         for n in active:
-            try:
-                self._advance(n, Remediation.of(n), group)
-            except NotFound:
-                pass  # replaced and gone
+            self._isolated(n, group, lambda n=n: self._advance(n, Remediation.of(n), group))
         waiting = sorted((n for n in members if REMEDIATION not in n.annotations
                           and current_action(n.labels) is not Action.NONE and FAULT in n.annotations),
-                         key=lambda n: json.loads(n.annotations[FAULT]).get("at", 0))
+                         # replace-class first when the budget is tight (a broken node holds no work), then oldest
+                         key=lambda n: (-current_action(n.labels).rank, json.loads(n.annotations[FAULT]).get("at", 0)))
         in_flight = len(active)
         limit = self.budget(len(members))
         blocked = 0
@@ -116,13 +114,31 @@ class Controller:
                         f"group {group}: {in_flight} of {limit} remediations in flight "
                         f"(budget: {self.config.budget_max_nodes} nodes / {self.config.budget_max_percent}%); waiting")
                 continue
-            self._start(n, group, now)
-            in_flight += 1
-            fresh = self.cluster.get_node(n.name)
-            self._advance(fresh, Remediation.of(fresh), group)  # no need to wait a poll to start draining
+            self._isolated(n, group, lambda n=n: self._start(n, group, now))
+            in_flight += 1  # a start that failed half-way still holds its slot until its node is resolved
+
+            def advance(n=n):
+                fresh = self.cluster.get_node(n.name)
+                if REMEDIATION in fresh.annotations:
+                    self._advance(fresh, Remediation.of(fresh), group)  # no need to wait a poll to start draining
+            self._isolated(n, group, advance)
         self.metrics.in_flight.labels(group).set(in_flight)
         self.metrics.budget_blocked.labels(group).set(blocked)
         self._refill_spares(group, members)
+
+    def _isolated(self, node: Node, group: str, step) -> None:
+        """One node's step never stops the others: an error is an Event and a metric, retried next reconcile."""
+        try:
+            step()
+        except NotFound:
+            pass  # replaced and gone
+        except Exception as e:  # noqa: BLE001 (cloud/API errors of one node must not block the group)
+            self.metrics.errors.labels(group).inc()
+            try:
+                self.cluster.create_event(node.name, "RemediationError",
+                                          f"{type(e).__name__}: {e}; retried on the next reconcile")
+            except Exception:  # noqa: BLE001
+                pass
 
     # ------------------------------------------------------------------ steps
     def _start(self, node: Node, group: str, now: float) -> None:

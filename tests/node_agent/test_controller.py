@@ -350,3 +350,35 @@ def test_new_nodes_refill_the_spare_pool(aws, moto_endpoint):
     assert all(L.HOT_SPARE not in c.get_node(f"node-{i}").labels for i in range(2))  # busy nodes never taken
     ctl.reconcile_once()
     assert sum(e.reason == "HotSpareReserved" for e in c.events) == 1
+
+
+def test_a_failing_replace_never_blocks_another_nodes_reboot(aws, moto_endpoint, recorder):
+    """Old code: the replace of node-0 (an instance Auto Scaling does not know) raised out of reconcile_once,
+    so node-1's reboot, next in the same group, never happened."""
+    make, _, asg = aws
+    _, ids = make(4)
+    c = cluster_for(["i-0000000000000dead"] + ids[1:])
+    mark(c, "node-0", fault(Action.REPLACE, "gpu-row-remap-failure"))
+    mark(c, "node-1", fault(Action.REBOOT))
+    clock = Clock()
+    ctl = controller(c, moto_endpoint, clock, budget_max_nodes=4, budget_max_percent=100)
+    ctl.reconcile_once()
+    clock.t += 1
+    ctl.reconcile_once()
+    assert ids[1] in recorder()
+    assert ctl.metrics.errors.labels("p5")._value.get() >= 1
+    assert any(e.reason == "RemediationError" for e in c.events if e.node == "node-0")
+
+
+def test_replace_class_goes_before_reboot_class_when_the_budget_is_tight(aws, moto_endpoint, recorder):
+    """Old code took the oldest fault first: with one slot, an older reboot held it while a broken node waited."""
+    make, _, asg = aws
+    _, ids = make(4)
+    c = cluster_for(ids)
+    clock = Clock()
+    mark(c, "node-0", fault(Action.REBOOT), now=clock.t - 60)  # the older fault
+    mark(c, "node-1", fault(Action.REPLACE, "gpu-row-remap-failure"), now=clock.t - 10)
+    ctl = controller(c, moto_endpoint, clock, budget_max_nodes=1, budget_max_percent=100)
+    ctl.reconcile_once()
+    assert REMEDIATION in c.get_node("node-1").annotations
+    assert REMEDIATION not in c.get_node("node-0").annotations
