@@ -61,6 +61,14 @@ class Remediation:
         return json.dumps(asdict(self), sort_keys=True)
 
 
+def fault_class(fault: str) -> str:
+    """Escalation counts faults by class, not by exact name: an Xid 79 reboot then an Xid 95 is the same GPU."""
+    if "nvlink" in fault or fault.startswith("nvswitch"):
+        return "nvlink"
+    head = fault.split("-", 1)[0]
+    return head if head in ("gpu", "efa", "neuron") else "host"
+
+
 def group_of(node: Node) -> str:
     return node.labels.get(L.INSTANCE_GROUP, "default")
 
@@ -148,12 +156,13 @@ class Controller:
         if action is Action.REBOOT:
             window = now - self.config.escalation_window_seconds
             history = json.loads(node.annotations.get(REBOOTS, "[]"))
-            if any(h["fault"] == fault["fault"] and h["at"] >= window for h in history):
+            if any(fault_class(h["fault"]) == fault_class(fault["fault"]) and h["at"] >= window for h in history):
                 action, escalated = Action.REPLACE, True
                 self.metrics.escalations.labels(group).inc()
                 self.cluster.create_event(node.name, "RemediationEscalated",
-                                          f"{fault['fault']} again within {self.config.escalation_window_seconds:.0f}s "
-                                          "of a reboot for it: replacing instead")
+                                          f"{fault['fault']} ({fault_class(fault['fault'])} class) again within "
+                                          f"{self.config.escalation_window_seconds:.0f}s of a reboot for that class: "
+                                          "replacing instead")
         r = Remediation(action=action.value, fault=fault["fault"], phase="draining", started=now,
                         drain_deadline=now + self.config.drain_timeout_seconds, escalated=escalated, phase_since=now)
         labels = {L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT} if escalated else None
@@ -219,9 +228,11 @@ class Controller:
 
     def _await_health(self, node: Node, r: Remediation, group: str, now: float) -> None:
         status = node.labels.get(L.HEALTH_STATUS)
-        if status == L.HEALTH_PENDING_REPLACEMENT or now - r.phase_since > AWAIT_HEALTH_SECONDS:
-            why = "deep check failed after reboot" if status == L.HEALTH_PENDING_REPLACEMENT else \
-                f"not healthy {AWAIT_HEALTH_SECONDS:.0f}s after reboot"
+        recurred = FAULT in node.annotations  # the reboot cleared it: a fault recorded since is a recurrence
+        if recurred or status == L.HEALTH_PENDING_REPLACEMENT or now - r.phase_since > AWAIT_HEALTH_SECONDS:
+            why = (f"{json.loads(node.annotations[FAULT]).get('fault')} recurred during the post-reboot check"
+                   if recurred else "deep check failed after reboot" if status == L.HEALTH_PENDING_REPLACEMENT
+                   else f"not healthy {AWAIT_HEALTH_SECONDS:.0f}s after reboot")
             r.action, r.phase, r.phase_since, r.sent = "replace", "replacing", now, False
             self._save(node, r, labels={L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT})
             self.metrics.escalations.labels(group).inc()

@@ -382,3 +382,39 @@ def test_replace_class_goes_before_reboot_class_when_the_budget_is_tight(aws, mo
     ctl.reconcile_once()
     assert REMEDIATION in c.get_node("node-1").annotations
     assert REMEDIATION not in c.get_node("node-0").annotations
+
+
+def test_a_fault_recurring_during_the_post_reboot_check_escalates(aws, moto_endpoint, recorder):
+    """Old code: mark() dropped the recurrence (node already tainted for reboot) and the deep check passing
+    later returned the node to service with the fault unresolved."""
+    make, _, asg = aws
+    _, ids = make(4)
+    c, clock = cluster_for(ids), Clock()
+    ctl = controller(c, moto_endpoint, clock)
+    mark(c, "node-1", fault(Action.REBOOT), now=clock())
+    ctl.reconcile_once()
+    assert Remediation.of(c.get_node("node-1")).phase == "awaiting-health"
+    clock.t += 60
+    assert mark(c, "node-1", fault(Action.REBOOT), now=clock())  # Xid 79 again after the reboot
+    ctl.reconcile_once()
+    n = c.get_node("node-1")
+    assert Remediation.of(n).action == "replace" and n.labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REPLACEMENT
+    assert health(asg, ids)[ids[1]] == "UNHEALTHY" and recorder() == [ids[1]]
+
+
+def test_escalation_counts_faults_by_class(aws, moto_endpoint, recorder):
+    """Old code matched the exact fault name: an Xid 79 reboot followed by an Xid 95 on the same node rebooted again."""
+    make, _, asg = aws
+    _, ids = make(4)
+    c, clock = cluster_for(ids), Clock()
+    ctl = controller(c, moto_endpoint, clock)
+    mark(c, "node-2", fault(Action.REBOOT, "gpu-fell-off-bus"), now=clock())
+    ctl.reconcile_once()
+    clock.t += 300
+    mark_healthy(c, "node-2", "deep health check passed")
+    ctl.reconcile_once()
+    clock.t += 3600
+    mark(c, "node-2", fault(Action.REBOOT, "gpu-uncontained-ecc"), now=clock())
+    ctl.reconcile_once()
+    assert Remediation.of(c.get_node("node-2")).action == "replace"
+    assert recorder() == [ids[2]]
