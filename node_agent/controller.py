@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from openpod_core import labels as L
 from node_agent.cloud import Cloud
 from node_agent.config import ControllerConfig
+from node_agent.deep_check import DCGM_LEVEL_SECONDS
 from node_agent.findings import Action
 from node_agent.kube import Cluster, Eviction, Node, NotFound
 from node_agent.marking import FAULT, REBOOTS, REMEDIATION, current_action, with_taint, without_taint
@@ -36,7 +37,14 @@ from node_agent.metrics import ControllerMetrics
 
 log = logging.getLogger("node_agent.controller")
 
-AWAIT_HEALTH_SECONDS = 1800.0     # a rebooted node that does not prove health by then is replaced
+AWAIT_HEALTH_SECONDS = 1800.0     # at least this long for a rebooted node to prove health, else it is replaced
+BOOT_SECONDS = 900.0              # reboot + kubelet + agent start, before the deep check begins
+OTHER_STEPS_SECONDS = 900.0       # the deep check's NCCL / EFA / Neuron steps (their timeout)
+
+
+def await_health_seconds(dcgm_level: int) -> float:
+    """The post-reboot wait: boot, then the deep check at its configured DCGM level (level 4 runs for hours)."""
+    return max(AWAIT_HEALTH_SECONDS, BOOT_SECONDS + DCGM_LEVEL_SECONDS[dcgm_level] + OTHER_STEPS_SECONDS)
 RESEND_SECONDS = 900.0            # SetInstanceHealth is re-sent if the node is still there after this
 
 
@@ -229,10 +237,11 @@ class Controller:
     def _await_health(self, node: Node, r: Remediation, group: str, now: float) -> None:
         status = node.labels.get(L.HEALTH_STATUS)
         recurred = FAULT in node.annotations  # the reboot cleared it: a fault recorded since is a recurrence
-        if recurred or status == L.HEALTH_PENDING_REPLACEMENT or now - r.phase_since > AWAIT_HEALTH_SECONDS:
+        wait = await_health_seconds(self.config.dcgm_level)
+        if recurred or status == L.HEALTH_PENDING_REPLACEMENT or now - r.phase_since > wait:
             why = (f"{json.loads(node.annotations[FAULT]).get('fault')} recurred during the post-reboot check"
                    if recurred else "deep check failed after reboot" if status == L.HEALTH_PENDING_REPLACEMENT
-                   else f"not healthy {AWAIT_HEALTH_SECONDS:.0f}s after reboot")
+                   else f"not healthy {wait:.0f}s after reboot (DCGM level {self.config.dcgm_level})")
             r.action, r.phase, r.phase_since, r.sent = "replace", "replacing", now, False
             self._save(node, r, labels={L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT})
             self.metrics.escalations.labels(group).inc()

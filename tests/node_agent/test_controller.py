@@ -418,3 +418,24 @@ def test_escalation_counts_faults_by_class(aws, moto_endpoint, recorder):
     ctl.reconcile_once()
     assert Remediation.of(c.get_node("node-2")).action == "replace"
     assert recorder() == [ids[2]]
+
+
+def test_the_post_reboot_wait_follows_the_dcgm_level(aws, moto_endpoint, recorder):
+    """Old code waited a fixed 1800 s: a DCGM level 4 deep check (hours) had its node replaced mid-run."""
+    from node_agent.controller import await_health_seconds
+    from node_agent.deep_check import DCGM_LEVEL_SECONDS
+
+    assert DCGM_LEVEL_SECONDS[4] > 1800 and await_health_seconds(4) > await_health_seconds(2) + 3600
+    make, _, asg = aws
+    _, ids = make(2)
+    c, clock = cluster_for(ids), Clock()
+    ctl = controller(c, moto_endpoint, clock, dcgm_level=4)
+    mark(c, "node-0", fault(Action.REBOOT), now=clock())
+    ctl.reconcile_once()
+    clock.t += 2400  # level 4 still running
+    ctl.reconcile_once()
+    assert Remediation.of(c.get_node("node-0")).action == "reboot"
+    assert set(health(asg, ids).values()) == {"HEALTHY"}
+    clock.t += await_health_seconds(4)
+    ctl.reconcile_once()
+    assert Remediation.of(c.get_node("node-0")).action == "replace"
