@@ -96,6 +96,7 @@ class ControllerConfig(BaseModel):
     escalation_window_seconds: float = Field(24 * 3600.0, gt=0,
                                              description="a second reboot for the same fault within it -> replace")
     budget_max_nodes: int = Field(2, ge=1, description="remediations in flight per group, at most")
+    dcgm_level: int = Field(2, ge=1, le=4, description="the nodes' deep-check DCGM level: sets the post-reboot wait")
     budget_max_percent: float = Field(10.0, gt=0, le=100, description="... and at most this % of the group")
     groups: dict[str, GroupConfig] = {}
     metrics_port: int = Field(9102, ge=1, le=65535)

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from openpod_core import labels as L
 from node_agent.cloud import Cloud
 from node_agent.config import ControllerConfig
+from node_agent.deep_check import DCGM_LEVEL_SECONDS
 from node_agent.findings import Action
 from node_agent.kube import Cluster, Eviction, Node, NotFound
 from node_agent.marking import FAULT, REBOOTS, REMEDIATION, current_action, with_taint, without_taint
@@ -36,7 +37,14 @@ from node_agent.metrics import ControllerMetrics
 
 log = logging.getLogger("node_agent.controller")
 
-AWAIT_HEALTH_SECONDS = 1800.0     # a rebooted node that does not prove health by then is replaced
+AWAIT_HEALTH_SECONDS = 1800.0     # at least this long for a rebooted node to prove health, else it is replaced
+BOOT_SECONDS = 900.0              # reboot + kubelet + agent start, before the deep check begins
+OTHER_STEPS_SECONDS = 900.0       # the deep check's NCCL / EFA / Neuron steps (their timeout)
+
+
+def await_health_seconds(dcgm_level: int) -> float:
+    """The post-reboot wait: boot, then the deep check at its configured DCGM level (level 4 runs for hours)."""
+    return max(AWAIT_HEALTH_SECONDS, BOOT_SECONDS + DCGM_LEVEL_SECONDS[dcgm_level] + OTHER_STEPS_SECONDS)
 RESEND_SECONDS = 900.0            # SetInstanceHealth is re-sent if the node is still there after this
 
 
@@ -59,6 +67,14 @@ class Remediation:
 
     def dump(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
+
+
+def fault_class(fault: str) -> str:
+    """Escalation counts faults by class, not by exact name: an Xid 79 reboot then an Xid 95 is the same GPU."""
+    if "nvlink" in fault or fault.startswith("nvswitch"):
+        return "nvlink"
+    head = fault.split("-", 1)[0]
+    return head if head in ("gpu", "efa", "neuron") else "host"
 
 
 def group_of(node: Node) -> str:
@@ -96,13 +112,11 @@ class Controller:
         now = self.clock()
         active = [n for n in members if REMEDIATION in n.annotations]
         for n in active:
-            try:
-                self._advance(n, Remediation.of(n), group)
-            except NotFound:
-                pass  # replaced and gone
+            self._isolated(n, group, lambda n=n: self._advance(n, Remediation.of(n), group))
         waiting = sorted((n for n in members if REMEDIATION not in n.annotations
                           and current_action(n.labels) is not Action.NONE and FAULT in n.annotations),
-                         key=lambda n: json.loads(n.annotations[FAULT]).get("at", 0))
+                         # replace-class first when the budget is tight (a broken node holds no work), then oldest
+                         key=lambda n: (-current_action(n.labels).rank, json.loads(n.annotations[FAULT]).get("at", 0)))
         in_flight = len(active)
         limit = self.budget(len(members))
         blocked = 0
@@ -116,13 +130,31 @@ class Controller:
                         f"group {group}: {in_flight} of {limit} remediations in flight "
                         f"(budget: {self.config.budget_max_nodes} nodes / {self.config.budget_max_percent}%); waiting")
                 continue
-            self._start(n, group, now)
-            in_flight += 1
-            fresh = self.cluster.get_node(n.name)
-            self._advance(fresh, Remediation.of(fresh), group)  # no need to wait a poll to start draining
+            self._isolated(n, group, lambda n=n: self._start(n, group, now))
+            in_flight += 1  # a start that failed half-way still holds its slot until its node is resolved
+
+            def advance(n=n):
+                fresh = self.cluster.get_node(n.name)
+                if REMEDIATION in fresh.annotations:
+                    self._advance(fresh, Remediation.of(fresh), group)  # no need to wait a poll to start draining
+            self._isolated(n, group, advance)
         self.metrics.in_flight.labels(group).set(in_flight)
         self.metrics.budget_blocked.labels(group).set(blocked)
         self._refill_spares(group, members)
+
+    def _isolated(self, node: Node, group: str, step) -> None:
+        """One node's step never stops the others: an error is an Event and a metric, retried next reconcile."""
+        try:
+            step()
+        except NotFound:
+            pass  # replaced and gone
+        except Exception as e:  # noqa: BLE001 (cloud/API errors of one node must not block the group)
+            self.metrics.errors.labels(group).inc()
+            try:
+                self.cluster.create_event(node.name, "RemediationError",
+                                          f"{type(e).__name__}: {e}; retried on the next reconcile")
+            except Exception:  # noqa: BLE001
+                pass
 
     # ------------------------------------------------------------------ steps
     def _start(self, node: Node, group: str, now: float) -> None:
@@ -132,12 +164,13 @@ class Controller:
         if action is Action.REBOOT:
             window = now - self.config.escalation_window_seconds
             history = json.loads(node.annotations.get(REBOOTS, "[]"))
-            if any(h["fault"] == fault["fault"] and h["at"] >= window for h in history):
+            if any(fault_class(h["fault"]) == fault_class(fault["fault"]) and h["at"] >= window for h in history):
                 action, escalated = Action.REPLACE, True
                 self.metrics.escalations.labels(group).inc()
                 self.cluster.create_event(node.name, "RemediationEscalated",
-                                          f"{fault['fault']} again within {self.config.escalation_window_seconds:.0f}s "
-                                          "of a reboot for it: replacing instead")
+                                          f"{fault['fault']} ({fault_class(fault['fault'])} class) again within "
+                                          f"{self.config.escalation_window_seconds:.0f}s of a reboot for that class: "
+                                          "replacing instead")
         r = Remediation(action=action.value, fault=fault["fault"], phase="draining", started=now,
                         drain_deadline=now + self.config.drain_timeout_seconds, escalated=escalated, phase_since=now)
         labels = {L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT} if escalated else None
@@ -203,9 +236,12 @@ class Controller:
 
     def _await_health(self, node: Node, r: Remediation, group: str, now: float) -> None:
         status = node.labels.get(L.HEALTH_STATUS)
-        if status == L.HEALTH_PENDING_REPLACEMENT or now - r.phase_since > AWAIT_HEALTH_SECONDS:
-            why = "deep check failed after reboot" if status == L.HEALTH_PENDING_REPLACEMENT else \
-                f"not healthy {AWAIT_HEALTH_SECONDS:.0f}s after reboot"
+        recurred = FAULT in node.annotations  # the reboot cleared it: a fault recorded since is a recurrence
+        wait = await_health_seconds(self.config.dcgm_level)
+        if recurred or status == L.HEALTH_PENDING_REPLACEMENT or now - r.phase_since > wait:
+            why = (f"{json.loads(node.annotations[FAULT]).get('fault')} recurred during the post-reboot check"
+                   if recurred else "deep check failed after reboot" if status == L.HEALTH_PENDING_REPLACEMENT
+                   else f"not healthy {wait:.0f}s after reboot (DCGM level {self.config.dcgm_level})")
             r.action, r.phase, r.phase_since, r.sent = "replace", "replacing", now, False
             self._save(node, r, labels={L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT})
             self.metrics.escalations.labels(group).inc()

@@ -165,6 +165,13 @@ def check_nccom(text: str, returncode: int) -> list[Finding]:
 Runner = Callable[[list[str], float], tuple[int, str]]
 
 
+# How long `dcgmi diag -r N` normally runs (NVIDIA dcgmi-diag reference,
+# https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-diag.html, checked
+# 2026-11-23): 1 "seconds", 2 "approximately two minutes", 3 "approximately 15 minutes", 4 "extended, longer-running"
+# (no figure given: openpod budgets 2 hours). Seconds, rounded up; the controller's post-reboot wait is built on it.
+DCGM_LEVEL_SECONDS: dict[int, float] = {1: 60.0, 2: 180.0, 3: 1200.0, 4: 7200.0}
+
+
 def subprocess_runner(cmd: list[str], timeout: float) -> tuple[int, str]:
     """Run a command; FileNotFoundError when the tool is missing, TimeoutError on timeout."""
     if cmd == ["efa-loopback"]:

@@ -35,6 +35,10 @@ from node_agent.rules import match_kernel_line, rule
 log = logging.getLogger("node_agent.detector")
 
 IMDS = "http://169.254.169.254/latest"
+# Soft lockups: one (the watchdog fires after 2 x watchdog_thresh = 20 s by default) is often load and a warning;
+# this many within the window is a CPU or driver that keeps wedging: the soft-lockup-repeated rule (reboot).
+SOFT_LOCKUP_REPEAT = 3
+SOFT_LOCKUP_WINDOW_S = 600.0
 
 
 def instance_type_from_imds(timeout: float = 1.0) -> str | None:
@@ -75,6 +79,7 @@ class Detector:
         self._lock = threading.Lock()
         self._action_rank = 0
         self._last_event: dict[tuple[str, str], float] = {}
+        self._soft_lockups: list[float] = []
         self._gpu_source: gpu.GpuSource | None = None
         self._prev_gpu: list[gpu.GpuState] | None = None
         self._prev_efa: list[efa.EfaDevice] | None = None
@@ -104,7 +109,17 @@ class Detector:
         self.metrics.kernel_lines.inc()
         f = match_kernel_line(line)
         if f:
+            if f.rule == "soft-lockup":
+                f = self._escalate_soft_lockup(f, line)
             self.report([f])
+
+    def _escalate_soft_lockup(self, f: Finding, line: str) -> Finding:
+        """One short soft lockup is a warning; SOFT_LOCKUP_REPEAT within the window is soft-lockup-repeated."""
+        now = time.monotonic()
+        with self._lock:
+            self._soft_lockups = [t for t in self._soft_lockups if now - t < SOFT_LOCKUP_WINDOW_S] + [now]
+            repeated = len(self._soft_lockups) >= SOFT_LOCKUP_REPEAT
+        return rule("soft-lockup-repeated").finding(line, device=f.device) if repeated else f
 
     def _guard(self, check: str, fn: Callable[[], list[Finding]]) -> list[Finding]:
         """Run one check; an unexpected error is a finding, never the end of the agent."""

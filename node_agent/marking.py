@@ -52,7 +52,8 @@ def mark(cluster: Cluster, node_name: str, finding: Finding, now: float | None =
         return False
     node = cluster.get_node(node_name)
     have = current_action(node.labels)
-    if have.rank >= finding.action.rank and node.has_taint(L.UNHEALTHY_TAINT):
+    recurrence = REMEDIATION in node.annotations and FAULT not in node.annotations  # after the reboot
+    if have.rank >= finding.action.rank and node.has_taint(L.UNHEALTHY_TAINT) and not recurrence:
         return False  # already marked at least this strongly: no new write, no Event spam from polls
     cluster.create_event(node_name, _reason(finding.fault), message, "Warning")
     fault = {"rule": finding.rule, "fault": finding.fault, "action": finding.action.value,

@@ -39,6 +39,8 @@ class ControllerMetrics:
                                    ["group"], registry=r)
         self.spare_promotions = Counter("openpod_hot_spare_promotions", "Hot spares put into service", ["group"],
                                         registry=r)
+        self.errors = Counter("openpod_remediation_errors", "Remediation steps that failed for one node "
+                              "(cloud or API error); retried, other nodes go on", ["group"], registry=r)
         self.drain_timeouts = Counter("openpod_drain_deadline_exceeded", "Drains that hit their deadline",
                                       ["group"], registry=r)
 

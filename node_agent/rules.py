@@ -22,8 +22,10 @@ faults end in replacement.
 
 from __future__ import annotations
 
+import csv
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from node_agent.findings import Action, Finding, Severity
 
@@ -55,26 +57,63 @@ class Rule:
                        evidence=evidence.strip(), source=self.source, device=device, details=details)
 
 
-# Xid rows: code -> (fault, severity, action, catalog bucket / note).
-_XID = "NVRM: Xid \\((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)\\): {code},"
+# Xid rows come from the shipped catalog node_agent/catalog/xids.csv: one row per Xid of NVIDIA's catalog
+# (code, mnemonic, NVIDIA's resolution, openpod's action, source, date checked). Resolution -> action:
+# RESTART_APP / IGNORE / CHECK_* / UPDATE_SWFW -> none; RESET_GPU / RESTART_BM / RESTART_VM / the XID_48 and
+# NVLink workflows / UNEXPECTED_ERR_REPORT_ISSUE -> reboot; a retirement (row-remap) failure -> replace.
+# The driver's formats (NVIDIA/open-gpu-kernel-modules src/nvidia/src/kernel/gpu/rc/kernel_rc.c): "NVRM: Xid
+# (PCI:%04x:%02x:%02x): %d, pid=%s, name=%s, %s", with " GPU-I:%02u" [" GPU-CI:%02u"] inside the parenthesis on MIG.
+_XID = "NVRM: Xid \\((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)(?: GPU-I:\\d+)?(?: GPU-CI:\\d+)?\\): {code},"
+XID_CATALOG_FILE = Path(__file__).with_name("catalog") / "xids.csv"
+
+
+@dataclass(frozen=True)
+class XidEntry:
+    code: int
+    mnemonic: str
+    resolution: str
+    fatal: str
+    action: Action
+    severity: Severity
+    fault: str
+    note: str
+    source: str
+    checked: str
+
+
+def _load_xids(path: Path = XID_CATALOG_FILE) -> dict[int, XidEntry]:
+    out: dict[int, XidEntry] = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            code = int(row["code"])
+            out[code] = XidEntry(code, row["mnemonic"], row["resolution"], row["fatal"], Action(row["action"]),
+                                 Severity(row["severity"]), row["fault"], row["note"], row["source"], row["checked"])
+    return out
+
+
+XID_ENTRIES: dict[int, XidEntry] = _load_xids()
 XIDS: dict[int, tuple[str, Severity, Action, str]] = {
-    13: ("gpu-graphics-engine-exception", S.WARNING, A.NONE, "RESTART_APP: application error (illegal instruction/address)"),
-    31: ("gpu-mmu-fault", S.WARNING, A.NONE, "RESTART_APP: application touched an invalid GPU address"),
-    43: ("gpu-channel-reset", S.WARNING, A.NONE, "RESTART_APP: GPU stopped processing the app's channel; GPU still usable"),
-    45: ("gpu-preemptive-cleanup", S.INFO, A.NONE, "IGNORE: cleanup after an earlier error or a killed app"),
-    48: ("gpu-double-bit-ecc", S.CRITICAL, A.REBOOT, "WORKFLOW_XID_48: reset the GPU to retire/remap the memory"),
-    62: ("gpu-microcontroller-halt", S.CRITICAL, A.REBOOT, "RESET_GPU: internal micro-controller halted"),
-    63: ("gpu-row-remap-pending", S.WARNING, A.REBOOT, "RESET_GPU: a row was marked for remapping; reset to activate"),
-    64: ("gpu-row-remap-failure", S.CRITICAL, A.REPLACE, "RESET_GPU then CONTACT_SUPPORT: remapping failed, memory cannot be repaired"),
-    74: ("gpu-nvlink-error", S.CRITICAL, A.REBOOT, "WORKFLOW_NVLINK_ERR: reset; repeated -> replacement"),
-    79: ("gpu-fell-off-bus", S.CRITICAL, A.REBOOT, "RESTART_BM: GPU lost from PCIe; repeated -> replacement"),
-    92: ("gpu-high-sbe-rate", S.WARNING, A.NONE, "corrected errors only; watched, no action"),
-    94: ("gpu-contained-ecc", S.WARNING, A.NONE, "RESTART_APP: error contained to one app; pending remap handled by NVML rule"),
-    95: ("gpu-uncontained-ecc", S.CRITICAL, A.REBOOT, "RESET_GPU: uncontained memory error affects all work on the GPU"),
-    119: ("gpu-gsp-rpc-timeout", S.CRITICAL, A.REBOOT, "RESET_GPU: GSP firmware stopped answering"),
-    120: ("gpu-gsp-error", S.CRITICAL, A.REBOOT, "RESET_GPU: GSP firmware error"),
-    140: ("gpu-unrecovered-ecc", S.CRITICAL, A.REBOOT, "RESET_GPU: unrecovered ECC error"),
-}
+    c: (e.fault, e.severity, e.action, f"{e.resolution}: {e.note}") for c, e in XID_ENTRIES.items()}
+
+# NVSwitch SXids: node_agent/catalog/sxids.csv, one row per code of NVSentinel's sxiderrorsmapping.csv.
+# IGNORE / CHECK_FM_CONFIG -> none; RESET_FABRIC / RESET_GPU / the NVLink workflow / *REPORT_ISSUE -> reboot;
+# INVESTIGATE_LINK_SI / RUN_FIELDDIAG / CHECK_LINK_MECHANICAL_CONNECTIONS / CHECK_THERMALS -> replace (hardware
+# service that only the cloud provider can do; a reboot does not repair a link or a cooler).
+SXID_CATALOG_FILE = Path(__file__).with_name("catalog") / "sxids.csv"
+
+
+def _load_sxids(path: Path = SXID_CATALOG_FILE) -> dict[int, XidEntry]:
+    out: dict[int, XidEntry] = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            code = int(row["code"])
+            out[code] = XidEntry(code, row["mnemonic"], row["resolution"], row["fatal"], Action(row["action"]),
+                                 Severity(row["severity"]), f"nvswitch-sxid-{code}", row["note"], row["source"],
+                                 row["checked"])
+    return out
+
+
+SXID_ENTRIES: dict[int, XidEntry] = _load_sxids()
 
 _RULES: list[Rule] = []
 
@@ -87,18 +126,28 @@ def _add(*rules: Rule) -> None:
 # Xid 154 carries the driver's own verdict ("GPU recovery action changed ... (Node Reboot Required)").
 _add(
     Rule("xid-154-none", "kernel-log",
-         r"NVRM: Xid \((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)\): 154,.*recovery action changed from .* to 0x0 \(None\)",
+         _XID.format(code=154) + r".*recovery action changed from .* to 0x0 \(None\)",
          "gpu-recovery-action-cleared", S.INFO, A.NONE, XID_CATALOG, "driver cleared its recovery action"),
     Rule("xid-154", "kernel-log",
-         r"NVRM: Xid \((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)\): 154,.*recovery action changed",
+         _XID.format(code=154) + r".*recovery action changed",
          "gpu-recovery-action-required", S.CRITICAL, A.REBOOT, XID_CATALOG,
          "driver asks for GPU reset / drain and reset / node reboot"),
 )
-for _code, (_fault, _sev, _act, _note) in XIDS.items():
-    _add(Rule(f"xid-{_code}", "kernel-log", _XID.format(code=_code), _fault, _sev, _act, XID_CATALOG, _note))
+# NVLink5 Xids (144-150, GB200/B200) carry the unit and its own Fatal/Nonfatal word after the code, e.g.
+# "NVRM: Xid (PCI:0018:01:00): 145, RLW_RXPIPE Nonfatal XC0 i0 Link 13 (0x0409a0c2 ...)" (recorded in
+# leptonai/gpud pull requests #1160 and #1174). A Nonfatal one was contained by the link: watched, no action.
+_add(Rule("xid-nvlink5-nonfatal", "kernel-log", _XID.format(code="(?P<code>14[4-9]|150)") + r" \w+ Nonfatal ",
+          "gpu-nvlink5-nonfatal", S.WARNING, A.NONE, XID_CATALOG + " (NVLink5 Xid, driver-printed Nonfatal)",
+          "contained by the link; the Fatal form of the same Xid takes the catalog's WORKFLOW_NVLINK5_ERR -> reboot"))
+for _code, _e in XID_ENTRIES.items():
+    if _code != 154:  # 154 carries the driver's own verdict: the two rules above read it
+        _add(Rule(f"xid-{_code}", "kernel-log", _XID.format(code=_code), _e.fault, _e.severity, _e.action,
+                  f"{XID_CATALOG}: {_e.mnemonic} = {_e.resolution} ({_e.source}, checked {_e.checked})", _e.note))
 _add(
     Rule("xid-unlisted", "kernel-log", _XID.format(code=r"(?P<code>\d+)"), "gpu-xid-unlisted", S.WARNING, A.NONE,
-         XID_CATALOG, "Xid not in this table: recorded as an Event and a metric, no node action"),
+         "openpod default for codes newer than the catalog",
+         "documented default: a code not in node_agent/catalog/xids.csv is recorded as an Event and a metric "
+         "(no node action) until the catalog is refreshed"),
     Rule("sxid-fatal", "kernel-log",
          r"nvidia-nvswitch\d+: SXid \(PCI:(?P<device>[0-9A-Fa-f:.]+)\): (?P<code>\d+), Fatal",
          "nvswitch-fatal", S.CRITICAL, A.REBOOT, SXID_CATALOG, "fatal NVSwitch error: fabric and GPUs need a reset"),
@@ -106,6 +155,16 @@ _add(
          r"nvidia-nvswitch\d+: SXid \(PCI:(?P<device>[0-9A-Fa-f:.]+)\): (?P<code>\d+), Non-fatal",
          "nvswitch-nonfatal", S.WARNING, A.NONE, SXID_CATALOG, "corrected by the fabric"),
 )
+
+# SXid lines (nvidia-nvswitch driver): "nvidia-nvswitchN: SXid (PCI:dddd:bb:dd.f): CODE, Fatal|Non-fatal, <text>",
+# then "CODE, Severity N Engine instance ..." and "CODE, Data {0x..., ...}" lines for the same event. Every line
+# but the Severity continuation is decoded by its code; a line on which the driver itself says "Non-fatal" is
+# the sxid-nonfatal rule (the switch recovered it).
+for _code, _e in SXID_ENTRIES.items():
+    _add(Rule(f"sxid-{_code}", "kernel-log",
+              rf"nvidia-nvswitch\d+: SXid \(PCI:(?P<device>[0-9A-Fa-f:.]+)\): {_code}, (?!Severity|Non-fatal)",
+              _e.fault, _e.severity, _e.action,
+              f"{SXID_CATALOG}: {_e.mnemonic} = {_e.resolution} ({_e.source}, checked {_e.checked})", _e.note))
 
 # ---------------------------------------------------------------- kernel log: Neuron
 for _kind, _fault in (("SRAM_UNCORRECTABLE_ERROR", "neuron-sram-uncorrectable"),
@@ -136,22 +195,63 @@ _add(
          "efa-command-failed", S.WARNING, A.NONE, EFA_DRIVER, "one admin command rejected (often resource limits)"),
 )
 
+# ---------------------------------------------------------------- kernel log: GPU lost without an Xid
+_add(
+    Rule("gpu-fallen-off-bus", "kernel-log",
+         r"NVRM: (?:GPU (?P<device>[0-9A-Fa-f:.]+): GPU has fallen off the bus"
+         r"|(?:The NVIDIA GPU (?P<xdev>[0-9A-Fa-f:.]+) .*)?fallen off the bus and is not responding to commands)",
+         "gpu-fell-off-bus", S.CRITICAL, A.REBOOT, "NVIDIA driver (open-gpu-kernel-modules nv_printf)",
+         "same fault as Xid 79 (RESTART_BM), printed even when no Xid is; repeated -> replacement"),
+)
+
 # ---------------------------------------------------------------- kernel log: host
+# PCIe AER (drivers/pci/pcie/aer.c and err.c), lockup watchdogs (kernel/watchdog.c), panic/oops/BUG
+# (kernel/panic.c, arch/x86/mm/fault.c), block layer errors (block/blk-core.c, fs/buffer.c).
+_AER_DEV = r"(?P<device>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f])"
+_add(
+    Rule("pcie-aer-fatal", "kernel-log",
+         _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=Uncorrected \(Fatal\)"
+         r"|(?:Multiple )?Uncorrected \(Fatal\) error (?:message )?received)",
+         "pcie-uncorrectable-fatal", S.CRITICAL, A.REBOOT, KERNEL + " PCIe AER",
+         "the link is reset by the kernel; the device behind it is not trusted until a reboot"),
+    Rule("pcie-aer-recovery-failed", "kernel-log", _AER_DEV + r": AER: device recovery failed",
+         "pcie-recovery-failed", S.CRITICAL, A.REBOOT, KERNEL + " PCIe AER", "the kernel could not recover the device"),
+    Rule("pcie-aer-nonfatal", "kernel-log",
+         _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=Uncorrected \(Non-Fatal\)"
+         r"|(?:Multiple )?Uncorrected \(Non-Fatal\) error (?:message )?received)",
+         "pcie-uncorrectable-nonfatal", S.WARNING, A.NONE, KERNEL + " PCIe AER",
+         "the driver recovers it; a failed recovery is pcie-aer-recovery-failed"),
+    Rule("hard-lockup", "kernel-log", r"Watchdog detected hard LOCKUP on cpu (?P<device>\d+)",
+         "cpu-hard-lockup", S.CRITICAL, A.REBOOT, KERNEL + " watchdog", "a CPU stopped taking interrupts"),
+    Rule("kernel-panic", "kernel-log", r"Kernel panic - not syncing: ", "kernel-panic", S.CRITICAL, A.REBOOT,
+         KERNEL, "read from the log after kdump/pstore or a netconsole"),
+    Rule("kernel-oops", "kernel-log",
+         r"\bOops: (?:Oops: )?\d+ \[#\d+\]|BUG: kernel NULL pointer dereference"
+         r"|BUG: unable to handle (?:kernel |page fault)|kernel BUG at \S+!",
+         "kernel-oops", S.CRITICAL, A.REBOOT, KERNEL, "kernel state is undefined after an oops"),
+    Rule("block-io-error", "kernel-log",
+         r"(?:I/O|critical medium|critical target) error, dev (?P<device>nvme\d+n\d+|xvd[a-z]+|sd[a-z]+),"
+         r"|Buffer I/O error on dev(?:ice)? (?P<xdev>nvme\d+n\d+(?:p\d+)?|xvd[a-z]+\d*),",
+         "block-io-error", S.CRITICAL, A.REBOOT, KERNEL + " block layer",
+         "root EBS volume or local NVMe failing I/O; repeated -> replacement"),
+)
 _add(
     Rule("fs-remount-ro", "kernel-log",
          r"(?:EXT4-fs \((?P<device>[\w/.-]+)\): Remounting filesystem read-only"
-         r"|XFS \((?P<xdev>[\w/.-]+)\): .*Shutting down filesystem)",
+         r"|XFS \((?P<xdev>[\w/.-]+)\): (?:.*Shutting down filesystem|Filesystem has been shut down due to))",
          "filesystem-read-only", S.CRITICAL, A.REBOOT, KERNEL, "filesystem error forced it read-only"),
     Rule("fs-error", "kernel-log", r"EXT4-fs error \(device (?P<device>[\w/.-]+)\)",
          "filesystem-error", S.WARNING, A.NONE, KERNEL, "a read-only remount, if it follows, is acted on"),
     Rule("soft-lockup", "kernel-log", r"watchdog: BUG: soft lockup - CPU#(?P<device>\d+) stuck for",
-         "cpu-soft-lockup", S.CRITICAL, A.REBOOT, KERNEL),
+         "cpu-soft-lockup", S.WARNING, A.NONE, KERNEL,
+         "one short soft lockup is often load; repeated ones are soft-lockup-repeated"),
     Rule("hung-task", "kernel-log", r"INFO: task \S+ blocked for more than \d+ seconds",
          "hung-task", S.WARNING, A.NONE, KERNEL),
     Rule("oom-kill", "kernel-log", r"Out of memory: Killed process \d+ \((?P<device>[^)]*)\)",
          "oom-kill", S.WARNING, A.NONE, KERNEL, "an application exceeded memory; kubelet handles it"),
     Rule("memory-uncorrectable", "kernel-log",
-         r"EDAC MC(?P<device>\d+): \d+ UE |mce: \[Hardware Error\]:.*[Uu]ncorrected",
+         r"EDAC MC(?P<device>\d+): \d+ UE |mce: \[Hardware Error\]:.*[Uu]ncorrected"
+         r"|Uncorrected hardware memory error in user-access",
          "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL, "uncorrectable host DRAM error"),
     Rule("nvme-timeout", "kernel-log", r"nvme (?P<device>nvme\d+): I/O \d+ QID \d+ timeout",
          "nvme-timeout", S.WARNING, A.NONE, KERNEL),
@@ -212,6 +312,10 @@ _add(
          S.WARNING, A.NONE, DEEP, "step skipped with a message; other steps still decide"),
     Rule("deep-check-error", "deep-check", "a deep check's output cannot be parsed or it timed out",
          "deep-check-error", S.CRITICAL, A.REPLACE, DEEP, "a node that cannot prove health is not trusted"),
+    Rule("soft-lockup-repeated", "kernel-log-repeat",
+         "soft-lockup on this node SOFT_LOCKUP_REPEAT times within SOFT_LOCKUP_WINDOW_S (node_agent.detector)",
+         "cpu-soft-lockup-repeated", S.CRITICAL, A.REBOOT, KERNEL + " watchdog",
+         "a CPU that keeps locking up is not load; a reboot clears a wedged driver, recurrence escalates"),
     # The agent itself.
     Rule("config-invalid", "agent", "a config section fails validation", "agent-config-invalid",
          S.WARNING, A.NONE, "openpod node agent", "that check is disabled with a message; the others run"),
@@ -223,16 +327,37 @@ RULES: dict[str, Rule] = {r.id: r for r in _RULES}
 assert len(RULES) == len(_RULES), "duplicate rule id"
 
 KERNEL_RULES: tuple[Rule, ...] = tuple(r for r in _RULES if r.probe == "kernel-log")
-_COMPILED: tuple[tuple[Rule, re.Pattern], ...] = tuple((r, re.compile(r.match)) for r in KERNEL_RULES)
+# Catalog Xid rows are dispatched by code (one regex, one dict lookup) instead of tried one by one.
+_XID_BY_CODE: dict[str, Rule] = {
+    r.id[4:]: r for r in KERNEL_RULES if r.id.startswith("xid-") and r.id[4:].isdigit() and r.id != "xid-154"}
+_XID_ANY = re.compile(_XID.format(code=r"(?P<code>\d+)"))
+_SXID_BY_CODE: dict[str, Rule] = {r.id[5:]: r for r in KERNEL_RULES if r.id.startswith("sxid-") and r.id[5:].isdigit()}
+_SXID_ANY = re.compile(r"nvidia-nvswitch\d+: SXid \(PCI:(?P<device>[0-9A-Fa-f:.]+)\): (?P<code>\d+), (?!Severity|Non-fatal)")
+_NVLINK5_NONFATAL = (RULES["xid-nvlink5-nonfatal"], re.compile(RULES["xid-nvlink5-nonfatal"].match))
+_BY_CODE = set(_XID_BY_CODE.values()) | set(_SXID_BY_CODE.values()) | {_NVLINK5_NONFATAL[0]}
+_COMPILED: tuple[tuple[Rule, re.Pattern], ...] = tuple(
+    (r, re.compile(r.match)) for r in KERNEL_RULES if r not in _BY_CODE)
 # Cheap substring gate: a line that contains none of these cannot match any kernel rule.
 _GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |EXT4-fs|XFS \(|soft lockup|blocked for more than"
-                   r"|Out of memory|EDAC MC|Hardware Error|nvme nvme")
+                   r"|Out of memory|EDAC MC|Hardware Error|nvme nvme|fallen off the bus|AER|PCIe Bus Error"
+                   r"|LOCKUP|Kernel panic|Oops|BUG|I/O error|error, dev |memory error")
 
 
 def match_kernel_line(line: str) -> Finding | None:
     """Classify one kernel log line: the first matching rule wins (None if no rule matches)."""
     if not _GATE.search(line):
         return None
+    if "NVRM: Xid" in line:
+        m = _NVLINK5_NONFATAL[1].search(line) if " Nonfatal " in line else None
+        if m:
+            return _NVLINK5_NONFATAL[0].finding(line, device=m.group("device"), code=m.group("code"))
+        m = _XID_ANY.search(line)
+        if m and m.group("code") in _XID_BY_CODE:  # 154 is not in it: its rules below read the driver's verdict
+            return _XID_BY_CODE[m.group("code")].finding(line, device=m.group("device"))
+    elif "SXid" in line:
+        m = _SXID_ANY.search(line)
+        if m and m.group("code") in _SXID_BY_CODE:
+            return _SXID_BY_CODE[m.group("code")].finding(line, device=m.group("device"))
     for rule, pattern in _COMPILED:
         m = pattern.search(line)
         if m:
@@ -257,6 +382,20 @@ def rules_markdown() -> str:
         "(`none` = Event and metric only; `reboot`; `replace` = Auto Scaling replaces the instance) "
         "and where the classification comes from. Kernel-log rows are tried top to bottom, first match wins. "
         "A node rebooted for the same fault within the escalation window is replaced instead.",
+        "",
+        "Xid rows (`xid-<code>`) come from `node_agent/catalog/xids.csv`, one row per code of NVIDIA's Xid catalog "
+        "as published in NVIDIA/NVSentinel's `xiderrorsmapping.csv`; each row's source column names the catalog's "
+        "mnemonic and resolution. Resolution -> action: RESTART_APP, IGNORE, WORKFLOW_XID_45, CHECK_UVM, "
+        "CHECK_MECHANICALS, UPDATE_SWFW -> none; RESET_GPU, RESTART_BM, RESTART_VM, WORKFLOW_XID_48, the NVLink "
+        "workflows and UNEXPECTED_ERR_REPORT_ISSUE -> reboot; Xid 64 (row-remap/retirement failure) -> replace. "
+        "A code newer than the catalog takes the documented default of `xid-unlisted`.",
+        "",
+        "SXid rows (`sxid-<code>`) come from `node_agent/catalog/sxids.csv` (NVSentinel's `sxiderrorsmapping.csv`), "
+        "decoded by code on every SXid line but the `Severity` continuation: IGNORE, CHECK_FM_CONFIG -> none; "
+        "RESET_FABRIC, RESET_GPU, WORKFLOW_NVLINK_POTENTIALY_FATAL_ERR, (UNEXPECTED_ERR_)REPORT_ISSUE -> reboot; "
+        "INVESTIGATE_LINK_SI, RUN_FIELDDIAG, CHECK_LINK_MECHANICAL_CONNECTIONS, CHECK_THERMALS -> replace. "
+        "A line on which the driver prints `Non-fatal` is `sxid-nonfatal`; an unknown code's `Fatal` line is "
+        "`sxid-fatal`.",
         "",
         "| rule | probe | match | fault | severity | action | source | note |",
         "|---|---|---|---|---|---|---|---|",

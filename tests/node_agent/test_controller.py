@@ -350,3 +350,92 @@ def test_new_nodes_refill_the_spare_pool(aws, moto_endpoint):
     assert all(L.HOT_SPARE not in c.get_node(f"node-{i}").labels for i in range(2))  # busy nodes never taken
     ctl.reconcile_once()
     assert sum(e.reason == "HotSpareReserved" for e in c.events) == 1
+
+
+def test_a_failing_replace_never_blocks_another_nodes_reboot(aws, moto_endpoint, recorder):
+    """Old code: the replace of node-0 (an instance Auto Scaling does not know) raised out of reconcile_once,
+    so node-1's reboot, next in the same group, never happened."""
+    make, _, asg = aws
+    _, ids = make(4)
+    c = cluster_for(["i-0000000000000dead"] + ids[1:])
+    mark(c, "node-0", fault(Action.REPLACE, "gpu-row-remap-failure"))
+    mark(c, "node-1", fault(Action.REBOOT))
+    clock = Clock()
+    ctl = controller(c, moto_endpoint, clock, budget_max_nodes=4, budget_max_percent=100)
+    ctl.reconcile_once()
+    clock.t += 1
+    ctl.reconcile_once()
+    assert ids[1] in recorder()
+    assert ctl.metrics.errors.labels("p5")._value.get() >= 1
+    assert any(e.reason == "RemediationError" for e in c.events if e.node == "node-0")
+
+
+def test_replace_class_goes_before_reboot_class_when_the_budget_is_tight(aws, moto_endpoint, recorder):
+    """Old code took the oldest fault first: with one slot, an older reboot held it while a broken node waited."""
+    make, _, asg = aws
+    _, ids = make(4)
+    c = cluster_for(ids)
+    clock = Clock()
+    mark(c, "node-0", fault(Action.REBOOT), now=clock.t - 60)  # the older fault
+    mark(c, "node-1", fault(Action.REPLACE, "gpu-row-remap-failure"), now=clock.t - 10)
+    ctl = controller(c, moto_endpoint, clock, budget_max_nodes=1, budget_max_percent=100)
+    ctl.reconcile_once()
+    assert REMEDIATION in c.get_node("node-1").annotations
+    assert REMEDIATION not in c.get_node("node-0").annotations
+
+
+def test_a_fault_recurring_during_the_post_reboot_check_escalates(aws, moto_endpoint, recorder):
+    """Old code: mark() dropped the recurrence (node already tainted for reboot) and the deep check passing
+    later returned the node to service with the fault unresolved."""
+    make, _, asg = aws
+    _, ids = make(4)
+    c, clock = cluster_for(ids), Clock()
+    ctl = controller(c, moto_endpoint, clock)
+    mark(c, "node-1", fault(Action.REBOOT), now=clock())
+    ctl.reconcile_once()
+    assert Remediation.of(c.get_node("node-1")).phase == "awaiting-health"
+    clock.t += 60
+    assert mark(c, "node-1", fault(Action.REBOOT), now=clock())  # Xid 79 again after the reboot
+    ctl.reconcile_once()
+    n = c.get_node("node-1")
+    assert Remediation.of(n).action == "replace" and n.labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REPLACEMENT
+    assert health(asg, ids)[ids[1]] == "UNHEALTHY" and recorder() == [ids[1]]
+
+
+def test_escalation_counts_faults_by_class(aws, moto_endpoint, recorder):
+    """Old code matched the exact fault name: an Xid 79 reboot followed by an Xid 95 on the same node rebooted again."""
+    make, _, asg = aws
+    _, ids = make(4)
+    c, clock = cluster_for(ids), Clock()
+    ctl = controller(c, moto_endpoint, clock)
+    mark(c, "node-2", fault(Action.REBOOT, "gpu-fell-off-bus"), now=clock())
+    ctl.reconcile_once()
+    clock.t += 300
+    mark_healthy(c, "node-2", "deep health check passed")
+    ctl.reconcile_once()
+    clock.t += 3600
+    mark(c, "node-2", fault(Action.REBOOT, "gpu-uncontained-ecc"), now=clock())
+    ctl.reconcile_once()
+    assert Remediation.of(c.get_node("node-2")).action == "replace"
+    assert recorder() == [ids[2]]
+
+
+def test_the_post_reboot_wait_follows_the_dcgm_level(aws, moto_endpoint, recorder):
+    """Old code waited a fixed 1800 s: a DCGM level 4 deep check (hours) had its node replaced mid-run."""
+    from node_agent.controller import await_health_seconds
+    from node_agent.deep_check import DCGM_LEVEL_SECONDS
+
+    assert DCGM_LEVEL_SECONDS[4] > 1800 and await_health_seconds(4) > await_health_seconds(2) + 3600
+    make, _, asg = aws
+    _, ids = make(2)
+    c, clock = cluster_for(ids), Clock()
+    ctl = controller(c, moto_endpoint, clock, dcgm_level=4)
+    mark(c, "node-0", fault(Action.REBOOT), now=clock())
+    ctl.reconcile_once()
+    clock.t += 2400  # level 4 still running
+    ctl.reconcile_once()
+    assert Remediation.of(c.get_node("node-0")).action == "reboot"
+    assert set(health(asg, ids).values()) == {"HEALTHY"}
+    clock.t += await_health_seconds(4)
+    ctl.reconcile_once()
+    assert Remediation.of(c.get_node("node-0")).action == "replace"

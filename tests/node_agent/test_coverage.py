@@ -8,9 +8,10 @@ from node_agent import efa, gpu, host, neuron
 from node_agent.config import load_agent_config
 from node_agent.detector import Detector
 from node_agent.kube import InMemoryCluster, Node
-from node_agent.rules import RULES, match_kernel_line, rule
+from node_agent.rules import RULES, SXID_ENTRIES, XID_ENTRIES, match_kernel_line, rule
 from tests.node_agent.conftest import FIXTURES, fixture_text, materialize_sysfs
 from tests.node_agent.test_deep_check import Replay
+from tests.node_agent.test_xid_catalog import xid_line
 
 P5, TRN2 = get("p5.48xlarge"), get("trn2.48xlarge")
 
@@ -55,8 +56,14 @@ def test_every_rule_is_exercised(tmp_path):
     seen |= {f.rule for f in Detector(c, "g", P5, gpu_source_factory=no_nvml).poll_gpu()}
     seen |= {f.rule for f in Detector(c, "t", TRN2, runner=Replay({})).poll_neuron()}
     seen |= {f.rule for f in Detector(c, "g", P5, gpu_source_factory=lambda: 1 / 0).poll_gpu()}
+    soft = match_kernel_line(fixture_text("kernel", "soft-lockup.log").splitlines()[0])
+    d = Detector(c, "g", P5)
+    seen |= {d._escalate_soft_lockup(soft, soft.evidence).rule for _ in range(3)}
     # Bad configuration.
     (tmp_path / "bad.yaml").write_text("gpu: {interval_seconds: 0}\n")
     _, problems = load_agent_config(tmp_path / "bad.yaml")
     seen |= {rule("config-invalid").finding(p).rule for p in problems}
+    # Catalog Xid rows: every code through the real matcher, in the driver's line format (see test_xid_catalog.py).
+    seen |= {match_kernel_line(xid_line(code)).rule for code in XID_ENTRIES if code != 154}
+    seen |= {match_kernel_line(f"nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): {c}, Fatal, x").rule for c in SXID_ENTRIES}
     assert set(RULES) - seen == set()

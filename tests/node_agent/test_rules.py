@@ -7,18 +7,24 @@ import re
 import pytest
 
 from node_agent.findings import Action
-from node_agent.rules import KERNEL_RULES, RULES, match_kernel_line, rules_markdown
+from node_agent.rules import KERNEL_RULES, RULES, SXID_ENTRIES, XID_ENTRIES, match_kernel_line, rules_markdown
 from tests.node_agent.conftest import FIXTURES
 
 KERNEL_FIXTURES = sorted((FIXTURES / "kernel").glob("*.log"))
 
 
 def findings_of(path):
-    return [f for f in (match_kernel_line(line) for line in path.read_text().splitlines()) if f]
+    lines = [line for line in path.read_text().splitlines() if not line.startswith("#")]  # "#": the format's source
+    return [f for f in (match_kernel_line(line) for line in lines) if f]
 
 
 def test_every_kernel_rule_has_a_fixture_and_no_stray_fixtures():
-    assert {p.stem for p in KERNEL_FIXTURES} == {r.id for r in KERNEL_RULES}
+    # Catalog Xid rows (one per code of NVIDIA's catalog) are covered line by line in test_xid_catalog.py;
+    # every other kernel rule has a recorded fixture here.
+    catalog = {f"xid-{c}" for c in XID_ENTRIES} | {f"sxid-{c}" for c in SXID_ENTRIES}
+    stems = {p.stem for p in KERNEL_FIXTURES}
+    assert stems <= {r.id for r in KERNEL_RULES}
+    assert {r.id for r in KERNEL_RULES if r.id not in catalog} <= stems
 
 
 @pytest.mark.parametrize("path", KERNEL_FIXTURES, ids=lambda p: p.stem)
@@ -67,8 +73,39 @@ def test_unrelated_lines_and_near_misses_do_not_match():
 
 def test_sxid_severity_decides():
     assert match_kernel_line(FIXTURES.joinpath("kernel", "sxid-nonfatal.log").read_text()).action is Action.NONE
-    fatal = findings_of(FIXTURES / "kernel" / "sxid-fatal.log")
-    assert [f.rule for f in fatal] == ["sxid-fatal"]  # the "Severity 5 Engine" continuation line is not a fault
+    fatal = findings_of(FIXTURES / "kernel" / "sxid-20034.log")
+    assert [f.rule for f in fatal] == ["sxid-20034"]  # the "Severity 5 Engine" continuation line is not a fault
+    assert [f.rule for f in findings_of(FIXTURES / "kernel" / "sxid-fatal.log")] == ["sxid-fatal"]  # unknown code
+
+
+def test_sxid_decoded_by_code_without_the_fatal_word():
+    """The driver prints "CODE, Data {...}" lines with no Fatal word; old rules only read the word and missed them."""
+    (f,) = findings_of(FIXTURES / "kernel" / "sxid-12028.log")
+    assert (f.rule, f.action, f.device) == ("sxid-12028", Action.REBOOT, "0000:84:00.0")
+    assert all(f.action is Action.NONE for f in findings_of(FIXTURES / "kernel" / "sxid-22013.log"))
+
+
+def test_every_catalog_sxid_maps_to_its_documented_action():
+    bucket = {"IGNORE": Action.NONE, "CHECK_FM_CONFIG": Action.NONE, "RESET_FABRIC": Action.REBOOT,
+              "RESET_GPU": Action.REBOOT, "WORKFLOW_NVLINK_POTENTIALY_FATAL_ERR": Action.REBOOT,
+              "UNEXPECTED_ERR_REPORT_ISSUE": Action.REBOOT, "REPORT_ISSUE": Action.REBOOT,
+              "INVESTIGATE_LINK_SI": Action.REPLACE, "RUN_FIELDDIAG": Action.REPLACE,
+              "CHECK_LINK_MECHANICAL_CONNECTIONS": Action.REPLACE, "CHECK_THERMALS": Action.REPLACE}
+    assert len(SXID_ENTRIES) == 398
+    md = rules_markdown()
+    for code, e in SXID_ENTRIES.items():
+        assert e.action is bucket[e.resolution], code
+        assert e.source.startswith("NVIDIA/NVSentinel@") and e.checked == "2026-11-23"
+        # The driver's forms (see sxid-12028.log / sxid-22013.log): Data, Fatal; Non-fatal is the switch's own verdict.
+        for tail in ("Data {0x00000000, 0x00000000}", "Fatal, Link 1 error"):
+            f = match_kernel_line(f"nvidia-nvswitch2: SXid (PCI:0000:c4:00.0): {code}, {tail}")
+            assert (f.rule, f.action, f.device) == (f"sxid-{code}", e.action, "0000:c4:00.0")
+        assert f"`sxid-{code}`" in md
+
+
+def test_nvlink5_xids_read_the_drivers_fatal_word():
+    assert {f.action for f in findings_of(FIXTURES / "kernel" / "xid-nvlink5-nonfatal.log")} == {Action.NONE}
+    assert {(f.rule, f.action) for f in findings_of(FIXTURES / "kernel" / "xid-149.log")} == {("xid-149", Action.REBOOT)}
 
 
 def test_table_is_complete_and_auditable():
