@@ -1,0 +1,36 @@
+from training.ft.heartbeat import Heartbeat, hang_bound, is_hung, read_beats, straggler_scores
+
+
+def test_heartbeat_round_trip_and_hang_bound(tmp_path):
+    a, b = Heartbeat(tmp_path, 0), Heartbeat(tmp_path, 1)
+    for step, t in enumerate([100.0, 101.0, 102.0]):
+        a.beat(step, now=t)
+        b.beat(step, now=t + (step * 3.0))  # rank 1 is slower
+    beats = read_beats(tmp_path)
+    assert [x.rank for x in beats] == [0, 1]
+    assert hang_bound(beats, floor_s=1.0, multiple=2.0) == 2.0 * 2.5
+    newest = max(x.time for x in beats)
+    assert not is_hung(beats, newest + 4.0, floor_s=1.0, multiple=2.0)
+    assert is_hung(beats, newest + 6.0, floor_s=1.0, multiple=2.0)
+    # the floor wins when steps are fast
+    assert not is_hung(beats, newest + 6.0, floor_s=60.0, multiple=2.0)
+    scores = straggler_scores(beats)
+    assert scores[1] > 1.0 > scores[0]
+
+
+def test_no_beats_is_not_a_hang(tmp_path):
+    assert not is_hung(read_beats(tmp_path), 1e12)
+
+
+def test_straggler_metric_exported(tmp_path):
+    from prometheus_client import CollectorRegistry
+
+    from training.ft.heartbeat import export_straggler_metrics
+
+    a, b = Heartbeat(tmp_path, 0), Heartbeat(tmp_path, 1)
+    for step, t in enumerate([0.0, 1.0]):
+        a.beat(step, now=t)
+        b.beat(step, now=3.0 * t)
+    reg = CollectorRegistry()
+    export_straggler_metrics(tmp_path, reg)
+    assert reg.get_sample_value("openpod_train_straggler_score", {"rank": "1"}) == 1.5

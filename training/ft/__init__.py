@@ -1,0 +1,1 @@
+"""Fault tolerance helpers (issue 13): step heartbeats and hang detection."""

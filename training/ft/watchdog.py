@@ -1,0 +1,55 @@
+"""Hang watchdog for the per-node launcher, plus the worker-side stack-dump hook.
+
+Workers call :func:`install_stack_dump` once; the watchdog, on a hang, sends
+SIGUSR1 to each worker (faulthandler writes every thread's Python stack to
+``<dir>/stacks-rank-<r>.txt``), waits briefly, then SIGKILLs the workers so the
+launcher's existing restart path runs.
+"""
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import time
+from pathlib import Path
+
+from training.ft.heartbeat import hang_bound, is_hung, read_beats
+
+_STACK_FILES: list = []  # keep file objects alive for faulthandler
+
+
+def install_stack_dump(directory: str | os.PathLike, rank: int) -> Path:
+    path = Path(directory) / f"stacks-rank-{rank}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a")  # noqa: SIM115 - must outlive this call
+    _STACK_FILES.append(f)
+    faulthandler.register(signal.SIGUSR1, file=f, all_threads=True)
+    return path
+
+
+class Watchdog:
+    def __init__(self, directory: str | os.PathLike, floor_s: float = 60.0, multiple: float = 10.0,
+                 dump_wait_s: float = 1.0) -> None:
+        self.dir = Path(directory)
+        self.floor_s, self.multiple, self.dump_wait_s = floor_s, multiple, dump_wait_s
+
+    def bound(self) -> float:
+        return hang_bound(read_beats(self.dir), self.floor_s, self.multiple)
+
+    def check(self, pids: list[int], now: float | None = None) -> bool:
+        """Return True (after dumping stacks and killing ``pids``) when the job is hung."""
+        now = time.time() if now is None else now
+        if not is_hung(read_beats(self.dir), now, self.floor_s, self.multiple):
+            return False
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
+        time.sleep(self.dump_wait_s)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return True
