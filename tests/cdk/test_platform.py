@@ -79,13 +79,15 @@ def test_lustre_security_group_opens_988_and_1018_to_1023_to_cluster_nodes(defau
 
 
 @pytest.mark.parametrize("example", ["default", "large"])
-def test_every_launch_template_requires_imdsv2_and_encrypts_every_volume(synthesized, example):
+def test_every_launch_template_requires_imdsv2_hop_limit_1_and_encrypts_every_volume(synthesized, example):
+    # Hop limit 1: a pod's packets to IMDS cross one more hop (the pod's veth) and are
+    # dropped, so no pod can take the node role's credentials; hostNetwork agents still reach it.
     lts = synthesized[example].resources("AWS::EC2::LaunchTemplate")
     assert lts
     for lt in lts.values():
         data = lt["Properties"]["LaunchTemplateData"]
         assert data["MetadataOptions"]["HttpTokens"] == "required"
-        assert data["MetadataOptions"]["HttpPutResponseHopLimit"] in (1, 2)
+        assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
         assert data["BlockDeviceMappings"]
         for bdm in data["BlockDeviceMappings"]:
             assert bdm["Ebs"]["Encrypted"] is True
