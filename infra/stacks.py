@@ -104,8 +104,9 @@ class PlatformStack(cdk.Stack):
             self, "NodeRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description="openpod EKS nodes",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in (
-                "AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonEKS_CNI_Policy",
-                "AmazonSSMManagedInstanceCore")],
+                # What the kubelet needs, nothing more: the VPC CNI has its own Pod Identity role
+                # (PlatformCluster.cni_role); node debugging goes through `kubectl debug node/...`.
+                "AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly")],
         )
         self.instance_groups: dict[str, InstanceGroup] = {}
         for g in spec.instance_groups:

@@ -479,3 +479,41 @@ def test_efa_groups_preallocate_the_hugepages_jobs_request_and_other_groups_none
     pages = f"vm.nr_hugepages = {jobset.DEFAULT_HUGEPAGES_MI // labels.HUGEPAGE_SIZE_MI}"
     for g in synth.stack.spec.instance_groups:
         assert (pages in _user_data(synth.launch_template(g.name))) is g.type.efa_supported, g.name
+
+
+# ------------------------------------------------------------ node credentials
+
+
+def _managed_policy_names(role: dict) -> list[str]:
+    names = []
+    for arn in role["Properties"].get("ManagedPolicyArns", []):
+        parts = arn["Fn::Join"][1]
+        names.append(parts[-1].split("policy/")[-1])
+    return sorted(names)
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_node_role_keeps_only_what_the_kubelet_needs(synthesized, example):
+    s = synthesized[example]
+    node_role = s.template["Resources"][s.stack.get_logical_id(s.stack.node_role.node.default_child)]
+    assert _managed_policy_names(node_role) == ["AmazonEC2ContainerRegistryPullOnly", "AmazonEKSWorkerNodePolicy"]
+    assert not [p for p in s.resources("AWS::IAM::Policy").values()
+                if {"Ref": s.stack.get_logical_id(s.stack.node_role.node.default_child)} in p["Properties"]["Roles"]]
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_vpc_cni_runs_as_its_own_pod_identity_role(synthesized, example):
+    s = synthesized[example]
+    (cni,) = [a for a in s.resources("AWS::EKS::Addon").values() if a["Properties"]["AddonName"] == "vpc-cni"]
+    (assoc,) = cni["Properties"]["PodIdentityAssociations"]
+    assert assoc["ServiceAccount"] == "aws-node"
+    role_id = assoc["RoleArn"]["Fn::GetAtt"][0]
+    role = s.template["Resources"][role_id]
+    assert _managed_policy_names(role) == ["AmazonEKS_CNI_Policy"]
+    (stmt,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert stmt["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    cond = stmt["Condition"]
+    assert "aws:SourceAccount" in cond["StringEquals"]
+    assert "aws:SourceArn" in cond["ArnEquals"]
+    assert cond["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == "kube-system"
+    assert cond["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "aws-node"
