@@ -18,6 +18,7 @@ from constructs import Construct
 
 from infra.spec import ClusterSpec
 from node_agent import deploy
+from platform_constructs.pod_identity import pod_identity_principal
 
 CLUSTER_TAG = "eks:cluster-name"
 
@@ -49,7 +50,9 @@ class NodeHealthAgent(Construct):
         # unpinned eks-pod-identity-agent add-on next to the one the cluster spec pins.
         self.role = iam.Role(
             self, "ControllerRole",
-            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+            # Only the controller's own service account on this cluster may assume it.
+            assumed_by=pod_identity_principal(cluster, namespace=deploy.NAMESPACE,
+                                              service_account=deploy.CONTROLLER),
             description="openpod remediation controller: reboot / replace this cluster's nodes")
         self._grant_remediation(cluster)
         self.pod_identity = eks.CfnPodIdentityAssociation(

@@ -517,3 +517,18 @@ def test_vpc_cni_runs_as_its_own_pod_identity_role(synthesized, example):
     assert "aws:SourceArn" in cond["ArnEquals"]
     assert cond["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == "kube-system"
     assert cond["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "aws-node"
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_every_pod_identity_role_trusts_only_this_cluster(synthesized, example):
+    s = synthesized[example]
+    cluster_arn = {"Fn::GetAtt": [s.stack.get_logical_id(s.stack.cluster.node.default_child), "Arn"]}
+    trusting = [r for r in s.resources("AWS::IAM::Role").values()
+                if "pods.eks.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])]
+    assert len(trusting) >= 3  # VPC CNI, training, remediation controller
+    for role in trusting:
+        for stmt in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]:
+            cond = stmt["Condition"]
+            assert cond["ArnEquals"]["aws:SourceArn"] == cluster_arn
+            assert "aws:SourceAccount" in cond["StringEquals"]
+            assert "aws:RequestTag/kubernetes-service-account" in cond["StringEquals"]
