@@ -196,6 +196,12 @@ class FsxSpec(_Model):
     data_repository_path: str = Field("/datasets", pattern=r"^/[A-Za-z0-9/_-]+$",
                                       description="FSx path linked to the datasets bucket")
     availability_zone: str | None = Field(None, description="defaults to the first spec AZ")
+    automatic_backup_retention_days: int = Field(
+        7, ge=0, le=90, description="days FSx keeps its daily automatic backups; 0 turns them off "
+                                    "(range: FSx API LustreFileSystemConfiguration)")
+    export_deletions: bool = Field(
+        False, description="export deletions on the data repository path to the datasets bucket; off so "
+                           "that deleting files on FSx never deletes dataset objects in S3")
 
     @field_validator("storage_capacity_gib")
     @classmethod
@@ -223,12 +229,13 @@ class BucketSpec(_Model):
 
 
 class BucketsSpec(_Model):
-    datasets: BucketSpec = BucketSpec()
+    datasets: BucketSpec = BucketSpec(versioned=True, noncurrent_expire_days=30)
     checkpoints: BucketSpec = BucketSpec(
         versioned=True, transition_to_infrequent_access_days=30, transition_to_glacier_ir_days=90,
         noncurrent_expire_days=30,
     )
-    logs: BucketSpec = BucketSpec(transition_to_infrequent_access_days=30, expire_days=365)
+    logs: BucketSpec = BucketSpec(versioned=True, transition_to_infrequent_access_days=30, expire_days=365,
+                                  noncurrent_expire_days=30)
     abort_incomplete_multipart_days: int = Field(7, ge=1)
 
 

@@ -147,6 +147,8 @@ class PlatformStack(cdk.Stack):
             storage_capacity_gib=fsx.storage_capacity_gib, throughput_per_tib=fsx.throughput_per_tib,
             compression=fsx.compression, metadata_iops=fsx.metadata_iops,
             data_repository_path=fsx.data_repository_path, mount_path=fsx.mount_path,
+            automatic_backup_retention_days=fsx.automatic_backup_retention_days,
+            export_deletions=fsx.export_deletions,
         )
         # One static PersistentVolume per team, reserved for the team's `fsx-lustre` claim; the claims
         # themselves are governance objects (`openpod manifests` writes them too).

@@ -246,7 +246,16 @@ def test_data_repository_association_imports_and_exports_the_datasets_bucket(def
     assert {"Ref": datasets} in p["DataRepositoryPath"]["Fn::Join"][1]
     assert p["BatchImportMetaDataOnCreate"] is True
     assert p["S3"]["AutoImportPolicy"]["Events"] == ["NEW", "CHANGED", "DELETED"]
-    assert p["S3"]["AutoExportPolicy"]["Events"] == ["NEW", "CHANGED", "DELETED"]
+    # Deletions on FSx are not exported: `rm -rf /fsx/datasets` in a pod must not erase the S3 copy.
+    assert p["S3"]["AutoExportPolicy"]["Events"] == ["NEW", "CHANGED"]
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_fsx_automatic_backups_are_on(synthesized, example):
+    (fs,) = synthesized[example].resources("AWS::FSx::FileSystem").values()
+    lustre = fs["Properties"]["LustreConfiguration"]
+    assert lustre["AutomaticBackupRetentionDays"] == 7
+    assert lustre["CopyTagsToBackups"] is True
 
 
 def applied(synth) -> list[tuple[str, dict, list]]:
@@ -296,8 +305,8 @@ def test_every_team_claim_binds_to_its_own_static_volume_of_the_file_system(synt
 
 def test_buckets_are_kms_encrypted_private_versioned_and_expire_multipart_uploads(default):
     stack = default.stack
-    for bucket, versioned in ((stack.buckets.datasets, False), (stack.buckets.checkpoints, True),
-                              (stack.buckets.logs, False)):
+    for bucket, versioned in ((stack.buckets.datasets, True), (stack.buckets.checkpoints, True),
+                              (stack.buckets.logs, True)):
         p = default.template["Resources"][stack.get_logical_id(bucket.node.default_child)]["Properties"]
         sse = p["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
         assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
