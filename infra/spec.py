@@ -273,6 +273,9 @@ class AccessEntry(_Model):
 class EksSpec(_Model):
     version: Literal["1.32", "1.33", "1.34"] = "1.34"
     endpoint_public: bool = Field(False, description="private endpoint only unless set")
+    endpoint_public_cidrs: list[str] = Field(
+        [], validate_default=True,
+        description="IPv4 CIDRs allowed to reach the public endpoint; required with endpoint_public")
     access_entries: list[AccessEntry] = []
     addons: dict[str, str] = {}
     charts: dict[str, str] = {}
@@ -285,6 +288,23 @@ class EksSpec(_Model):
         unknown = sorted(set(v) - set(known))
         if unknown:
             raise ValueError(f"unknown {what} {', '.join(unknown)}; allowed: {', '.join(known)}")
+        return v
+
+    @field_validator("endpoint_public_cidrs")
+    @classmethod
+    def _public_cidrs(cls, v: list[str], info) -> list[str]:
+        public = info.data.get("endpoint_public", False)
+        if public and not v:
+            raise ValueError("a public endpoint needs the CIDRs allowed to reach it; allowed: IPv4 CIDRs such as "
+                             "203.0.113.0/24 (0.0.0.0/0 only when listed explicitly)")
+        if v and not public:
+            raise ValueError("set only with endpoint_public: true (the endpoint is private otherwise)")
+        for cidr in v:
+            try:
+                ipaddress.IPv4Network(cidr)
+            except ValueError:
+                raise ValueError(f"{cidr} is not an IPv4 network; allowed: CIDRs like 203.0.113.0/24 "
+                                 "with no host bits set") from None
         return v
 
     @property

@@ -92,6 +92,7 @@ class PlatformStack(cdk.Stack):
             log_key=self.log_key,
             log_retention=retention(spec.eks.log_retention_days),
             endpoint_public=spec.eks.endpoint_public,
+            endpoint_public_cidrs=spec.eks.endpoint_public_cidrs,
             access_entries=spec.eks.access_entries,
             kubernetes_groups=queues.team_members(spec),  # team users -> openpod:team:<team>
             addon_versions=spec.eks.addon_versions,

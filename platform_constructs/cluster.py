@@ -62,10 +62,14 @@ class PlatformCluster(Construct):
         log_key: kms.IKey | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS,
         endpoint_public: bool = False,
+        endpoint_public_cidrs: Sequence[str] = (),
         access_entries: Sequence[AccessEntry] = (),
         kubernetes_groups: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         super().__init__(scope, id)
+        if endpoint_public and not endpoint_public_cidrs:
+            raise ValueError("PlatformCluster: endpoint_public needs endpoint_public_cidrs (the CIDRs allowed "
+                             "to reach the public endpoint; 0.0.0.0/0 only when given explicitly)")
         missing = [a for a in REQUIRED_ADDONS if a not in addon_versions]
         if missing:
             raise ValueError(f"PlatformCluster: addon_versions lacks a pinned version for {', '.join(missing)}")
@@ -97,7 +101,8 @@ class PlatformCluster(Construct):
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
             bootstrap_self_managed_addons=False,
-            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE if endpoint_public else eks.EndpointAccess.PRIVATE,
+            endpoint_access=(eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*endpoint_public_cidrs)
+                             if endpoint_public else eks.EndpointAccess.PRIVATE),
             cluster_logging=[
                 eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT, eks.ClusterLoggingTypes.AUTHENTICATOR,
                 eks.ClusterLoggingTypes.CONTROLLER_MANAGER, eks.ClusterLoggingTypes.SCHEDULER,

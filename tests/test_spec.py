@@ -194,3 +194,15 @@ def test_spec_reference_doc_is_generated_from_the_models():
     for field in ("storage_capacity_gib", "reservation_id", "hot_spares", "addons", "access_entries"):
         assert f"`{field}`" in text
     assert (ROOT / "docs" / "spec.md").read_text() == text, "docs/spec.md is stale: run `python -m infra docs`"
+
+
+def test_public_endpoint_needs_explicit_cidrs_and_cidrs_need_a_public_endpoint():
+    lines = problems(spec_with(eks={"endpoint_public": True}))
+    assert lines == ["eks.endpoint_public_cidrs: a public endpoint needs the CIDRs allowed to reach it; "
+                     "allowed: IPv4 CIDRs such as 203.0.113.0/24 (0.0.0.0/0 only when listed explicitly)"]
+    lines = problems(spec_with(eks={"endpoint_public_cidrs": ["203.0.113.0/24"]}))
+    assert lines[0].startswith("eks.endpoint_public_cidrs: set only with endpoint_public: true")
+    lines = problems(spec_with(eks={"endpoint_public": True, "endpoint_public_cidrs": ["203.0.113.7/24"]}))
+    assert lines[0].startswith("eks.endpoint_public_cidrs: 203.0.113.7/24 is not an IPv4 network")
+    ok = parse_spec(spec_with(eks={"endpoint_public": True, "endpoint_public_cidrs": ["203.0.113.0/24"]}), "ok.yaml")
+    assert ok.eks.endpoint_public_cidrs == ["203.0.113.0/24"]

@@ -541,3 +541,11 @@ def test_every_pod_identity_role_trusts_only_this_cluster(synthesized, example):
             assert cond["ArnEquals"]["aws:SourceArn"] == cluster_arn
             assert "aws:SourceAccount" in cond["StringEquals"]
             assert "aws:RequestTag/kubernetes-service-account" in cond["StringEquals"]
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_eks_endpoint_is_private_by_default(synthesized, example):
+    (c,) = synthesized[example].resources("AWS::EKS::Cluster").values()
+    vpc = c["Properties"]["ResourcesVpcConfig"]
+    assert vpc["EndpointPublicAccess"] is False and vpc["EndpointPrivateAccess"] is True
+    assert "PublicAccessCidrs" not in vpc
