@@ -62,9 +62,24 @@ def _recv_header(sock: socket.socket) -> dict:
     return json.loads(_recv_exact(sock, n))
 
 
+def check_file_name(name: object) -> str:
+    """``name`` if it is one plain file name: no separators, no ``.``/``..``, no NUL; else ValueError.
+
+    Peers choose the names of the files they send; a name is joined to the snapshot
+    directory only after this check, so no peer can write outside it.
+    """
+    if (not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name
+            or "\x00" in name or len(name) > 255):
+        raise ValueError(f"bad snapshot file name {name!r}: allowed are plain names without separators or '..'")
+    return name
+
+
 def _recv_snapshot(sock: socket.socket, header: dict, tier: DirTier) -> Marker:
     """Stream the files into ``tier``, checking each sha256 on the fly; commit only if all match."""
     marker = Marker.from_json(header["marker"])
+    names = [check_file_name(n) for n in header["names"]]
+    if sorted(names) != sorted(check_file_name(n) for n in marker.files) or len(names) != len(header["sizes"]):
+        raise ValueError("snapshot header: names and sizes must list exactly the marker's files")
     d = tier.prepare(marker.step, marker.rank)
     buf = bytearray(_BUF)
     for name, size in zip(header["names"], header["sizes"]):
@@ -111,7 +126,11 @@ class PeerServer:
         header = _recv_header(sock)
         op = header["op"]
         if op == "put":
-            marker = _recv_snapshot(sock, header, self.held)
+            try:
+                marker = _recv_snapshot(sock, header, self.held)
+            except (ValueError, TypeError, KeyError) as e:
+                _send(sock, {"error": f"refused: {e}"})
+                return
             self.held.retain(marker.rank)
             _send(sock, {"ok": True})
         elif op == "list":
