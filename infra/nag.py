@@ -41,13 +41,17 @@ def acknowledge(stack: cdk.Stack) -> None:
     node_policies = {
         "AmazonEKSWorkerNodePolicy": "lets kubelet describe the instance and register with the cluster",
         "AmazonEC2ContainerRegistryPullOnly": "pull-only ECR access for system and training images",
-        "AmazonEKS_CNI_Policy": "the VPC CNI attaches ENIs and IPs for pods on the node",
-        "AmazonSSMManagedInstanceCore": "SSM Session Manager replaces SSH for node debugging (no key pairs, "
-                                        "no open port)",
     }
     for name, why in node_policies.items():
         _ack(stack.node_role, f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]",
-             f"EKS node role: {why}. These are the AWS-maintained policies EKS documents for node roles.")
+             f"EKS node role: {why}. These are the AWS-maintained policies EKS documents for node roles. "
+             "Safe because no pod can use them: the launch templates set the IMDS hop limit to 1, so only "
+             "host processes (kubelet, hostNetwork agents) reach the node's credentials.")
+    _ack(stack.platform_cluster.cni_role,
+         "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKS_CNI_Policy]",
+         "The VPC CNI attaches ENIs and assigns pod IPs with the AWS-maintained policy EKS documents for it. "
+         "Safe because only kube-system/aws-node of this cluster can assume the role (Pod Identity trust "
+         "conditioned on account, cluster ARN, namespace and service account).")
 
     provider = cluster.node.try_find_child("KubectlProvider")
     if provider is not None:

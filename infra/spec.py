@@ -206,6 +206,12 @@ class FsxSpec(_Model):
     data_repository_path: str = Field("/datasets", pattern=r"^/[A-Za-z0-9/_-]+$",
                                       description="FSx path linked to the datasets bucket")
     availability_zone: str | None = Field(None, description="defaults to the first spec AZ")
+    automatic_backup_retention_days: int = Field(
+        7, ge=0, le=90, description="days FSx keeps its daily automatic backups; 0 turns them off "
+                                    "(range: FSx API LustreFileSystemConfiguration)")
+    export_deletions: bool = Field(
+        False, description="export deletions on the data repository path to the datasets bucket; off so "
+                           "that deleting files on FSx never deletes dataset objects in S3")
 
     @field_validator("storage_capacity_gib")
     @classmethod
@@ -233,12 +239,13 @@ class BucketSpec(_Model):
 
 
 class BucketsSpec(_Model):
-    datasets: BucketSpec = BucketSpec()
+    datasets: BucketSpec = BucketSpec(versioned=True, noncurrent_expire_days=30)
     checkpoints: BucketSpec = BucketSpec(
         versioned=True, transition_to_infrequent_access_days=30, transition_to_glacier_ir_days=90,
         noncurrent_expire_days=30,
     )
-    logs: BucketSpec = BucketSpec(transition_to_infrequent_access_days=30, expire_days=365)
+    logs: BucketSpec = BucketSpec(versioned=True, transition_to_infrequent_access_days=30, expire_days=365,
+                                  noncurrent_expire_days=30)
     abort_incomplete_multipart_days: int = Field(7, ge=1)
 
 
@@ -284,6 +291,9 @@ class AccessEntry(_Model):
 class EksSpec(_Model):
     version: Literal["1.32", "1.33", "1.34"] = "1.34"
     endpoint_public: bool = Field(False, description="private endpoint only unless set")
+    endpoint_public_cidrs: list[str] = Field(
+        [], validate_default=True,
+        description="IPv4 CIDRs allowed to reach the public endpoint; required with endpoint_public")
     access_entries: list[AccessEntry] = []
     addons: dict[str, str] = {}
     charts: dict[str, str] = {}
@@ -307,6 +317,21 @@ class EksSpec(_Model):
             raise ValueError(f"kube-proxy {pinned} does not match eks.version {version}; kube-proxy runs the "
                              f"cluster's minor version (e.g. {KUBE_PROXY_ADDON.get(version, 'v' + version + '.x')}), "
                              "or leave it unset to follow eks.version")
+    @field_validator("endpoint_public_cidrs")
+    @classmethod
+    def _public_cidrs(cls, v: list[str], info) -> list[str]:
+        public = info.data.get("endpoint_public", False)
+        if public and not v:
+            raise ValueError("a public endpoint needs the CIDRs allowed to reach it; allowed: IPv4 CIDRs such as "
+                             "203.0.113.0/24 (0.0.0.0/0 only when listed explicitly)")
+        if v and not public:
+            raise ValueError("set only with endpoint_public: true (the endpoint is private otherwise)")
+        for cidr in v:
+            try:
+                ipaddress.IPv4Network(cidr)
+            except ValueError:
+                raise ValueError(f"{cidr} is not an IPv4 network; allowed: CIDRs like 203.0.113.0/24 "
+                                 "with no host bits set") from None
         return v
 
     @property

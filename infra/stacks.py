@@ -92,6 +92,7 @@ class PlatformStack(cdk.Stack):
             log_key=self.log_key,
             log_retention=retention(spec.eks.log_retention_days),
             endpoint_public=spec.eks.endpoint_public,
+            endpoint_public_cidrs=spec.eks.endpoint_public_cidrs,
             access_entries=spec.eks.access_entries,
             kubernetes_groups=queues.team_members(spec),  # team users -> openpod:team:<team>
             addon_versions=spec.eks.addon_versions,
@@ -104,8 +105,9 @@ class PlatformStack(cdk.Stack):
             self, "NodeRole", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description="openpod EKS nodes",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in (
-                "AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly", "AmazonEKS_CNI_Policy",
-                "AmazonSSMManagedInstanceCore")],
+                # What the kubelet needs, nothing more: the VPC CNI has its own Pod Identity role
+                # (PlatformCluster.cni_role); node debugging goes through `kubectl debug node/...`.
+                "AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly")],
         )
         self.instance_groups: dict[str, InstanceGroup] = {}
         for g in spec.instance_groups:
@@ -156,6 +158,8 @@ class PlatformStack(cdk.Stack):
             storage_capacity_gib=fsx.storage_capacity_gib, throughput_per_tib=fsx.throughput_per_tib,
             compression=fsx.compression, metadata_iops=fsx.metadata_iops,
             data_repository_path=fsx.data_repository_path, mount_path=fsx.mount_path,
+            automatic_backup_retention_days=fsx.automatic_backup_retention_days,
+            export_deletions=fsx.export_deletions,
         )
         # One static PersistentVolume per team, reserved for the team's `fsx-lustre` claim; the claims
         # themselves are governance objects (`openpod manifests` writes them too).

@@ -8,12 +8,14 @@ from typing import Mapping, Sequence
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct
 
 from infra.spec import AccessEntry
+from platform_constructs.pod_identity import pod_identity_principal
 
 ACCESS_POLICIES: dict[str, str] = {
     "cluster-admin": "AmazonEKSClusterAdminPolicy",
@@ -60,10 +62,14 @@ class PlatformCluster(Construct):
         log_key: kms.IKey | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS,
         endpoint_public: bool = False,
+        endpoint_public_cidrs: Sequence[str] = (),
         access_entries: Sequence[AccessEntry] = (),
         kubernetes_groups: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         super().__init__(scope, id)
+        if endpoint_public and not endpoint_public_cidrs:
+            raise ValueError("PlatformCluster: endpoint_public needs endpoint_public_cidrs (the CIDRs allowed "
+                             "to reach the public endpoint; 0.0.0.0/0 only when given explicitly)")
         missing = [a for a in REQUIRED_ADDONS if a not in addon_versions]
         if missing:
             raise ValueError(f"PlatformCluster: addon_versions lacks a pinned version for {', '.join(missing)}")
@@ -95,7 +101,8 @@ class PlatformCluster(Construct):
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             default_capacity=0,
             bootstrap_self_managed_addons=False,
-            endpoint_access=eks.EndpointAccess.PUBLIC_AND_PRIVATE if endpoint_public else eks.EndpointAccess.PRIVATE,
+            endpoint_access=(eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*endpoint_public_cidrs)
+                             if endpoint_public else eks.EndpointAccess.PRIVATE),
             cluster_logging=[
                 eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT, eks.ClusterLoggingTypes.AUTHENTICATOR,
                 eks.ClusterLoggingTypes.CONTROLLER_MANAGER, eks.ClusterLoggingTypes.SCHEDULER,
@@ -146,6 +153,21 @@ class PlatformCluster(Construct):
                 addon = eks.Addon(self, _addon_id(name), cluster=self.cluster, addon_name=name,
                                   addon_version=addon_versions[name], preserve_on_delete=False)
             self.addons[name] = addon
+
+        # The VPC CNI (service account kube-system/aws-node) gets its own Pod Identity role, so the
+        # node role - which any process on a node can use - keeps no ENI/IP permissions.
+        # Source: https://docs.aws.amazon.com/eks/latest/userguide/cni-iam-role.html ("We recommend
+        # that you assign it to a separate role"; the add-on supports EKS Pod Identity), checked 2026-11-23.
+        self.cni_role = iam.Role(
+            self, "VpcCniRole", description="openpod VPC CNI (kube-system/aws-node, EKS Pod Identity)",
+            assumed_by=pod_identity_principal(self.cluster, namespace="kube-system", service_account="aws-node"),
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonEKS_CNI_Policy")],
+        )
+        cni = self.addons["vpc-cni"].node.default_child
+        cni.pod_identity_associations = [eks.CfnAddon.PodIdentityAssociationProperty(
+            role_arn=self.cni_role.role_arn, service_account="aws-node")]
+        # The association needs the Pod Identity agent to hand out credentials.
+        self.addons["vpc-cni"].node.add_dependency(self.addons["eks-pod-identity-agent"])
 
     @property
     def network_addons(self) -> list[eks.IAddon]:

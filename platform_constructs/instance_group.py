@@ -220,8 +220,10 @@ class InstanceGroup(Construct):
       local_nvme_raid0: assemble instance-store NVMe as RAID0 on ``LOCAL_NVME_MOUNT``.
       hugepages_mib: MiB of 2 MiB hugepages preallocated at boot (default: ``openpod_core.labels.EFA_HUGEPAGES_MI``
         on EFA types, what training pods request there; 0 elsewhere).
-      imds_hop_limit: 1 keeps containers off IMDS; 2 (default, as EKS's own template) lets
-        host-network-less pods that still need instance metadata reach it.
+      imds_hop_limit: 1 (default) keeps pods off IMDS and so off the node role's credentials
+        (hostNetwork agents such as the Pod Identity agent and the node agent's detector still
+        reach it); 2, as EKS's own template, lets every pod take the node role: only for a
+        group that runs no team pods and needs it.
       kubernetes_version: the nodes' Kubernetes version (the cluster's); unset keeps the creation version.
       max_unavailable: nodes an update (e.g. an upgrade) replaces at a time, 1..100. Accelerated groups are
         never force-updated: an eviction a PodDisruptionBudget forbids fails the update instead.
@@ -251,7 +253,7 @@ class InstanceGroup(Construct):
         volumes: Sequence[Volume] = (),
         local_nvme_raid0: bool = True,
         hugepages_mib: int | None = None,
-        imds_hop_limit: int = 2,
+        imds_hop_limit: int = 1,
         kubernetes_version: str | None = None,
         max_unavailable: int = 1,
     ) -> None:

@@ -43,6 +43,8 @@ class LustreStorage(Construct):
         metadata_iops: int | None = None,
         data_repository_path: str = "/datasets",
         mount_path: str = "/fsx",
+        automatic_backup_retention_days: int = 7,
+        export_deletions: bool = False,
         removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
     ) -> None:
         super().__init__(scope, id)
@@ -53,6 +55,9 @@ class LustreStorage(Construct):
             raise ValueError(f"LustreStorage: throughput_per_tib must be one of {THROUGHPUTS}, got {throughput_per_tib}")
         if compression not in ("LZ4", "NONE"):
             raise ValueError(f"LustreStorage: compression must be LZ4 or NONE, got {compression!r}")
+        if not 0 <= automatic_backup_retention_days <= 90:
+            raise ValueError(f"LustreStorage: automatic_backup_retention_days must be 0-90, "
+                             f"got {automatic_backup_retention_days}")
         self.mount_path = mount_path
         self.storage_capacity_gib = storage_capacity_gib
         self._pvs: dict[str, eks.KubernetesManifest] = {}
@@ -74,7 +79,8 @@ class LustreStorage(Construct):
                 per_unit_storage_throughput=throughput_per_tib,
                 data_compression_type=compression,
                 metadata_configuration=metadata,
-                automatic_backup_retention_days=0,
+                automatic_backup_retention_days=automatic_backup_retention_days,
+                copy_tags_to_backups=True,
                 log_configuration=fsx.CfnFileSystem.LogConfigurationProperty(level="WARN_ERROR"),
                 weekly_maintenance_start_time="7:03:00",
             ),
@@ -91,8 +97,10 @@ class LustreStorage(Construct):
             s3=fsx.CfnDataRepositoryAssociation.S3Property(
                 auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(
                     events=["NEW", "CHANGED", "DELETED"]),
+                # Deletions are exported only when the spec asks: otherwise `rm -rf` on FSx
+                # leaves the (versioned) datasets bucket untouched.
                 auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(
-                    events=["NEW", "CHANGED", "DELETED"]),
+                    events=["NEW", "CHANGED", "DELETED"] if export_deletions else ["NEW", "CHANGED"]),
             ),
         )
         # FSx reaches the bucket through its per-file-system service-linked role;

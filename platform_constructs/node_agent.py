@@ -18,6 +18,7 @@ from constructs import Construct
 
 from infra.spec import ClusterSpec
 from node_agent import deploy
+from platform_constructs.pod_identity import pod_identity_principal
 
 CLUSTER_TAG = "eks:cluster-name"
 
@@ -49,7 +50,9 @@ class NodeHealthAgent(Construct):
         # unpinned eks-pod-identity-agent add-on next to the one the cluster spec pins.
         self.role = iam.Role(
             self, "ControllerRole",
-            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+            # Only the controller's own service account on this cluster may assume it.
+            assumed_by=pod_identity_principal(cluster, namespace=deploy.NAMESPACE,
+                                              service_account=deploy.CONTROLLER),
             description="openpod remediation controller: reboot / replace this cluster's nodes")
         self._grant_remediation(cluster)
         self.pod_identity = eks.CfnPodIdentityAssociation(
@@ -71,7 +74,9 @@ class NodeHealthAgent(Construct):
         self.role.add_to_principal_policy(iam.PolicyStatement(
             sid="RebootClusterInstances", actions=["ec2:RebootInstances"],
             resources=[stack.format_arn(service="ec2", resource="instance", resource_name="*")],
-            conditions=on_cluster))
+            # eks:cluster-name can be set by anyone with ec2:CreateTags; aws:autoscaling:groupName only by
+            # Auto Scaling (the aws: prefix is reserved), so only group members of this cluster qualify.
+            conditions={**on_cluster, "Null": {"aws:ResourceTag/aws:autoscaling:groupName": "false"}}))
         # Describe calls support no resource scoping; read-only.
         self.role.add_to_principal_policy(iam.PolicyStatement(
             sid="DescribeInstances",
@@ -84,7 +89,10 @@ class NodeHealthAgent(Construct):
         partition = "<AWS::Partition>" if Token.is_unresolved(stack.partition) else stack.partition
         arn = f"arn:{partition}:{{}}:{region}:{account}:{{}}"
         why = ("RebootInstances/SetInstanceHealth are limited to this cluster's instances and groups by the "
-               "eks:cluster-name tag condition; Describe* calls cannot be scoped to resources.")
+               "eks:cluster-name tag condition (reboot also requires the AWS-reserved aws:autoscaling:groupName "
+               "tag); Describe* calls cannot be scoped to resources. Safe because the worst a holder can do is "
+               "reboot or mark unhealthy this cluster's Auto Scaling instances, and only the controller's "
+               "service account on this cluster can assume the role.")
         for resource in (arn.format("autoscaling", "autoScalingGroup:*:autoScalingGroupName/*"),
                          arn.format("ec2", "instance/*"), "*"):
             Validations.of(self.role).acknowledge(Acknowledgment(id=f"AwsSolutions-IAM5[Resource::{resource}]",

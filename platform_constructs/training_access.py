@@ -8,6 +8,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from openpod_core.labels import TRAINING_SERVICE_ACCOUNT as SERVICE_ACCOUNT
+from platform_constructs.pod_identity import pod_identity_principal
 
 
 class TrainingAccess(Construct):
@@ -25,7 +26,8 @@ class TrainingAccess(Construct):
         self._cluster = cluster
         self.role = iam.Role(
             self, "Role", description="openpod training pods (EKS Pod Identity)",
-            assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com").with_session_tags(),
+            # Only this cluster's `training` service accounts (any team namespace) may assume it.
+            assumed_by=pod_identity_principal(cluster, service_account=SERVICE_ACCOUNT),
         )
         datasets.grant_read(self.role)
         checkpoints.grant_read_write(self.role)
@@ -34,6 +36,9 @@ class TrainingAccess(Construct):
         self._associations: dict[tuple[str, str], eks.CfnPodIdentityAssociation] = {}
 
     def allow(self, namespace: str, service_account: str = SERVICE_ACCOUNT) -> eks.CfnPodIdentityAssociation:
+        if service_account != SERVICE_ACCOUNT:
+            raise ValueError(f"TrainingAccess.allow: service_account must be {SERVICE_ACCOUNT!r} (the role's trust "
+                             f"policy admits only it), got {service_account!r}")
         key = (namespace, service_account)
         if key not in self._associations:
             self._associations[key] = eks.CfnPodIdentityAssociation(

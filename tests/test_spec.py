@@ -203,3 +203,13 @@ def test_a_pinned_kube_proxy_of_another_version_is_rejected():
     data = spec_with(eks={"version": "1.33", "addons": {"kube-proxy": "v1.34.0-eksbuild.2"}})
     [p] = problems(data)
     assert p.startswith("eks.addons: kube-proxy v1.34.0-eksbuild.2 does not match eks.version 1.33")
+def test_public_endpoint_needs_explicit_cidrs_and_cidrs_need_a_public_endpoint():
+    lines = problems(spec_with(eks={"endpoint_public": True}))
+    assert lines == ["eks.endpoint_public_cidrs: a public endpoint needs the CIDRs allowed to reach it; "
+                     "allowed: IPv4 CIDRs such as 203.0.113.0/24 (0.0.0.0/0 only when listed explicitly)"]
+    lines = problems(spec_with(eks={"endpoint_public_cidrs": ["203.0.113.0/24"]}))
+    assert lines[0].startswith("eks.endpoint_public_cidrs: set only with endpoint_public: true")
+    lines = problems(spec_with(eks={"endpoint_public": True, "endpoint_public_cidrs": ["203.0.113.7/24"]}))
+    assert lines[0].startswith("eks.endpoint_public_cidrs: 203.0.113.7/24 is not an IPv4 network")
+    ok = parse_spec(spec_with(eks={"endpoint_public": True, "endpoint_public_cidrs": ["203.0.113.0/24"]}), "ok.yaml")
+    assert ok.eks.endpoint_public_cidrs == ["203.0.113.0/24"]

@@ -79,13 +79,15 @@ def test_lustre_security_group_opens_988_and_1018_to_1023_to_cluster_nodes(defau
 
 
 @pytest.mark.parametrize("example", ["default", "large"])
-def test_every_launch_template_requires_imdsv2_and_encrypts_every_volume(synthesized, example):
+def test_every_launch_template_requires_imdsv2_hop_limit_1_and_encrypts_every_volume(synthesized, example):
+    # Hop limit 1: a pod's packets to IMDS cross one more hop (the pod's veth) and are
+    # dropped, so no pod can take the node role's credentials; hostNetwork agents still reach it.
     lts = synthesized[example].resources("AWS::EC2::LaunchTemplate")
     assert lts
     for lt in lts.values():
         data = lt["Properties"]["LaunchTemplateData"]
         assert data["MetadataOptions"]["HttpTokens"] == "required"
-        assert data["MetadataOptions"]["HttpPutResponseHopLimit"] in (1, 2)
+        assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
         assert data["BlockDeviceMappings"]
         for bdm in data["BlockDeviceMappings"]:
             assert bdm["Ebs"]["Encrypted"] is True
@@ -244,7 +246,16 @@ def test_data_repository_association_imports_and_exports_the_datasets_bucket(def
     assert {"Ref": datasets} in p["DataRepositoryPath"]["Fn::Join"][1]
     assert p["BatchImportMetaDataOnCreate"] is True
     assert p["S3"]["AutoImportPolicy"]["Events"] == ["NEW", "CHANGED", "DELETED"]
-    assert p["S3"]["AutoExportPolicy"]["Events"] == ["NEW", "CHANGED", "DELETED"]
+    # Deletions on FSx are not exported: `rm -rf /fsx/datasets` in a pod must not erase the S3 copy.
+    assert p["S3"]["AutoExportPolicy"]["Events"] == ["NEW", "CHANGED"]
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_fsx_automatic_backups_are_on(synthesized, example):
+    (fs,) = synthesized[example].resources("AWS::FSx::FileSystem").values()
+    lustre = fs["Properties"]["LustreConfiguration"]
+    assert lustre["AutomaticBackupRetentionDays"] == 7
+    assert lustre["CopyTagsToBackups"] is True
 
 
 def applied(synth) -> list[tuple[str, dict, list]]:
@@ -294,8 +305,8 @@ def test_every_team_claim_binds_to_its_own_static_volume_of_the_file_system(synt
 
 def test_buckets_are_kms_encrypted_private_versioned_and_expire_multipart_uploads(default):
     stack = default.stack
-    for bucket, versioned in ((stack.buckets.datasets, False), (stack.buckets.checkpoints, True),
-                              (stack.buckets.logs, False)):
+    for bucket, versioned in ((stack.buckets.datasets, True), (stack.buckets.checkpoints, True),
+                              (stack.buckets.logs, True)):
         p = default.template["Resources"][stack.get_logical_id(bucket.node.default_child)]["Properties"]
         sse = p["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
         assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
@@ -482,3 +493,64 @@ def test_efa_groups_preallocate_the_hugepages_jobs_request_and_other_groups_none
         if g.awaits_capacity_block:
             continue  # declared, not created
         assert (pages in _user_data(synth.launch_template(g.name))) is g.type.efa_supported, g.name
+
+
+# ------------------------------------------------------------ node credentials
+
+
+def _managed_policy_names(role: dict) -> list[str]:
+    names = []
+    for arn in role["Properties"].get("ManagedPolicyArns", []):
+        parts = arn["Fn::Join"][1]
+        names.append(parts[-1].split("policy/")[-1])
+    return sorted(names)
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_node_role_keeps_only_what_the_kubelet_needs(synthesized, example):
+    s = synthesized[example]
+    node_role = s.template["Resources"][s.stack.get_logical_id(s.stack.node_role.node.default_child)]
+    assert _managed_policy_names(node_role) == ["AmazonEC2ContainerRegistryPullOnly", "AmazonEKSWorkerNodePolicy"]
+    assert not [p for p in s.resources("AWS::IAM::Policy").values()
+                if {"Ref": s.stack.get_logical_id(s.stack.node_role.node.default_child)} in p["Properties"]["Roles"]]
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_vpc_cni_runs_as_its_own_pod_identity_role(synthesized, example):
+    s = synthesized[example]
+    (cni,) = [a for a in s.resources("AWS::EKS::Addon").values() if a["Properties"]["AddonName"] == "vpc-cni"]
+    (assoc,) = cni["Properties"]["PodIdentityAssociations"]
+    assert assoc["ServiceAccount"] == "aws-node"
+    role_id = assoc["RoleArn"]["Fn::GetAtt"][0]
+    role = s.template["Resources"][role_id]
+    assert _managed_policy_names(role) == ["AmazonEKS_CNI_Policy"]
+    (stmt,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert stmt["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    cond = stmt["Condition"]
+    assert "aws:SourceAccount" in cond["StringEquals"]
+    assert "aws:SourceArn" in cond["ArnEquals"]
+    assert cond["StringEquals"]["aws:RequestTag/kubernetes-namespace"] == "kube-system"
+    assert cond["StringEquals"]["aws:RequestTag/kubernetes-service-account"] == "aws-node"
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_every_pod_identity_role_trusts_only_this_cluster(synthesized, example):
+    s = synthesized[example]
+    cluster_arn = {"Fn::GetAtt": [s.stack.get_logical_id(s.stack.cluster.node.default_child), "Arn"]}
+    trusting = [r for r in s.resources("AWS::IAM::Role").values()
+                if "pods.eks.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])]
+    assert len(trusting) >= 3  # VPC CNI, training, remediation controller
+    for role in trusting:
+        for stmt in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]:
+            cond = stmt["Condition"]
+            assert cond["ArnEquals"]["aws:SourceArn"] == cluster_arn
+            assert "aws:SourceAccount" in cond["StringEquals"]
+            assert "aws:RequestTag/kubernetes-service-account" in cond["StringEquals"]
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_eks_endpoint_is_private_by_default(synthesized, example):
+    (c,) = synthesized[example].resources("AWS::EKS::Cluster").values()
+    vpc = c["Properties"]["ResourcesVpcConfig"]
+    assert vpc["EndpointPublicAccess"] is False and vpc["EndpointPrivateAccess"] is True
+    assert "PublicAccessCidrs" not in vpc

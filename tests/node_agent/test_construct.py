@@ -60,10 +60,15 @@ def test_controller_role_is_scoped_to_the_cluster_by_tag(synth):
                  and r["Properties"]["Roles"] == [{"Ref": role_id}]]
     st = {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
     cluster_ref = {"Ref": next(k for k, v in res.items() if v["Type"] == "AWS::EKS::Cluster")}
-    for sid, action in (("ReplaceClusterInstances", "autoscaling:SetInstanceHealth"),
-                        ("RebootClusterInstances", "ec2:RebootInstances")):
-        assert st[sid]["Action"] == action
-        assert st[sid]["Condition"] == {"StringEquals": {"aws:ResourceTag/eks:cluster-name": cluster_ref}}
+    on_cluster = {"aws:ResourceTag/eks:cluster-name": cluster_ref}
+    assert st["ReplaceClusterInstances"]["Action"] == "autoscaling:SetInstanceHealth"
+    assert st["ReplaceClusterInstances"]["Condition"] == {"StringEquals": on_cluster}
+    # Reboot: besides the cluster tag (settable by anyone with ec2:CreateTags), the instance must
+    # carry aws:autoscaling:groupName, a tag only Auto Scaling can set (the aws: prefix is reserved).
+    assert st["RebootClusterInstances"]["Action"] == "ec2:RebootInstances"
+    assert st["RebootClusterInstances"]["Condition"] == {
+        "StringEquals": on_cluster, "Null": {"aws:ResourceTag/aws:autoscaling:groupName": "false"}}
+    for sid in ("ReplaceClusterInstances", "RebootClusterInstances"):
         assert st[sid]["Resource"] != "*"
     assert all(a.startswith(("autoscaling:Describe", "ec2:Describe")) for a in st["DescribeInstances"]["Action"])
     actions = {a for s in st.values() for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}

@@ -22,6 +22,7 @@ import struct
 import threading
 from pathlib import Path
 
+from training.checkpoint import peer_auth
 from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker
 
 log = logging.getLogger("training.checkpoint")
@@ -62,9 +63,24 @@ def _recv_header(sock: socket.socket) -> dict:
     return json.loads(_recv_exact(sock, n))
 
 
+def check_file_name(name: object) -> str:
+    """``name`` if it is one plain file name: no separators, no ``.``/``..``, no NUL; else ValueError.
+
+    Peers choose the names of the files they send; a name is joined to the snapshot
+    directory only after this check, so no peer can write outside it.
+    """
+    if (not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name
+            or "\x00" in name or len(name) > 255):
+        raise ValueError(f"bad snapshot file name {name!r}: allowed are plain names without separators or '..'")
+    return name
+
+
 def _recv_snapshot(sock: socket.socket, header: dict, tier: DirTier) -> Marker:
     """Stream the files into ``tier``, checking each sha256 on the fly; commit only if all match."""
     marker = Marker.from_json(header["marker"])
+    names = [check_file_name(n) for n in header["names"]]
+    if sorted(names) != sorted(check_file_name(n) for n in marker.files) or len(names) != len(header["sizes"]):
+        raise ValueError("snapshot header: names and sizes must list exactly the marker's files")
     d = tier.prepare(marker.step, marker.rank)
     buf = bytearray(_BUF)
     for name, size in zip(header["names"], header["sizes"]):
@@ -88,8 +104,14 @@ def _recv_snapshot(sock: socket.socket, header: dict, tier: DirTier) -> Marker:
 class PeerServer:
     """Serves this node's memory tiers to peers: ``put`` (hold a buddy's snapshot), ``list``, ``get``."""
 
-    def __init__(self, held: DirTier, own: DirTier | None, host: str = "127.0.0.1"):
+    def __init__(self, held: DirTier, own: DirTier | None, host: str = "127.0.0.1",
+                 secret: bytes | None = None):
+        """``secret``: the job's peer secret (default: ``OPENPOD_PEER_SECRET``); when set, every
+        request must carry its HMAC (:mod:`training.checkpoint.peer_auth`)."""
         self.held, self.own = held, own
+        self.secret = secret if secret is not None else peer_auth.secret_from_env()
+        if self.secret is None:
+            log.warning("peer server without %s: requests are not authenticated", peer_auth.ENV)
         server = self
 
         class Handler(socketserver.BaseRequestHandler):
@@ -109,9 +131,19 @@ class PeerServer:
 
     def _handle(self, sock: socket.socket) -> None:
         header = _recv_header(sock)
+        if self.secret is not None:
+            try:
+                peer_auth.verify(self.secret, header)
+            except PermissionError as e:
+                _send(sock, {"error": f"refused: {e}"})
+                return
         op = header["op"]
         if op == "put":
-            marker = _recv_snapshot(sock, header, self.held)
+            try:
+                marker = _recv_snapshot(sock, header, self.held)
+            except (ValueError, TypeError, KeyError) as e:
+                _send(sock, {"error": f"refused: {e}"})
+                return
             self.held.retain(marker.rank)
             _send(sock, {"ok": True})
         elif op == "list":
@@ -138,8 +170,12 @@ class PeerServer:
 
 
 class PeerClient:
-    def __init__(self, address: tuple[str, int], timeout: float = 60.0):
+    def __init__(self, address: tuple[str, int], timeout: float = 60.0, secret: bytes | None = None):
         self.address, self.timeout = tuple(address), timeout
+        self.secret = secret if secret is not None else peer_auth.secret_from_env()
+
+    def _signed(self, header: dict) -> dict:
+        return peer_auth.sign(self.secret, header) if self.secret is not None else header
 
     def _reply(self, s: socket.socket) -> dict:
         reply = _recv_header(s)
@@ -149,18 +185,19 @@ class PeerClient:
 
     def put(self, marker: Marker, src: Path) -> None:
         with socket.create_connection(self.address, timeout=self.timeout) as s:
-            _send(s, {"op": "put", "marker": marker.to_json(), "names": list(marker.files),
-                      "sizes": [marker.files[n]["size"] for n in marker.files]}, [src / n for n in marker.files])
+            _send(s, self._signed({"op": "put", "marker": marker.to_json(), "names": list(marker.files),
+                                   "sizes": [marker.files[n]["size"] for n in marker.files]}),
+                  [src / n for n in marker.files])
             self._reply(s)
 
     def list(self) -> list[Marker]:
         with socket.create_connection(self.address, timeout=self.timeout) as s:
-            _send(s, {"op": "list"})
+            _send(s, self._signed({"op": "list"}))
             return [Marker.from_json(m) for m in self._reply(s)["markers"]]
 
     def get(self, step: int, rank: int, into: DirTier) -> Marker:
         """Fetch a snapshot into ``into`` (verified while streaming, committed there)."""
         with socket.create_connection(self.address, timeout=self.timeout) as s:
-            _send(s, {"op": "get", "step": step, "rank": rank})
+            _send(s, self._signed({"op": "get", "step": step, "rank": rank}))
             return _recv_snapshot(s, self._reply(s), into)
 
