@@ -22,7 +22,8 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
-from training.checkpoint.staging import HostStager
+from training.checkpoint.staging import HostStager, local_tensor
+from torch.distributed.tensor import DTensor
 from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker, S3Tier, Tier, describe_dir, verify_dir
 from training.config import CheckpointConfig, TierConfig
 from training.faults import HookedFileSystem, kill_point
@@ -163,14 +164,15 @@ class Checkpointer:
         copying = None
         if self.cfg.overlap_staging:
             owned = _optimizer_tensors(optimizer)
-            staged, deferred = self.stager.plan(state, defer=lambda t: t.data_ptr() in owned)
+            staged, deferred = self.stager.plan(state, defer=lambda t: local_tensor(t).data_ptr() in owned)
             if deferred:
                 self._hook(optimizer)
                 copying = self._staged = self._copier.submit(self.stager.copy, deferred, self.stager.ready_event())
         else:
             staged = self.stager.stage(state)
         self.stats.started += 1
-        self._inflight = self._writer.submit(self._persist, step, staged, dict(meta or {}), copying)
+        replicated = not _has_dtensor(state)  # sharded state: each rank's snapshot holds only its shards
+        self._inflight = self._writer.submit(self._persist, step, staged, dict(meta or {}), copying, replicated)
         return time.perf_counter() - t0
 
     def wait(self) -> None:
@@ -196,7 +198,8 @@ class Checkpointer:
             self._waited += dt
             self.stats.waited_seconds += dt
 
-    def _persist(self, step: int, staged: dict, meta: dict, copying: Future | None = None) -> None:
+    def _persist(self, step: int, staged: dict, meta: dict, copying: Future | None = None,
+                 replicated: bool = True) -> None:
         t0 = time.perf_counter()
         tier = self.first
         try:
@@ -206,7 +209,8 @@ class Checkpointer:
             writer = FileSystemWriter(d, sync_files=tier.fsync, thread_count=self.cfg.write_threads)
             writer.fs = HookedFileSystem(kind=tier.kind, step=step, rank=self.rank)
             dcp.save(staged, storage_writer=writer, no_dist=True)
-            marker = Marker(step=step, rank=self.rank, world_size=self.world_size, files=describe_dir(d), meta=meta)
+            marker = Marker(step=step, rank=self.rank, world_size=self.world_size, files=describe_dir(d),
+                            replicated=replicated, meta=meta)
             kill_point("before_commit", step, self.rank)
             tier.commit(marker)
             kill_point("after_commit", step, self.rank)
@@ -325,6 +329,11 @@ class Checkpointer:
                 log.warning("checkpoint source %s unavailable: %s", src.name, e)
                 continue
             for m in markers:
+                if not m.replicated and m.world_size != self.world_size:
+                    log.warning("skipping sharded checkpoint %s/%s: saved by %d ranks, this job has %d "
+                                "(resharding restore is not implemented yet)", src.name, m.key, m.world_size,
+                                self.world_size)
+                    continue
                 if m.rank == self.rank or m.replicated:
                     avail.setdefault(m.step, []).append((src, m))
         for cands in avail.values():  # our own rank's snapshot first within a source order
@@ -364,11 +373,21 @@ class Checkpointer:
 
 def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> set[int]:
     """Storage addresses of what ``optimizer.step()`` mutates: its parameters and its state tensors."""
-    out = {p.data_ptr() for g in optimizer.param_groups for p in g["params"]}
+    out = {local_tensor(p).data_ptr() for g in optimizer.param_groups for p in g["params"]}
     for st in optimizer.state.values():
-        out.update(v.data_ptr() for v in st.values() if isinstance(v, torch.Tensor))
+        out.update(local_tensor(v).data_ptr() for v in st.values() if isinstance(v, torch.Tensor))
     out.discard(0)  # empty tensors share address 0: copy those eagerly
     return out
+
+
+def _has_dtensor(obj) -> bool:
+    if isinstance(obj, DTensor):
+        return True
+    if isinstance(obj, dict):
+        return any(_has_dtensor(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return any(_has_dtensor(v) for v in obj)
+    return False
 
 
 def _background_priority() -> None:
