@@ -84,6 +84,8 @@ class RunConfig:
     threads: int = 1                 # torch intra-op threads per worker
     device: str = "auto"             # auto | cpu | cuda
     metrics_port: int | None = None  # serve Prometheus metrics from rank 0
+    parallelism: str = "ddp"         # ddp | fsdp (FSDP2 fully_shard) | hsdp (FSDP2 over a 2-D replicate x shard mesh)
+    shard_size: int = 0              # hsdp: ranks per shard group [0: the local world size, i.e. shard within a node]
 
     @property
     def model_config(self) -> ModelConfig:

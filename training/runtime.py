@@ -77,6 +77,42 @@ class Runtime:
         self.last_loss: float | None = None
         self._sample_log = os.environ.get("OPENPOD_SAMPLE_LOG")
 
+    def parallelize(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Apply ``cfg.parallelism`` to ``model`` (before the optimizer is built).
+
+        ddp: unchanged (gradients are summed by :meth:`sync_gradients`). fsdp: FSDP2
+        ``fully_shard`` of every block and the root over a 1-D mesh of all ranks. hsdp:
+        the same over a 2-D (replicate, shard) mesh, shard groups of ``shard_size`` ranks
+        (default: one node). Gradients are summed, not averaged, across ranks: the loss
+        is already scaled by 1 / global batch, so every parallelism computes the same step.
+        """
+        kind = self.cfg.parallelism
+        if kind == "ddp":
+            return model
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        if kind == "fsdp":
+            mesh = init_device_mesh(self.device.type, (self.world_size,), mesh_dim_names=("shard",))
+        elif kind == "hsdp":
+            shard = self.cfg.shard_size or self.local_world_size
+            if self.world_size % shard:
+                raise ValueError(f"shard_size: {shard} does not divide the world size {self.world_size}")
+            mesh = init_device_mesh(self.device.type, (self.world_size // shard, shard),
+                                    mesh_dim_names=("replicate", "shard"))
+        else:
+            raise ValueError(f"parallelism: {kind!r} is not one of ddp, fsdp, hsdp")
+        for block in getattr(model, "blocks", []):
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        # Sum, with a plain SUM collective: a custom factor alone selects PREMUL_SUM, which gloo lacks
+        # (torch 2.13.0 torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:812-866, read 2026-11-23).
+        for m in model.modules():
+            if hasattr(m, "set_gradient_divide_factor"):
+                m.set_gradient_divide_factor(1.0)
+                m.set_force_sum_reduction_for_comms(True)
+        return model
+
     def restore(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
         if self.checkpointer is not None:
             with self.goodput.phase("restore"):
@@ -104,7 +140,15 @@ class Runtime:
         return self.data.batch(ids).to(self.device, non_blocking=True)
 
     def sync_gradients(self, model: torch.nn.Module, loss_sum: torch.Tensor) -> float:
-        """Sum gradients (already scaled by 1/global_batch) and the loss over ranks in one all-reduce."""
+        """Sum gradients (already scaled by 1/global_batch) and the loss over ranks in one all-reduce.
+
+        Under FSDP2 the gradients were already reduce-scattered in backward: only the loss is summed.
+        """
+        if self.cfg.parallelism != "ddp":
+            t = loss_sum.detach().reshape(1).clone()
+            if self.world_size > 1:
+                dist.all_reduce(t)
+            return float(t)
         params = [p for p in model.parameters() if p.requires_grad]
         for p in params:
             if p.grad is None:

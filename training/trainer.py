@@ -13,7 +13,7 @@ def train(cfg: RunConfig) -> dict:
     torch.use_deterministic_algorithms(True)
     rt = Runtime(cfg)
     torch.manual_seed(cfg.seed)  # every rank builds the same initial model
-    model = GPT(cfg.model_config).to(rt.device)
+    model = rt.parallelize(GPT(cfg.model_config).to(rt.device))
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr, betas=(0.9, 0.95),
                                   weight_decay=cfg.optim.weight_decay)
     start = rt.restore(model, optimizer)
