@@ -48,3 +48,24 @@ def test_sharded_run_killed_at_points_and_at_random_resumes_exactly(tmp_path, la
     assert (out["state_sha256"], out["loss"]) == (want["state_sha256"], want["loss"]), f"delay {delay:.2f}s"
     for rank in range(nproc):  # every rank wrote its own shards to the durable tier
         assert (tmp_path / f"killed/ck/step_000000015/rank_{rank:05d}.commit.json").exists()
+
+
+def test_fsdp_state_reshards_onto_a_different_world_size(tmp_path):
+    """2 FSDP2 ranks are killed after step 12; 3 ranks resume from the step-10 shards of 2 ranks on FSx
+    (every new rank reads the pieces of its new shards from both old snapshots) and finish with the loss
+    of an uninterrupted run."""
+    def args(d, nproc):
+        return train_args(tmp_path / d, steps=20, nproc=nproc, extra=["--parallelism", "fsdp"])
+
+    r = run_cli(args("baseline", 2))
+    assert r.returncode == 0, failure_text(r)
+    want = last_json(r.stdout)
+    r = run_cli(args("job", 2), env=cli_env(OPENPOD_KILL_AT="after_step@12"))
+    assert r.returncode != 0, r.stderr[-2000:]
+    r = run_cli(args("job", 3))
+    assert r.returncode == 0, failure_text(r)
+    out = last_json(r.stdout)
+    assert (out["world_size"], out["restored_step"]) == (3, 10)
+    assert out["restored_from"].startswith("fsx:")
+    assert "resharded" in r.stderr and "(saved by 2 ranks) onto 3 ranks" in r.stderr
+    assert out["loss"] == pytest.approx(want["loss"], rel=1e-4)

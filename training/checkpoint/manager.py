@@ -21,6 +21,7 @@ from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+from training.checkpoint.reshard import MergedShardsReader
 from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
 from training.checkpoint.staging import HostStager, local_tensor
 from torch.distributed.tensor import DTensor
@@ -330,10 +331,7 @@ class Checkpointer:
                 continue
             for m in markers:
                 if not m.replicated and m.world_size != self.world_size:
-                    log.warning("skipping sharded checkpoint %s/%s: saved by %d ranks, this job has %d "
-                                "(resharding restore is not implemented yet)", src.name, m.key, m.world_size,
-                                self.world_size)
-                    continue
+                    continue  # another world size's shards: see _restore_resharded
                 if m.rank == self.rank or m.replicated:
                     avail.setdefault(m.step, []).append((src, m))
         for cands in avail.values():  # our own rank's snapshot first within a source order
@@ -349,7 +347,56 @@ class Checkpointer:
                 shutil.rmtree(self.scratch, ignore_errors=True)
                 return info
             steps.discard(step)
+        info = self._restore_resharded(model, optimizer)
         shutil.rmtree(self.scratch, ignore_errors=True)
+        if info is not None:
+            info.seconds = time.perf_counter() - t0
+        return info
+
+    def _restore_resharded(self, model, optimizer) -> RestoreInfo | None:
+        """Sharded state saved by another world size: every rank reads every old rank's snapshot of one step
+        from one shared tier (FSx or S3), and DCP's planner picks the pieces of this rank's new shards."""
+        found: dict[int, list[tuple[object, list[Marker]]]] = {}
+        for src in self.tiers:
+            if src.kind not in SHARED:
+                continue
+            try:
+                markers = src.markers()
+            except Exception as e:  # noqa: BLE001 - an unreachable tier is skipped here
+                log.warning("checkpoint source %s unavailable: %s", src.name, e)
+                continue
+            by_step: dict[tuple[int, int], dict[int, Marker]] = {}
+            for m in markers:
+                if not m.replicated and m.world_size != self.world_size:
+                    by_step.setdefault((m.step, m.world_size), {})[m.rank] = m
+            for (step, ws), ranks in by_step.items():
+                if set(ranks) == set(range(ws)):
+                    found.setdefault(step, []).append((src, [ranks[r] for r in range(ws)]))
+        steps = set(found)
+        for other in _all_gather(sorted(steps), self.world_size):
+            steps &= set(other)
+        while steps:
+            step = max(steps)
+            info = None
+            for src, ms in found[step]:
+                where = f"{src.name}/step_{step:09d} (saved by {len(ms)} ranks)"
+                try:
+                    dirs = []
+                    for m in ms:
+                        d = src.materialize(m, self.scratch)
+                        verify_dir(d, m, f"{src.name}/{m.key}")
+                        dirs.append(d)
+                    state = self.state(model, optimizer)
+                    dcp.load(state, storage_reader=MergedShardsReader(dirs), no_dist=True)
+                    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+                    log.info("resharded %s onto %d ranks", where, self.world_size)
+                    info = RestoreInfo(step=step, source=src.name, seconds=0.0, meta=ms[0].meta)
+                    break
+                except (Exception, CheckpointException) as e:  # noqa: BLE001 - next source
+                    log.warning("skipping checkpoint %s: %s: %s", where, type(e).__name__, e)
+            if _all_ok(info is not None, self.world_size):
+                return info
+            steps.discard(step)
         return None
 
     def _load_step(self, step: int, cands: list, model, optimizer) -> RestoreInfo | None:
