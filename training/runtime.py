@@ -36,13 +36,40 @@ from training.goodput import Goodput
 log = logging.getLogger("training")
 
 
+class LRSchedule:
+    """Warm-up then cosine decay to ``min_lr_ratio`` over ``decay_steps``: a function of the global step.
+
+    Its parameters are fixed when the job first starts (``decay_steps`` = that run's
+    ``--steps``) and saved with every checkpoint, so a resumed job follows the same
+    schedule whatever ``--steps`` it is given (the world size does not matter either).
+    """
+
+    def __init__(self, lr: float, warmup_steps: int, min_lr_ratio: float, decay_steps: int):
+        self.lr, self.warmup_steps, self.min_lr_ratio, self.decay_steps = lr, warmup_steps, min_lr_ratio, decay_steps
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig) -> "LRSchedule":
+        o = cfg.optim
+        return cls(o.lr, o.warmup_steps, o.min_lr_ratio, cfg.steps)
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        progress = (step - self.warmup_steps) / max(1, self.decay_steps - self.warmup_steps)
+        return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+    def state_dict(self) -> dict:
+        return {"lr": self.lr, "warmup_steps": self.warmup_steps, "min_lr_ratio": self.min_lr_ratio,
+                "decay_steps": self.decay_steps}
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.lr, self.warmup_steps = float(sd["lr"]), int(sd["warmup_steps"])
+        self.min_lr_ratio, self.decay_steps = float(sd["min_lr_ratio"]), int(sd["decay_steps"])
+
+
 def lr_at(step: int, cfg: RunConfig) -> float:
-    """Warm-up then cosine decay, a function of the global step only (world size does not matter)."""
-    o = cfg.optim
-    if step < o.warmup_steps:
-        return o.lr * (step + 1) / o.warmup_steps
-    progress = (step - o.warmup_steps) / max(1, cfg.steps - o.warmup_steps)
-    return o.lr * (o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+    """The schedule a fresh job with ``cfg`` starts with (a resumed job uses ``Runtime.lr_schedule``)."""
+    return LRSchedule.from_config(cfg)(step)
 
 
 class Runtime:
@@ -68,11 +95,13 @@ class Runtime:
         self.data = TokenShards(cfg.data.data_dir)
         self.order = SampleOrder(len(self.data), cfg.seed)
         self.checkpointer = None
+        self.lr_schedule = LRSchedule.from_config(cfg)  # replaced by the saved one on restore
         if cfg.checkpoint.enabled:
             self.checkpointer = Checkpointer(
                 cfg.checkpoint, rank=self.rank, world_size=self.world_size,
                 local_world_size=self.local_world_size, node_id=self.node_id,
                 scratch_dir=Path(cfg.run_dir) / "scratch" / f"rank_{self.rank:05d}")
+            self.checkpointer.register("lr_schedule", self.lr_schedule)
         self.restored = None
         self.last_loss: float | None = None
         self._sample_log = os.environ.get("OPENPOD_SAMPLE_LOG")

@@ -6,7 +6,7 @@ import torch
 
 from training.config import RunConfig
 from training.model import GPT
-from training.runtime import Runtime, lr_at
+from training.runtime import Runtime
 
 
 def train(cfg: RunConfig) -> dict:
@@ -29,7 +29,7 @@ def train(cfg: RunConfig) -> dict:
         loss_value = rt.sync_gradients(model, loss_sum)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
         for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, cfg)
+            group["lr"] = rt.lr_schedule(step)
         optimizer.step()
         rt.step_done(step, model, optimizer, loss_value)
 

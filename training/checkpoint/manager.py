@@ -136,6 +136,7 @@ class Checkpointer:
         self._staged: Future | None = None
         self._hooks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # optimizer -> pre-hook handle
         self._waited = 0.0
+        self.components: dict[str, object] = {}  # name -> Stateful, see register()
 
         self.peer_server = None
         self.peers: list[tuple[str, int] | None] = [None] * world_size
@@ -151,9 +152,34 @@ class Checkpointer:
     def due(self, step: int) -> bool:
         return self.cfg.enabled and self.cfg.every > 0 and step % self.cfg.every == 0
 
+    def register(self, name: str, obj) -> None:
+        """Save and restore ``obj`` (anything with ``state_dict()``/``load_state_dict()``: an LR schedule,
+        a data loader position, RNG, a GradScaler, user objects) under ``name`` with every checkpoint."""
+        if name in ("model", "optim") or not name.isidentifier():
+            raise ValueError(f"component name {name!r}: must be an identifier other than 'model' and 'optim'")
+        if not (callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))):
+            raise ValueError(f"component {name!r}: {type(obj).__name__} has no state_dict()/load_state_dict()")
+        self.components[name] = obj
+
     def state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
         msd, osd = get_state_dict(model, optimizer)
-        return {"model": msd, "optim": osd}
+        return {"model": msd, "optim": osd, **{n: c.state_dict() for n, c in self.components.items()}}
+
+    def _load_into(self, reader, model, optimizer, where: str) -> None:
+        """DCP-load a snapshot into the live model, optimizer and registered components."""
+        state = self.state(model, optimizer)
+        saved = {k.split(".", 1)[0] for k in reader.read_metadata().state_dict_metadata}
+        for name in self.components:
+            if name not in saved:  # a checkpoint from before the component was registered
+                log.warning("checkpoint %s has no %r state; keeping its current value", where, name)
+                state.pop(name)
+        if hasattr(reader, "reset"):
+            reader.reset()
+        dcp.load(state, storage_reader=reader, no_dist=True)
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        for name, c in self.components.items():
+            if name in state:
+                c.load_state_dict(state[name])
 
     def save(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
              meta: dict | None = None) -> float:
@@ -386,9 +412,7 @@ class Checkpointer:
                         d = src.materialize(m, self.scratch)
                         verify_dir(d, m, f"{src.name}/{m.key}")
                         dirs.append(d)
-                    state = self.state(model, optimizer)
-                    dcp.load(state, storage_reader=MergedShardsReader(dirs), no_dist=True)
-                    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+                    self._load_into(MergedShardsReader(dirs), model, optimizer, where)
                     log.info("resharded %s onto %d ranks", where, self.world_size)
                     info = RestoreInfo(step=step, source=src.name, seconds=0.0, meta=ms[0].meta)
                     break
@@ -407,9 +431,7 @@ class Checkpointer:
                 where = f"{src.name}/{m.key}"
                 if not getattr(src, "verified_on_fetch", False):
                     verify_dir(d, m, where)
-                state = self.state(model, optimizer)
-                dcp.load(state, storage_reader=FileSystemReader(d), no_dist=True)
-                set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+                self._load_into(FileSystemReader(d), model, optimizer, where)
                 return RestoreInfo(step=step, source=src.name, seconds=0.0, meta=m.meta)
             except CorruptCheckpoint as e:
                 log.warning("skipping corrupt checkpoint %s", e)
