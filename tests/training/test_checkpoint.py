@@ -302,3 +302,41 @@ def test_registered_components_round_trip_and_old_checkpoints_still_restore(tmp_
     assert extra.n == 3 and "has no 'sampler' state; keeping its current value" in caplog.text
     with pytest.raises(ValueError, match="component name 'model'"):
         ck3.register("model", Counter())
+
+
+def test_an_unreadable_step_is_skipped_by_name_not_the_whole_tier(tmp_path, caplog):
+    """Failed on the old code: the unreadable marker of step 4 made the tier's listing raise, the whole tier
+    was skipped and the job started from scratch although step 2 was intact."""
+    cfg = CheckpointConfig(every=2, tiers=[TierConfig("fsx", str(tmp_path / "fsx"), keep=3)], peer_replication=False)
+    _, h2 = saved(tmp_path, cfg, steps=(2,))
+    saved(tmp_path, cfg, steps=(2, 4))
+    marker = tmp_path / "fsx/step_000000004/rank_00000.commit.json"
+    marker.unlink()
+    marker.mkdir()  # reading it fails with an OSError (IsADirectoryError), as a damaged file system would
+    info, h = restore(tmp_path, cfg)
+    assert info is not None and info.step == 2 and h == h2
+    assert "step_000000004/rank_00000.commit.json" in caplog.text
+
+
+def test_a_failing_cleanup_after_a_failed_save_does_not_break_the_next_save(tmp_path, monkeypatch, caplog):
+    """Failed on the old code: the error path's tier.delete() raised out of the writer, and the next save()
+    re-raised it from wait() - a crash loop."""
+    monkeypatch.setenv("OPENPOD_FAULT_ENOSPC", "fsx@2")
+    cfg = CheckpointConfig(every=2, tiers=[TierConfig("fsx", str(tmp_path / "fsx"))], peer_replication=False)
+    model, opt = make_model()
+    ck = checkpointer(tmp_path, cfg)
+    real_delete = DirTier.delete
+
+    def delete(self, step, rank):
+        if step == 2:
+            raise OSError(30, "Read-only file system")
+        real_delete(self, step, rank)
+
+    monkeypatch.setattr(DirTier, "delete", delete)
+    train(model, opt)
+    ck.save(2, model, opt)
+    train(model, opt)
+    ck.save(4, model, opt)  # must not raise
+    ck.close()
+    assert (ck.stats.committed, ck.stats.failed) == (1, 1)
+    assert "cleanup of step 2 in fsx" in caplog.text

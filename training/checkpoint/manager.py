@@ -245,7 +245,10 @@ class Checkpointer:
             self.stats.failed += 1
             self.stats.last_error = f"{type(e).__name__}: {e}"
             log.warning("checkpoint of step %d failed in %s: %s; training continues", step, tier.name, e)
-            tier.delete(step, self.rank)
+            try:
+                tier.delete(step, self.rank)
+            except Exception as ce:  # noqa: BLE001 - cleanup must never fail the next save
+                log.warning("cleanup of step %d in %s failed: %s", step, tier.name, ce)
             return
         self.stats.committed += 1
         self.stats.last_write_seconds = time.perf_counter() - t0
