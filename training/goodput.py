@@ -54,7 +54,7 @@ class Goodput:
                                 ["category"], registry=self.registry)
         self._g_ratio = Gauge("openpod_goodput_ratio", "Productive seconds / all seconds", registry=self.registry)
         self._g_step = Gauge("openpod_training_step", "Last completed optimizer step", registry=self.registry)
-        self._g_ckpt_fail = Gauge("openpod_checkpoint_failures", "Checkpoint saves that failed (this incarnation)",
+        self._g_ckpt_fail = Gauge("openpod_checkpoint_failures", "Checkpoint saves and tier promotions that failed (this incarnation)",
                                   registry=self.registry)
         if metrics_port is not None and rank == 0:
             start_http_server(metrics_port, addr="0.0.0.0", registry=self.registry)

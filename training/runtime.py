@@ -203,7 +203,7 @@ class Runtime:
             blocked = self.checkpointer.save(done, model, optimizer,
                                              meta={"loss": loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", blocked)
-            self.goodput.persist(checkpoint_failures=self.checkpointer.stats.failed)
+            self.goodput.persist(checkpoint_failures=self.checkpointer.stats.failures)
 
     def finish(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
         """Drain checkpoint I/O, account, and describe the final state (identical on every rank)."""
@@ -218,7 +218,8 @@ class Runtime:
             msd, osd = get_state_dict(model, optimizer)
             state = {"model": msd, "optim": osd}
         failed = self.checkpointer.stats.failed if self.checkpointer else 0
-        self.goodput.persist(finished=True, checkpoint_failures=failed)
+        failures = self.checkpointer.stats.failures if self.checkpointer else 0
+        self.goodput.persist(finished=True, checkpoint_failures=failures)
         result = {
             "step": self.cfg.steps,
             "loss": self.last_loss,
@@ -229,6 +230,8 @@ class Runtime:
             "restore_seconds": round(self.restored.seconds, 4) if self.restored else 0.0,
             "checkpoints": {"committed": self.checkpointer.stats.committed if self.checkpointer else 0,
                             "failed": failed,
+                            "promote_failed": dict(self.checkpointer.stats.promote_failed) if self.checkpointer
+                            else {},
                             "last_error": self.checkpointer.stats.last_error if self.checkpointer else None},
             "goodput": self.goodput.summary(),
         }

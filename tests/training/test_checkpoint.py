@@ -149,6 +149,8 @@ def test_full_disk_fails_that_save_not_the_next(tmp_path, monkeypatch, caplog):
             ck.save(s, model, opt)
         ck.close()
     assert ck.stats.committed == 2 and ck.stats.failed == 1
+    # Failed on the old code: the failed promotion to FSx was counted nowhere (0 failures exported).
+    assert ck.stats.promote_failed == {"fsx": 1} and ck.stats.failures == 2
     assert "No space left on device" in caplog.text and "checkpoint of step 4 failed" in caplog.text
     assert "promoting step 6 to fsx" in caplog.text
     mem = DirTier("memory", tmp_path / "shm/n0")

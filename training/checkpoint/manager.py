@@ -62,6 +62,12 @@ class SaveStats:
     last_error: str | None = None
     last_write_seconds: float = 0.0
     waited_seconds: float = 0.0       # optimizer steps held until an overlapped staging copy finished
+    promote_failed: dict[str, int] = field(default_factory=dict)  # tier kind -> failed promotions
+
+    @property
+    def failures(self) -> int:
+        """Every failure: saves that did not commit plus promotions that did not reach a tier."""
+        return self.failed + sum(self.promote_failed.values())
 
 
 class _PeerSource:
@@ -308,6 +314,7 @@ class Checkpointer:
                 self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
             except Exception as e:
                 self.stats.last_error = f"{type(e).__name__}: {e}"
+                self.stats.promote_failed[tier.kind] = self.stats.promote_failed.get(tier.kind, 0) + 1
                 log.warning("promoting step %d to %s failed: %s", marker.step, tier.name, e)
                 try:
                     tier.delete(marker.step, self.rank)
