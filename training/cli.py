@@ -83,11 +83,13 @@ def main() -> None:
 @click.option("--parallelism", type=click.Choice(PARALLELISMS), default="ddp",
               help="ddp: replicated state; fsdp: FSDP2 shards over all ranks; hsdp: FSDP2 shards within a "
                    "group of --shard-size ranks, replicated across groups")
+@click.option("--allow-fresh-start", is_flag=True, default=False,
+              help="start from step 0 even if a checkpoint source cannot be read (default: refuse to start)")
 @click.option("--shard-size", type=int, default=0, help="hsdp: ranks per shard group [default: --nproc-per-node]")
 def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, global_batch, micro_batch,
         num_samples, data_dir, memory_dir, nvme_dir, s3_uri, s3_endpoint_url, fsx_every, s3_every, keep,
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
-        bind_host, parallelism, shard_size) -> None:
+        bind_host, parallelism, allow_fresh_start, shard_size) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = usage_problems(click.get_current_context().params)
     if problems:
@@ -117,7 +119,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
                     metrics_port=metrics_port, parallelism=parallelism, shard_size=shard_size,
                     checkpoint=CheckpointConfig(enabled=checkpoint_every > 0, every=checkpoint_every, tiers=tiers,
                                                 peer_replication=peer_replication, peer_host=bind_host,
-                                                overlap_staging=overlap_staging))
+                                                overlap_staging=overlap_staging,
+                                                allow_fresh_start=allow_fresh_start))
     from training.data import ensure_dataset  # imports torch: only once the arguments are valid
 
     try:
@@ -146,6 +149,10 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     try:
         rc = subprocess.run(cmd, env=env, stdout=sys.stderr).returncode
         files = sorted(results.glob("result-*.json"))
+        refused = results / "refused.txt"
+        if rc != 0 and refused.exists():
+            click.echo(f"error: {refused.read_text()}", err=True)
+            sys.exit(3)
         if rc != 0 or not files:
             click.echo(f"error: training failed (torchrun exit status {rc}); rerun the same command to resume",
                        err=True)

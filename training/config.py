@@ -68,6 +68,8 @@ class CheckpointConfig:
     peer_replication: bool = True    # send each snapshot to a buddy rank on another node
     peer_host: str = "127.0.0.1"     # address the peer server binds and advertises
     write_threads: int = 1           # DCP FileSystemWriter threads
+    allow_fresh_start: bool = False  # start from step 0 even though a checkpoint source could not be read
+    source_attempts: int = 3         # tries per checkpoint source at restore (1 s, 2 s, ... between them)
     overlap_staging: bool = True     # copy parameters/optimizer state to host during the next step's
     #                                  forward/backward; that step's optimizer.step() waits for the copy
 

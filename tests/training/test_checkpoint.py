@@ -342,3 +342,43 @@ def test_a_failing_cleanup_after_a_failed_save_does_not_break_the_next_save(tmp_
     ck.close()
     assert (ck.stats.committed, ck.stats.failed) == (1, 1)
     assert "cleanup of step 2 in fsx" in caplog.text
+
+
+_REAL_MARKERS = DirTier.markers
+
+
+def _failing_markers(monkeypatch, kind, times):
+    """The ``kind`` tier's listing raises ``times`` times (an FSx hiccup, an S3 outage), then works."""
+    calls = {"n": 0}
+    real = _REAL_MARKERS
+
+    def markers(self):
+        if self.kind == kind and calls["n"] < times:
+            calls["n"] += 1
+            raise OSError(5, "Input/output error")
+        return real(self)
+
+    monkeypatch.setattr(DirTier, "markers", markers)
+    return calls
+
+
+def test_a_source_outage_refuses_a_fresh_start_unless_allowed(tmp_path, monkeypatch):
+    """Failed on the old code: the erroring source was skipped and restore returned None - a silent fresh start."""
+    from training.checkpoint import RefusedFreshStart
+
+    cfg = CheckpointConfig(every=2, tiers=[TierConfig("memory", str(tmp_path / "shm")),
+                                           TierConfig("fsx", str(tmp_path / "fsx"))],
+                           peer_replication=False, source_attempts=2)
+    _, h = saved(tmp_path, cfg)
+    shutil.rmtree(tmp_path / "shm")  # the node was replaced: only FSx holds the state
+    calls = _failing_markers(monkeypatch, "fsx", times=99)
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    with pytest.raises(RefusedFreshStart, match=r"checkpoint source fsx:\S+ \(OSError: \[Errno 5\] Input/output "
+                                                r"error\) could not be read; refusing to start from step 0"):
+        restore(tmp_path, cfg)
+    assert calls["n"] == 2  # retried
+    info, _ = restore(tmp_path, dataclasses.replace(cfg, allow_fresh_start=True))
+    assert info is None
+    _failing_markers(monkeypatch, "fsx", times=1)  # a hiccup: the retry restores
+    info, h2 = restore(tmp_path, cfg)
+    assert info is not None and info.step == 2 and h2 == h

@@ -45,6 +45,10 @@ def build_tier(t: TierConfig, node_id: str) -> Tier:
     return DirTier(t.kind, root, keep=t.keep, every=t.every, fsync=t.kind != "memory")
 
 
+class RefusedFreshStart(RuntimeError):
+    """No checkpoint could be restored while a checkpoint source failed: starting fresh could lose progress."""
+
+
 @dataclass
 class RestoreInfo:
     step: int
@@ -63,11 +67,12 @@ class SaveStats:
     last_write_seconds: float = 0.0
     waited_seconds: float = 0.0       # optimizer steps held until an overlapped staging copy finished
     promote_failed: dict[str, int] = field(default_factory=dict)  # tier kind -> failed promotions
+    source_failed: dict[str, str] = field(default_factory=dict)   # restore: source -> last error after retries
 
     @property
     def failures(self) -> int:
         """Every failure: saves that did not commit plus promotions that did not reach a tier."""
-        return self.failed + sum(self.promote_failed.values())
+        return self.failed + sum(self.promote_failed.values()) + len(self.source_failed)
 
 
 class _PeerSource:
@@ -359,11 +364,10 @@ class Checkpointer:
         """Load the newest checkpoint every rank can load, verified; None for a fresh start."""
         t0 = time.perf_counter()
         avail: dict[int, list[tuple[object, Marker]]] = {}
+        failed_sources: list[str] = []
         for src in self._sources():
-            try:
-                markers = src.markers()
-            except Exception as e:  # an unreachable tier is skipped, not fatal
-                log.warning("checkpoint source %s unavailable: %s", src.name, e)
+            markers = self._list_with_retries(src, failed_sources)
+            if markers is None:
                 continue
             for m in markers:
                 if not m.replicated and m.world_size != self.world_size:
@@ -387,14 +391,39 @@ class Checkpointer:
         shutil.rmtree(self.scratch, ignore_errors=True)
         if info is not None:
             info.seconds = time.perf_counter() - t0
-        return info
+            return info
+        refuse = bool(failed_sources) and not self.cfg.allow_fresh_start
+        if not _all_ok(not refuse, self.world_size):  # every rank refuses together
+            why = (f"checkpoint source {failed_sources[0]} could not be read" if refuse
+                   else "another rank could not read a checkpoint source")
+            raise RefusedFreshStart(f"{why}; refusing to start from step 0, which could lose progress "
+                                    f"(fix the source, or pass --allow-fresh-start)")
+        if failed_sources:
+            log.warning("starting from step 0 although %s could not be read (allow_fresh_start)",
+                        ", ".join(failed_sources))
+        return None
+
+    def _list_with_retries(self, src, failed: list[str]) -> list[Marker] | None:
+        """``src.markers()``, tried ``cfg.source_attempts`` times; None (and ``src`` named in ``failed``) if all fail."""
+        attempts = max(1, self.cfg.source_attempts)
+        for i in range(attempts):
+            try:
+                return src.markers()
+            except Exception as e:  # noqa: BLE001 - an outage of one source: retry, then report it
+                last = f"{type(e).__name__}: {e}"
+                log.warning("checkpoint source %s unavailable (attempt %d of %d): %s", src.name, i + 1, attempts, last)
+                if i + 1 < attempts:
+                    time.sleep(float(i + 1))
+        self.stats.source_failed[src.name] = last
+        failed.append(f"{src.name} ({last})")
+        return None
 
     def _restore_resharded(self, model, optimizer) -> RestoreInfo | None:
         """Sharded state saved by another world size: every rank reads every old rank's snapshot of one step
         from one shared tier (FSx or S3), and DCP's planner picks the pieces of this rank's new shards."""
         found: dict[int, list[tuple[object, list[Marker]]]] = {}
         for src in self.tiers:
-            if src.kind not in SHARED:
+            if src.kind not in SHARED or src.name in self.stats.source_failed:
                 continue
             try:
                 markers = src.markers()
