@@ -86,6 +86,10 @@ class RunConfig:
     threads: int = 1                 # torch intra-op threads per worker
     device: str = "auto"             # auto | cpu | cuda
     metrics_port: int | None = None  # serve Prometheus metrics from rank 0
+    # Collectives wait this long for the slowest rank. Restore is the longest wait: peers sit in the
+    # all_gather while one rank lists and fetches from S3 (242 s measured, docs/training.md "Benchmarks"),
+    # with up to 3 tries per source; 120 s (the old value) let the waiting ranks time out first.
+    pg_timeout_seconds: int = 1800
     parallelism: str = "ddp"         # ddp | fsdp (FSDP2 fully_shard) | hsdp (FSDP2 over a 2-D replicate x shard mesh)
     shard_size: int = 0              # hsdp: ranks per shard group [0: the local world size, i.e. shard within a node]
 

@@ -88,7 +88,7 @@ class Runtime:
             if "RANK" not in os.environ:  # plain `python script.py`: a world of one
                 os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-            dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(seconds=120))
+            dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(seconds=cfg.pg_timeout_seconds))
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         self.node_id = os.environ.get("OPENPOD_NODE_ID") or socket.gethostname()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from training.config import RunConfig
@@ -10,6 +12,10 @@ from training.runtime import Runtime
 
 
 def train(cfg: RunConfig) -> dict:
+    # Deterministic cuBLAS needs a fixed workspace, set before the first cuBLAS handle; without it
+    # use_deterministic_algorithms(True) raises on CUDA >= 10.2 (torch.use_deterministic_algorithms docs;
+    # torch 2.13.0 torch/testing/_internal/common_utils.py:2509-2544 sets the same value, read 2026-11-23).
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
     rt = Runtime(cfg)
     torch.manual_seed(cfg.seed)  # every rank builds the same initial model
