@@ -25,6 +25,7 @@ from training.config import MODELS, CheckpointConfig, DataConfig, RunConfig, Tie
 from training.storage_utils import write_json_atomic
 
 EXIT_USAGE = 2
+PARALLELISMS = ("ddp", "fsdp", "hsdp")
 
 
 def fail(lines: list[str] | str) -> None:
@@ -79,10 +80,16 @@ def main() -> None:
 @click.option("--threads", type=int, default=1, help="torch threads per worker")
 @click.option("--metrics-port", type=int, default=None, help="serve Prometheus metrics from rank 0")
 @click.option("--bind-host", default="127.0.0.1", help="address for the peer side-channel and the agent")
+@click.option("--parallelism", type=click.Choice(PARALLELISMS), default="ddp",
+              help="ddp: replicated state; fsdp: FSDP2 shards over all ranks; hsdp: FSDP2 shards within a "
+                   "group of --shard-size ranks, replicated across groups")
+@click.option("--allow-fresh-start", is_flag=True, default=False,
+              help="start from step 0 even if a checkpoint source cannot be read (default: refuse to start)")
+@click.option("--shard-size", type=int, default=0, help="hsdp: ranks per shard group [default: --nproc-per-node]")
 def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, global_batch, micro_batch,
         num_samples, data_dir, memory_dir, nvme_dir, s3_uri, s3_endpoint_url, fsx_every, s3_every, keep,
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
-        bind_host) -> None:
+        bind_host, parallelism, allow_fresh_start, shard_size) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = usage_problems(click.get_current_context().params)
     if problems:
@@ -109,10 +116,11 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     if s3_uri:
         tiers.append(TierConfig("s3", s3_uri, keep=keep, every=s3_every, endpoint_url=s3_endpoint_url))
     cfg = RunConfig(model=model, steps=steps, seed=seed, run_dir=str(run_dir), data=data, threads=threads,
-                    metrics_port=metrics_port,
+                    metrics_port=metrics_port, parallelism=parallelism, shard_size=shard_size,
                     checkpoint=CheckpointConfig(enabled=checkpoint_every > 0, every=checkpoint_every, tiers=tiers,
                                                 peer_replication=peer_replication, peer_host=bind_host,
-                                                overlap_staging=overlap_staging))
+                                                overlap_staging=overlap_staging,
+                                                allow_fresh_start=allow_fresh_start))
     from training.data import ensure_dataset  # imports torch: only once the arguments are valid
 
     try:
@@ -141,6 +149,10 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     try:
         rc = subprocess.run(cmd, env=env, stdout=sys.stderr).returncode
         files = sorted(results.glob("result-*.json"))
+        refused = results / "refused.txt"
+        if rc != 0 and refused.exists():
+            click.echo(f"error: {refused.read_text()}", err=True)
+            sys.exit(3)
         if rc != 0 or not files:
             click.echo(f"error: training failed (torchrun exit status {rc}); rerun the same command to resume",
                        err=True)
@@ -173,6 +185,14 @@ def usage_problems(params: dict) -> list[str]:
         problems.append(f"--s3-uri: must look like s3://bucket/prefix, got {s3_uri!r}")
     if rdzv_endpoint is not None and not _is_host_port(rdzv_endpoint):
         problems.append(f"--rdzv-endpoint: must be host:port, got {rdzv_endpoint!r}")
+    shard_size = p.get("shard_size", 0)
+    if shard_size < 0:
+        problems.append(f"--shard-size: must be >= 0, got {shard_size}")
+    elif shard_size and p.get("parallelism") != "hsdp":
+        problems.append("--shard-size: only applies with --parallelism hsdp")
+    elif shard_size and max_nodes and max_nodes == int(nnodes.split(":")[0]) \
+            and (nproc_per_node * max_nodes) % shard_size:
+        problems.append(f"--shard-size: {shard_size} does not divide the world size {nproc_per_node * max_nodes}")
     if max_nodes and max_nodes > 1 and rdzv_endpoint is None:
         problems.append("--rdzv-endpoint: required when --nnodes allows more than one node")
     return problems

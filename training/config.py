@@ -68,6 +68,8 @@ class CheckpointConfig:
     peer_replication: bool = True    # send each snapshot to a buddy rank on another node
     peer_host: str = "127.0.0.1"     # address the peer server binds and advertises
     write_threads: int = 1           # DCP FileSystemWriter threads
+    allow_fresh_start: bool = False  # start from step 0 even though a checkpoint source could not be read
+    source_attempts: int = 3         # tries per checkpoint source at restore (1 s, 2 s, ... between them)
     overlap_staging: bool = True     # copy parameters/optimizer state to host during the next step's
     #                                  forward/backward; that step's optimizer.step() waits for the copy
 
@@ -84,6 +86,12 @@ class RunConfig:
     threads: int = 1                 # torch intra-op threads per worker
     device: str = "auto"             # auto | cpu | cuda
     metrics_port: int | None = None  # serve Prometheus metrics from rank 0
+    # Collectives wait this long for the slowest rank. Restore is the longest wait: peers sit in the
+    # all_gather while one rank lists and fetches from S3 (242 s measured, docs/training.md "Benchmarks"),
+    # with up to 3 tries per source; 120 s (the old value) let the waiting ranks time out first.
+    pg_timeout_seconds: int = 1800
+    parallelism: str = "ddp"         # ddp | fsdp (FSDP2 fully_shard) | hsdp (FSDP2 over a 2-D replicate x shard mesh)
+    shard_size: int = 0              # hsdp: ranks per shard group [0: the local world size, i.e. shard within a node]
 
     @property
     def model_config(self) -> ModelConfig:

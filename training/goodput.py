@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Gauge, start_http_server, write_to_textfile
 
 from training.storage_utils import atomic_write
+
+log = logging.getLogger("training.goodput")
 
 CATEGORIES = ("productive", "startup", "restore", "checkpoint_blocking", "replayed", "rescheduling")
 LEDGER = "goodput.json"
@@ -49,12 +52,13 @@ class Goodput:
         if prev and not prev.get("finished"):
             self.seconds["rescheduling"] = max(0.0, self.started - float(prev.get("last_alive", self.started)))
         self._last_write = 0.0
+        self._write_failed: set[str] = set()
         self.registry = CollectorRegistry()
         self._g_seconds = Gauge("openpod_training_seconds", "Wall-clock seconds by category, all incarnations",
                                 ["category"], registry=self.registry)
         self._g_ratio = Gauge("openpod_goodput_ratio", "Productive seconds / all seconds", registry=self.registry)
         self._g_step = Gauge("openpod_training_step", "Last completed optimizer step", registry=self.registry)
-        self._g_ckpt_fail = Gauge("openpod_checkpoint_failures", "Checkpoint saves that failed (this incarnation)",
+        self._g_ckpt_fail = Gauge("openpod_checkpoint_failures", "Checkpoint saves and tier promotions that failed (this incarnation)",
                                   registry=self.registry)
         if metrics_port is not None and rank == 0:
             start_http_server(metrics_port, addr="0.0.0.0", registry=self.registry)
@@ -107,8 +111,22 @@ class Goodput:
         self._g_ckpt_fail.set(checkpoint_failures)
         if self.rank != 0:
             return
-        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # reported by the writes below
         ledger = {"seconds": s["seconds"], "high_water_step": self.high_water, "last_alive": time.time(),
                   "finished": finished, "incarnations": self.incarnation}
-        atomic_write(self.dir / LEDGER, json.dumps(ledger).encode(), fsync=False)
-        write_to_textfile(str(self.dir / "metrics.prom"), self.registry)
+        self._write("goodput ledger", lambda: atomic_write(self.dir / LEDGER, json.dumps(ledger).encode(),
+                                                           fsync=False))
+        self._write("metrics file", lambda: write_to_textfile(str(self.dir / "metrics.prom"), self.registry))
+
+    def _write(self, what: str, write) -> None:
+        """A full or read-only disk (ENOSPC, EIO, EROFS) costs this write, never the training; warned once per file."""
+        try:
+            write()
+            self._write_failed.discard(what)
+        except OSError as e:
+            if what not in self._write_failed:
+                log.warning("writing the %s in %s failed: %s; training continues", what, self.dir, e)
+            self._write_failed.add(what)

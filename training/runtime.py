@@ -36,13 +36,40 @@ from training.goodput import Goodput
 log = logging.getLogger("training")
 
 
+class LRSchedule:
+    """Warm-up then cosine decay to ``min_lr_ratio`` over ``decay_steps``: a function of the global step.
+
+    Its parameters are fixed when the job first starts (``decay_steps`` = that run's
+    ``--steps``) and saved with every checkpoint, so a resumed job follows the same
+    schedule whatever ``--steps`` it is given (the world size does not matter either).
+    """
+
+    def __init__(self, lr: float, warmup_steps: int, min_lr_ratio: float, decay_steps: int):
+        self.lr, self.warmup_steps, self.min_lr_ratio, self.decay_steps = lr, warmup_steps, min_lr_ratio, decay_steps
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig) -> "LRSchedule":
+        o = cfg.optim
+        return cls(o.lr, o.warmup_steps, o.min_lr_ratio, cfg.steps)
+
+    def __call__(self, step: int) -> float:
+        if step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        progress = (step - self.warmup_steps) / max(1, self.decay_steps - self.warmup_steps)
+        return self.lr * (self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+    def state_dict(self) -> dict:
+        return {"lr": self.lr, "warmup_steps": self.warmup_steps, "min_lr_ratio": self.min_lr_ratio,
+                "decay_steps": self.decay_steps}
+
+    def load_state_dict(self, sd: dict) -> None:
+        self.lr, self.warmup_steps = float(sd["lr"]), int(sd["warmup_steps"])
+        self.min_lr_ratio, self.decay_steps = float(sd["min_lr_ratio"]), int(sd["decay_steps"])
+
+
 def lr_at(step: int, cfg: RunConfig) -> float:
-    """Warm-up then cosine decay, a function of the global step only (world size does not matter)."""
-    o = cfg.optim
-    if step < o.warmup_steps:
-        return o.lr * (step + 1) / o.warmup_steps
-    progress = (step - o.warmup_steps) / max(1, cfg.steps - o.warmup_steps)
-    return o.lr * (o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+    """The schedule a fresh job with ``cfg`` starts with (a resumed job uses ``Runtime.lr_schedule``)."""
+    return LRSchedule.from_config(cfg)(step)
 
 
 class Runtime:
@@ -61,21 +88,59 @@ class Runtime:
             if "RANK" not in os.environ:  # plain `python script.py`: a world of one
                 os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-            dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(seconds=120))
+            dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(seconds=cfg.pg_timeout_seconds))
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         self.node_id = os.environ.get("OPENPOD_NODE_ID") or socket.gethostname()
         self.data = TokenShards(cfg.data.data_dir)
         self.order = SampleOrder(len(self.data), cfg.seed)
         self.checkpointer = None
+        self.lr_schedule = LRSchedule.from_config(cfg)  # replaced by the saved one on restore
         if cfg.checkpoint.enabled:
             self.checkpointer = Checkpointer(
                 cfg.checkpoint, rank=self.rank, world_size=self.world_size,
                 local_world_size=self.local_world_size, node_id=self.node_id,
                 scratch_dir=Path(cfg.run_dir) / "scratch" / f"rank_{self.rank:05d}")
+            self.checkpointer.register("lr_schedule", self.lr_schedule)
         self.restored = None
         self.last_loss: float | None = None
         self._sample_log = os.environ.get("OPENPOD_SAMPLE_LOG")
+
+    def parallelize(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Apply ``cfg.parallelism`` to ``model`` (before the optimizer is built).
+
+        ddp: unchanged (gradients are summed by :meth:`sync_gradients`). fsdp: FSDP2
+        ``fully_shard`` of every block and the root over a 1-D mesh of all ranks. hsdp:
+        the same over a 2-D (replicate, shard) mesh, shard groups of ``shard_size`` ranks
+        (default: one node). Gradients are summed, not averaged, across ranks: the loss
+        is already scaled by 1 / global batch, so every parallelism computes the same step.
+        """
+        kind = self.cfg.parallelism
+        if kind == "ddp":
+            return model
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        if kind == "fsdp":
+            mesh = init_device_mesh(self.device.type, (self.world_size,), mesh_dim_names=("shard",))
+        elif kind == "hsdp":
+            shard = self.cfg.shard_size or self.local_world_size
+            if self.world_size % shard:
+                raise ValueError(f"shard_size: {shard} does not divide the world size {self.world_size}")
+            mesh = init_device_mesh(self.device.type, (self.world_size // shard, shard),
+                                    mesh_dim_names=("replicate", "shard"))
+        else:
+            raise ValueError(f"parallelism: {kind!r} is not one of ddp, fsdp, hsdp")
+        for block in getattr(model, "blocks", []):
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        # Sum, with a plain SUM collective: a custom factor alone selects PREMUL_SUM, which gloo lacks
+        # (torch 2.13.0 torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:812-866, read 2026-11-23).
+        for m in model.modules():
+            if hasattr(m, "set_gradient_divide_factor"):
+                m.set_gradient_divide_factor(1.0)
+                m.set_force_sum_reduction_for_comms(True)
+        return model
 
     def restore(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
         if self.checkpointer is not None:
@@ -104,7 +169,15 @@ class Runtime:
         return self.data.batch(ids).to(self.device, non_blocking=True)
 
     def sync_gradients(self, model: torch.nn.Module, loss_sum: torch.Tensor) -> float:
-        """Sum gradients (already scaled by 1/global_batch) and the loss over ranks in one all-reduce."""
+        """Sum gradients (already scaled by 1/global_batch) and the loss over ranks in one all-reduce.
+
+        Under FSDP2 the gradients were already reduce-scattered in backward: only the loss is summed.
+        """
+        if self.cfg.parallelism != "ddp":
+            t = loss_sum.detach().reshape(1).clone()
+            if self.world_size > 1:
+                dist.all_reduce(t)
+            return float(t)
         params = [p for p in model.parameters() if p.requires_grad]
         for p in params:
             if p.grad is None:
@@ -130,7 +203,7 @@ class Runtime:
             blocked = self.checkpointer.save(done, model, optimizer,
                                              meta={"loss": loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", blocked)
-            self.goodput.persist(checkpoint_failures=self.checkpointer.stats.failed)
+            self.goodput.persist(checkpoint_failures=self.checkpointer.stats.failures)
 
     def finish(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
         """Drain checkpoint I/O, account, and describe the final state (identical on every rank)."""
@@ -145,7 +218,8 @@ class Runtime:
             msd, osd = get_state_dict(model, optimizer)
             state = {"model": msd, "optim": osd}
         failed = self.checkpointer.stats.failed if self.checkpointer else 0
-        self.goodput.persist(finished=True, checkpoint_failures=failed)
+        failures = self.checkpointer.stats.failures if self.checkpointer else 0
+        self.goodput.persist(finished=True, checkpoint_failures=failures)
         result = {
             "step": self.cfg.steps,
             "loss": self.last_loss,
@@ -156,6 +230,8 @@ class Runtime:
             "restore_seconds": round(self.restored.seconds, 4) if self.restored else 0.0,
             "checkpoints": {"committed": self.checkpointer.stats.committed if self.checkpointer else 0,
                             "failed": failed,
+                            "promote_failed": dict(self.checkpointer.stats.promote_failed) if self.checkpointer
+                            else {},
                             "last_error": self.checkpointer.stats.last_error if self.checkpointer else None},
             "goodput": self.goodput.summary(),
         }

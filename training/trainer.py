@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from training.config import RunConfig
 from training.model import GPT
-from training.runtime import Runtime, lr_at
+from training.runtime import Runtime
 
 
 def train(cfg: RunConfig) -> dict:
+    # Deterministic cuBLAS needs a fixed workspace, set before the first cuBLAS handle; without it
+    # use_deterministic_algorithms(True) raises on CUDA >= 10.2 (torch.use_deterministic_algorithms docs;
+    # torch 2.13.0 torch/testing/_internal/common_utils.py:2509-2544 sets the same value, read 2026-11-23).
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
     rt = Runtime(cfg)
     torch.manual_seed(cfg.seed)  # every rank builds the same initial model
-    model = GPT(cfg.model_config).to(rt.device)
+    model = rt.parallelize(GPT(cfg.model_config).to(rt.device))
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.optim.lr, betas=(0.9, 0.95),
                                   weight_decay=cfg.optim.weight_decay)
     start = rt.restore(model, optimizer)
@@ -29,7 +35,7 @@ def train(cfg: RunConfig) -> dict:
         loss_value = rt.sync_gradients(model, loss_sum)
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
         for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, cfg)
+            group["lr"] = rt.lr_schedule(step)
         optimizer.step()
         rt.step_done(step, model, optimizer, loss_value)
 

@@ -20,9 +20,15 @@ def main(argv: list[str] | None = None) -> int:
     rank = os.environ.get("RANK", "0")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"[rank {rank}] %(asctime)s %(name)s %(levelname)s %(message)s")
+    from training.checkpoint import RefusedFreshStart
     from training.trainer import train
 
-    result = train(RunConfig.load(args.config))
+    try:
+        result = train(RunConfig.load(args.config))
+    except RefusedFreshStart as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        (Path(args.result_dir) / "refused.txt").write_text(str(e))  # the launcher's last word
+        return 3
     write_json_atomic(Path(args.result_dir) / f"result-{int(rank):05d}.json", result)
     return 0
 

@@ -149,6 +149,8 @@ def test_full_disk_fails_that_save_not_the_next(tmp_path, monkeypatch, caplog):
             ck.save(s, model, opt)
         ck.close()
     assert ck.stats.committed == 2 and ck.stats.failed == 1
+    # Failed on the old code: the failed promotion to FSx was counted nowhere (0 failures exported).
+    assert ck.stats.promote_failed == {"fsx": 1} and ck.stats.failures == 2
     assert "No space left on device" in caplog.text and "checkpoint of step 4 failed" in caplog.text
     assert "promoting step 6 to fsx" in caplog.text
     mem = DirTier("memory", tmp_path / "shm/n0")
@@ -262,3 +264,121 @@ def test_peer_server_holds_a_buddys_snapshot(tmp_path):
     finally:
         server.close()
     assert buddy_of(0, 4, 2) == 2 and buddy_of(3, 4, 2) == 1 and buddy_of(0, 2, 2) is None
+
+
+class Counter:
+    """A user object: plain values and a tensor."""
+
+    def __init__(self, n=0):
+        self.n, self.rate, self.hist = n, n / 10, torch.full((3,), float(n))
+
+    def state_dict(self):
+        return {"n": self.n, "rate": self.rate, "hist": self.hist}
+
+    def load_state_dict(self, sd):
+        self.n, self.rate, self.hist = sd["n"], sd["rate"], sd["hist"].clone()
+
+
+def test_registered_components_round_trip_and_old_checkpoints_still_restore(tmp_path, caplog):
+    cfg = tiers(tmp_path)
+    model, opt = make_model()
+    ck = checkpointer(tmp_path, cfg)
+    ck.register("counter", Counter(7))
+    train(model, opt)
+    ck.save(2, model, opt)
+    ck.close()
+    model2, opt2 = make_model(seed=5)
+    ck2 = checkpointer(tmp_path, cfg)
+    c = Counter(0)
+    ck2.register("counter", c)
+    assert ck2.restore(model2, opt2).step == 2
+    ck2.close()
+    assert (c.n, c.rate, c.hist.tolist()) == (7, 0.7, [7.0, 7.0, 7.0])
+    # A checkpoint written before a component was registered restores; the component keeps its value.
+    ck3 = checkpointer(tmp_path, cfg)
+    ck3.register("counter", Counter(1))
+    extra = Counter(3)
+    ck3.register("sampler", extra)
+    assert ck3.restore(*make_model(seed=6)).step == 2
+    ck3.close()
+    assert extra.n == 3 and "has no 'sampler' state; keeping its current value" in caplog.text
+    with pytest.raises(ValueError, match="component name 'model'"):
+        ck3.register("model", Counter())
+
+
+def test_an_unreadable_step_is_skipped_by_name_not_the_whole_tier(tmp_path, caplog):
+    """Failed on the old code: the unreadable marker of step 4 made the tier's listing raise, the whole tier
+    was skipped and the job started from scratch although step 2 was intact."""
+    cfg = CheckpointConfig(every=2, tiers=[TierConfig("fsx", str(tmp_path / "fsx"), keep=3)], peer_replication=False)
+    _, h2 = saved(tmp_path, cfg, steps=(2,))
+    saved(tmp_path, cfg, steps=(2, 4))
+    marker = tmp_path / "fsx/step_000000004/rank_00000.commit.json"
+    marker.unlink()
+    marker.mkdir()  # reading it fails with an OSError (IsADirectoryError), as a damaged file system would
+    info, h = restore(tmp_path, cfg)
+    assert info is not None and info.step == 2 and h == h2
+    assert "step_000000004/rank_00000.commit.json" in caplog.text
+
+
+def test_a_failing_cleanup_after_a_failed_save_does_not_break_the_next_save(tmp_path, monkeypatch, caplog):
+    """Failed on the old code: the error path's tier.delete() raised out of the writer, and the next save()
+    re-raised it from wait() - a crash loop."""
+    monkeypatch.setenv("OPENPOD_FAULT_ENOSPC", "fsx@2")
+    cfg = CheckpointConfig(every=2, tiers=[TierConfig("fsx", str(tmp_path / "fsx"))], peer_replication=False)
+    model, opt = make_model()
+    ck = checkpointer(tmp_path, cfg)
+    real_delete = DirTier.delete
+
+    def delete(self, step, rank):
+        if step == 2:
+            raise OSError(30, "Read-only file system")
+        real_delete(self, step, rank)
+
+    monkeypatch.setattr(DirTier, "delete", delete)
+    train(model, opt)
+    ck.save(2, model, opt)
+    train(model, opt)
+    ck.save(4, model, opt)  # must not raise
+    ck.close()
+    assert (ck.stats.committed, ck.stats.failed) == (1, 1)
+    assert "cleanup of step 2 in fsx" in caplog.text
+
+
+_REAL_MARKERS = DirTier.markers
+
+
+def _failing_markers(monkeypatch, kind, times):
+    """The ``kind`` tier's listing raises ``times`` times (an FSx hiccup, an S3 outage), then works."""
+    calls = {"n": 0}
+    real = _REAL_MARKERS
+
+    def markers(self):
+        if self.kind == kind and calls["n"] < times:
+            calls["n"] += 1
+            raise OSError(5, "Input/output error")
+        return real(self)
+
+    monkeypatch.setattr(DirTier, "markers", markers)
+    return calls
+
+
+def test_a_source_outage_refuses_a_fresh_start_unless_allowed(tmp_path, monkeypatch):
+    """Failed on the old code: the erroring source was skipped and restore returned None - a silent fresh start."""
+    from training.checkpoint import RefusedFreshStart
+
+    cfg = CheckpointConfig(every=2, tiers=[TierConfig("memory", str(tmp_path / "shm")),
+                                           TierConfig("fsx", str(tmp_path / "fsx"))],
+                           peer_replication=False, source_attempts=2)
+    _, h = saved(tmp_path, cfg)
+    shutil.rmtree(tmp_path / "shm")  # the node was replaced: only FSx holds the state
+    calls = _failing_markers(monkeypatch, "fsx", times=99)
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    with pytest.raises(RefusedFreshStart, match=r"checkpoint source fsx:\S+ \(OSError: \[Errno 5\] Input/output "
+                                                r"error\) could not be read; refusing to start from step 0"):
+        restore(tmp_path, cfg)
+    assert calls["n"] == 2  # retried
+    info, _ = restore(tmp_path, dataclasses.replace(cfg, allow_fresh_start=True))
+    assert info is None
+    _failing_markers(monkeypatch, "fsx", times=1)  # a hiccup: the retry restores
+    info, h2 = restore(tmp_path, cfg)
+    assert info is not None and info.step == 2 and h2 == h

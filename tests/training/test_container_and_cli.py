@@ -49,6 +49,10 @@ def test_dockerfile_builds_from_the_repo_root_with_pinned_components():
     (["--steps", "5", "--s3-uri", "bucket/x"], "--s3-uri: must look like s3://bucket/prefix"),
     (["--steps", "5", "--nnodes", "1:2"], "--rdzv-endpoint: required"),
     (["--steps", "5", "--model", "huge"], "Invalid value for '--model'"),
+    (["--steps", "5", "--parallelism", "tp"], "Invalid value for '--parallelism'"),
+    (["--steps", "5", "--shard-size", "2"], "--shard-size: only applies with --parallelism hsdp"),
+    (["--steps", "5", "--parallelism", "hsdp", "--nproc-per-node", "3", "--shard-size", "2"],
+     "--shard-size: 2 does not divide the world size 3"),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(tmp_path, args, message):
     # The same checks, without running anything (what `openpod submit --runtime openpod` uses).

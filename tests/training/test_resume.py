@@ -59,3 +59,21 @@ def test_full_disk_fails_the_save_not_the_training(tmp_path, baseline):
     assert "checkpoint of step 10 failed" in r.stderr
     assert out["state_sha256"] == baseline["state_sha256"]
     assert not (tmp_path / "ck/step_000000010").exists() and (tmp_path / "ck/step_000000020").exists()
+
+
+def test_an_unreachable_s3_source_refuses_a_fresh_start_unless_allowed(tmp_path):
+    """Failed on the old code: the S3 error was logged and the job silently trained from step 0."""
+    s3 = ["--s3-uri", "s3://ckpt/job", "--s3-endpoint-url", "http://127.0.0.1:9"]  # nothing listens there
+    env = cli_env(AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x", AWS_DEFAULT_REGION="us-east-1",
+                  AWS_MAX_ATTEMPTS="1")
+    r = run_cli(train_args(tmp_path, steps=5, nproc=1, extra=s3), env=env)
+    assert r.returncode == 3, failure_text(r)
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: checkpoint source s3:s3://ckpt/job (EndpointConnectionError") and \
+        last.endswith("refusing to start from step 0, which could lose progress "
+                      "(fix the source, or pass --allow-fresh-start)"), last
+    assert "(attempt 3 of 3)" in r.stderr
+    r = run_cli(train_args(tmp_path, steps=5, nproc=1, extra=[*s3, "--allow-fresh-start"]), env=env)
+    assert r.returncode == 0, failure_text(r)
+    assert last_json(r.stdout)["restored_step"] == 0
+    assert "starting from step 0 although s3:s3://ckpt/job" in r.stderr

@@ -21,8 +21,10 @@ from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+from training.checkpoint.reshard import MergedShardsReader
 from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
-from training.checkpoint.staging import HostStager
+from training.checkpoint.staging import HostStager, local_tensor
+from torch.distributed.tensor import DTensor
 from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker, S3Tier, Tier, describe_dir, verify_dir
 from training.config import CheckpointConfig, TierConfig
 from training.faults import HookedFileSystem, kill_point
@@ -43,6 +45,10 @@ def build_tier(t: TierConfig, node_id: str) -> Tier:
     return DirTier(t.kind, root, keep=t.keep, every=t.every, fsync=t.kind != "memory")
 
 
+class RefusedFreshStart(RuntimeError):
+    """No checkpoint could be restored while a checkpoint source failed: starting fresh could lose progress."""
+
+
 @dataclass
 class RestoreInfo:
     step: int
@@ -60,6 +66,13 @@ class SaveStats:
     last_error: str | None = None
     last_write_seconds: float = 0.0
     waited_seconds: float = 0.0       # optimizer steps held until an overlapped staging copy finished
+    promote_failed: dict[str, int] = field(default_factory=dict)  # tier kind -> failed promotions
+    source_failed: dict[str, str] = field(default_factory=dict)   # restore: source -> last error after retries
+
+    @property
+    def failures(self) -> int:
+        """Every failure: saves that did not commit plus promotions that did not reach a tier."""
+        return self.failed + sum(self.promote_failed.values()) + len(self.source_failed)
 
 
 class _PeerSource:
@@ -134,6 +147,7 @@ class Checkpointer:
         self._staged: Future | None = None
         self._hooks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # optimizer -> pre-hook handle
         self._waited = 0.0
+        self.components: dict[str, object] = {}  # name -> Stateful, see register()
 
         self.peer_server = None
         self.peers: list[tuple[str, int] | None] = [None] * world_size
@@ -149,9 +163,34 @@ class Checkpointer:
     def due(self, step: int) -> bool:
         return self.cfg.enabled and self.cfg.every > 0 and step % self.cfg.every == 0
 
+    def register(self, name: str, obj) -> None:
+        """Save and restore ``obj`` (anything with ``state_dict()``/``load_state_dict()``: an LR schedule,
+        a data loader position, RNG, a GradScaler, user objects) under ``name`` with every checkpoint."""
+        if name in ("model", "optim") or not name.isidentifier():
+            raise ValueError(f"component name {name!r}: must be an identifier other than 'model' and 'optim'")
+        if not (callable(getattr(obj, "state_dict", None)) and callable(getattr(obj, "load_state_dict", None))):
+            raise ValueError(f"component {name!r}: {type(obj).__name__} has no state_dict()/load_state_dict()")
+        self.components[name] = obj
+
     def state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
         msd, osd = get_state_dict(model, optimizer)
-        return {"model": msd, "optim": osd}
+        return {"model": msd, "optim": osd, **{n: c.state_dict() for n, c in self.components.items()}}
+
+    def _load_into(self, reader, model, optimizer, where: str) -> None:
+        """DCP-load a snapshot into the live model, optimizer and registered components."""
+        state = self.state(model, optimizer)
+        saved = {k.split(".", 1)[0] for k in reader.read_metadata().state_dict_metadata}
+        for name in self.components:
+            if name not in saved:  # a checkpoint from before the component was registered
+                log.warning("checkpoint %s has no %r state; keeping its current value", where, name)
+                state.pop(name)
+        if hasattr(reader, "reset"):
+            reader.reset()
+        dcp.load(state, storage_reader=reader, no_dist=True)
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        for name, c in self.components.items():
+            if name in state:
+                c.load_state_dict(state[name])
 
     def save(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
              meta: dict | None = None) -> float:
@@ -163,14 +202,15 @@ class Checkpointer:
         copying = None
         if self.cfg.overlap_staging:
             owned = _optimizer_tensors(optimizer)
-            staged, deferred = self.stager.plan(state, defer=lambda t: t.data_ptr() in owned)
+            staged, deferred = self.stager.plan(state, defer=lambda t: local_tensor(t).data_ptr() in owned)
             if deferred:
                 self._hook(optimizer)
                 copying = self._staged = self._copier.submit(self.stager.copy, deferred, self.stager.ready_event())
         else:
             staged = self.stager.stage(state)
         self.stats.started += 1
-        self._inflight = self._writer.submit(self._persist, step, staged, dict(meta or {}), copying)
+        replicated = not _has_dtensor(state)  # sharded state: each rank's snapshot holds only its shards
+        self._inflight = self._writer.submit(self._persist, step, staged, dict(meta or {}), copying, replicated)
         return time.perf_counter() - t0
 
     def wait(self) -> None:
@@ -196,7 +236,8 @@ class Checkpointer:
             self._waited += dt
             self.stats.waited_seconds += dt
 
-    def _persist(self, step: int, staged: dict, meta: dict, copying: Future | None = None) -> None:
+    def _persist(self, step: int, staged: dict, meta: dict, copying: Future | None = None,
+                 replicated: bool = True) -> None:
         t0 = time.perf_counter()
         tier = self.first
         try:
@@ -206,7 +247,8 @@ class Checkpointer:
             writer = FileSystemWriter(d, sync_files=tier.fsync, thread_count=self.cfg.write_threads)
             writer.fs = HookedFileSystem(kind=tier.kind, step=step, rank=self.rank)
             dcp.save(staged, storage_writer=writer, no_dist=True)
-            marker = Marker(step=step, rank=self.rank, world_size=self.world_size, files=describe_dir(d), meta=meta)
+            marker = Marker(step=step, rank=self.rank, world_size=self.world_size, files=describe_dir(d),
+                            replicated=replicated, meta=meta)
             kill_point("before_commit", step, self.rank)
             tier.commit(marker)
             kill_point("after_commit", step, self.rank)
@@ -214,7 +256,10 @@ class Checkpointer:
             self.stats.failed += 1
             self.stats.last_error = f"{type(e).__name__}: {e}"
             log.warning("checkpoint of step %d failed in %s: %s; training continues", step, tier.name, e)
-            tier.delete(step, self.rank)
+            try:
+                tier.delete(step, self.rank)
+            except Exception as ce:  # noqa: BLE001 - cleanup must never fail the next save
+                log.warning("cleanup of step %d in %s failed: %s", step, tier.name, ce)
             return
         self.stats.committed += 1
         self.stats.last_write_seconds = time.perf_counter() - t0
@@ -274,6 +319,7 @@ class Checkpointer:
                 self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
             except Exception as e:
                 self.stats.last_error = f"{type(e).__name__}: {e}"
+                self.stats.promote_failed[tier.kind] = self.stats.promote_failed.get(tier.kind, 0) + 1
                 log.warning("promoting step %d to %s failed: %s", marker.step, tier.name, e)
                 try:
                     tier.delete(marker.step, self.rank)
@@ -318,13 +364,14 @@ class Checkpointer:
         """Load the newest checkpoint every rank can load, verified; None for a fresh start."""
         t0 = time.perf_counter()
         avail: dict[int, list[tuple[object, Marker]]] = {}
+        failed_sources: list[str] = []
         for src in self._sources():
-            try:
-                markers = src.markers()
-            except Exception as e:  # an unreachable tier is skipped, not fatal
-                log.warning("checkpoint source %s unavailable: %s", src.name, e)
+            markers = self._list_with_retries(src, failed_sources)
+            if markers is None:
                 continue
             for m in markers:
+                if not m.replicated and m.world_size != self.world_size:
+                    continue  # another world size's shards: see _restore_resharded
                 if m.rank == self.rank or m.replicated:
                     avail.setdefault(m.step, []).append((src, m))
         for cands in avail.values():  # our own rank's snapshot first within a source order
@@ -340,7 +387,79 @@ class Checkpointer:
                 shutil.rmtree(self.scratch, ignore_errors=True)
                 return info
             steps.discard(step)
+        info = self._restore_resharded(model, optimizer)
         shutil.rmtree(self.scratch, ignore_errors=True)
+        if info is not None:
+            info.seconds = time.perf_counter() - t0
+            return info
+        refuse = bool(failed_sources) and not self.cfg.allow_fresh_start
+        if not _all_ok(not refuse, self.world_size):  # every rank refuses together
+            why = (f"checkpoint source {failed_sources[0]} could not be read" if refuse
+                   else "another rank could not read a checkpoint source")
+            raise RefusedFreshStart(f"{why}; refusing to start from step 0, which could lose progress "
+                                    f"(fix the source, or pass --allow-fresh-start)")
+        if failed_sources:
+            log.warning("starting from step 0 although %s could not be read (allow_fresh_start)",
+                        ", ".join(failed_sources))
+        return None
+
+    def _list_with_retries(self, src, failed: list[str]) -> list[Marker] | None:
+        """``src.markers()``, tried ``cfg.source_attempts`` times; None (and ``src`` named in ``failed``) if all fail."""
+        attempts = max(1, self.cfg.source_attempts)
+        for i in range(attempts):
+            try:
+                return src.markers()
+            except Exception as e:  # noqa: BLE001 - an outage of one source: retry, then report it
+                last = f"{type(e).__name__}: {e}"
+                log.warning("checkpoint source %s unavailable (attempt %d of %d): %s", src.name, i + 1, attempts, last)
+                if i + 1 < attempts:
+                    time.sleep(float(i + 1))
+        self.stats.source_failed[src.name] = last
+        failed.append(f"{src.name} ({last})")
+        return None
+
+    def _restore_resharded(self, model, optimizer) -> RestoreInfo | None:
+        """Sharded state saved by another world size: every rank reads every old rank's snapshot of one step
+        from one shared tier (FSx or S3), and DCP's planner picks the pieces of this rank's new shards."""
+        found: dict[int, list[tuple[object, list[Marker]]]] = {}
+        for src in self.tiers:
+            if src.kind not in SHARED or src.name in self.stats.source_failed:
+                continue
+            try:
+                markers = src.markers()
+            except Exception as e:  # noqa: BLE001 - an unreachable tier is skipped here
+                log.warning("checkpoint source %s unavailable: %s", src.name, e)
+                continue
+            by_step: dict[tuple[int, int], dict[int, Marker]] = {}
+            for m in markers:
+                if not m.replicated and m.world_size != self.world_size:
+                    by_step.setdefault((m.step, m.world_size), {})[m.rank] = m
+            for (step, ws), ranks in by_step.items():
+                if set(ranks) == set(range(ws)):
+                    found.setdefault(step, []).append((src, [ranks[r] for r in range(ws)]))
+        steps = set(found)
+        for other in _all_gather(sorted(steps), self.world_size):
+            steps &= set(other)
+        while steps:
+            step = max(steps)
+            info = None
+            for src, ms in found[step]:
+                where = f"{src.name}/step_{step:09d} (saved by {len(ms)} ranks)"
+                try:
+                    dirs = []
+                    for m in ms:
+                        d = src.materialize(m, self.scratch)
+                        verify_dir(d, m, f"{src.name}/{m.key}")
+                        dirs.append(d)
+                    self._load_into(MergedShardsReader(dirs), model, optimizer, where)
+                    log.info("resharded %s onto %d ranks", where, self.world_size)
+                    info = RestoreInfo(step=step, source=src.name, seconds=0.0, meta=ms[0].meta)
+                    break
+                except (Exception, CheckpointException) as e:  # noqa: BLE001 - next source
+                    log.warning("skipping checkpoint %s: %s: %s", where, type(e).__name__, e)
+            if _all_ok(info is not None, self.world_size):
+                return info
+            steps.discard(step)
         return None
 
     def _load_step(self, step: int, cands: list, model, optimizer) -> RestoreInfo | None:
@@ -351,9 +470,7 @@ class Checkpointer:
                 where = f"{src.name}/{m.key}"
                 if not getattr(src, "verified_on_fetch", False):
                     verify_dir(d, m, where)
-                state = self.state(model, optimizer)
-                dcp.load(state, storage_reader=FileSystemReader(d), no_dist=True)
-                set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+                self._load_into(FileSystemReader(d), model, optimizer, where)
                 return RestoreInfo(step=step, source=src.name, seconds=0.0, meta=m.meta)
             except CorruptCheckpoint as e:
                 log.warning("skipping corrupt checkpoint %s", e)
@@ -364,11 +481,21 @@ class Checkpointer:
 
 def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> set[int]:
     """Storage addresses of what ``optimizer.step()`` mutates: its parameters and its state tensors."""
-    out = {p.data_ptr() for g in optimizer.param_groups for p in g["params"]}
+    out = {local_tensor(p).data_ptr() for g in optimizer.param_groups for p in g["params"]}
     for st in optimizer.state.values():
-        out.update(v.data_ptr() for v in st.values() if isinstance(v, torch.Tensor))
+        out.update(local_tensor(v).data_ptr() for v in st.values() if isinstance(v, torch.Tensor))
     out.discard(0)  # empty tensors share address 0: copy those eagerly
     return out
+
+
+def _has_dtensor(obj) -> bool:
+    if isinstance(obj, DTensor):
+        return True
+    if isinstance(obj, dict):
+        return any(_has_dtensor(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return any(_has_dtensor(v) for v in obj)
+    return False
 
 
 def _background_priority() -> None:

@@ -7,6 +7,12 @@ import hashlib
 from typing import Any, Callable
 
 import torch
+from torch.distributed.tensor import DTensor
+
+
+def local_tensor(t: torch.Tensor) -> torch.Tensor:
+    """This rank's part of ``t``: the local shard of a DTensor (FSDP2, TP, HSDP), else ``t`` itself."""
+    return t.to_local() if isinstance(t, DTensor) else t
 
 
 class HostStager:
@@ -81,6 +87,12 @@ class HostStager:
         return sum(b.numel() * b.element_size() for b in self._buffers.values())
 
     def _stage(self, obj: Any, path: str, defer, pending: list) -> Any:
+        if isinstance(obj, DTensor):
+            # Sharded state: stage this rank's shard and keep its place in the global tensor
+            # (mesh, placements, global shape), so DCP's planner writes it as this rank's chunk.
+            local = self._stage(obj.to_local(), path, defer, pending)
+            return DTensor.from_local(local, obj.device_mesh, obj.placements, run_check=False,
+                                      shape=obj.shape, stride=obj.stride())
         if isinstance(obj, torch.Tensor):
             buf = self._buffers.get(path)
             t = obj.detach()
@@ -100,10 +112,16 @@ class HostStager:
 
 
 def state_sha256(state: Any) -> str:
-    """A hash of a nested state dict's structure, dtypes, shapes and bytes (key order independent)."""
+    """A hash of a nested state dict's structure, dtypes, shapes and bytes (key order independent).
+
+    DTensors are hashed as their full, unsharded value (a collective: every rank of their mesh calls
+    this with the same structure), so a sharded run and its resumed copy compare like for like.
+    """
     h = hashlib.sha256()
 
     def walk(obj: Any, path: str) -> None:
+        if isinstance(obj, DTensor):
+            obj = obj.full_tensor()
         if isinstance(obj, torch.Tensor):
             t = obj.detach().cpu().contiguous()
             h.update(f"{path}:{t.dtype}:{tuple(t.shape)}".encode())

@@ -100,6 +100,15 @@ def _scandir(path) -> list[os.DirEntry]:
         return []
 
 
+def _scandir_step(path) -> list[os.DirEntry]:
+    """Entries of one step directory; an unreadable one is skipped by name (the tier's other steps count)."""
+    try:
+        return _scandir(path)
+    except OSError as e:
+        log.warning("skipping checkpoint directory %s: unreadable (%s)", path, e)
+        return []
+
+
 class Tier:
     """One storage level. Subclasses: :class:`DirTier`, :class:`S3Tier`."""
 
@@ -163,7 +172,7 @@ class DirTier(Tier):
         out = []
         for step_dir in _scandir(self.root):
             if step_dir.name.startswith("step_"):
-                out += [Path(e.path) for e in _scandir(step_dir.path) if e.name.startswith("rank_")]
+                out += [Path(e.path) for e in _scandir_step(step_dir.path) if e.name.startswith("rank_")]
         return out
 
     def markers(self) -> list[Marker]:
@@ -175,7 +184,7 @@ class DirTier(Tier):
                 out.append(Marker.from_json(p.read_text()))
             except FileNotFoundError:
                 continue  # removed by retention meanwhile
-            except (ValueError, TypeError) as e:
+            except (ValueError, TypeError, OSError) as e:  # this step only; the tier's other steps still count
                 log.warning("skipping checkpoint %s: unreadable commit marker (%s)", p, e)
         return sorted(out, key=lambda m: (m.step, -m.rank), reverse=True)
 

@@ -1,0 +1,71 @@
+"""Exact resume of sharded (FSDP2 / HSDP) state: workers SIGKILLed at named points and at a random moment.
+
+Each rank writes and restores only its own shards; ``state_sha256`` is of the full, unsharded state.
+"""
+
+import random
+import time
+
+import pytest
+
+from tests.training.conftest import cli_env, failure_text, kill_group, last_json, run_cli, spawn, train_args
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+
+LAYOUTS = {"fsdp": (2, ["--parallelism", "fsdp"]),
+           "hsdp": (4, ["--parallelism", "hsdp", "--shard-size", "2"])}  # 2 replicas x 2 shards
+# A kill while DCP writes the shards, one rank dying after its files but before its marker,
+# and one during promotion of the shards to the durable tier.
+KILLS = ["during_write@5", "before_commit@10@1", "during_promote@10"]
+HOLD_BEFORE = {"during_write@5": 7, "before_commit@10@1": 12, "during_promote@10": 12}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_sharded_run_killed_at_points_and_at_random_resumes_exactly(tmp_path, layout):
+    nproc, extra = LAYOUTS[layout]
+    steps = 15
+
+    def args(d):
+        return train_args(tmp_path / d, steps=steps, nproc=nproc, extra=extra)
+
+    r = run_cli(args("baseline"))
+    assert r.returncode == 0, failure_text(r)
+    want = last_json(r.stdout)
+
+    for point in KILLS:
+        hold = {"OPENPOD_HOOK_WAIT": f"{HOLD_BEFORE[point]}@{nproc}@{tmp_path / 'never'}"}
+        r = run_cli(args("killed"), env=cli_env(OPENPOD_KILL_AT=point, **hold))
+        assert r.returncode != 0, f"{point}: the kill hook did not fire\n{r.stderr[-2000:]}"
+    delay = random.Random().uniform(4.0, 8.0)  # start-up is ~4 s: the kill lands in start-up, restore or training
+    p = spawn(args("killed"), env=cli_env(), log=tmp_path / "random-kill.err")
+    time.sleep(delay)
+    kill_group(p)
+
+    r = run_cli(args("killed"))
+    assert r.returncode == 0, f"delay {delay:.2f}s\n{failure_text(r)}"
+    out = last_json(r.stdout)
+    assert out["restored_step"] >= 5, f"delay {delay:.2f}s: restarted from scratch"
+    assert (out["state_sha256"], out["loss"]) == (want["state_sha256"], want["loss"]), f"delay {delay:.2f}s"
+    for rank in range(nproc):  # every rank wrote its own shards to the durable tier
+        assert (tmp_path / f"killed/ck/step_000000015/rank_{rank:05d}.commit.json").exists()
+
+
+def test_fsdp_state_reshards_onto_a_different_world_size(tmp_path):
+    """2 FSDP2 ranks are killed after step 12; 3 ranks resume from the step-10 shards of 2 ranks on FSx
+    (every new rank reads the pieces of its new shards from both old snapshots) and finish with the loss
+    of an uninterrupted run."""
+    def args(d, nproc):
+        return train_args(tmp_path / d, steps=20, nproc=nproc, extra=["--parallelism", "fsdp"])
+
+    r = run_cli(args("baseline", 2))
+    assert r.returncode == 0, failure_text(r)
+    want = last_json(r.stdout)
+    r = run_cli(args("job", 2), env=cli_env(OPENPOD_KILL_AT="after_step@12"))
+    assert r.returncode != 0, r.stderr[-2000:]
+    r = run_cli(args("job", 3))
+    assert r.returncode == 0, failure_text(r)
+    out = last_json(r.stdout)
+    assert (out["world_size"], out["restored_step"]) == (3, 10)
+    assert out["restored_from"].startswith("fsx:")
+    assert "resharded" in r.stderr and "(saved by 2 ranks) onto 3 ranks" in r.stderr
+    assert out["loss"] == pytest.approx(want["loss"], rel=1e-4)

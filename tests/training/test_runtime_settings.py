@@ -1,0 +1,47 @@
+"""Process-group timeout against the slowest documented restore, and what deterministic CUDA needs."""
+
+import pytest
+
+import training.runtime as runtime
+from training.config import DataConfig, RunConfig
+
+SLOWEST_RESTORE_SECONDS = 242  # S3 restore of the xl state, docs/training.md "Benchmarks" (measured here)
+
+
+class Captured(Exception):
+    pass
+
+
+def test_the_process_group_outwaits_the_slowest_restore_with_its_retries(tmp_path, monkeypatch):
+    """Failed on the old code: the group was created with a fixed 120 s timeout."""
+    seen = {}
+
+    def init_process_group(backend, **kw):
+        seen.update(kw)
+        raise Captured
+
+    monkeypatch.setattr(runtime.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(runtime.dist, "init_process_group", init_process_group)
+    for k in ("RANK", "TORCHELASTIC_RUN_ID"):
+        monkeypatch.delenv(k, raising=False)
+    cfg = RunConfig(model="tiny", steps=1, seed=0, run_dir=str(tmp_path / "run"),
+                    data=DataConfig(data_dir=str(tmp_path / "data")), device="cpu")
+    with pytest.raises(Captured):
+        runtime.Runtime(cfg)
+    attempts = cfg.checkpoint.source_attempts
+    retry_sleeps = sum(range(1, attempts))
+    assert seen["timeout"].total_seconds() == cfg.pg_timeout_seconds
+    assert cfg.pg_timeout_seconds > attempts * SLOWEST_RESTORE_SECONDS + retry_sleeps
+
+
+def test_deterministic_mode_sets_the_cublas_workspace(monkeypatch):
+    import training.trainer as trainer
+
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.setattr(trainer, "Runtime", lambda cfg: (_ for _ in ()).throw(Captured()))
+    monkeypatch.setattr(trainer.torch, "use_deterministic_algorithms", lambda flag: None)
+    with pytest.raises(Captured):
+        trainer.train(None)
+    import os
+
+    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
