@@ -33,7 +33,7 @@ def instance_types_md() -> str:
 
 
 def facts_md() -> str:
-    from openpod_core.facts import FACTS
+    from openpod_core.facts import FACTS, UNVERIFIED
 
     rows = [
         "# Facts register",
@@ -47,6 +47,9 @@ def facts_md() -> str:
     for f in FACTS:
         cells = (f.key, f.value, f.source, f.checked, f.note)
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    rows += ["", "## Not yet verified", "", "What the code assumes where no source has been read yet.", "",
+             "| fact | what the code assumes |", "|---|---|"]
+    rows += [f"| {what} | {assumed} |" for what, assumed in UNVERIFIED]
     return "\n".join(rows) + "\n"
 
 

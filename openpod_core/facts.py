@@ -80,6 +80,12 @@ FACTS: tuple[Fact, ...] = (
         "(https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks.html)",
     ),
     Fact(
+        "eks.p6e-gb200", "P6e-GB200 on EKS: capacity blocks only, custom launch template, desired size 0 before a "
+        "node-group upgrade, Kubernetes >= 1.33 and NVIDIA's DRA driver (IMEX ComputeDomains) for cross-node NVLink",
+        "https://docs.aws.amazon.com/eks/latest/userguide/ml-eks-nvidia-ultraserver.html", "2026-11-23",
+        "the DRA driver is not installed yet (open item)",
+    ),
+    Fact(
         "ec2.quota-codes.on-demand-vcpus", "P L-417A185B, Trn L-2C3B7624, G and VT L-DB2E81BA, "
         "Standard L-1216C47A (Running On-Demand <family> instances, vCPUs)",
         "https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html", "2026-11-23",
@@ -91,6 +97,17 @@ FACTS: tuple[Fact, ...] = (
         "so cfn-lint's per-region instance-type lists (E3628) do not know p6e-gb200.36xlarge; the examples' "
         "regular-AZ placement of the gb200 group is not yet checked against this",
     ),
+)
+
+# Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody
+# mistakes them for checked ones. Each says what the code assumes today.
+UNVERIFIED: tuple[tuple[str, str], ...] = (
+    ("p6e-gb200 instance-store NVMe", "the instance table says 4 x 7500 GB; issue 8 quotes the EKS guide as 3 x 7.5 TB"),
+    ("p6e-gb200 EFA layout and bandwidth", "the table says 16 x 100 Gbps, efa-only on cards 1-16; public sources "
+                                           "say 3200 Gbps total and 4 EFA devices per node on EKS"),
+    ("aws-fsx-csi-driver add-on version", "pinned v1.7.0-eksbuild.1; no public listing of that string was found"),
+    ("EKS add-on pins", "real versions, not checked as current for eks.version; `openpod preflight` checks them "
+                        "against describe-addon-versions before a deploy"),
 )
 
 _BY_KEY = {f.key: f for f in FACTS}
