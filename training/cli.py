@@ -86,10 +86,14 @@ def main() -> None:
 @click.option("--allow-fresh-start", is_flag=True, default=False,
               help="start from step 0 even if a checkpoint source cannot be read (default: refuse to start)")
 @click.option("--shard-size", type=int, default=0, help="hsdp: ranks per shard group [default: --nproc-per-node]")
+@click.option("--hang-floor", type=float, default=300.0, show_default=True,
+              help="seconds with no rank advancing before the watchdog declares a hang (at least)")
+@click.option("--hang-multiple", type=float, default=10.0, show_default=True,
+              help="... or this multiple of the median recent step time, whichever is longer")
 def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, global_batch, micro_batch,
         num_samples, data_dir, memory_dir, nvme_dir, s3_uri, s3_endpoint_url, fsx_every, s3_every, keep,
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
-        bind_host, parallelism, allow_fresh_start, shard_size) -> None:
+        bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = usage_problems(click.get_current_context().params)
     if problems:
@@ -146,8 +150,12 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     if node_id:
         env["OPENPOD_NODE_ID"] = node_id
+    ft_dir = run_dir / "ft" / (node_id or socket.gethostname())
+    for stale in [*ft_dir.glob("rank-*.json"), *ft_dir.glob("pid-*")]:
+        stale.unlink(missing_ok=True)
+    env["OPENPOD_FT_DIR"] = str(ft_dir)
     try:
-        rc = subprocess.run(cmd, env=env, stdout=sys.stderr).returncode
+        rc = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple)
         files = sorted(results.glob("result-*.json"))
         refused = results / "refused.txt"
         if rc != 0 and refused.exists():
@@ -160,6 +168,36 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         click.echo(json.dumps(json.loads(files[0].read_text()), sort_keys=True))
     finally:
         shutil.rmtree(results, ignore_errors=True)
+
+
+def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple: float) -> int:
+    """Run torchrun; while it runs, the hang watchdog reads this node's rank heartbeats.
+
+    A hang (no local rank advanced for max(floor, multiple x median step time)) dumps every
+    local worker's Python stack into ``ft_dir`` and kills the workers: torchrun then restarts
+    the worker group (``--max-restarts``), which restores from the newest checkpoint.
+    """
+    import time
+
+    from training.ft.watchdog import Watchdog
+
+    watchdog = Watchdog(ft_dir, floor_s=floor_s, multiple=multiple)
+    proc = subprocess.Popen(cmd, env=env, stdout=sys.stderr)
+    while proc.poll() is None:
+        try:
+            proc.wait(timeout=1.0)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        pids = [int(p.read_text()) for p in ft_dir.glob("pid-*") if p.read_text().strip().isdigit()]
+        beats = watchdog.beats()
+        if pids and watchdog.check(pids):
+            quiet = time.time() - max(b.time for b in beats) if beats else 0.0
+            click.echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {watchdog.bound():.1f}s); "
+                       f"stacks in {ft_dir}; restarting the workers", err=True)
+            for stale in [*ft_dir.glob("rank-*.json"), *ft_dir.glob("pid-*")]:
+                stale.unlink(missing_ok=True)
+    return proc.wait()
 
 
 def usage_problems(params: dict) -> list[str]:
@@ -185,6 +223,10 @@ def usage_problems(params: dict) -> list[str]:
         problems.append(f"--s3-uri: must look like s3://bucket/prefix, got {s3_uri!r}")
     if rdzv_endpoint is not None and not _is_host_port(rdzv_endpoint):
         problems.append(f"--rdzv-endpoint: must be host:port, got {rdzv_endpoint!r}")
+    if p.get("hang_floor", 1.0) <= 0:
+        problems.append(f"--hang-floor: must be > 0 seconds, got {p['hang_floor']}")
+    if p.get("hang_multiple", 1.0) < 1:
+        problems.append(f"--hang-multiple: must be >= 1, got {p['hang_multiple']}")
     shard_size = p.get("shard_size", 0)
     if shard_size < 0:
         problems.append(f"--shard-size: must be >= 0, got {shard_size}")

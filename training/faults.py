@@ -10,6 +10,11 @@
 ``OPENPOD_FAULT_ENOSPC=kind@step``
     The tier ``kind`` (memory, nvme, fsx) runs out of space while writing the
     snapshot of ``step``: writes raise ``OSError(ENOSPC)`` at the storage layer.
+``OPENPOD_HANG_AT=step@rank@marker``
+    Before ``step``, rank ``rank`` stops advancing (it sleeps in ``hang_forever``, as a
+    rank stuck in a collective or a dead-locked data loader would) - once: the hook
+    creates ``marker`` and does not fire again while it exists. The launcher's hang
+    watchdog tests use it.
 ``OPENPOD_HOOK_WAIT=step@world@path``
     Before ``step``, while the world size is ``world``, rank 0 holds the job (polling
     every 50 ms) until ``path`` exists. Elastic tests use it to change membership
@@ -122,3 +127,21 @@ class HookedFileSystem(FileSystem):
     def create_stream(self, path, mode) -> Iterator[io.IOBase]:
         with super().create_stream(path, mode) as s:
             yield _Stream(s, self) if "w" in mode else s
+
+
+def hang_forever() -> None:  # pragma: no cover - ends by SIGKILL
+    """Stop advancing: what the watchdog's stack dump of a hung rank shows."""
+    while True:
+        time.sleep(1.0)
+
+
+def hang_point(step: int, rank: int) -> None:
+    for rule in _rules("OPENPOD_HANG_AT"):
+        if int(rule[0]) == step and int(rule[1]) == rank:
+            marker = rule[2]
+            try:
+                fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                continue  # fired in an earlier incarnation
+            os.close(fd)
+            hang_forever()

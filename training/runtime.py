@@ -102,6 +102,15 @@ class Runtime:
                 local_world_size=self.local_world_size, node_id=self.node_id,
                 scratch_dir=Path(cfg.run_dir) / "scratch" / f"rank_{self.rank:05d}")
             self.checkpointer.register("lr_schedule", self.lr_schedule)
+        self.heartbeat = None
+        ft_dir = os.environ.get("OPENPOD_FT_DIR")  # set by the launcher (python -m training run)
+        if ft_dir:
+            from training.ft.heartbeat import Heartbeat
+            from training.ft.watchdog import install_stack_dump
+
+            install_stack_dump(ft_dir, self.rank)         # SIGUSR1 -> every thread's stack, for the watchdog
+            self.heartbeat = Heartbeat(ft_dir, self.rank)
+            Path(ft_dir, f"pid-{self.rank}").write_text(str(os.getpid()))
         self.restored = None
         self.last_loss: float | None = None
         self._sample_log = os.environ.get("OPENPOD_SAMPLE_LOG")
@@ -157,6 +166,7 @@ class Runtime:
 
     def plan(self, step: int) -> StepPlan:
         faults.wait_point(step, self.world_size, self.rank)
+        faults.hang_point(step, self.rank)
         self._t_step = time.perf_counter()
         p = plan_step(self.order, step, rank=self.rank, world_size=self.world_size,
                       global_batch=self.cfg.data.global_batch, micro_batch=self.cfg.data.micro_batch)
@@ -198,6 +208,8 @@ class Runtime:
         self.goodput.add("checkpoint_blocking", held)  # the optimizer step waited for overlapped staging
         self.goodput.step_done(step, time.perf_counter() - self._t_step - held)
         done = step + 1
+        if self.heartbeat is not None:
+            self.heartbeat.beat(done)
         faults.kill_point("after_step", done, self.rank)
         if self.checkpointer is not None and self.checkpointer.due(done):
             blocked = self.checkpointer.save(done, model, optimizer,

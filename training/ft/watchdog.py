@@ -33,6 +33,9 @@ class Watchdog:
         self.dir = Path(directory)
         self.floor_s, self.multiple, self.dump_wait_s = floor_s, multiple, dump_wait_s
 
+    def beats(self):
+        return read_beats(self.dir)
+
     def bound(self) -> float:
         return hang_bound(read_beats(self.dir), self.floor_s, self.multiple)
 
