@@ -382,3 +382,28 @@ def test_a_source_outage_refuses_a_fresh_start_unless_allowed(tmp_path, monkeypa
     _failing_markers(monkeypatch, "fsx", times=1)  # a hiccup: the retry restores
     info, h2 = restore(tmp_path, cfg)
     assert info is not None and info.step == 2 and h2 == h
+
+
+def test_commit_hashes_while_writing_and_never_reads_the_snapshot_back(tmp_path, monkeypatch):
+    """Time to durable: the marker's sha256 come from the bytes as DCP wrote them, not a second read."""
+    import training.checkpoint.hashing as hashing
+    import training.checkpoint.storage as storage
+
+    real = storage.sha256_file
+    reads = []
+
+    def counting(path):
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(storage, "sha256_file", counting)
+    monkeypatch.setattr(hashing, "sha256_file", counting)
+    cfg = tiers(tmp_path)
+    ck, h = saved(tmp_path, cfg)
+    assert ck.stats.committed == 1 and ck.stats.failed == 0
+    assert reads == []  # no file was read back to hash it
+    monkeypatch.setattr(storage, "sha256_file", real)
+    marker = json.loads((tmp_path / "shm/n0/step_000000002/rank_00000.commit.json").read_text())
+    assert marker["files"] == describe_dir(tmp_path / "shm/n0/step_000000002/rank_00000")
+    info, h2 = restore(tmp_path, cfg)  # verify_dir checks every file against the marker
+    assert info.step == 2 and h2 == h

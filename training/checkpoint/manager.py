@@ -21,13 +21,14 @@ from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+from training.checkpoint.hashing import HashingFileSystem
 from training.checkpoint.reshard import MergedShardsReader
 from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
 from training.checkpoint.staging import HostStager, local_tensor
 from torch.distributed.tensor import DTensor
-from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker, S3Tier, Tier, describe_dir, verify_dir
+from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker, S3Tier, Tier, verify_dir
 from training.config import CheckpointConfig, TierConfig
-from training.faults import HookedFileSystem, kill_point
+from training.faults import kill_point
 
 log = logging.getLogger("training.checkpoint")
 warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
@@ -245,9 +246,10 @@ class Checkpointer:
                 copying.result()  # the overlapped part of staging has landed in host memory
             d = tier.prepare(step, self.rank)
             writer = FileSystemWriter(d, sync_files=tier.fsync, thread_count=self.cfg.write_threads)
-            writer.fs = HookedFileSystem(kind=tier.kind, step=step, rank=self.rank)
+            writer.fs = fs = HashingFileSystem(kind=tier.kind, step=step, rank=self.rank)
             dcp.save(staged, storage_writer=writer, no_dist=True)
-            marker = Marker(step=step, rank=self.rank, world_size=self.world_size, files=describe_dir(d),
+            # sha256 taken while writing: the files are not read back
+            marker = Marker(step=step, rank=self.rank, world_size=self.world_size, files=fs.describe(d),
                             replicated=replicated, meta=meta)
             kill_point("before_commit", step, self.rank)
             tier.commit(marker)
