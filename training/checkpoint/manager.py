@@ -261,6 +261,7 @@ class Checkpointer:
             tier.commit(marker)
             kill_point("after_commit", step, self.rank)
             if direct is not None:
+                kill_point("during_promote", step, self.rank)  # the durable tier's write is in flight
                 # The staged buffers are reused by the next save: hold this save until both writes are done.
                 self._direct_done[step] = direct.result()
         except (Exception, CheckpointException) as e:  # a full disk fails this save, not the training
