@@ -72,6 +72,8 @@ class CheckpointConfig:
     source_attempts: int = 3         # tries per checkpoint source at restore (1 s, 2 s, ... between them)
     overlap_staging: bool = True     # copy parameters/optimizer state to host during the next step's
     #                                  forward/backward; that step's optimizer.step() waits for the copy
+    direct_durable: bool = True      # write the first durable tier (after a memory tier) from the staged
+    #                                  copy, alongside the memory tier, instead of copying it afterwards
 
 
 @dataclass

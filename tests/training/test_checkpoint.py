@@ -157,7 +157,8 @@ def test_full_disk_fails_that_save_not_the_next(tmp_path, monkeypatch, caplog):
     assert [m.step for m in mem.markers()] == [6, 2]
     assert not (tmp_path / "shm/n0/step_000000004").exists()  # the partial write was removed
     assert [m.step for m in DirTier("fsx", tmp_path / "fsx").markers()] == [2]
-    assert [m.step for m in DirTier("nvme", tmp_path / "nvme/n0").markers()] == [6, 2]
+    # nvme, the first durable tier, is written from the staged copy next to memory: step 4 reached it intact.
+    assert [m.step for m in DirTier("nvme", tmp_path / "nvme/n0").markers()] == [6, 4]
 
 
 def test_retention_keeps_the_newest_per_tier(tmp_path):
@@ -382,3 +383,49 @@ def test_a_source_outage_refuses_a_fresh_start_unless_allowed(tmp_path, monkeypa
     _failing_markers(monkeypatch, "fsx", times=1)  # a hiccup: the retry restores
     info, h2 = restore(tmp_path, cfg)
     assert info is not None and info.step == 2 and h2 == h
+
+
+def test_commit_hashes_while_writing_and_never_reads_the_snapshot_back(tmp_path, monkeypatch):
+    """Time to durable: the marker's sha256 come from the bytes as DCP wrote them, not a second read."""
+    import training.checkpoint.hashing as hashing
+    import training.checkpoint.storage as storage
+
+    real = storage.sha256_file
+    reads = []
+
+    def counting(path):
+        reads.append(path)
+        return real(path)
+
+    monkeypatch.setattr(storage, "sha256_file", counting)
+    monkeypatch.setattr(hashing, "sha256_file", counting)
+    cfg = tiers(tmp_path)
+    ck, h = saved(tmp_path, cfg)
+    assert ck.stats.committed == 1 and ck.stats.failed == 0
+    assert reads == []  # no file was read back to hash it
+    monkeypatch.setattr(storage, "sha256_file", real)
+    marker = json.loads((tmp_path / "shm/n0/step_000000002/rank_00000.commit.json").read_text())
+    assert marker["files"] == describe_dir(tmp_path / "shm/n0/step_000000002/rank_00000")
+    info, h2 = restore(tmp_path, cfg)  # verify_dir checks every file against the marker
+    assert info.step == 2 and h2 == h
+
+
+def test_the_first_durable_tier_is_written_from_the_staged_copy_not_copied_from_memory(tmp_path, monkeypatch):
+    """Time to durable: nvme gets its own fsynced DCP write next to the memory tier; the promoter copies
+    only to the tiers below (FSx here). Failed on the old code, where nvme was a copy of the memory tier."""
+    real_put = DirTier.put
+
+    def put(self, src, marker):
+        if self.kind == "nvme":
+            raise AssertionError("nvme must not be copied from the memory tier")
+        return real_put(self, src, marker)
+
+    monkeypatch.setattr(DirTier, "put", put)
+    cfg = tiers(tmp_path)
+    ck, h = saved(tmp_path, cfg, steps=(2, 4))
+    assert ck.stats.promote_failed == {} and ck.stats.promoted == {"nvme": 2, "fsx": 2}
+    nvme = DirTier("nvme", tmp_path / "nvme/n0")
+    assert [m.step for m in nvme.markers()] == [4, 2]
+    cfg_nvme = dataclasses.replace(cfg, tiers=[cfg.tiers[1]])  # restore from nvme alone, verified
+    info, h2 = restore(tmp_path, cfg_nvme)
+    assert info.step == 4 and info.source.startswith("nvme:") and h2 == h

@@ -21,13 +21,14 @@ from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+from training.checkpoint.hashing import HashingFileSystem
 from training.checkpoint.reshard import MergedShardsReader
 from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
 from training.checkpoint.staging import HostStager, local_tensor
 from torch.distributed.tensor import DTensor
-from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker, S3Tier, Tier, describe_dir, verify_dir
+from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker, S3Tier, Tier, verify_dir
 from training.config import CheckpointConfig, TierConfig
-from training.faults import HookedFileSystem, kill_point
+from training.faults import kill_point
 
 log = logging.getLogger("training.checkpoint")
 warnings.filterwarnings("ignore", message="torch.distributed is disabled, unavailable or uninitialized")
@@ -147,6 +148,14 @@ class Checkpointer:
         self._staged: Future | None = None
         self._hooks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # optimizer -> pre-hook handle
         self._waited = 0.0
+        # The first durable tier, written straight from the staged copy next to the memory tier.
+        self._direct: DirTier | None = None
+        if (cfg.direct_durable and self.first.kind == "memory" and len(self.tiers) > 1
+                and isinstance(self.tiers[1], DirTier) and self.tiers[1].fsync):
+            self._direct = self.tiers[1]
+            self._direct_writer = ThreadPoolExecutor(1, thread_name_prefix="ckpt-durable",
+                                                     initializer=_background_priority)
+        self._direct_done: dict[int, bool] = {}  # step -> written directly (the promoter skips that tier)
         self.components: dict[str, object] = {}  # name -> Stateful, see register()
 
         self.peer_server = None
@@ -240,19 +249,24 @@ class Checkpointer:
                  replicated: bool = True) -> None:
         t0 = time.perf_counter()
         tier = self.first
+        direct = None
         try:
             if copying is not None:
                 copying.result()  # the overlapped part of staging has landed in host memory
+            if self._direct is not None and self._due_in(self._direct, step, replicated):
+                direct = self._direct_writer.submit(self._write_direct, step, staged, meta, replicated)
             d = tier.prepare(step, self.rank)
-            writer = FileSystemWriter(d, sync_files=tier.fsync, thread_count=self.cfg.write_threads)
-            writer.fs = HookedFileSystem(kind=tier.kind, step=step, rank=self.rank)
-            dcp.save(staged, storage_writer=writer, no_dist=True)
-            marker = Marker(step=step, rank=self.rank, world_size=self.world_size, files=describe_dir(d),
-                            replicated=replicated, meta=meta)
+            marker = self._write(tier, d, step, staged, meta, replicated)
             kill_point("before_commit", step, self.rank)
             tier.commit(marker)
             kill_point("after_commit", step, self.rank)
+            if direct is not None:
+                kill_point("during_promote", step, self.rank)  # the durable tier's write is in flight
+                # The staged buffers are reused by the next save: hold this save until both writes are done.
+                self._direct_done[step] = direct.result()
         except (Exception, CheckpointException) as e:  # a full disk fails this save, not the training
+            if direct is not None:  # the staged buffers must stay untouched until that write is done too;
+                direct.result()     # a durable copy it committed stays (it is complete and verified)
             self.stats.failed += 1
             self.stats.last_error = f"{type(e).__name__}: {e}"
             log.warning("checkpoint of step %d failed in %s: %s; training continues", step, tier.name, e)
@@ -274,6 +288,40 @@ class Checkpointer:
         with self._cond:
             self._pending = marker
             self._cond.notify_all()
+
+    def _write(self, tier: DirTier, d: Path, step: int, staged: dict, meta: dict, replicated: bool) -> Marker:
+        """DCP-write ``staged`` into ``d``; the marker's sha256 are taken while writing (no read back)."""
+        writer = FileSystemWriter(d, sync_files=tier.fsync, thread_count=self.cfg.write_threads)
+        writer.fs = fs = HashingFileSystem(kind=tier.kind, step=step, rank=self.rank)
+        dcp.save(staged, storage_writer=writer, no_dist=True)
+        return Marker(step=step, rank=self.rank, world_size=self.world_size, files=fs.describe(d),
+                      replicated=replicated, meta=meta)
+
+    def _due_in(self, tier: Tier, step: int, replicated: bool) -> bool:
+        """Whether the promoter would copy this step to ``tier`` (cadence; one copy of replicated state in shared tiers)."""
+        if (step // max(self.cfg.every, 1)) % tier.every:
+            return False
+        return not (tier.kind in SHARED and replicated and self.rank != 0)
+
+    def _write_direct(self, step: int, staged: dict, meta: dict, replicated: bool) -> bool:
+        """Write the first durable tier from the staged copy (fsynced, committed); False if it failed."""
+        tier = self._direct
+        try:
+            marker = self._write(tier, tier.prepare(step, self.rank), step, staged, meta, replicated)
+            tier.commit(marker)
+            with self._cond:
+                tier.retain(self.rank)
+            self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
+            return True
+        except (Exception, CheckpointException) as e:  # counted like a failed promotion; training goes on
+            self.stats.last_error = f"{type(e).__name__}: {e}"
+            self.stats.promote_failed[tier.kind] = self.stats.promote_failed.get(tier.kind, 0) + 1
+            log.warning("writing step %d to %s failed: %s", step, tier.name, e)
+            try:
+                tier.delete(step, self.rank)
+            except Exception:  # noqa: BLE001 - best effort cleanup
+                pass
+            return True  # tried and counted: the promoter does not try again
 
     def _retain_first(self) -> None:
         """Apply the first tier's retention (caller holds ``_cond``); a failure costs space, not the job."""
@@ -307,9 +355,12 @@ class Checkpointer:
     def _promote(self, marker: Marker) -> None:
         src = self.first.snapshot_dir(marker.step, marker.rank)
         index = marker.step // max(self.cfg.every, 1)
+        direct = self._direct_done.pop(marker.step, False)
         for tier in self.tiers[1:]:
             if index % tier.every:
                 continue
+            if direct and tier is self._direct:
+                continue  # written from the staged copy already
             if tier.kind in SHARED and marker.replicated and self.rank != 0:
                 continue  # one copy of replicated state is enough in shared storage
             try:
@@ -346,6 +397,8 @@ class Checkpointer:
             self._cond.notify_all()
         self._promoter.join()
         self._writer.shutdown()
+        if self._direct is not None:
+            self._direct_writer.shutdown()
         self._copier.shutdown()
         for handle in list(self._hooks.values()):
             handle.remove()
