@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from openpod_core import labels
+from infra.governance.queues import TEAM_LABEL
 from infra.spec import ClusterSpec
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
@@ -63,6 +64,11 @@ def kueue_manager_config() -> dict[str, Any]:
             "ClusterQueue.kueue.x-k8s.io": 1, "ResourceFlavor.kueue.x-k8s.io": 1}},
         "clientConnection": {"qps": 50, "burst": 100},
         "integrations": {"frameworks": list(FRAMEWORKS)},
+        # Every job in a team namespace is Kueue's, with or without a queue label: one created without it
+        # is suspended, never started (kueue@v0.19.2:apis/config/v1beta2/configuration_types.go:46-70).
+        # The selector replaces the default (all but kube-system and kueue-system; defaults.go:124-132).
+        "manageJobsWithoutQueueName": True,
+        "managedJobsNamespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
         "fairSharing": {"preemptionStrategies": list(FAIR_SHARING_STRATEGIES)},
         "resources": {"excludeResourcePrefixes": list(EXCLUDED_RESOURCE_PREFIXES)},
     }

@@ -39,6 +39,8 @@ CORE_MODELS = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "V1RoleBinding",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "V1ClusterRoleBinding",
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): "V1ValidatingAdmissionPolicy",
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): "V1ValidatingAdmissionPolicyBinding",
 }
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 

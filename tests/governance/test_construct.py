@@ -95,7 +95,9 @@ def test_order_jobset_then_kueue_then_webhook_gate_then_queues(synth):
     # Kueue objects never ride in the core manifest (the webhook would not be ready for them).
     core_kinds = {o["kind"] for o in json.loads(res[core]["Properties"]["Manifest"])}
     assert core_kinds <= {"Namespace", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-                          "PersistentVolumeClaim", "ServiceAccount"}
+                          "PersistentVolumeClaim", "ServiceAccount", "ValidatingAdmissionPolicy",
+                          "ValidatingAdmissionPolicyBinding"}
+    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= core_kinds
     queue_kinds = {o["kind"] for o in json.loads(res[queues]["Properties"]["Manifest"])}
     assert "ClusterQueue" in queue_kinds and "Namespace" not in queue_kinds
 

@@ -1,0 +1,131 @@
+"""The deployed admission policy, evaluated with a CEL interpreter (cel-python) on sample requests.
+
+The expressions are read from the very objects ``all_objects`` returns (what CDK and ``openpod manifests``
+apply); the evaluation follows the ValidatingAdmissionPolicy rules: the namespaceSelector and resource rules
+select the request, every matchCondition must be true, variables are evaluated in order, and the request is
+denied when any validation is false.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import celpy
+import pytest
+import yaml
+
+from infra.governance import all_objects
+from infra.governance.admission import QUEUE_LABEL, TEAM_QUEUE_POLICY
+from infra.governance.install import kueue_manager_config
+from infra.governance.queues import TEAM_LABEL, local_queue_name
+from infra.spec import load_spec
+from tests.conftest import EXAMPLES
+from tests.governance.k8s_schema import validate
+
+SPEC = load_spec(EXAMPLES / "default.yaml")
+OBJS = all_objects(SPEC)
+POLICY = next(o for o in OBJS if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"] == TEAM_QUEUE_POLICY)
+ENV = celpy.Environment()
+TEAM_USER = "arn:aws:sts::111122223333:assumed-role/ml-engineers/alice"
+
+
+def _eval(expr: str, activation: dict):
+    return ENV.program(ENV.compile(expr)).evaluate(activation)
+
+
+def _selected(obj: dict, namespace_labels: dict) -> bool:
+    sel = POLICY["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"]
+    assert all(e["operator"] == "Exists" for e in sel)
+    group = obj["apiVersion"].rpartition("/")[0]
+    plural = obj["kind"].lower() + "s"
+    rules = POLICY["spec"]["matchConstraints"]["resourceRules"]
+    return all(e["key"] in namespace_labels for e in sel) and any(
+        group in r["apiGroups"] and plural in r["resources"] for r in rules)
+
+
+def admit(obj: dict, *, namespace_labels: dict, user: str = TEAM_USER, old: dict | None = None) -> list[str]:
+    """The denial messages for this request ([] = allowed)."""
+    if not _selected(obj, namespace_labels):
+        return []
+    act = {"object": celpy.json_to_cel(obj), "oldObject": celpy.json_to_cel(old),
+           "namespaceObject": celpy.json_to_cel({"metadata": {"name": obj["metadata"]["namespace"],
+                                                               "labels": namespace_labels}}),
+           "request": celpy.json_to_cel({"userInfo": {"username": user}, "operation": "UPDATE" if old else "CREATE"})}
+    if not all(bool(_eval(c["expression"], act)) for c in POLICY["spec"]["matchConditions"]):
+        return []
+    variables = {}
+    for v in POLICY["spec"]["variables"]:
+        variables[v["name"]] = _eval(v["expression"], {**act, "variables": celpy.json_to_cel(variables)})
+    act["variables"] = celpy.json_to_cel({k: str(v) for k, v in variables.items()})
+    denied = []
+    for v in POLICY["spec"]["validations"]:
+        if not bool(_eval(v["expression"], act)):
+            denied.append(str(_eval(v["messageExpression"], act)) if "messageExpression" in v else v["message"])
+    return denied
+
+
+def jobset(ns: str, queue: str | None) -> dict:
+    labels = {QUEUE_LABEL: queue} if queue is not None else {}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "llama", "namespace": ns, "labels": labels}, "spec": {}}
+
+
+TEAM_NS = {TEAM_LABEL: "research"}
+
+
+def test_a_jobset_on_its_teams_queue_is_admitted():
+    assert local_queue_name("research") == "research"
+    assert admit(jobset("research", "research"), namespace_labels=TEAM_NS) == []
+
+
+def test_a_jobset_without_a_queue_is_denied():
+    assert admit(jobset("research", None), namespace_labels=TEAM_NS) == [
+        f"{QUEUE_LABEL} must be research (the LocalQueue of team research), got none"]
+
+
+def test_another_teams_queue_is_denied():
+    assert admit(jobset("research", "product"), namespace_labels=TEAM_NS) == [
+        f"{QUEUE_LABEL} must be research (the LocalQueue of team research), got product"]
+
+
+def test_removing_the_queue_label_while_suspended_is_denied():
+    old = jobset("research", "research")
+    new = copy.deepcopy(old)
+    del new["metadata"]["labels"][QUEUE_LABEL]
+    assert admit(new, namespace_labels=TEAM_NS, old=old) != []
+
+
+def test_a_bare_pod_is_denied_in_a_team_namespace():
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "research",
+                                                          "labels": {QUEUE_LABEL: "research"}}}
+    assert admit(pod, namespace_labels=TEAM_NS)[0].startswith("bare Pods are not allowed in team namespaces")
+
+
+def test_controllers_creating_children_of_admitted_jobs_are_not_matched():
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "llama-w-0", "namespace": "research"}}
+    assert admit(job, namespace_labels=TEAM_NS, user="system:serviceaccount:jobset-system:jobset-controller-manager") == []
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "llama-w-0-0", "namespace": "research"}}
+    assert admit(pod, namespace_labels=TEAM_NS, user="system:serviceaccount:kube-system:job-controller") == []
+    assert admit(job, namespace_labels=TEAM_NS) != []            # the same Job from a team user is not
+
+
+def test_namespaces_without_the_team_label_are_not_matched():
+    assert admit(jobset("kube-system", None), namespace_labels={}) == []
+
+
+def test_the_policy_objects_validate_against_the_kubernetes_api_schema():
+    for o in OBJS:
+        if o["apiVersion"].startswith("admissionregistration.k8s.io/"):
+            assert validate(o) == [], o["kind"]
+    binding = next(o for o in OBJS if o["kind"] == "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {"policyName": TEAM_QUEUE_POLICY, "validationActions": ["Deny"]}
+
+
+def test_kueue_manages_jobs_without_a_queue_name_in_team_namespaces():
+    cfg = kueue_manager_config()
+    assert cfg["manageJobsWithoutQueueName"] is True
+    assert cfg["managedJobsNamespaceSelector"] == {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}
+    # and it is what the chart gets
+    from infra.governance.install import kueue_values
+    rendered = yaml.safe_load(kueue_values(SPEC)["managerConfig"]["controllerManagerConfigYaml"])
+    assert rendered["manageJobsWithoutQueueName"] is True
