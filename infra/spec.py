@@ -379,6 +379,9 @@ class TeamSpec(_Model):
     users: list[Annotated[str, Field(pattern=IAM_PRINCIPAL_ARN)]] = Field(
         [], description="IAM role or user ARNs allowed to submit: each gets an EKS access entry in the team's "
                         "Kubernetes group `openpod:team:<team>`")
+    allowed_priorities: list[str] | None = Field(
+        None, description="priority classes the team's jobs may use (enforced at admission); "
+                          "default: every priority but `inference`")
 
 
 class PrioritySpec(_Model):
@@ -531,6 +534,11 @@ def _check_governance(spec: ClusterSpec) -> Iterator[Problem]:
                                              f"not allowed: {', '.join(sorted(RESERVED_NAMESPACES))}, kube-*")
         for d in _dupes(list(t.users)):
             yield Problem(f"{team_at}.users", f"{d!r} is listed twice")
+        known = [pr.name for pr in spec.priorities]
+        for name in t.allowed_priorities or []:
+            if name not in known:
+                yield Problem(f"{team_at}.allowed_priorities",
+                              f"unknown priority {name!r}; priorities are: {', '.join(known)}")
         p = t.preemption
         if p.borrow_within_cohort != "Never" and p.reclaim_within_cohort == "Never":
             yield Problem(f"{team_at}.preemption.borrow_within_cohort",

@@ -41,7 +41,7 @@ def all_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     if spec.teams:
         objs.append(q.cohort())
         objs += q.queue_viewer(spec)
-        objs += admission_objects()
+        objs += admission_objects(spec)
     for team in spec.teams:
         objs += [q.namespace(team), q.cluster_queue(spec, team), q.local_queue(team), *q.rbac(team),
                  q.fsx_claim(spec, team), q.training_service_account(team)]

@@ -16,6 +16,7 @@ import yaml
 
 from infra.governance import all_objects
 from infra.governance.admission import QUEUE_LABEL, TEAM_QUEUE_POLICY
+from infra.governance.jobset import PRIORITY_LABEL
 from infra.governance.install import kueue_manager_config
 from infra.governance.queues import TEAM_LABEL, local_queue_name
 from infra.spec import load_spec
@@ -53,10 +54,10 @@ def admit(obj: dict, *, namespace_labels: dict, user: str = TEAM_USER, old: dict
            "request": celpy.json_to_cel({"userInfo": {"username": user}, "operation": "UPDATE" if old else "CREATE"})}
     if not all(bool(_eval(c["expression"], act)) for c in POLICY["spec"]["matchConditions"]):
         return []
-    variables = {}
+    variables = celpy.celtypes.MapType({})
     for v in POLICY["spec"]["variables"]:
-        variables[v["name"]] = _eval(v["expression"], {**act, "variables": celpy.json_to_cel(variables)})
-    act["variables"] = celpy.json_to_cel({k: str(v) for k, v in variables.items()})
+        variables[celpy.celtypes.StringType(v["name"])] = _eval(v["expression"], {**act, "variables": variables})
+    act["variables"] = variables
     denied = []
     for v in POLICY["spec"]["validations"]:
         if not bool(_eval(v["expression"], act)):
@@ -64,8 +65,10 @@ def admit(obj: dict, *, namespace_labels: dict, user: str = TEAM_USER, old: dict
     return denied
 
 
-def jobset(ns: str, queue: str | None) -> dict:
+def jobset(ns: str, queue: str | None, priority: str | None = None) -> dict:
     labels = {QUEUE_LABEL: queue} if queue is not None else {}
+    if priority is not None:
+        labels[PRIORITY_LABEL] = priority
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": "llama", "namespace": ns, "labels": labels}, "spec": {}}
 
@@ -129,3 +132,31 @@ def test_kueue_manages_jobs_without_a_queue_name_in_team_namespaces():
     from infra.governance.install import kueue_values
     rendered = yaml.safe_load(kueue_values(SPEC)["managerConfig"]["controllerManagerConfigYaml"])
     assert rendered["manageJobsWithoutQueueName"] is True
+
+
+def test_a_team_may_not_use_the_inference_priority_by_default():
+    assert admit(jobset("research", "research", "training"), namespace_labels=TEAM_NS) == []
+    assert admit(jobset("research", "research", "inference"), namespace_labels=TEAM_NS) == [
+        f"{PRIORITY_LABEL} inference is not allowed for team research (teams[].allowed_priorities in the cluster spec)"]
+
+
+def test_allowed_priorities_in_the_spec_widen_or_narrow_a_team():
+    from infra.governance.admission import team_queue_policy
+    from infra.spec import parse_spec
+
+    data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+    data["teams"][0]["allowed_priorities"] = ["inference"]
+    policy = team_queue_policy(parse_spec(data))[0]
+    allowed = next(v for v in policy["spec"]["variables"] if v["name"] == "allowed")["expression"]
+    assert "'research': ['inference']" in allowed and "'product': ['experimentation', 'training', 'fine-tuning']" in allowed
+
+
+def test_an_unknown_allowed_priority_is_one_clear_line():
+    from infra.spec import SpecError, parse_spec
+
+    data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+    data["teams"][0]["allowed_priorities"] = ["urgent"]
+    with pytest.raises(SpecError) as e:
+        parse_spec(data, "bad.yaml")
+    (line,) = [str(p) for p in e.value.problems]
+    assert line.startswith("teams[0] (research).allowed_priorities: unknown priority 'urgent'; priorities are: ")
