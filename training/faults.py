@@ -75,12 +75,13 @@ def wait_point(step: int, world_size: int, rank: int) -> None:
                 time.sleep(0.05)
 
 
-class _Stream(io.RawIOBase):
-    def __init__(self, inner, fs: "HookedFileSystem"):
-        self._inner, self._fs = inner, fs
+class WriteStreamProxy(io.RawIOBase):
+    """A write stream that hands everything to ``inner``; subclasses see each ``write`` first."""
+
+    def __init__(self, inner):
+        self._inner = inner
 
     def write(self, b) -> int:
-        self._fs.on_write(len(memoryview(b)))
         return self._inner.write(b)
 
     def __getattr__(self, name):
@@ -103,6 +104,16 @@ class _Stream(io.RawIOBase):
 
     def seek(self, *a) -> int:
         return self._inner.seek(*a)
+
+
+class _Stream(WriteStreamProxy):
+    def __init__(self, inner, fs: "HookedFileSystem"):
+        super().__init__(inner)
+        self._fs = fs
+
+    def write(self, b) -> int:
+        self._fs.on_write(len(memoryview(b)))
+        return self._inner.write(b)
 
 
 class HookedFileSystem(FileSystem):

@@ -9,14 +9,15 @@ from pathlib import Path
 from typing import Iterator
 
 from training.checkpoint.storage import sha256_file
-from training.faults import HookedFileSystem
+from training.faults import HookedFileSystem, WriteStreamProxy
 
 
-class _HashingStream(io.RawIOBase):
+class _HashingStream(WriteStreamProxy):
     """A write stream that feeds every byte to sha256 as long as the writes are sequential."""
 
     def __init__(self, inner, digest: dict):
-        self._inner, self._d = inner, digest
+        super().__init__(inner)
+        self._d = digest
 
     def write(self, b) -> int:
         mv = memoryview(b)
@@ -28,26 +29,8 @@ class _HashingStream(io.RawIOBase):
             self._d["size"] += n if n is not None else len(mv)
         return n
 
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    def writable(self) -> bool:
-        return True
-
     def readable(self) -> bool:
         return False
-
-    def fileno(self) -> int:
-        return self._inner.fileno()
-
-    def flush(self) -> None:
-        self._inner.flush()
-
-    def tell(self) -> int:
-        return self._inner.tell()
-
-    def seek(self, *a) -> int:
-        return self._inner.seek(*a)
 
 
 class HashingFileSystem(HookedFileSystem):
