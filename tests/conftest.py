@@ -3,6 +3,7 @@ import socket
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,3 +32,15 @@ def write_kubeconfig(path: Path, server: str, token: str) -> Path:
         "users": [{"name": "u", "user": {"token": token}}],
     }))
     return path
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    """A real moto HTTP server (server mode) on loopback for this test process."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()

@@ -18,20 +18,14 @@ from click.testing import CliRunner
 from infra.cli import main
 from infra.preflight import Clients, capacity_offerings, preflight, quota_family, render_offerings
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, free_port
+from tests.conftest import EXAMPLES
 
 T0 = dt.datetime(2026, 12, 1, 11, 30, tzinfo=dt.timezone.utc)
 
 
 @pytest.fixture(scope="module")
-def moto_iam():
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+def moto_iam(moto_endpoint):
+    return moto_endpoint
 
 
 def _client(service, region, endpoint=None):

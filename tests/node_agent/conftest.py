@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -25,13 +24,4 @@ def materialize_sysfs(dump: str, root: Path) -> Path:
     return root
 
 
-@pytest.fixture(scope="session")
-def moto_endpoint():
-    """A real moto HTTP server (server mode) for this test process."""
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+# moto_endpoint: tests/conftest.py (one moto server per test process).
