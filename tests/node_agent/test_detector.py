@@ -202,7 +202,7 @@ def test_metrics_endpoint_serves_findings():
     import urllib.request
 
     from node_agent.metrics import serve
-    from tests.node_agent.conftest import free_port
+    from tests.conftest import free_port
 
     c, d = make()
     d.on_kernel_line(fixture_text("kernel", "xid-79.log").splitlines()[1])
