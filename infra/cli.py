@@ -145,13 +145,16 @@ def queues(spec_path: str | None) -> None:
                    "(checkpoint tiers, peer recovery)")
 @click.option("--s3-uri", default=None,
               help="--runtime openpod: s3://bucket/prefix checkpoint tier (the stack's checkpoints bucket)")
+@click.option("--grace-seconds", type=int, default=None,
+              help="seconds a pod gets after SIGTERM (eviction, preemption) before it is killed; --runtime openpod "
+                   "checkpoints the current step durably in that time [default: 300 for openpod, 60 for torchrun]")
 @click.option("--dry-run", is_flag=True, help="print the JobSet YAML instead of creating it")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="default: $KUBECONFIG or ~/.kube/config")
 @click.option("--context", "kube_context", default=None, help="kubeconfig context")
 @click.argument("script", nargs=-1, type=click.UNPROCESSED)
 def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, priority, require_topology,
-           prefer_topology, max_restarts, hugepages_mi, shm_gi, env, runtime, s3_uri, dry_run, kubeconfig,
-           kube_context, script) -> None:
+           prefer_topology, max_restarts, hugepages_mi, shm_gi, env, runtime, s3_uri, grace_seconds, dry_run,
+           kubeconfig, kube_context, script) -> None:
     """Submit a multi-node PyTorch job as a Kueue-managed JobSet.
 
     The training script and its arguments follow `--`, e.g.
@@ -171,7 +174,7 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
         name=name, team=team, group=group, image=image, nodes=nodes, script=tuple(script),
         accelerators_per_node=accelerators_per_node, priority=priority, require_topology=require_topology,
         prefer_topology=prefer_topology, max_restarts=max_restarts, hugepages_mi=hugepages_mi, shm_gi=shm_gi,
-        env=env_map, runtime=runtime, s3_uri=s3_uri,
+        env=env_map, runtime=runtime, s3_uri=s3_uri, grace_seconds=grace_seconds,
     )
     try:
         jobset.validate(s, req)

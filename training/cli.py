@@ -25,6 +25,7 @@ from training.config import MODELS, CheckpointConfig, DataConfig, RunConfig, Tie
 from training.storage_utils import write_json_atomic
 
 EXIT_USAGE = 2
+EXIT_STOPPED = 143  # 128 + SIGTERM: stopped early on request, the job is not finished
 PARALLELISMS = ("ddp", "fsdp", "hsdp")
 
 
@@ -90,10 +91,13 @@ def main() -> None:
               help="seconds with no rank advancing before the watchdog declares a hang (at least)")
 @click.option("--hang-multiple", type=float, default=10.0, show_default=True,
               help="... or this multiple of the median recent step time, whichever is longer")
+@click.option("--stop-timeout", type=int, default=50, show_default=True,
+              help="on SIGTERM, seconds the workers get to finish the step and checkpoint it durably before "
+                   "they are killed (keep it below the pod's terminationGracePeriodSeconds)")
 def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, global_batch, micro_batch,
         num_samples, data_dir, memory_dir, nvme_dir, s3_uri, s3_endpoint_url, fsx_every, s3_every, keep,
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
-        bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple) -> None:
+        bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = usage_problems(click.get_current_context().params)
     if problems:
@@ -141,6 +145,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
            f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}",
            "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint or f'{bind_host}:{free_port()}'}",
            f"--rdzv-id={rdzv_id or job}", f"--max-restarts={max_restarts}", "--monitor-interval=0.2",
+           f"--shutdown-timeout={stop_timeout}",
            f"--local-addr={bind_host}", f"--rdzv-conf=last_call_timeout={rdzv_last_call}",
            "-m", "training.worker", "--config", str(config_path), "--result-dir", str(results)]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
@@ -155,23 +160,40 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         stale.unlink(missing_ok=True)
     env["OPENPOD_FT_DIR"] = str(ft_dir)
     try:
-        rc = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple)
+        rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple)
         files = sorted(results.glob("result-*.json"))
         refused = results / "refused.txt"
         if rc != 0 and refused.exists():
             click.echo(f"error: {refused.read_text()}", err=True)
             sys.exit(3)
+        result = json.loads(files[0].read_text()) if files else None
+        if result and result.get("preempted"):
+            stop = result["preempted"]
+            where = f"checkpoint durable in {stop['durable']}" if stop["durable"] else \
+                "WARNING: that step could not be made durable; a rerun resumes from the newest durable checkpoint"
+            click.echo(f"stopped by SIGTERM at step {stop['step']} ({where}); rerun the same command to resume",
+                       err=True)
+            click.echo(json.dumps(result, sort_keys=True))
+            sys.exit(EXIT_STOPPED)
+        if signalled and not files:
+            click.echo(f"stopped by SIGTERM before the workers could checkpoint (torchrun exit status {rc}); "
+                       "rerun the same command to resume from the newest checkpoint", err=True)
+            sys.exit(EXIT_STOPPED)
         if rc != 0 or not files:
             click.echo(f"error: training failed (torchrun exit status {rc}); rerun the same command to resume",
                        err=True)
             sys.exit(rc if rc > 0 else 1)
-        click.echo(json.dumps(json.loads(files[0].read_text()), sort_keys=True))
+        click.echo(json.dumps(result, sort_keys=True))
     finally:
         shutil.rmtree(results, ignore_errors=True)
 
 
-def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple: float) -> int:
+def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple: float) -> tuple[int, bool]:
     """Run torchrun; while it runs, the hang watchdog reads this node's rank heartbeats.
+
+    SIGTERM (the kubelet signals only the container's first process, this one) is passed
+    on to torchrun, which passes it to the workers and waits ``--shutdown-timeout`` for them:
+    they stop after the current step, once it is checkpointed. Returns (exit status, signalled).
 
     A hang (no local rank advanced for max(floor, multiple x median step time)) dumps every
     local worker's Python stack into ``ft_dir`` and kills the workers: torchrun then restarts
@@ -181,8 +203,18 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
 
     from training.ft.watchdog import Watchdog
 
+    import signal
+
     watchdog = Watchdog(ft_dir, floor_s=floor_s, multiple=multiple)
     proc = subprocess.Popen(cmd, env=env, stdout=sys.stderr)
+    signalled = []
+
+    def forward(signum, frame):
+        signalled.append(signum)
+        click.echo("launcher: SIGTERM, asking the workers to checkpoint and stop", err=True)
+        proc.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
     while proc.poll() is None:
         try:
             proc.wait(timeout=1.0)
@@ -197,7 +229,7 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
                        f"stacks in {ft_dir}; restarting the workers", err=True)
             for stale in [*ft_dir.glob("rank-*.json"), *ft_dir.glob("pid-*")]:
                 stale.unlink(missing_ok=True)
-    return proc.wait()
+    return proc.wait(), bool(signalled)
 
 
 def usage_problems(params: dict) -> list[str]:
@@ -225,6 +257,8 @@ def usage_problems(params: dict) -> list[str]:
         problems.append(f"--rdzv-endpoint: must be host:port, got {rdzv_endpoint!r}")
     if p.get("hang_floor", 1.0) <= 0:
         problems.append(f"--hang-floor: must be > 0 seconds, got {p['hang_floor']}")
+    if p.get("stop_timeout", 0) < 0:
+        problems.append(f"--stop-timeout: must be >= 0 seconds, got {p['stop_timeout']}")
     if p.get("hang_multiple", 1.0) < 1:
         problems.append(f"--hang-multiple: must be >= 1, got {p['hang_multiple']}")
     shard_size = p.get("shard_size", 0)

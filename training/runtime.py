@@ -8,6 +8,8 @@
         loss = rt.sync_gradients(model, loss_sum)
         optimizer.step()
         rt.step_done(step, model, optimizer, loss)   # goodput, checkpoint when due
+        if rt.should_stop:                   # SIGTERM: this step is durable; stop here
+            break
     result = rt.finish(model, optimizer)
 
 Each component is switched by its config section; the same code runs with gloo on
@@ -111,6 +113,12 @@ class Runtime:
             install_stack_dump(ft_dir, self.rank)         # SIGUSR1 -> every thread's stack, for the watchdog
             self.heartbeat = Heartbeat(ft_dir, self.rank)
             Path(ft_dir, f"pid-{self.rank}").write_text(str(os.getpid()))
+        from training.ft.preemption import StopRequest
+
+        self.stop = StopRequest().install()  # SIGTERM -> checkpoint this step durably, then stop
+        self._stop_agreed: tuple[int, bool] | None = None  # (step, any rank asked), set by the step's all-reduce
+        self.should_stop = False
+        self.preempted: dict | None = None   # {"step", "durable"} once stopped by SIGTERM
         self.restored = None
         self.last_loss: float | None = None
         self._sample_log = os.environ.get("OPENPOD_SAMPLE_LOG")
@@ -168,6 +176,7 @@ class Runtime:
         faults.wait_point(step, self.world_size, self.rank)
         faults.hang_point(step, self.rank)
         self._t_step = time.perf_counter()
+        self._step = step
         p = plan_step(self.order, step, rank=self.rank, world_size=self.world_size,
                       global_batch=self.cfg.data.global_batch, micro_batch=self.cfg.data.micro_batch)
         if self._sample_log:
@@ -182,25 +191,42 @@ class Runtime:
         """Sum gradients (already scaled by 1/global_batch) and the loss over ranks in one all-reduce.
 
         Under FSDP2 the gradients were already reduce-scattered in backward: only the loss is summed.
+        A pending SIGTERM rides in the same all-reduce, so every rank learns of it at this step.
         """
+        stop = float(self.stop.requested)
         if self.cfg.parallelism != "ddp":
-            t = loss_sum.detach().reshape(1).clone()
+            t = torch.stack([loss_sum.detach().reshape(()).float(), torch.tensor(stop, device=loss_sum.device)])
             if self.world_size > 1:
                 dist.all_reduce(t)
-            return float(t)
+            self._stop_agreed = (getattr(self, "_step", -1), bool(t[1] > 0))
+            return float(t[0])
         params = [p for p in model.parameters() if p.requires_grad]
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        flat = torch.cat([p.grad.reshape(-1) for p in params] + [loss_sum.detach().reshape(1).to(params[0].dtype)])
+        dtype = params[0].dtype
+        flat = torch.cat([p.grad.reshape(-1) for p in params]
+                         + [loss_sum.detach().reshape(1).to(dtype), torch.full((1,), stop, dtype=dtype,
+                                                                              device=params[0].device)])
         if self.world_size > 1:
             dist.all_reduce(flat)
+        self._stop_agreed = (getattr(self, "_step", -1), bool(flat[-1] > 0))
         off = 0
         for p in params:
             n = p.numel()
             p.grad.copy_(flat[off:off + n].view_as(p))
             off += n
-        return float(flat[-1])
+        return float(flat[-2])
+
+    def _stop_now(self, step: int) -> bool:
+        """Whether any rank got SIGTERM, agreed by all ranks at ``step`` (an all-reduce of its own if the
+        loop did not call :meth:`sync_gradients`)."""
+        if self._stop_agreed is not None and self._stop_agreed[0] == step:
+            return self._stop_agreed[1]
+        t = torch.tensor([float(self.stop.requested)], device=self.device)
+        if self.world_size > 1:
+            dist.all_reduce(t)
+        return bool(t.item() > 0)
 
     def step_done(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: float) -> None:
         self.last_loss = loss
@@ -211,11 +237,28 @@ class Runtime:
         if self.heartbeat is not None:
             self.heartbeat.beat(done)
         faults.kill_point("after_step", done, self.rank)
+        if self._stop_now(step):
+            self._stop_after(done, model, optimizer, loss)
+            return
         if self.checkpointer is not None and self.checkpointer.due(done):
             blocked = self.checkpointer.save(done, model, optimizer,
                                              meta={"loss": loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", blocked)
             self.goodput.persist(checkpoint_failures=self.checkpointer.stats.failures)
+
+    def _stop_after(self, done: int, model, optimizer, loss: float) -> None:
+        """Write step ``done`` to the durable tier whatever the cadence, wait for it, and ask the loop to stop."""
+        durable = None
+        if self.checkpointer is not None:
+            t0 = time.perf_counter()
+            durable = self.checkpointer.save_durably(done, model, optimizer,
+                                                     meta={"loss": loss, "world_size": self.world_size})
+            self.goodput.add("checkpoint_blocking", time.perf_counter() - t0)
+            self.goodput.persist(checkpoint_failures=self.checkpointer.stats.failures)
+        self.preempted = {"step": done, "durable": durable}
+        self.should_stop = True
+        log.warning("rank %d stopped by SIGTERM at step %d; %s", self.rank, done,
+                    f"checkpoint durable in {durable}" if durable else "no durable checkpoint of this step")
 
     def finish(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
         """Drain checkpoint I/O, account, and describe the final state (identical on every rank)."""
@@ -233,7 +276,8 @@ class Runtime:
         failures = self.checkpointer.stats.failures if self.checkpointer else 0
         self.goodput.persist(finished=True, checkpoint_failures=failures)
         result = {
-            "step": self.cfg.steps,
+            "step": self.preempted["step"] if self.preempted else self.cfg.steps,
+            "preempted": self.preempted,
             "loss": self.last_loss,
             "state_sha256": state_sha256(state),
             "world_size": self.world_size,

@@ -38,5 +38,7 @@ def train(cfg: RunConfig) -> dict:
             group["lr"] = rt.lr_schedule(step)
         optimizer.step()
         rt.step_done(step, model, optimizer, loss_value)
+        if rt.should_stop:  # SIGTERM: this step is checkpointed durably
+            break
 
     return rt.finish(model, optimizer)

@@ -48,6 +48,13 @@ LEVELS: dict[str, str] = {
 }
 DEFAULT_HUGEPAGES_MI = labels.EFA_HUGEPAGES_MI  # what EFA nodes preallocate (instance group user data)
 DEFAULT_MAX_RESTARTS = 10
+# Seconds between SIGTERM and SIGKILL for the job's pods (eviction for a node upgrade or drain, Kueue
+# preemption). `--runtime openpod` checkpoints the current step durably in that time, so it gets more;
+# the launcher leaves STOP_MARGIN_S of it for torchrun and itself to exit. A preempting job waits for
+# the preempted pods to terminate, so a longer grace delays it.
+DEFAULT_GRACE_SECONDS = {"openpod": 300, "torchrun": 60}
+STOP_MARGIN_S = 30
+GRACE_RANGE = (30, 3600)
 
 RUNTIMES = ("torchrun", "openpod")
 # --runtime openpod: where the tiers live in the container, and the downward-API env the command expands.
@@ -64,7 +71,7 @@ NVME_VOLUME = "local-nvme"
 LAUNCHER_RESTARTS = 3
 # `python -m training run` flags submit sets; the args after -- may not repeat them.
 LAUNCHER_FLAGS = ("--nnodes", "--nproc-per-node", "--rdzv-endpoint", "--rdzv-id", "--node-id", "--bind-host",
-                  "--max-restarts", "--checkpoint-dir", "--memory-dir", "--nvme-dir", "--s3-uri")
+                  "--max-restarts", "--checkpoint-dir", "--memory-dir", "--nvme-dir", "--s3-uri", "--stop-timeout")
 
 
 class JobError(ValueError):
@@ -89,6 +96,11 @@ class JobRequest:
     env: dict[str, str] = field(default_factory=dict)
     runtime: str = "torchrun"                   # a RUNTIMES value
     s3_uri: str | None = None                   # runtime openpod: optional S3 checkpoint tier
+    grace_seconds: int | None = None            # default: DEFAULT_GRACE_SECONDS[runtime]
+
+    @property
+    def grace(self) -> int:
+        return self.grace_seconds if self.grace_seconds is not None else DEFAULT_GRACE_SECONDS[self.runtime]
 
 
 # Placement when the user asks for none: pack into one UltraServer / layer-3
@@ -103,6 +115,10 @@ def _levels_of(group_topology: str) -> list[str]:
 
 def validate(spec: ClusterSpec, req: JobRequest) -> None:
     """Raise JobError naming the first thing that cannot work and what is allowed."""
+    low, high = GRACE_RANGE
+    if not low <= req.grace <= high:
+        raise JobError(f"--grace-seconds {req.grace} not allowed; use {low} to {high} (seconds a pod gets after "
+                       "SIGTERM to checkpoint and exit)")
     if not JOB_NAME.match(req.name):
         raise JobError(f"--name {req.name!r} not allowed; use lowercase letters, digits and '-', starting with a "
                        "letter, at most 40 characters")
@@ -224,7 +240,7 @@ def launch_command(spec: ClusterSpec, req: JobRequest) -> list[str]:
         tiers.append(f"--s3-uri={req.s3_uri}")
     return ["python", "-m", "training", "run", *rendezvous, endpoint, f"--rdzv-id={req.name}",
             f"--node-id=$({NODE_NAME_ENV})", f"--bind-host=$({POD_IP_ENV})", f"--max-restarts={LAUNCHER_RESTARTS}",
-            *tiers, *req.script]
+            f"--stop-timeout={req.grace - STOP_MARGIN_S}", *tiers, *req.script]
 
 
 def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
@@ -289,7 +305,7 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_gi}Gi"}},
             {"name": "fsx", "persistentVolumeClaim": {"claimName": q.FSX_CLAIM}},
         ],
-        "terminationGracePeriodSeconds": 60,
+        "terminationGracePeriodSeconds": req.grace,
     }
     if scratch:
         # The kubelet creates hostPath directories root-owned 0755; the training image

@@ -158,3 +158,31 @@ def test_neuron_groups_are_refused():
     assert result.stderr.strip() == (
         "error: --runtime openpod not available on group trn2 (trn2.48xlarge): the training runtime runs on NVIDIA "
         "GPUs or CPU; use --runtime torchrun with a Neuron training script")
+
+
+def test_openpod_pods_get_a_grace_period_the_launcher_uses_to_checkpoint_on_sigterm():
+    """Eviction (node upgrade or drain) and Kueue preemption send SIGTERM, then SIGKILL after the grace period;
+    the launcher must stop the workers (after a durable checkpoint) inside it, with a margin to exit."""
+    js = dry_run(*P5, "--runtime", "openpod", "--", *TRAINING_ARGS)
+    grace = pod_spec(js)["terminationGracePeriodSeconds"]
+    assert grace == jobset.DEFAULT_GRACE_SECONDS["openpod"] == 300
+    command = trainer(js)["command"]
+    (stop,) = [a for a in command if a.startswith("--stop-timeout=")]
+    assert int(stop.split("=")[1]) == grace - jobset.STOP_MARGIN_S
+    assert training_cli.check_run_args(expand(command, {"POD_IP": "10.0.0.1", "NODE_NAME": "n1"})[4:]) == []
+
+    custom = dry_run(*P5, "--runtime", "openpod", "--grace-seconds", "900", "--", *TRAINING_ARGS)
+    assert pod_spec(custom)["terminationGracePeriodSeconds"] == 900
+    assert "--stop-timeout=870" in trainer(custom)["command"]
+    assert pod_spec(dry_run(*P5, "--", "train.py"))["terminationGracePeriodSeconds"] == 60  # torchrun: unchanged
+
+
+@pytest.mark.parametrize("value", ["10", "7200"])
+def test_a_grace_period_out_of_range_is_refused_naming_the_flag(value):
+    r = submit(*P5, "--runtime", "openpod", "--grace-seconds", value, "--", *TRAINING_ARGS)
+    assert r.exit_code == 2 and f"--grace-seconds {value} not allowed; use 30 to 3600" in r.output
+
+
+def test_stop_timeout_is_set_by_submit_only():
+    r = submit(*P5, "--runtime", "openpod", "--", *TRAINING_ARGS, "--stop-timeout", "5")
+    assert r.exit_code == 2 and "--stop-timeout" in r.output

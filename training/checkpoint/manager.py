@@ -156,6 +156,10 @@ class Checkpointer:
             self._direct_writer = ThreadPoolExecutor(1, thread_name_prefix="ckpt-durable",
                                                      initializer=_background_priority)
         self._direct_done: dict[int, bool] = {}  # step -> written directly (the promoter skips that tier)
+        # The first shared tier (FSx, else S3): what outlives this node. save_durably() forces a step there.
+        self.durable = next((t for t in self.tiers[1:] if t.kind in SHARED), None)
+        self._forced: set[int] = set()
+        self._replicated = True
         self.components: dict[str, object] = {}  # name -> Stateful, see register()
 
         self.peer_server = None
@@ -218,9 +222,24 @@ class Checkpointer:
         else:
             staged = self.stager.stage(state)
         self.stats.started += 1
-        replicated = not _has_dtensor(state)  # sharded state: each rank's snapshot holds only its shards
+        replicated = self._replicated = not _has_dtensor(state)  # sharded: each rank's snapshot holds its shards
         self._inflight = self._writer.submit(self._persist, step, staged, dict(meta or {}), copying, replicated)
         return time.perf_counter() - t0
+
+    def save_durably(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                     meta: dict | None = None) -> str | None:
+        """Save ``step`` and wait until it is committed in the durable tier whatever its cadence (before the node
+        goes away). Collective: returns that tier's name if every rank's snapshot got there, else None."""
+        if self.durable is not None:
+            self._forced.add(step)
+        self.save(step, model, optimizer, meta)
+        self.flush()
+        self._forced.discard(step)
+        # Replicated state has one copy in shared tiers, written by rank 0; every other rank writes its own shards.
+        writes = not (self._replicated and self.rank != 0)
+        ok = self.durable is not None and (not writes or any(m.step == step and m.rank == self.rank
+                                                             for m in self.durable.markers()))
+        return self.durable.kind if _all_ok(ok, self.world_size) else None
 
     def wait(self) -> None:
         if self._inflight is not None:
@@ -299,7 +318,7 @@ class Checkpointer:
 
     def _due_in(self, tier: Tier, step: int, replicated: bool) -> bool:
         """Whether the promoter would copy this step to ``tier`` (cadence; one copy of replicated state in shared tiers)."""
-        if (step // max(self.cfg.every, 1)) % tier.every:
+        if (step // max(self.cfg.every, 1)) % tier.every and not (step in self._forced and tier is self.durable):
             return False
         return not (tier.kind in SHARED and replicated and self.rank != 0)
 
@@ -357,7 +376,7 @@ class Checkpointer:
         index = marker.step // max(self.cfg.every, 1)
         direct = self._direct_done.pop(marker.step, False)
         for tier in self.tiers[1:]:
-            if index % tier.every:
+            if index % tier.every and not (marker.step in self._forced and tier is self.durable):
                 continue
             if direct and tier is self._direct:
                 continue  # written from the staged copy already

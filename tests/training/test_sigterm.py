@@ -1,0 +1,84 @@
+"""SIGTERM (a pod eviction: node upgrade, drain, Kueue preemption) makes the job checkpoint first.
+
+The kubelet sends SIGTERM to the container's PID 1 - the launcher - only. The launcher
+forwards it to torchrun, which forwards it to the workers; the workers agree on the
+step to stop at (inside the step's own gradient all-reduce), write that step to the
+durable tier whatever the cadence, and the launcher exits 143 with the result. A rerun
+resumes from exactly that step and ends bit-identical to an uninterrupted run.
+"""
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.training.conftest import cli_env, failure_text, last_json, run_cli, spawn, kill_group, train_args
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+
+HOLD_AT = 12  # rank 0 holds before this step until the test lets it go
+
+
+def _wait_for(pred, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _beats(tmp: Path) -> dict[int, int]:
+    out = {}
+    for p in (tmp / "ck" / "run" / "ft").rglob("rank-*.json"):
+        try:
+            b = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        out[b["rank"]] = b["step"]
+    return out
+
+
+def test_sigterm_to_the_launcher_checkpoints_the_current_step_durably_and_a_rerun_resumes_exactly(
+        tmp_path, baseline):
+    go = tmp_path / "go"
+    args = train_args(tmp_path, extra=["--stop-timeout", "60", "--fsx-every", "3"])  # step 13 is off every cadence
+    env = cli_env(OPENPOD_HOOK_WAIT=f"{HOLD_AT}@2@{go}")
+    p = spawn(args, env=env, log=tmp_path / "first.log")
+    try:
+        _wait_for(lambda: _beats(tmp_path).get(0) == HOLD_AT, 120, f"rank 0 to reach step {HOLD_AT}")
+        os.kill(p.pid, signal.SIGTERM)          # what the kubelet does on eviction: PID 1 only
+        time.sleep(1.0)                          # the signal reaches every worker while rank 0 is held
+        go.write_text("")
+        out, _ = p.communicate(timeout=120)
+    finally:
+        kill_group(p) if p.poll() is None else None
+    log = (tmp_path / "first.log").read_text()
+    assert p.returncode == 143, f"exit {p.returncode}\n{log[-3000:]}"
+    result = json.loads(out.strip().splitlines()[-1])
+    # Agreed inside step 12's all-reduce: step 12 completes, and its result (step 13's start) is saved.
+    assert result["preempted"] == {"step": HOLD_AT + 1, "durable": "fsx"}, result
+    assert result["step"] == HOLD_AT + 1
+    assert (tmp_path / "ck" / "step_000000013").is_dir(), sorted(os.listdir(tmp_path / "ck"))  # off-cadence (every 5)
+    assert "stopped by SIGTERM at step 13" in log and "rerun" in log
+
+    # The node is gone: its memory tier goes with it. The rerun must find step 13 in FSx.
+    import shutil
+
+    shutil.rmtree(tmp_path / "shm")
+    r = run_cli(args)
+    assert r.returncode == 0, failure_text(r)
+    again = last_json(r.stdout)
+    assert again["restored_step"] == HOLD_AT + 1 and again["restored_from"].startswith("fsx")
+    assert again["state_sha256"] == baseline["state_sha256"]
+
+
+def test_a_run_without_sigterm_reports_no_preemption(tmp_path, baseline):
+    r = run_cli(train_args(tmp_path, extra=["--stop-timeout", "60"]))
+    assert r.returncode == 0, failure_text(r)
+    out = last_json(r.stdout)
+    assert out["preempted"] is None and out["step"] == 20
+    assert out["state_sha256"] == baseline["state_sha256"]

@@ -1,0 +1,38 @@
+"""Graceful stop on SIGTERM: the signal a pod gets when it is evicted (node upgrade or drain, Kueue preemption).
+
+A worker's handler only records the request; the :class:`~training.runtime.Runtime`
+folds it into the step's gradient all-reduce, so every rank - also on nodes that got
+no signal - stops after the same step, writes that step to the durable tier and exits.
+A second SIGTERM restores the default action (the process ends at once), so a loop that
+never checks :attr:`StopRequest.requested` can still be stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+
+log = logging.getLogger("training.ft")
+
+
+class StopRequest:
+    """Records SIGTERM; install once per process, from the main thread."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.at: float | None = None
+
+    def install(self) -> "StopRequest":
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_signal)
+        return self
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.requested:  # the second one: stop now
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGTERM)
+            return
+        self.requested, self.at = True, time.monotonic()
+        log.warning("SIGTERM: stopping after this step, once it is checkpointed durably")
