@@ -206,6 +206,10 @@ from infra.preflight import capacity_command as _capacity, preflight_command as 
 main.add_command(_preflight)
 main.add_command(_capacity)
 
+from infra.drain_cmd import drain as _drain  # noqa: E402
+
+main.add_command(_drain)
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -9,7 +9,8 @@ The order is the templates' own dependency order, which the platform's stack set
 4. accelerator node groups (they depend on the CPU groups), never force-updated: EKS evicts their pods
    through the Eviction API with PodDisruptionBudgets honoured, as the node agent's drain does, so a
    job gets SIGTERM and its grace period to checkpoint; an eviction a budget forbids fails the update
-   instead of killing the job.
+   instead of killing the job. Draining each group first with ``openpod drain`` (the node agent's
+   drain path, :mod:`node_agent.drain`) stops each job once instead of once per replaced node.
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ def _cluster_steps(lid: str, old: str, new: str, b_res: dict, h_res: dict) -> li
         out.append("accelerator node groups, after the CPU groups, not force-updated (evictions honour "
                    "PodDisruptionBudgets; jobs get SIGTERM and their grace period to checkpoint): "
                    + ", ".join(_group(r) for _, r in accel))
+        out.insert(0, "before the deploy, drain the accelerator groups (the node agent's drain path) so each job "
+                      "checkpoints and stops once, not once per replaced node: " + "; ".join(
+                       f"openpod drain --group {r['Properties'].get('Labels', {}).get(labels.INSTANCE_GROUP)}"
+                       for _, r in accel))
     stale = [r["Properties"]["NodegroupName"] for r in h_res.values()
              if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"].get("Version") not in (None, new)]
     if stale:

@@ -31,7 +31,8 @@ from node_agent.cloud import Cloud
 from node_agent.config import ControllerConfig
 from node_agent.deep_check import DCGM_LEVEL_SECONDS
 from node_agent.findings import Action
-from node_agent.kube import Cluster, Eviction, Node, NotFound
+from node_agent.drain import evict_pods
+from node_agent.kube import Cluster, Node, NotFound
 from node_agent.marking import FAULT, REBOOTS, REMEDIATION, current_action, with_taint, without_taint
 from node_agent.metrics import ControllerMetrics
 
@@ -204,12 +205,7 @@ class Controller:
 
     def _drain(self, node: Node, r: Remediation, group: str, now: float) -> bool:
         """Evict what can be evicted; True when the node is empty or the deadline passed."""
-        remaining = []
-        for pod in self.cluster.list_pods_on_node(node.name):
-            if not pod.evictable:
-                continue
-            if self.cluster.evict_pod(pod.namespace, pod.name) is Eviction.BLOCKED:
-                remaining.append(f"{pod.namespace}/{pod.name}")
+        remaining = evict_pods(self.cluster, node.name)
         if not remaining:
             return True
         if now >= r.drain_deadline:

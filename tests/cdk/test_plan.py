@@ -200,11 +200,15 @@ def test_eks_version_bump_plans_control_plane_then_add_ons_then_cpu_then_acceler
     p = json_plan(r)
     assert {c["action"] for c in p["changes"]} == {"update"}       # an upgrade replaces nothing
     steps = p["upgrade"]
-    assert steps[0] == "control plane EksClusterB2BDED5B: Kubernetes 1.33 -> 1.34, in place"
-    assert steps[1].startswith("add-ons, after the control plane: kube-proxy v1.33.")
-    assert steps[2] == "CPU node groups, after the network add-ons: system (1 node(s) at a time)"
-    assert steps[3].startswith("accelerator node groups, after the CPU groups, not force-updated")
-    assert all(g in steps[3] for g in ("p5", "trn2")) and "gb200" not in steps[3]  # block not bought
+    # First, drain the accelerator groups through the node agent's drain path (tests/node_agent/test_drain.py)
+    assert steps[0] == ("before the deploy, drain the accelerator groups (the node agent's drain path) so each job "
+                        "checkpoints and stops once, not once per replaced node: openpod drain --group p5; "
+                        "openpod drain --group trn2")
+    assert steps[1] == "control plane EksClusterB2BDED5B: Kubernetes 1.33 -> 1.34, in place"
+    assert steps[2].startswith("add-ons, after the control plane: kube-proxy v1.33.")
+    assert steps[3] == "CPU node groups, after the network add-ons: system (1 node(s) at a time)"
+    assert steps[4].startswith("accelerator node groups, after the CPU groups, not force-updated")
+    assert all(g in steps[4] for g in ("p5", "trn2")) and "gb200" not in steps[4]  # block not bought
 
 
 def test_the_templates_enforce_the_upgrade_order(default):
