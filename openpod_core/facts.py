@@ -52,6 +52,13 @@ FACTS: tuple[Fact, ...] = (
         "NVIDIA's CUDA images hold libnccl2, so installing another version with apt-get -y needs "
         "--allow-change-held-packages",
     ),
+    # ------------------------------------------------------------------ EKS add-ons
+    Fact(
+        "eks.vpc-cni.network-policy", '{"enableNetworkPolicy": "true"} in the vpc-cni add-on configuration values',
+        "https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html", "2026-11-23",
+        "the VPC CNI's network-policy agent (VPC CNI >= 1.14) is off by default; without it NetworkPolicy "
+        "objects are accepted and not enforced",
+    ),
     # ------------------------------------------------------------------ device plugins
     Fact(
         "chart.nvidia-device-plugin.default-affinity", "requires feature.node.kubernetes.io/pci-10de.present, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Mapping, Sequence
 
 from aws_cdk import RemovalPolicy
@@ -27,6 +28,7 @@ ACCESS_POLICIES: dict[str, str] = {
 # Add-ons nodes need before they can become Ready (networking, identity) and
 # add-ons that run as Deployments and so need a node first.
 NETWORK_ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
 WORKLOAD_ADDONS = ("coredns", "aws-fsx-csi-driver")
 REQUIRED_ADDONS = NETWORK_ADDONS + WORKLOAD_ADDONS
 
@@ -164,6 +166,10 @@ class PlatformCluster(Construct):
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonEKS_CNI_Policy")],
         )
         cni = self.addons["vpc-cni"].node.default_child
+        # The network-policy agent enforces the team namespaces' NetworkPolicies (infra/governance/network.py);
+        # off by default in the add-on. Key and value: https://docs.aws.amazon.com/eks/latest/userguide/
+        # cni-network-policy-configure.html (facts register: eks.vpc-cni.network-policy), checked 2026-11-23.
+        cni.configuration_values = json.dumps(VPC_CNI_CONFIGURATION, sort_keys=True)
         cni.pod_identity_associations = [eks.CfnAddon.PodIdentityAssociationProperty(
             role_arn=self.cni_role.role_arn, service_account="aws-node")]
         # The association needs the Pod Identity agent to hand out credentials.

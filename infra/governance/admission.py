@@ -22,6 +22,7 @@ from infra.governance.install import JOBSET_NAMESPACE, KUEUE_NAMESPACE
 from infra.governance.jobset import PRIORITY_LABEL
 from infra.governance.queues import TEAM_LABEL
 from infra.spec import ClusterSpec, TeamSpec
+from openpod_core import labels
 
 API = "admissionregistration.k8s.io/v1"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -94,6 +95,130 @@ def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
     return [policy, binding]
 
 
+# ---------------------------------------------------------------------------------------------- pod security
+#
+# ``openpod-pod-security`` (issue 10): every Pod created in a team namespace - by anyone, the Job
+# controller included - must meet the Pod Security Standards' Baseline profile
+# (https://kubernetes.io/docs/concepts/security/pod-security-standards/, "Baseline", checked 2026-11-23)
+# with two exceptions the training runtime needs: hostPath volumes, only one directory deep under the
+# team's own per-job roots (labels.JOB_SCRATCH_ROOTS: node memory and NVMe checkpoint tiers), and the
+# IPC_LOCK capability (EFA registers memory). Pod Security Admission's own ``enforce: baseline`` cannot
+# express those exceptions (it refuses every hostPath), so the namespaces carry ``warn``/``audit`` labels
+# only and this policy enforces. ``openpod-pod-security-jobsets`` applies the same checks to a JobSet's pod
+# templates, so a bad JobSet is refused when it is submitted instead of failing its pods later.
+
+POD_SECURITY_POLICY = "openpod-pod-security"
+POD_SECURITY_JOBSET_POLICY = "openpod-pod-security-jobsets"
+# Baseline's allowed added capabilities, plus IPC_LOCK for EFA.
+ALLOWED_CAPABILITIES = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                        "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT", "IPC_LOCK")
+# Baseline's safe sysctls.
+SAFE_SYSCTLS = ("kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+                "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+                "net.ipv4.tcp_keepalive_probes")
+
+_CONTAINERS = ("(s.containers + (has(s.initContainers) ? s.initContainers : []) + "
+               "(has(s.ephemeralContainers) ? s.ephemeralContainers : []))")
+
+
+def _cel_list(items) -> str:
+    return "[" + ", ".join(f"'{i}'" for i in items) + "]"
+
+
+def _set(obj: str, *fields: str) -> str:
+    """CEL: ``obj.f1.f2...`` is present."""
+    parts, out = [obj], []
+    for f in fields:
+        out.append(f"has({'.'.join(parts)}.{f})")
+        parts.append(f)
+    return " && ".join(out)
+
+
+def _sc(obj: str, *fields: str) -> tuple[str, str]:
+    return _set(obj, "securityContext", *fields), ".".join([obj, "securityContext", *fields])
+
+
+def pod_security_checks() -> list[tuple[str, str]]:
+    """(CEL over ``variables.specs`` - the pod specs of the object - and ``variables.team``, message) pairs."""
+    roots = "|".join(labels.JOB_SCRATCH_ROOTS)
+    c_checks = []
+    for field, bad, msg in (
+            ("privileged", "{v}", "privileged containers are not allowed (securityContext.privileged)"),
+            ("procMount", "{v} != 'Default'", "securityContext.procMount must be Default"),
+    ):
+        has, value = _sc("c", field)
+        c_checks.append((f"!({has}) || !({bad.format(v=value)})", msg))
+    has_add, add = _sc("c", "capabilities", "add")
+    c_checks.append((f"!({has_add}) || {add}.all(x, x in {_cel_list(ALLOWED_CAPABILITIES)})",
+                     "securityContext.capabilities.add may only hold " + ", ".join(ALLOWED_CAPABILITIES)))
+    c_checks.append(("!has(c.ports) || c.ports.all(p, !has(p.hostPort) || p.hostPort == 0)",
+                     "hostPort is not allowed (ports[].hostPort)"))
+    checks = [(f"variables.specs.all(s, {_CONTAINERS}.all(c, {expr}))", msg) for expr, msg in c_checks]
+    checks.append(("variables.specs.all(s, !(has(s.hostNetwork) && s.hostNetwork) && "
+                   "!(has(s.hostPID) && s.hostPID) && !(has(s.hostIPC) && s.hostIPC))",
+                   "hostNetwork, hostPID and hostIPC are not allowed"))
+    for kind, msg in (("seccompProfile", "seccompProfile.type Unconfined is not allowed"),
+                      ("appArmorProfile", "appArmorProfile.type Unconfined is not allowed")):
+        pod_has, pod_v = _sc("s", kind, "type")
+        c_has, c_v = _sc("c", kind, "type")
+        checks.append((f"variables.specs.all(s, (!({pod_has}) || {pod_v} != 'Unconfined') && "
+                       f"{_CONTAINERS}.all(c, !({c_has}) || {c_v} != 'Unconfined'))", msg))
+    se_has, se = _sc("s", "seLinuxOptions")
+    c_se_has, c_se = _sc("c", "seLinuxOptions")
+    checks.append((f"variables.specs.all(s, (!({se_has}) || !(has({se}.user) || has({se}.role))) && "
+                   f"{_CONTAINERS}.all(c, !({c_se_has}) || !(has({c_se}.user) || has({c_se}.role))))",
+                   "seLinuxOptions.user and .role are not allowed"))
+    sys_has, sysctls = _sc("s", "sysctls")
+    checks.append((f"variables.specs.all(s, !({sys_has}) || {sysctls}.all(x, x.name in {_cel_list(SAFE_SYSCTLS)}))",
+                   "only Baseline's safe sysctls are allowed (securityContext.sysctls)"))
+    checks.append((f"variables.specs.all(s, !has(s.volumes) || s.volumes.all(v, !has(v.hostPath) || "
+                   f"v.hostPath.path.matches('^({roots})/' + variables.team + '/[a-z0-9][a-z0-9-]*$')))",
+                   f"hostPath volumes are allowed only as <root>/<team>/<job> with <root> one of "
+                   f"{', '.join(labels.JOB_SCRATCH_ROOTS)} (the job's own checkpoint scratch)"))
+    return checks
+
+
+def _pod_security(name: str, rules: list[dict], specs: str) -> list[dict[str, Any]]:
+    meta = {"name": name, "labels": {"app.kubernetes.io/managed-by": "openpod"}}
+    policy = {
+        "apiVersion": API, "kind": "ValidatingAdmissionPolicy", "metadata": meta,
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
+                "resourceRules": rules,
+            },
+            "variables": [
+                {"name": "team", "expression": f"namespaceObject.metadata.labels['{TEAM_LABEL}']"},
+                {"name": "specs", "expression": specs},
+            ],
+            "validations": [{"expression": expr, "reason": "Forbidden",
+                             "message": f"{msg} in team namespaces ({POD_SECURITY_POLICY}; docs/security.md)"}
+                            for expr, msg in pod_security_checks()],
+        },
+    }
+    binding = {"apiVersion": API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": dict(meta),
+               "spec": {"policyName": name, "validationActions": ["Deny"]}}
+    return [policy, binding]
+
+
+def pod_security_policies() -> list[dict[str, Any]]:
+    """Pods (every creator, controllers included) and JobSet pod templates (refused at submission)."""
+    return [
+        *_pod_security(POD_SECURITY_POLICY,
+                       # kubectl debug adds containers through pods/ephemeralcontainers (UPDATE)
+                       [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods", "pods/ephemeralcontainers"],
+                         "operations": ["CREATE", "UPDATE"]}],
+                       "[object.spec]"),
+        *_pod_security(POD_SECURITY_JOBSET_POLICY,
+                       [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["*"], "resources": ["jobsets"],
+                         "operations": ["CREATE", "UPDATE"]}],
+                       "has(object.spec.replicatedJobs) ? "
+                       "object.spec.replicatedJobs.map(r, r.template.spec.template.spec) : []"),
+    ]
+
+
 def admission_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     """Every admission policy and binding the platform deploys."""
-    return team_queue_policy(spec)
+    return team_queue_policy(spec) + pod_security_policies()

@@ -160,8 +160,14 @@ def capacity(spec: ClusterSpec, team: TeamSpec, group: str) -> TeamCapacity:
 # ------------------------------------------------------------------------ objects
 
 
+# Pod Security Admission warns and audits at Baseline; admission.py's openpod-pod-security enforces Baseline
+# plus the training runtime's two exceptions, which PSA's own enforce mode cannot express.
+POD_SECURITY_LABELS = {"pod-security.kubernetes.io/warn": "baseline", "pod-security.kubernetes.io/audit": "baseline"}
+
+
 def namespace(team: TeamSpec) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(team.name, **{TEAM_LABEL: team.name})}
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": _meta(team.name, **{TEAM_LABEL: team.name, **POD_SECURITY_LABELS})}
 
 
 def topologies(spec: ClusterSpec) -> list[dict[str, Any]]:

@@ -516,6 +516,18 @@ def test_node_role_keeps_only_what_the_kubelet_needs(synthesized, example):
 
 
 @pytest.mark.parametrize("example", ["default", "large"])
+def test_vpc_cni_enforces_network_policies(synthesized, example):
+    """Without the network-policy agent the team namespaces' NetworkPolicies are accepted and ignored."""
+    from openpod_core.facts import FACTS
+
+    s = synthesized[example]
+    (cni,) = [a for a in s.resources("AWS::EKS::Addon").values() if a["Properties"]["AddonName"] == "vpc-cni"]
+    assert json.loads(cni["Properties"]["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
+    fact = next(f for f in FACTS if f.key == "eks.vpc-cni.network-policy")
+    assert fact.value.startswith(cni["Properties"]["ConfigurationValues"])
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
 def test_vpc_cni_runs_as_its_own_pod_identity_role(synthesized, example):
     s = synthesized[example]
     (cni,) = [a for a in s.resources("AWS::EKS::Addon").values() if a["Properties"]["AddonName"] == "vpc-cni"]

@@ -40,6 +40,7 @@ CORE_MODELS = {
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "V1ClusterRoleBinding",
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): "V1ValidatingAdmissionPolicy",
+    ("networking.k8s.io/v1", "NetworkPolicy"): "V1NetworkPolicy",
     ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): "V1ValidatingAdmissionPolicyBinding",
 }
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 
-import celpy
 import pytest
 import yaml
 
@@ -21,48 +20,18 @@ from infra.governance.install import kueue_manager_config
 from infra.governance.queues import TEAM_LABEL, local_queue_name
 from infra.spec import load_spec
 from tests.conftest import EXAMPLES
+from tests.governance import vap
 from tests.governance.k8s_schema import validate
+from tests.governance.vap import TEAM_USER
 
 SPEC = load_spec(EXAMPLES / "default.yaml")
 OBJS = all_objects(SPEC)
 POLICY = next(o for o in OBJS if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"] == TEAM_QUEUE_POLICY)
-ENV = celpy.Environment()
-TEAM_USER = "arn:aws:sts::111122223333:assumed-role/ml-engineers/alice"
-
-
-def _eval(expr: str, activation: dict):
-    return ENV.program(ENV.compile(expr)).evaluate(activation)
-
-
-def _selected(obj: dict, namespace_labels: dict) -> bool:
-    sel = POLICY["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"]
-    assert all(e["operator"] == "Exists" for e in sel)
-    group = obj["apiVersion"].rpartition("/")[0]
-    plural = obj["kind"].lower() + "s"
-    rules = POLICY["spec"]["matchConstraints"]["resourceRules"]
-    return all(e["key"] in namespace_labels for e in sel) and any(
-        group in r["apiGroups"] and plural in r["resources"] for r in rules)
 
 
 def admit(obj: dict, *, namespace_labels: dict, user: str = TEAM_USER, old: dict | None = None) -> list[str]:
-    """The denial messages for this request ([] = allowed)."""
-    if not _selected(obj, namespace_labels):
-        return []
-    act = {"object": celpy.json_to_cel(obj), "oldObject": celpy.json_to_cel(old),
-           "namespaceObject": celpy.json_to_cel({"metadata": {"name": obj["metadata"]["namespace"],
-                                                               "labels": namespace_labels}}),
-           "request": celpy.json_to_cel({"userInfo": {"username": user}, "operation": "UPDATE" if old else "CREATE"})}
-    if not all(bool(_eval(c["expression"], act)) for c in POLICY["spec"]["matchConditions"]):
-        return []
-    variables = celpy.celtypes.MapType({})
-    for v in POLICY["spec"]["variables"]:
-        variables[celpy.celtypes.StringType(v["name"])] = _eval(v["expression"], {**act, "variables": variables})
-    act["variables"] = variables
-    denied = []
-    for v in POLICY["spec"]["validations"]:
-        if not bool(_eval(v["expression"], act)):
-            denied.append(str(_eval(v["messageExpression"], act)) if "messageExpression" in v else v["message"])
-    return denied
+    """The team-queue policy's denial messages for this request ([] = allowed)."""
+    return vap.admit(POLICY, obj, namespace_labels=namespace_labels, user=user, old=old)
 
 
 def jobset(ns: str, queue: str | None, priority: str | None = None) -> dict:
@@ -120,8 +89,8 @@ def test_the_policy_objects_validate_against_the_kubernetes_api_schema():
     for o in OBJS:
         if o["apiVersion"].startswith("admissionregistration.k8s.io/"):
             assert validate(o) == [], o["kind"]
-    binding = next(o for o in OBJS if o["kind"] == "ValidatingAdmissionPolicyBinding")
-    assert binding["spec"] == {"policyName": TEAM_QUEUE_POLICY, "validationActions": ["Deny"]}
+    bindings = {o["spec"]["policyName"]: o["spec"] for o in OBJS if o["kind"] == "ValidatingAdmissionPolicyBinding"}
+    assert bindings[TEAM_QUEUE_POLICY] == {"policyName": TEAM_QUEUE_POLICY, "validationActions": ["Deny"]}
 
 
 def test_kueue_manages_jobs_without_a_queue_name_in_team_namespaces():

@@ -96,8 +96,8 @@ def test_order_jobset_then_kueue_then_webhook_gate_then_queues(synth):
     core_kinds = {o["kind"] for o in json.loads(res[core]["Properties"]["Manifest"])}
     assert core_kinds <= {"Namespace", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
                           "PersistentVolumeClaim", "ServiceAccount", "ValidatingAdmissionPolicy",
-                          "ValidatingAdmissionPolicyBinding"}
-    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= core_kinds
+                          "ValidatingAdmissionPolicyBinding", "NetworkPolicy"}
+    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "NetworkPolicy"} <= core_kinds
     queue_kinds = {o["kind"] for o in json.loads(res[queues]["Properties"]["Manifest"])}
     assert "ClusterQueue" in queue_kinds and "Namespace" not in queue_kinds
 

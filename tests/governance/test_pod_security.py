@@ -1,0 +1,155 @@
+"""Pod security in team namespaces (issue 10): Baseline plus the runtime's two exceptions, enforced by a
+ValidatingAdmissionPolicy on every Pod (the Job controller's included) and on JobSet pod templates.
+
+The policies are read from ``all_objects`` (what CDK and ``openpod manifests`` apply) and evaluated with
+cel-python (tests/governance/vap.py). Every JobSet ``openpod submit`` builds is admitted; each way out of
+the container a hostile team user could try is refused with a message naming the field.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from infra.governance import all_objects, jobset
+from infra.governance.admission import POD_SECURITY_JOBSET_POLICY, POD_SECURITY_POLICY
+from infra.governance.queues import POD_SECURITY_LABELS, TEAM_LABEL
+from infra.spec import load_spec
+from openpod_core import labels
+from tests.conftest import EXAMPLES
+from tests.governance import vap
+
+SPEC = load_spec(EXAMPLES / "default.yaml")
+OBJS = all_objects(SPEC)
+PODS = next(o for o in OBJS if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"] == POD_SECURITY_POLICY)
+JOBSETS = next(o for o in OBJS if o["kind"] == "ValidatingAdmissionPolicy"
+               and o["metadata"]["name"] == POD_SECURITY_JOBSET_POLICY)
+TEAM_NS = {TEAM_LABEL: "research"}
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
+
+
+def request(group: str, runtime: str, nodes: int = 2) -> jobset.JobRequest:
+    return jobset.JobRequest(name="llama", team="research", group=group, image="registry.example/train:1",
+                             nodes=nodes,
+                             script=("--steps", "10", "--global-batch", "64") if runtime == "openpod" else ("train.py",),
+                             runtime=runtime)
+
+
+def pod_of(js: dict) -> dict:
+    """The Pod the Job controller creates from the JobSet's template."""
+    template = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "llama-workers-0-0", "namespace": js["metadata"]["namespace"]},
+            "spec": copy.deepcopy(template["spec"])}
+
+
+def admit_pod(pod: dict, *, user: str = JOB_CONTROLLER, subresource: str = "") -> list[str]:
+    return vap.admit(PODS, pod, namespace_labels=TEAM_NS, user=user, subresource=subresource)
+
+
+def standard_pod() -> dict:
+    return pod_of(jobset.build(SPEC, request("p5", "openpod")))
+
+
+@pytest.mark.parametrize("group, runtime", [("p5", "openpod"), ("p5", "torchrun"), ("trn2", "torchrun")])
+def test_every_jobset_submit_builds_is_admitted_and_so_are_its_pods(group, runtime):
+    req = request(group, runtime)
+    jobset.validate(SPEC, req)
+    js = jobset.build(SPEC, req)
+    assert vap.admit(JOBSETS, js, namespace_labels=TEAM_NS) == []
+    assert admit_pod(pod_of(js)) == []
+
+
+def test_the_openpod_runtime_pods_really_use_both_exceptions():
+    spec = standard_pod()["spec"]
+    paths = [v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v]
+    assert paths == [f"{labels.HOST_MEMORY_TIER}/research/llama", f"{labels.NVME_JOB_ROOT}/research/llama"]
+    assert spec["containers"][0]["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+
+
+def _set(pod: dict, path: str, value) -> dict:
+    obj = pod
+    *parents, last = path.split(".")
+    for p in parents:
+        obj = obj[int(p)] if p.isdigit() else obj.setdefault(p, {})
+    obj[last] = value
+    return pod
+
+
+ATTACKS = {
+    "privileged": ("spec.containers.0.securityContext.privileged", True, "privileged containers are not allowed"),
+    "privileged init": ("spec.initContainers.0.securityContext.privileged", True,
+                        "privileged containers are not allowed"),
+    "SYS_ADMIN": ("spec.containers.0.securityContext.capabilities.add", ["IPC_LOCK", "SYS_ADMIN"],
+                  "securityContext.capabilities.add may only hold"),
+    "host network": ("spec.hostNetwork", True, "hostNetwork, hostPID and hostIPC are not allowed"),
+    "host PID": ("spec.hostPID", True, "hostNetwork, hostPID and hostIPC are not allowed"),
+    "host port": ("spec.containers.0.ports", [{"containerPort": 22, "hostPort": 22}], "hostPort is not allowed"),
+    "unconfined seccomp": ("spec.securityContext.seccompProfile", {"type": "Unconfined"},
+                           "seccompProfile.type Unconfined is not allowed"),
+    "unconfined apparmor": ("spec.containers.0.securityContext.appArmorProfile", {"type": "Unconfined"},
+                            "appArmorProfile.type Unconfined is not allowed"),
+    "unmasked /proc": ("spec.containers.0.securityContext.procMount", "Unmasked", "securityContext.procMount must be Default"),
+    "selinux user": ("spec.securityContext.seLinuxOptions", {"user": "system_u"},
+                     "seLinuxOptions.user and .role are not allowed"),
+    "unsafe sysctl": ("spec.securityContext.sysctls", [{"name": "kernel.core_pattern", "value": "|/x"}],
+                      "only Baseline's safe sysctls are allowed"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_a_pod_escaping_the_baseline_is_denied_naming_the_field(name):
+    path, value, message = ATTACKS[name]
+    denied = admit_pod(_set(standard_pod(), path, value))
+    assert len(denied) == 1 and denied[0].startswith(message), denied
+    assert f"({POD_SECURITY_POLICY}; docs/security.md)" in denied[0]
+
+
+@pytest.mark.parametrize("path", [
+    "/",                                                   # the host's root
+    "/var/lib/kubelet",                                    # kubelet credentials
+    f"{labels.HOST_MEMORY_TIER}/product/llama",            # another team's node-memory checkpoints
+    f"{labels.HOST_MEMORY_TIER}/research",                 # the team root: would reach every job's dir
+    f"{labels.HOST_MEMORY_TIER}/research/llama/x",         # deeper: a symlink a job planted could lead anywhere
+    f"{labels.HOST_MEMORY_TIER}/research/../product/llama",
+    f"{labels.NVME_JOB_ROOT}/research/..",
+    f"{labels.HOST_MEMORY_TIER}x/research/llama",
+])
+def test_host_paths_outside_the_teams_own_job_directories_are_denied(path):
+    pod = standard_pod()
+    pod["spec"]["volumes"].append({"name": "evil", "hostPath": {"path": path}})
+    denied = admit_pod(pod)
+    assert len(denied) == 1 and denied[0].startswith("hostPath volumes are allowed only as <root>/<team>/<job>")
+
+
+def test_a_jobset_with_a_privileged_template_is_refused_at_submission():
+    js = jobset.build(SPEC, request("p5", "openpod"))
+    js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["hostPID"] = True
+    assert vap.admit(JOBSETS, js, namespace_labels=TEAM_NS) == [
+        f"hostNetwork, hostPID and hostIPC are not allowed in team namespaces ({POD_SECURITY_POLICY}; "
+        "docs/security.md)"]
+
+
+def test_controllers_are_not_exempt_and_kubectl_debug_is_covered():
+    """The Job controller creates the pods, so exempting it would exempt everything; `kubectl debug`
+    adds an ephemeral container through the pods/ephemeralcontainers subresource."""
+    assert "matchConditions" not in PODS["spec"]
+    pod = standard_pod()
+    pod["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox",
+                                           "securityContext": {"privileged": True}}]
+    assert admit_pod(pod, user=vap.TEAM_USER, subresource="ephemeralcontainers")[0].startswith(
+        "privileged containers are not allowed")
+
+
+def test_other_namespaces_are_not_matched():
+    pod = _set(standard_pod(), "spec.hostNetwork", True)
+    pod["metadata"]["namespace"] = "kube-system"
+    assert vap.admit(PODS, pod, namespace_labels={}) == []
+
+
+def test_team_namespaces_warn_and_audit_at_baseline():
+    ns = next(o for o in OBJS if o["kind"] == "Namespace" and o["metadata"]["name"] == "research")
+    assert {k: ns["metadata"]["labels"][k] for k in POD_SECURITY_LABELS} == {
+        "pod-security.kubernetes.io/warn": "baseline", "pod-security.kubernetes.io/audit": "baseline"}
+    assert "pod-security.kubernetes.io/enforce" not in ns["metadata"]["labels"]  # it would refuse every hostPath
