@@ -100,3 +100,6 @@ def acknowledge(stack: cdk.Stack) -> None:
         logical = stack.get_logical_id(bucket.node.default_child)
         _ack(role, f"AwsSolutions-IAM5[Resource::<{logical}.Arn>/*]",
              f"Objects of the {name} bucket: jobs choose their own keys (run and step names) under it.")
+        _ack(role, f"AwsSolutions-IAM5[Resource::<{logical}.Arn>/<aws:PrincipalTag/kubernetes-namespace>/*]",
+             f"Objects of the {name} bucket under the calling pod's own team prefix (the namespace session tag "
+             "EKS Pod Identity sets): jobs choose their own run and step names below it.")

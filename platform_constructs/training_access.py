@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -11,8 +12,20 @@ from openpod_core.labels import TRAINING_SERVICE_ACCOUNT as SERVICE_ACCOUNT
 from platform_constructs.pod_identity import pod_identity_principal
 
 
+# The namespace of the pod that assumed the role: EKS Pod Identity sets it as a session tag
+# (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html, checked 2026-11-23).
+TEAM_TAG = "${aws:PrincipalTag/kubernetes-namespace}"
+
+
 class TrainingAccess(Construct):
-    """A Pod Identity role: read ``datasets``, read/write ``checkpoints`` and ``logs`` (and their KMS key).
+    """A Pod Identity role: read ``datasets``; read/write ``checkpoints`` and ``logs`` under ``<team>/`` only.
+
+    One role serves every team, scoped per team by attribute-based access control: object
+    and listing permissions name ``${aws:PrincipalTag/kubernetes-namespace}``, which Pod
+    Identity sets to the pod's namespace (= its team), so a team's pod can neither read,
+    overwrite nor delete another team's checkpoints or logs. Deletes create delete markers
+    only (no ``s3:DeleteObjectVersion``; the buckets are versioned), and the KMS key is usable
+    only through S3 (``kms:ViaService``).
 
     ``allow(namespace, service_account)`` associates the role with a service
     account; pods running as it get the credentials, nodes keep none of them.
@@ -30,10 +43,23 @@ class TrainingAccess(Construct):
             assumed_by=pod_identity_principal(cluster, service_account=SERVICE_ACCOUNT),
         )
         datasets.grant_read(self.role)
-        checkpoints.grant_read_write(self.role)
-        checkpoints.grant_delete(self.role)  # checkpoint retention prunes old steps
-        logs.grant_read_write(self.role)
+        for bucket in (checkpoints, logs):
+            self._grant_team_prefix(bucket)
         self._associations: dict[tuple[str, str], eks.CfnPodIdentityAssociation] = {}
+
+    def _grant_team_prefix(self, bucket: s3.IBucket) -> None:
+        team_objects = bucket.arn_for_objects(f"{TEAM_TAG}/*")
+        self.role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
+                               "s3:ListMultipartUploadParts"],
+            resources=[team_objects]))
+        self.role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["s3:ListBucket"], resources=[bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{TEAM_TAG}/*", TEAM_TAG]}}))
+        if bucket.encryption_key is not None:
+            self.role.add_to_principal_policy(iam.PolicyStatement(
+                actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[bucket.encryption_key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": f"s3.{Stack.of(self).region}.amazonaws.com"}}))
 
     def allow(self, namespace: str, service_account: str = SERVICE_ACCOUNT) -> eks.CfnPodIdentityAssociation:
         if service_account != SERVICE_ACCOUNT:

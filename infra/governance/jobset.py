@@ -191,8 +191,11 @@ def _validate_openpod(spec: ClusterSpec, req: JobRequest) -> None:
         raise JobError(f"--runtime openpod not available on group {req.group} ({t.name}): the training runtime "
                        "runs on NVIDIA GPUs or CPU; use --runtime torchrun with a Neuron training script")
     if req.s3_uri is not None and not re.match(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$", req.s3_uri):
-        raise JobError(f"--s3-uri {req.s3_uri!r} not allowed; use s3://<checkpoints bucket>[/prefix] (the bucket "
-                       "is the stack's checkpoints bucket output)")
+        raise JobError(f"--s3-uri {req.s3_uri!r} not allowed; use s3://<checkpoints bucket>/{req.team}[/prefix] "
+                       "(the bucket is the stack's checkpoints bucket output)")
+    if req.s3_uri is not None and req.s3_uri.split("/")[3:4] != [req.team]:
+        raise JobError(f"--s3-uri {req.s3_uri!r} not allowed; use s3://<checkpoints bucket>/{req.team}[/prefix]: "
+                       f"the training role reaches only its team's prefix ({req.team}/)")
     for key in (POD_IP_ENV, NODE_NAME_ENV):
         if key in req.env:
             raise JobError(f"--env {key} not allowed with --runtime openpod: it is set from the pod itself")

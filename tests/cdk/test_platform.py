@@ -417,7 +417,51 @@ def test_training_pods_get_bucket_access_through_pod_identity_not_the_node_role(
     assert "s3" not in json.dumps(node_role).lower().replace("amazons3", "")
     policy_text = json.dumps([r for r in default.resources("AWS::IAM::Policy").values()
                               if {"Ref": role_id} in r["Properties"]["Roles"]])
-    assert "s3:PutObject" in policy_text and "s3:DeleteObject*" in policy_text
+    assert "s3:PutObject" in policy_text and "s3:DeleteObject" in policy_text
+
+
+def _statements(synth, role) -> list[dict]:
+    role_id = synth.stack.get_logical_id(role.node.default_child)
+    return [st for p in synth.resources("AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]
+            for st in p["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def _actions(st: dict) -> list[str]:
+    return st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+
+
+def test_training_role_reaches_only_the_calling_teams_prefix_of_checkpoints_and_logs(default):
+    """One role for every team, scoped by the namespace session tag Pod Identity sets (issue 10: another team
+    could overwrite a victim's checkpoint, whose DCP metadata torch unpickles on restore)."""
+    stack = default.stack
+    statements = _statements(default, stack.training_access.role)
+    team = "/${aws:PrincipalTag/kubernetes-namespace}/*"
+    prefix_condition = {"StringLike": {"s3:prefix": [
+        "${aws:PrincipalTag/kubernetes-namespace}/*", "${aws:PrincipalTag/kubernetes-namespace}"]}}
+    for name in ("checkpoints", "logs"):
+        bucket_id = stack.get_logical_id(getattr(stack.buckets, name).node.default_child)
+        arn = {"Fn::GetAtt": [bucket_id, "Arn"]}
+        seen = set()
+        for st in statements:
+            resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+            for r in resources:
+                if r == arn:                                   # the bucket: listing, only under <team>/
+                    assert _actions(st) == ["s3:ListBucket"] and st["Condition"] == prefix_condition, st
+                    seen.add("list")
+                elif json.dumps(arn) in json.dumps(r):         # objects: only <bucket>/<team>/*
+                    assert r == {"Fn::Join": ["", [arn, team]]}, st
+                    assert not any(a.startswith("s3:DeleteObjectVersion") or a.endswith("*")
+                                   for a in _actions(st)), st
+                    assert {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"} <= set(_actions(st))
+                    seen.add("objects")
+        assert seen == {"list", "objects"}, name
+    datasets = {"Fn::GetAtt": [stack.get_logical_id(stack.buckets.datasets.node.default_child), "Arn"]}
+    for st in statements:  # datasets: read only
+        if json.dumps(datasets) in json.dumps(st["Resource"]):
+            assert all(a.startswith(("s3:GetObject", "s3:GetBucket", "s3:List")) for a in _actions(st)), st
+    scoped_kms = [st for st in statements if any(a.startswith("kms:") for a in _actions(st)) and "Condition" in st]
+    assert scoped_kms and all(st["Condition"]["StringEquals"]["kms:ViaService"] == "s3.us-east-2.amazonaws.com"
+                              for st in scoped_kms)
 
 
 @pytest.mark.parametrize("example", ["default", "large"])

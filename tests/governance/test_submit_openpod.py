@@ -48,7 +48,7 @@ def expand(command: list[str], env: dict[str, str]) -> list[str]:
 
 
 def test_p5_jobset_runs_the_training_runtime_with_every_tier():
-    js = dry_run(*P5, "--runtime", "openpod", "--s3-uri", "s3://openpod-checkpoints-111122223333/runs",
+    js = dry_run(*P5, "--runtime", "openpod", "--s3-uri", "s3://openpod-checkpoints-111122223333/research/runs",
                  "--", *TRAINING_ARGS)
     if k8s_schema.schemas_present():
         assert k8s_schema.validate(js) == []
@@ -97,7 +97,7 @@ def test_p5_jobset_runs_the_training_runtime_with_every_tier():
     assert params["checkpoint_dir"] == "/fsx/research/llama-p5"
     assert params["memory_dir"] == jobset.MEMORY_DIR
     assert params["nvme_dir"] == labels.LOCAL_NVME_MOUNT
-    assert params["s3_uri"] == "s3://openpod-checkpoints-111122223333/runs"
+    assert params["s3_uri"] == "s3://openpod-checkpoints-111122223333/research/runs"
     assert params["max_restarts"] >= 1 and (params["model"], params["steps"]) == ("xl", 1000)
 
 
@@ -135,10 +135,13 @@ def test_group_without_instance_store_has_no_nvme_tier():
     (("--s3-uri", "s3://bucket/x", "--", "train.py"), "--s3-uri needs --runtime openpod"),
     (("--runtime", "openpod", "--s3-uri", "bucket/x", "--", "--steps", "5", "--global-batch", "16"),
      "--s3-uri 'bucket/x' not allowed; use s3://"),
+    (("--runtime", "openpod", "--s3-uri", "s3://bucket/product/x", "--", "--steps", "5", "--global-batch", "16"),
+     "--s3-uri 's3://bucket/product/x' not allowed; use s3://<checkpoints bucket>/research[/prefix]: the training "
+     "role reaches only its team's prefix (research/)"),
     (("--runtime", "openpod", "--env", "POD_IP=1.2.3.4", "--", "--steps", "5", "--global-batch", "16"),
      "--env POD_IP not allowed with --runtime openpod"),
     (("--runtime", "docker", "--", "train.py"), "Invalid value for '--runtime'"),
-], ids=["launcher-flag", "unknown-flag", "missing-steps", "batch-vs-world", "s3-torchrun", "s3-uri", "env",
+], ids=["launcher-flag", "unknown-flag", "missing-steps", "batch-vs-world", "s3-torchrun", "s3-uri", "s3-team", "env",
         "runtime"])
 def test_bad_combinations_are_one_line_exit_2(args, message):
     result = submit(*P5, *args)
