@@ -20,7 +20,7 @@ from typing import Any
 
 from infra.governance.install import JOBSET_NAMESPACE, KUEUE_NAMESPACE
 from infra.governance.jobset import PRIORITY_LABEL
-from infra.governance.queues import TEAM_LABEL
+from infra.governance.queues import FSX_CLAIM, TEAM_LABEL
 from infra.spec import ClusterSpec, TeamSpec
 from openpod_core import labels
 
@@ -102,7 +102,8 @@ def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
 # (https://kubernetes.io/docs/concepts/security/pod-security-standards/, "Baseline", checked 2026-11-23)
 # with two exceptions the training runtime needs: hostPath volumes, only one directory deep under the
 # team's own per-job roots (labels.JOB_SCRATCH_ROOTS: node memory and NVMe checkpoint tiers), and the
-# IPC_LOCK capability (EFA registers memory). Pod Security Admission's own ``enforce: baseline`` cannot
+# IPC_LOCK capability (EFA registers memory). It also confines the team's FSx claim to the team's own
+# directory and the read-only datasets (jobset.fsx_mounts). Pod Security Admission's own ``enforce: baseline`` cannot
 # express those exceptions (it refuses every hostPath), so the namespaces carry ``warn``/``audit`` labels
 # only and this policy enforces. ``openpod-pod-security-jobsets`` applies the same checks to a JobSet's pod
 # templates, so a bad JobSet is refused when it is submitted instead of failing its pods later.
@@ -139,9 +140,10 @@ def _sc(obj: str, *fields: str) -> tuple[str, str]:
     return _set(obj, "securityContext", *fields), ".".join([obj, "securityContext", *fields])
 
 
-def pod_security_checks() -> list[tuple[str, str]]:
+def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
     """(CEL over ``variables.specs`` - the pod specs of the object - and ``variables.team``, message) pairs."""
     roots = "|".join(labels.JOB_SCRATCH_ROOTS)
+    datasets = spec.storage.fsx.data_repository_path.strip("/")
     c_checks = []
     for field, bad, msg in (
             ("privileged", "{v}", "privileged containers are not allowed (securityContext.privileged)"),
@@ -176,10 +178,21 @@ def pod_security_checks() -> list[tuple[str, str]]:
                    f"v.hostPath.path.matches('^({roots})/' + variables.team + '/[a-z0-9][a-z0-9-]*$')))",
                    f"hostPath volumes are allowed only as <root>/<team>/<job> with <root> one of "
                    f"{', '.join(labels.JOB_SCRATCH_ROOTS)} (the job's own checkpoint scratch)"))
+    # The team's FSx claim mounts the file-system root: only its own directory (subPath <team>[/...]) and
+    # the datasets read-only may be mounted, never the root or another team's directory.
+    fsx = (f"s.volumes.filter(v, has(v.persistentVolumeClaim) && v.persistentVolumeClaim.claimName == '{FSX_CLAIM}')"
+           ".map(v, v.name)")
+    checks.append((f"variables.specs.all(s, !has(s.volumes) || {_CONTAINERS}.all(c, !has(c.volumeMounts) || "
+                   f"c.volumeMounts.all(m, !({fsx}.exists(n, n == m.name)) || (!has(m.subPathExpr) && "
+                   f"has(m.subPath) && !m.subPath.contains('..') && (m.subPath == variables.team || "
+                   f"m.subPath.startsWith(variables.team + '/') || (m.subPath == '{datasets}' && "
+                   f"has(m.readOnly) && m.readOnly))))))",
+                   f"the {FSX_CLAIM} claim may be mounted only with subPath <team>[/...], or subPath {datasets} "
+                   "read-only (FSx directories of other teams are not reachable)"))
     return checks
 
 
-def _pod_security(name: str, rules: list[dict], specs: str) -> list[dict[str, Any]]:
+def _pod_security(spec: ClusterSpec, name: str, rules: list[dict], specs: str) -> list[dict[str, Any]]:
     meta = {"name": name, "labels": {"app.kubernetes.io/managed-by": "openpod"}}
     policy = {
         "apiVersion": API, "kind": "ValidatingAdmissionPolicy", "metadata": meta,
@@ -195,7 +208,7 @@ def _pod_security(name: str, rules: list[dict], specs: str) -> list[dict[str, An
             ],
             "validations": [{"expression": expr, "reason": "Forbidden",
                              "message": f"{msg} in team namespaces ({POD_SECURITY_POLICY}; docs/security.md)"}
-                            for expr, msg in pod_security_checks()],
+                            for expr, msg in pod_security_checks(spec)],
         },
     }
     binding = {"apiVersion": API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": dict(meta),
@@ -203,15 +216,15 @@ def _pod_security(name: str, rules: list[dict], specs: str) -> list[dict[str, An
     return [policy, binding]
 
 
-def pod_security_policies() -> list[dict[str, Any]]:
+def pod_security_policies(spec: ClusterSpec) -> list[dict[str, Any]]:
     """Pods (every creator, controllers included) and JobSet pod templates (refused at submission)."""
     return [
-        *_pod_security(POD_SECURITY_POLICY,
+        *_pod_security(spec, POD_SECURITY_POLICY,
                        # kubectl debug adds containers through pods/ephemeralcontainers (UPDATE)
                        [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods", "pods/ephemeralcontainers"],
                          "operations": ["CREATE", "UPDATE"]}],
                        "[object.spec]"),
-        *_pod_security(POD_SECURITY_JOBSET_POLICY,
+        *_pod_security(spec, POD_SECURITY_JOBSET_POLICY,
                        [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["*"], "resources": ["jobsets"],
                          "operations": ["CREATE", "UPDATE"]}],
                        "has(object.spec.replicatedJobs) ? "
@@ -221,4 +234,4 @@ def pod_security_policies() -> list[dict[str, Any]]:
 
 def admission_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     """Every admission policy and binding the platform deploys."""
-    return team_queue_policy(spec) + pod_security_policies()
+    return team_queue_policy(spec) + pod_security_policies(spec)

@@ -227,6 +227,20 @@ def checkpoint_dir(spec: ClusterSpec, req: JobRequest) -> str:
     return f"{spec.storage.fsx.mount_path.rstrip('/')}/{req.team}/{req.name}"
 
 
+def fsx_mounts(spec: ClusterSpec, team: str) -> list[dict[str, Any]]:
+    """FSx as a team's pods see it: its own directory read-write, the datasets read-only, nothing else.
+
+    ``subPath`` mounts (the kubelet resolves them without following symlinks out of the
+    volume); the admission policy ``openpod-pod-security`` refuses any other mount of the
+    team's FSx claim, so another team's checkpoints - whose DCP metadata torch unpickles on
+    restore - are out of reach. Paths inside the container stay ``<mount>/<team>/...`` and
+    ``<mount><data_repository_path>``.
+    """
+    mount, datasets = spec.storage.fsx.mount_path.rstrip("/"), spec.storage.fsx.data_repository_path
+    return [{"name": "fsx", "mountPath": f"{mount}/{team}", "subPath": team},
+            {"name": "fsx", "mountPath": f"{mount}{datasets}", "subPath": datasets.strip("/"), "readOnly": True}]
+
+
 def launch_command(spec: ClusterSpec, req: JobRequest) -> list[str]:
     """The container command on every node; ``$(VAR)`` is expanded by the kubelet from the container's env."""
     t = spec.group(req.group).type
@@ -273,7 +287,7 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "ports": [{"name": "rdzv", "containerPort": RDZV_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(resources), "limits": dict(resources)},
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, {"name": "fsx", "mountPath": mount}],
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, *fsx_mounts(spec, req.team)],
     }
     if openpod:
         container["env"] += [{"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -310,19 +324,19 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         ],
         "terminationGracePeriodSeconds": req.grace,
     }
-    if scratch:
-        # The kubelet creates hostPath directories root-owned 0755; the training image
-        # runs as an unprivileged user, so open them up first. The node agent removes
-        # them once the job is gone (see docs/node-agent.md, "Job scratch").
-        pod_spec["volumes"] += [{"name": v, "hostPath": {"path": h, "type": "DirectoryOrCreate"}}
-                                for v, h, _ in scratch]
-        pod_spec["initContainers"] = [{
-            "name": "job-scratch-dirs",
-            "image": req.image,
-            "command": ["chmod", "1777", *(m for _, _, m in scratch)],
-            "securityContext": {"runAsUser": 0},
-            "volumeMounts": [{"name": v, "mountPath": m} for v, _, m in scratch],
-        }]
+    # The kubelet creates hostPath and subPath directories root-owned; the training image
+    # runs as an unprivileged user, so open up the job's own directories first (the team's
+    # FSx directory, the per-job host scratch). The node agent removes the scratch once the
+    # job is gone (see docs/node-agent.md, "Job scratch").
+    pod_spec["volumes"] += [{"name": v, "hostPath": {"path": h, "type": "DirectoryOrCreate"}} for v, h, _ in scratch]
+    team_fsx = fsx_mounts(spec, req.team)[0]
+    pod_spec["initContainers"] = [{
+        "name": "job-scratch-dirs",
+        "image": req.image,
+        "command": ["chmod", "1777", team_fsx["mountPath"], *(m for _, _, m in scratch)],
+        "securityContext": {"runAsUser": 0},
+        "volumeMounts": [team_fsx, *({"name": v, "mountPath": m} for v, _, m in scratch)],
+    }]
     # The group's own taints only; never the health-check, unhealthy or hot-spare taints.
     if group.taints:
         pod_spec["tolerations"] = [{"key": x.key, "operator": "Equal", "value": x.value, "effect": x.effect.value}

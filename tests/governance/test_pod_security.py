@@ -153,3 +153,39 @@ def test_team_namespaces_warn_and_audit_at_baseline():
     assert {k: ns["metadata"]["labels"][k] for k in POD_SECURITY_LABELS} == {
         "pod-security.kubernetes.io/warn": "baseline", "pod-security.kubernetes.io/audit": "baseline"}
     assert "pod-security.kubernetes.io/enforce" not in ns["metadata"]["labels"]  # it would refuse every hostPath
+
+
+# ------------------------------------------------------------------------------------------------ FSx
+
+
+def test_submitted_pods_see_only_their_teams_fsx_directory_and_the_datasets_read_only():
+    mounts = {m["mountPath"]: m for m in standard_pod()["spec"]["containers"][0]["volumeMounts"] if m["name"] == "fsx"}
+    assert mounts == {"/fsx/research": {"name": "fsx", "mountPath": "/fsx/research", "subPath": "research"},
+                      "/fsx/datasets": {"name": "fsx", "mountPath": "/fsx/datasets", "subPath": "datasets",
+                                        "readOnly": True}}
+    assert jobset.checkpoint_dir(SPEC, request("p5", "openpod")).startswith("/fsx/research/")
+    init = standard_pod()["spec"]["initContainers"][0]
+    assert init["command"][:3] == ["chmod", "1777", "/fsx/research"]  # the image's user can write there
+
+
+@pytest.mark.parametrize("mount", [
+    {"name": "fsx", "mountPath": "/fsx"},                                           # the root: every team
+    {"name": "fsx", "mountPath": "/x", "subPath": "product"},                       # another team
+    {"name": "fsx", "mountPath": "/x", "subPath": "product/llama"},
+    {"name": "fsx", "mountPath": "/x", "subPath": "research/../product"},
+    {"name": "fsx", "mountPath": "/x", "subPathExpr": "$(TEAM)"},                   # expanded at run time
+    {"name": "fsx", "mountPath": "/x", "subPath": "datasets"},                      # datasets read-write
+    {"name": "fsx", "mountPath": "/x", "subPath": "researchers"},                   # a prefix is not the team
+])
+def test_mounting_more_of_fsx_than_the_teams_own_directory_is_denied(mount):
+    pod = standard_pod()
+    pod["spec"]["containers"][0]["volumeMounts"].append(mount)
+    denied = admit_pod(pod)
+    assert len(denied) == 1 and denied[0].startswith("the fsx-lustre claim may be mounted only with subPath"), denied
+
+
+def test_the_teams_own_subdirectories_may_be_mounted():
+    pod = standard_pod()
+    pod["spec"]["containers"][0]["volumeMounts"].append(
+        {"name": "fsx", "mountPath": "/ckpt", "subPath": "research/llama"})
+    assert admit_pod(pod) == []

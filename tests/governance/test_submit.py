@@ -65,7 +65,7 @@ def check_common(js: dict, *, name: str, team: str, priority: str, nodes: int, n
     assert vols["dshm"]["emptyDir"]["medium"] == "Memory"
     assert vols["fsx"]["persistentVolumeClaim"] == {"claimName": "fsx-lustre"}
     mounts = {m["mountPath"]: m["name"] for m in container(js)["volumeMounts"]}
-    assert mounts == {"/dev/shm": "dshm", "/fsx": "fsx"}
+    assert mounts == {"/dev/shm": "dshm", f"/fsx/{team}": "fsx", "/fsx/datasets": "fsx"}  # its own FSx dir only
     res = container(js)["resources"]
     assert res["requests"] == res["limits"]  # hugepages need requests == limits
     # What the EFA node groups preallocate (vm.nr_hugepages in their user data): one shared constant.

@@ -67,11 +67,12 @@ def test_p5_jobset_runs_the_training_runtime_with_every_tier():
         set(labels.JOB_SCRATCH_ROOTS)  # what the node agent sweeps
     assert vols["dshm"]["emptyDir"]["medium"] == "Memory"
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
-    assert mounts == {"/dev/shm": "dshm", "/fsx": "fsx", jobset.MEMORY_DIR: "node-memory",
+    assert mounts == {"/dev/shm": "dshm", "/fsx/research": "fsx", "/fsx/datasets": "fsx", jobset.MEMORY_DIR: "node-memory",
                       labels.LOCAL_NVME_MOUNT: "local-nvme"}
     (init,) = spec["initContainers"]
-    assert init["command"] == ["chmod", "1777", jobset.MEMORY_DIR, labels.LOCAL_NVME_MOUNT]
-    assert init["volumeMounts"] == [{"name": "node-memory", "mountPath": jobset.MEMORY_DIR},
+    assert init["command"] == ["chmod", "1777", "/fsx/research", jobset.MEMORY_DIR, labels.LOCAL_NVME_MOUNT]
+    assert init["volumeMounts"] == [{"name": "fsx", "mountPath": "/fsx/research", "subPath": "research"},
+                                    {"name": "node-memory", "mountPath": jobset.MEMORY_DIR},
                                     {"name": "local-nvme", "mountPath": labels.LOCAL_NVME_MOUNT}]
 
     # Downward API: the pod's IP for the agent and peer side-channel, the node's name for node-local tiers.
@@ -104,7 +105,8 @@ def test_p5_jobset_runs_the_training_runtime_with_every_tier():
 def test_default_runtime_is_still_torchrun():
     cmd = trainer(dry_run(*P5, "--", "train.py"))["command"]
     assert cmd[0] == "torchrun" and cmd[-1] == "train.py"
-    assert "initContainers" not in pod_spec(dry_run(*P5, "--", "train.py"))
+    (init,) = pod_spec(dry_run(*P5, "--", "train.py"))["initContainers"]  # only the team's FSx directory
+    assert init["command"] == ["chmod", "1777", "/fsx/research"]
 
 
 def test_group_without_instance_store_has_no_nvme_tier():
@@ -117,7 +119,7 @@ def test_group_without_instance_store_has_no_nvme_tier():
         assert k8s_schema.validate(js) == []
     assert not any(a.startswith("--nvme-dir") for a in trainer(js)["command"])
     (init,) = pod_spec(js)["initContainers"]
-    assert init["command"] == ["chmod", "1777", jobset.MEMORY_DIR]
+    assert init["command"] == ["chmod", "1777", "/fsx/research", jobset.MEMORY_DIR]
     assert [v["name"] for v in pod_spec(js)["volumes"]] == ["dshm", "fsx", "node-memory"]
     assert "--nproc-per-node=1" in trainer(js)["command"]
 
