@@ -20,7 +20,7 @@ from typing import Any
 
 from infra.governance.install import JOBSET_NAMESPACE, KUEUE_NAMESPACE
 from infra.governance.jobset import PRIORITY_LABEL
-from infra.governance.queues import FSX_CLAIM, TEAM_LABEL
+from infra.governance.queues import FSX_CLAIM, TEAM_LABEL, queued_groups
 from infra.spec import ClusterSpec, TeamSpec
 from openpod_core import labels
 
@@ -144,6 +144,7 @@ def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
     """(CEL over ``variables.specs`` - the pod specs of the object - and ``variables.team``, message) pairs."""
     roots = "|".join(labels.JOB_SCRATCH_ROOTS)
     datasets = spec.storage.fsx.data_repository_path.strip("/")
+    groups = [g.name for g in queued_groups(spec)]
     c_checks = []
     for field, bad, msg in (
             ("privileged", "{v}", "privileged containers are not allowed (securityContext.privileged)"),
@@ -189,6 +190,18 @@ def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
                    f"has(m.readOnly) && m.readOnly))))))",
                    f"the {FSX_CLAIM} claim may be mounted only with subPath <team>[/...], or subPath {datasets} "
                    "read-only (FSx directories of other teams are not reachable)"))
+    # Team pods run only on groups with team quota - never next to the platform's controllers on the
+    # system group (whose service accounts can reboot nodes) - and never bypass the scheduler with nodeName.
+    checks.append((f"variables.specs.all(s, !has(s.nodeName) && has(s.nodeSelector) && "
+                   f"'{labels.INSTANCE_GROUP}' in s.nodeSelector && "
+                   f"s.nodeSelector['{labels.INSTANCE_GROUP}'] in {_cel_list(groups)})",
+                   f"pods must select an instance group with team quota (nodeSelector {labels.INSTANCE_GROUP} "
+                   f"one of {', '.join(groups) or '(none)'}) and may not set nodeName"))
+    # Only the team's own service accounts exist in its namespace; of those, jobs run as `training`.
+    checks.append((f"variables.specs.all(s, (!has(s.serviceAccountName) || s.serviceAccountName in "
+                   f"['{labels.TRAINING_SERVICE_ACCOUNT}', 'default']) && (!has(s.serviceAccount) || "
+                   f"s.serviceAccount in ['{labels.TRAINING_SERVICE_ACCOUNT}', 'default']))",
+                   f"serviceAccountName must be {labels.TRAINING_SERVICE_ACCOUNT} (or default)"))
     return checks
 
 
@@ -232,6 +245,46 @@ def pod_security_policies(spec: ClusterSpec) -> list[dict[str, Any]]:
     ]
 
 
+# ------------------------------------------------------------------------------------------ node scope
+#
+# ``openpod-node-agent-own-node`` (issue 10): the node-health DaemonSet's service account may update only
+# the node its pod runs on. Its RBAC must allow patching nodes (Kubernetes RBAC cannot name "my node"),
+# so a compromised agent pod could otherwise mark every node unhealthy and drain the cluster. A token
+# bound to a pod carries the pod's node in ``authentication.kubernetes.io/node-name`` (KEP-4193,
+# ServiceAccountTokenPodNodeInfo, beta and on by default since Kubernetes 1.30:
+# https://kubernetes.io/docs/reference/access-authn-authz/service-accounts-admin/, checked 2026-11-23).
+
+NODE_SCOPE_POLICY = "openpod-node-agent-own-node"
+NODE_NAME_EXTRA = "authentication.kubernetes.io/node-name"
+
+
+def node_scope_policy() -> list[dict[str, Any]]:
+    from node_agent.deploy import DETECTOR, NAMESPACE
+
+    user = f"system:serviceaccount:{NAMESPACE}:{DETECTOR}"
+    meta = {"name": NODE_SCOPE_POLICY, "labels": {"app.kubernetes.io/managed-by": "openpod"}}
+    policy = {
+        "apiVersion": API, "kind": "ValidatingAdmissionPolicy", "metadata": meta,
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [
+                {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["nodes", "nodes/status"],
+                 "operations": ["UPDATE"]}]},
+            "matchConditions": [{"name": "the-node-health-agent", "expression": f"request.userInfo.username == '{user}'"}],
+            "validations": [{
+                "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
+                              f"object.metadata.name in request.userInfo.extra['{NODE_NAME_EXTRA}']",
+                "reason": "Forbidden",
+                "messageExpression": f"'{DETECTOR} may update only the node its pod runs on, not ' + "
+                                     "object.metadata.name",
+            }],
+        },
+    }
+    binding = {"apiVersion": API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": dict(meta),
+               "spec": {"policyName": NODE_SCOPE_POLICY, "validationActions": ["Deny"]}}
+    return [policy, binding]
+
+
 def admission_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
-    """Every admission policy and binding the platform deploys."""
+    """Every admission policy and binding the platform deploys for teams."""
     return team_queue_policy(spec) + pod_security_policies(spec)

@@ -17,7 +17,7 @@ from typing import Any, Iterable
 import yaml
 
 from infra.governance import queues as q
-from infra.governance.admission import admission_objects
+from infra.governance.admission import admission_objects, node_scope_policy
 from infra.governance.network import network_policies
 from infra.spec import ClusterSpec
 
@@ -39,6 +39,7 @@ def all_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     objs += q.topologies(spec)
     objs += [q.resource_flavor(g) for g in spec.instance_groups]
     objs += q.priority_classes(spec)
+    objs += node_scope_policy()
     if spec.teams:
         objs.append(q.cohort())
         objs += q.queue_viewer(spec)

@@ -189,3 +189,41 @@ def test_the_teams_own_subdirectories_may_be_mounted():
     pod["spec"]["containers"][0]["volumeMounts"].append(
         {"name": "fsx", "mountPath": "/ckpt", "subPath": "research/llama"})
     assert admit_pod(pod) == []
+
+
+# ------------------------------------------------------------------------------ placement and identity
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s["nodeSelector"].update({labels.INSTANCE_GROUP: "system"}), "pods must select an instance group"),
+    (lambda s: s.pop("nodeSelector"), "pods must select an instance group"),
+    (lambda s: s.update(nodeName="ip-10-0-0-1.ec2.internal"), "pods must select an instance group"),
+    (lambda s: s.update(serviceAccountName="node-remediation"), "serviceAccountName must be training"),
+], ids=["system-group", "no-selector", "node-name", "service-account"])
+def test_team_pods_stay_off_the_system_group_and_run_as_the_training_service_account(change, message):
+    """The system group runs the remediation controller, whose identity can reboot and replace nodes."""
+    pod = standard_pod()
+    change(pod["spec"])
+    denied = admit_pod(pod)
+    assert len(denied) == 1 and denied[0].startswith(message), denied
+
+
+NODE_POLICY = next(o for o in OBJS if o["kind"] == "ValidatingAdmissionPolicy"
+                   and o["metadata"]["name"] == "openpod-node-agent-own-node")
+DETECTOR = "system:serviceaccount:openpod-system:node-health-agent"
+
+
+def node(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {}}}
+
+
+def test_the_node_health_agent_may_update_only_its_own_node():
+    own = {"authentication.kubernetes.io/node-name": ["ip-10-0-1-5.ec2.internal"]}
+    assert vap.admit(NODE_POLICY, node("ip-10-0-1-5.ec2.internal"), namespace_labels={}, user=DETECTOR,
+                     old=node("ip-10-0-1-5.ec2.internal"), extra=own) == []
+    assert vap.admit(NODE_POLICY, node("ip-10-0-9-9.ec2.internal"), namespace_labels={}, user=DETECTOR,
+                     old=node("ip-10-0-9-9.ec2.internal"), extra=own) == [
+        "node-health-agent may update only the node its pod runs on, not ip-10-0-9-9.ec2.internal"]
+    assert vap.admit(NODE_POLICY, node("n"), namespace_labels={}, user=DETECTOR, old=node("n")) != []  # no claim
+    controller = "system:serviceaccount:openpod-system:node-remediation"  # cordons and drains any node
+    assert vap.admit(NODE_POLICY, node("n"), namespace_labels={}, user=controller, old=node("n")) == []

@@ -19,7 +19,7 @@ def _eval(expr: str, activation: dict):
 
 
 def _selected(policy: dict, obj: dict, namespace_labels: dict, subresource: str) -> bool:
-    sel = policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"]
+    sel = policy["spec"]["matchConstraints"].get("namespaceSelector", {}).get("matchExpressions", [])
     assert all(e["operator"] == "Exists" for e in sel)
     group = obj["apiVersion"].rpartition("/")[0]
     plural = obj["kind"].lower() + "s" + (f"/{subresource}" if subresource else "")
@@ -29,18 +29,19 @@ def _selected(policy: dict, obj: dict, namespace_labels: dict, subresource: str)
 
 
 def admit(policy: dict, obj: dict, *, namespace_labels: dict, user: str = TEAM_USER, old: dict | None = None,
-          subresource: str = "") -> list[str]:
+          subresource: str = "", extra: dict[str, list[str]] | None = None) -> list[str]:
     """The denial messages of ``policy`` for this request ([] = allowed)."""
     if not _selected(policy, obj, namespace_labels, subresource):
         return []
     act = {"object": celpy.json_to_cel(obj), "oldObject": celpy.json_to_cel(old),
-           "namespaceObject": celpy.json_to_cel({"metadata": {"name": obj["metadata"]["namespace"],
+           "namespaceObject": celpy.json_to_cel({"metadata": {"name": obj["metadata"].get("namespace", ""),
                                                                "labels": namespace_labels}}),
-           "request": celpy.json_to_cel({"userInfo": {"username": user}, "operation": "UPDATE" if old else "CREATE"})}
+           "request": celpy.json_to_cel({"userInfo": {"username": user, **({"extra": extra} if extra else {})},
+                                         "operation": "UPDATE" if old else "CREATE"})}
     if not all(bool(_eval(c["expression"], act)) for c in policy["spec"].get("matchConditions", [])):
         return []
     variables = celpy.celtypes.MapType({})
-    for v in policy["spec"]["variables"]:
+    for v in policy["spec"].get("variables", []):
         variables[celpy.celtypes.StringType(v["name"])] = _eval(v["expression"], {**act, "variables": variables})
     act["variables"] = variables
     denied = []
