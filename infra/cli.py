@@ -121,6 +121,8 @@ def queues(spec_path: str | None) -> None:
     click.echo(f"\npriorities: {prio}")
     click.echo("nodes are whole nodes; LEND LIMIT all = idle quota may be lent, BORROW LIMIT none = no limit; "
                "MAX NODES = nominal + what the others lend (capped by the borrow limit)")
+    from infra.governance import preemption
+    click.echo("\n" + "\n".join(preemption.summary(s)))
 
 
 @main.command(context_settings={"ignore_unknown_options": False})

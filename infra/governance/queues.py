@@ -12,8 +12,8 @@ these objects as YAML and the TaskGovernance construct applies the same list.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from openpod_core import labels
@@ -223,11 +223,17 @@ def cluster_queue(spec: ClusterSpec, team: TeamSpec) -> dict[str, Any]:
         "preemption": {
             "reclaimWithinCohort": p.reclaim_within_cohort,
             "withinClusterQueue": p.within_cluster_queue,
-            "borrowWithinCohort": {"policy": p.borrow_within_cohort},
         },
-        "fairSharing": {"weight": _weight(team.fair_sharing_weight)},
         "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
     }
+    if spec.queueing.fair_sharing:
+        # Fair preemption never reads borrowWithinCohort (kueue@v0.19.2 preemption.go:155-160, 631-650):
+        # it is left out rather than shown as if it applied; the weight is what decides instead.
+        cq_spec["fairSharing"] = {"weight": _weight(team.fair_sharing_weight)}
+    else:
+        # Classical preemption: weights are unused, borrowWithinCohort applies
+        # (classical/hierarchical_preemption.go:71-77, 103-112).
+        cq_spec["preemption"]["borrowWithinCohort"] = {"policy": p.borrow_within_cohort}
     if flavors:
         cq_spec["resourceGroups"] = [{"coveredResources": covered, "flavors": flavors}]
     return {"apiVersion": KUEUE_API, "kind": "ClusterQueue",
@@ -235,8 +241,13 @@ def cluster_queue(spec: ClusterSpec, team: TeamSpec) -> dict[str, Any]:
 
 
 def _weight(w: float) -> str | int:
-    """A Kubernetes quantity for a weight: integer when whole, else milli-units."""
-    return int(w) if float(w).is_integer() else f"{math.floor(w * 1000)}m"
+    """A Kubernetes quantity for a weight, exactly the spec's decimal: an integer when whole, else
+    a plain decimal string (``0.0005``, ``1.005``). Kueue reads it as a float
+    (kueue@v0.19.2 pkg/cache/scheduler/fair_sharing.go:204-216) and accepts any weight > 1e-9
+    (pkg/webhooks/common.go:56-57); rounding to milli-units would turn weights below 0.001 into 0,
+    which Kueue treats as an infinite share (never wins idle capacity, fair_sharing.go:90-98)."""
+    d = Decimal(repr(float(w)))
+    return int(d) if d == d.to_integral_value() else format(d.normalize(), "f")
 
 
 def local_queue(team: TeamSpec) -> dict[str, Any]:
