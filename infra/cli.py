@@ -138,8 +138,9 @@ def queues(spec_path: str | None) -> None:
 @click.option("--prefer-topology", default=None, help="pack pods into as few domains of this level as possible")
 @click.option("--max-restarts", type=int, default=10, show_default=True,
               help="times the whole job is recreated after a failure (e.g. a replaced node)")
-@click.option("--hugepages", "hugepages_mi", type=int, default=labels.EFA_HUGEPAGES_MI, show_default=True,
-              help="2 MiB hugepages, MiB (EFA groups only)")
+@click.option("--hugepages", "hugepages_mi", type=int, default=None,
+              help=f"2 MiB hugepages, MiB (EFA groups only; default {labels.EFA_HUGEPAGES_MI} for a whole node, "
+                   "in proportion to --accelerators-per-node for part of one)")
 @click.option("--shm", "shm_gi", type=int, default=None, help="/dev/shm size in GiB (default: 1/4 of memory, <= 64)")
 @click.option("--env", "env", multiple=True, help="KEY=VALUE for the training container (repeatable)")
 @click.option("--runtime", type=click.Choice(["torchrun", "openpod"]), default="torchrun", show_default=True,
