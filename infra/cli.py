@@ -121,6 +121,9 @@ def queues(spec_path: str | None) -> None:
     click.echo(f"\npriorities: {prio}")
     click.echo("nodes are whole nodes; LEND LIMIT all = idle quota may be lent, BORROW LIMIT none = no limit; "
                "MAX NODES = nominal + what the others lend (capped by the borrow limit)")
+    pools = [f"{g.name} {q.pool_nodes(s, g.name)}" for g in q.queued_groups(s) if q.pool_nodes(s, g.name)]
+    if pools:
+        click.echo("idle pool (nodes in no team's quota, any team may borrow them): " + ", ".join(pools))
     from infra.governance import preemption
     click.echo("\n" + "\n".join(preemption.summary(s)))
 

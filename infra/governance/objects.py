@@ -39,7 +39,7 @@ def all_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     objs += [q.resource_flavor(g) for g in spec.instance_groups]
     objs += q.priority_classes(spec)
     if spec.teams:
-        objs.append(q.cohort())
+        objs.append(q.cohort(spec))
         objs += q.queue_viewer(spec)
         objs += admission_objects(spec)
     for team in spec.teams:

@@ -150,9 +150,17 @@ def queued_groups(spec: ClusterSpec) -> list[InstanceGroupSpec]:
     return [g for g in spec.instance_groups if g.name in used]
 
 
+def pool_nodes(spec: ClusterSpec, group: str) -> int:
+    """Nodes of a queued group no team has quota on (hot spares excluded): the Cohort's own quota,
+    a shared pool every team may borrow from (kueue@v0.19.2 apis/kueue/v1beta2/cohort_types.go:38-65)."""
+    g = spec.group(group)
+    return max(0, g.schedulable_nodes - sum(_quota(t, group).nodes for t in spec.teams))
+
+
 def capacity(spec: ClusterSpec, team: TeamSpec, group: str) -> TeamCapacity:
     q = _quota(team, group)
     others = sum(_lendable(_quota(t, group)) for t in spec.teams if t.name != team.name)
+    others += pool_nodes(spec, group)
     borrowable = others if q.borrowing_limit is None else min(q.borrowing_limit, others)
     return TeamCapacity(team.name, group, q.nodes, _lendable(q), borrowable, q.borrowing_limit, q.lending_limit)
 
@@ -183,8 +191,22 @@ def resource_flavor(group: InstanceGroupSpec) -> dict[str, Any]:
             "metadata": _meta(group.name, **{labels.INSTANCE_GROUP: group.name}), "spec": spec}
 
 
-def cohort() -> dict[str, Any]:
-    return {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _meta(COHORT), "spec": {}}
+def cohort(spec: ClusterSpec) -> dict[str, Any]:
+    """The teams' Cohort. Nodes of a queued group beyond the sum of the teams' quotas are its own
+    quota: an idle pool any team borrows from (within its borrowing limit), shared by fair sharing
+    or, classically, first come; nobody owns it, so nobody reclaims it by preemption."""
+    groups = queued_groups(spec)
+    covered = covered_resources(groups)
+    if not any(pool_nodes(spec, g.name) for g in groups):
+        return {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _meta(COHORT), "spec": {}}
+    flavors = []
+    for g in groups:
+        per_node = _per_node(g.type, covered)
+        n = pool_nodes(spec, g.name)
+        flavors.append({"name": g.name, "resources": [
+            {"name": r, "nominalQuota": res.quantity(r, n * per_node[r])} for r in covered]})
+    return {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _meta(COHORT),
+            "spec": {"resourceGroups": [{"coveredResources": covered, "flavors": flavors}]}}
 
 
 def covered_resources(groups: list[InstanceGroupSpec]) -> list[str]:
