@@ -97,13 +97,28 @@ def manifests(spec_path: str | None, out: str) -> None:
 
 @main.command()
 @spec_option
-def queues(spec_path: str | None) -> None:
+@click.option("--live", is_flag=True, help="usage from the cluster: in use, borrowed, idle, admitted, pending")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="with --live")
+@click.option("--context", "kube_context", default=None, help="with --live: kubeconfig context")
+def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_context=None) -> None:
     """Show each team's quota, lending and borrowing per instance group."""
     from infra.governance import queues as q
 
     s = load_or_exit(spec_path)
     if not s.teams:
         click.echo("no teams in this spec")
+        return
+    if live:
+        from infra import jobs_cli
+        from infra.governance import live as live_
+        from infra.governance.apply import ClusterError
+
+        try:
+            rows = live_.queue_usage(s, jobs_cli.connect(kubeconfig, kube_context).cluster_queues())
+        except ClusterError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
+        click.echo("\n".join(live_.render_usage(s, rows)))
         return
     rows = [("TEAM", "GROUP", "TYPE", "NOMINAL", "ACCELERATORS", "LEND LIMIT", "BORROW LIMIT", "MAX NODES")]
     for team in s.teams:
@@ -208,6 +223,10 @@ from infra.preflight import capacity_command as _capacity, preflight_command as 
 
 main.add_command(_preflight)
 main.add_command(_capacity)
+
+from infra.jobs_cli import jobs as _jobs  # noqa: E402
+
+main.add_command(_jobs)
 
 
 if __name__ == "__main__":  # pragma: no cover
