@@ -97,13 +97,28 @@ def manifests(spec_path: str | None, out: str) -> None:
 
 @main.command()
 @spec_option
-def queues(spec_path: str | None) -> None:
+@click.option("--live", is_flag=True, help="usage from the cluster: in use, borrowed, idle, admitted, pending")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="with --live")
+@click.option("--context", "kube_context", default=None, help="with --live: kubeconfig context")
+def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_context=None) -> None:
     """Show each team's quota, lending and borrowing per instance group."""
     from infra.governance import queues as q
 
     s = load_or_exit(spec_path)
     if not s.teams:
         click.echo("no teams in this spec")
+        return
+    if live:
+        from infra import jobs_cli
+        from infra.governance import live as live_
+        from infra.governance.apply import ClusterError
+
+        try:
+            rows = live_.queue_usage(s, jobs_cli.connect(kubeconfig, kube_context).cluster_queues())
+        except ClusterError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
+        click.echo("\n".join(live_.render_usage(s, rows)))
         return
     rows = [("TEAM", "GROUP", "TYPE", "NOMINAL", "ACCELERATORS", "LEND LIMIT", "BORROW LIMIT", "MAX NODES")]
     for team in s.teams:
@@ -121,6 +136,11 @@ def queues(spec_path: str | None) -> None:
     click.echo(f"\npriorities: {prio}")
     click.echo("nodes are whole nodes; LEND LIMIT all = idle quota may be lent, BORROW LIMIT none = no limit; "
                "MAX NODES = nominal + what the others lend (capped by the borrow limit)")
+    pools = [f"{g.name} {q.pool_nodes(s, g.name)}" for g in q.queued_groups(s) if q.pool_nodes(s, g.name)]
+    if pools:
+        click.echo("idle pool (nodes in no team's quota, any team may borrow them): " + ", ".join(pools))
+    from infra.governance import preemption
+    click.echo("\n" + "\n".join(preemption.summary(s)))
 
 
 @main.command(context_settings={"ignore_unknown_options": False})
@@ -136,8 +156,9 @@ def queues(spec_path: str | None) -> None:
 @click.option("--prefer-topology", default=None, help="pack pods into as few domains of this level as possible")
 @click.option("--max-restarts", type=int, default=10, show_default=True,
               help="times the whole job is recreated after a failure (e.g. a replaced node)")
-@click.option("--hugepages", "hugepages_mi", type=int, default=labels.EFA_HUGEPAGES_MI, show_default=True,
-              help="2 MiB hugepages, MiB (EFA groups only)")
+@click.option("--hugepages", "hugepages_mi", type=int, default=None,
+              help=f"2 MiB hugepages, MiB (EFA groups only; default {labels.EFA_HUGEPAGES_MI} for a whole node, "
+                   "in proportion to --accelerators-per-node for part of one)")
 @click.option("--shm", "shm_gi", type=int, default=None, help="/dev/shm size in GiB (default: 1/4 of memory, <= 64)")
 @click.option("--env", "env", multiple=True, help="KEY=VALUE for the training container (repeatable)")
 @click.option("--runtime", type=click.Choice(["torchrun", "openpod"]), default="torchrun", show_default=True,
@@ -209,6 +230,10 @@ main.add_command(_capacity)
 from infra.drain_cmd import drain as _drain  # noqa: E402
 
 main.add_command(_drain)
+
+from infra.jobs_cli import jobs as _jobs  # noqa: E402
+
+main.add_command(_jobs)
 
 
 if __name__ == "__main__":  # pragma: no cover

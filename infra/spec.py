@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from openpod_core import instance_types
 from openpod_core.instance_types import InstanceType
 from infra.pipeline_spec import PipelineSpec
+from infra.queueing_spec import QueueingSpec
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 DEFAULT_SPEC = EXAMPLES_DIR / "default.yaml"
@@ -391,7 +392,8 @@ class PrioritySpec(_Model):
 
 
 DEFAULT_PRIORITIES: tuple[PrioritySpec, ...] = (
-    PrioritySpec(name="inference", value=100, description="serving; never preempted by training"),
+    PrioritySpec(name="inference", value=100, description="serving; never preempted by lower-priority jobs of "
+                 "its team, nor by other teams while its team does not borrow"),
     PrioritySpec(name="experimentation", value=80, description="interactive experiments"),
     PrioritySpec(name="training", value=70, description="long training runs"),
     PrioritySpec(name="fine-tuning", value=50, description="fine-tuning and batch work"),
@@ -416,6 +418,7 @@ class ClusterSpec(_Model):
     teams: list[TeamSpec] = []
     priorities: list[PrioritySpec] = list(DEFAULT_PRIORITIES)
     pipeline: PipelineSpec | None = None
+    queueing: QueueingSpec = QueueingSpec()
 
     def group(self, name: str) -> InstanceGroupSpec:
         for g in self.instance_groups:
@@ -540,6 +543,22 @@ def _check_governance(spec: ClusterSpec) -> Iterator[Problem]:
                 yield Problem(f"{team_at}.allowed_priorities",
                               f"unknown priority {name!r}; priorities are: {', '.join(known)}")
         p = t.preemption
+        if spec.queueing.fair_sharing and p.borrow_within_cohort != "Never":
+            # kueue@v0.19.2 pkg/scheduler/preemption/preemption.go:155-160, 631-650: fair preemption
+            # never reads borrowWithinCohort
+            yield Problem(f"{team_at}.preemption.borrow_within_cohort",
+                          f"{p.borrow_within_cohort} has no effect with fair sharing on (Kueue's fair-sharing "
+                          "preemption ignores borrowWithinCohort); leave it Never, or set queueing.fair_sharing: "
+                          "false for classical preemption")
+        if t.fair_sharing_weight <= 1e-9:
+            # kueue@v0.19.2 pkg/webhooks/common.go:56-57
+            yield Problem(f"{team_at}.fair_sharing_weight",
+                          f"{t.fair_sharing_weight!r} is too small: Kueue needs a weight above 1e-9 "
+                          "(weights are relative: give the other teams larger weights instead)")
+        if not spec.queueing.fair_sharing and t.fair_sharing_weight != 1:
+            yield Problem(f"{team_at}.fair_sharing_weight",
+                          f"{t.fair_sharing_weight:g} has no effect with queueing.fair_sharing false; "
+                          "remove it or turn fair sharing on")
         if p.borrow_within_cohort != "Never" and p.reclaim_within_cohort == "Never":
             yield Problem(f"{team_at}.preemption.borrow_within_cohort",
                           "must be Never when reclaim_within_cohort is Never (Kueue rejects the pair)")

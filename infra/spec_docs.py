@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from infra import spec as spec_module
+from infra.queueing_spec import QueueingSpec, WaitForPodsReadySpec
 from openpod_core.instance_types import INSTANCE_TYPES
 
 _SECTIONS = [
@@ -29,6 +30,8 @@ _SECTIONS = [
     ("teams[].preemption", spec_module.PreemptionSpec, "Preemption"),
     ("priorities[]", spec_module.PrioritySpec, "Priorities"),
     ("pipeline", spec_module.PipelineSpec, "Pipeline (GitOps, see gitops.md)"),
+    ("queueing", QueueingSpec, "Queueing (Kueue scheduling, see governance.md)"),
+    ("queueing.wait_for_pods_ready", WaitForPodsReadySpec, "Gang readiness (Kueue waitForPodsReady)"),
 ]
 
 

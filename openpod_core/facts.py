@@ -104,6 +104,59 @@ FACTS: tuple[Fact, ...] = (
         "so cfn-lint's per-region instance-type lists (E3628) do not know p6e-gb200.36xlarge; the examples' "
         "regular-AZ placement of the gb200 group is not yet checked against this",
     ),
+    # ------------------------------------------------------------------ Kueue scheduling and lifecycle
+    Fact(
+        "kueue.fair-preemption-ignores-borrow-within-cohort", "with fairSharing in the manager config Kueue runs "
+        "fair preemption, which never reads ClusterQueue preemption.borrowWithinCohort",
+        "kubernetes-sigs/kueue@v0.19.2:pkg/scheduler/preemption/preemption.go:155-160,631-650", "2026-11-23",
+        "so the spec rejects borrow_within_cohort with queueing.fair_sharing on (docs/governance.md, Preemption)",
+    ),
+    Fact(
+        "kueue.reclaim-any", "reclaimWithinCohort Any makes every workload of a borrowing ClusterQueue a candidate, "
+        "whatever its priority; non-borrowing ClusterQueues yield none",
+        "kubernetes-sigs/kueue@v0.19.2:pkg/scheduler/preemption/common/preemption_policy.go:32-50; "
+        "preemption.go:639-662", "2026-11-23",
+    ),
+    Fact(
+        "kueue.feature.FairSharingPreemptWithinNominal", "beta, on by default since 0.17",
+        "kubernetes-sigs/kueue@v0.19.2:pkg/features/kube_features.go:673-675", "2026-11-23",
+        "a preemptor within its nominal quota reclaims regardless of weighted shares (preemption.go:388-423)",
+    ),
+    Fact(
+        "kueue.wait-for-pods-ready.defaults", "on even when omitted (config v1beta2): timeout 30m, recoveryTimeout = "
+        "timeout, backoffBaseSeconds 60, backoffMaxSeconds 3600, blockAdmission false",
+        "kubernetes-sigs/kueue@v0.19.2:apis/config/v1beta2/defaults.go:48-52,99-117", "2026-11-23",
+        "the platform sets every value from queueing.wait_for_pods_ready instead",
+    ),
+    Fact(
+        "kueue.fair-sharing-weight", "parsed as a float (AsFloat64Slow); 0 = infinite share; the webhook rejects "
+        "0 < weight <= 1n",
+        "kubernetes-sigs/kueue@v0.19.2:pkg/cache/scheduler/fair_sharing.go:90-98,204-216; "
+        "pkg/webhooks/common.go:56-57", "2026-11-23",
+    ),
+    Fact(
+        "kueue.cohort-nominal-quota", "a Cohort's own nominalQuota is a shared pool for the ClusterQueues in it",
+        "kubernetes-sigs/kueue@v0.19.2:apis/kueue/v1beta2/cohort_types.go:38-65", "2026-11-23",
+        "the idle pool: nodes beyond the teams' quotas (infra/governance/queues.py cohort)",
+    ),
+    Fact(
+        "kubectl.default-prune-allowlist", "namespaced ConfigMap, Endpoints, PersistentVolumeClaim, Pod, "
+        "ReplicationController, Secret, Service, Job, CronJob, Ingress, DaemonSet, Deployment, ReplicaSet, "
+        "StatefulSet; cluster-scoped Namespace, PersistentVolume",
+        "kubernetes/kubectl@master:pkg/util/prune/prune.go (defaultNamespacedPruneResources, "
+        "defaultNonNamespacedPruneResources)", "2026-11-23",
+        "infra/governance/lifecycle.py; read from an indexed copy, not yet compared at the v0.34 tag the "
+        "kubectl layer (KubectlV34Layer) ships",
+    ),
+    Fact(
+        "aws-cdk.eks-v2.kubectl-handler-prune", "Update: kubectl apply --prune -l <PruneLabel>, no --prune-allowlist; "
+        "Delete: kubectl delete -f",
+        "aws/aws-cdk@v2.275.0:packages/@aws-cdk/custom-resource-handlers/lib/aws-eks-v2/kubectl-handler/apply/"
+        "__init__.py", "2026-11-23",
+        "read in the installed aws-cdk-lib 2.275.0 (custom-resource-handlers/dist/aws-eks-v2/kubectl-handler/apply/"
+        "__init__.py:53-72); so cluster-scoped Kueue objects get a manifest resource each "
+        "(infra/governance/lifecycle.py)",
+    ),
 )
 
 # Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody

@@ -18,6 +18,11 @@ the API server rejects Kueue objects while it cannot call it):
    in parallel with 1-3: they need no webhook. Kueue objects depend on both 3
    and 4 (LocalQueues live in the team namespaces). ``core_manifest`` is public:
    the stack's Pod Identity associations wait for it.
+5. Cluster-scoped objects that ``kubectl apply --prune`` would never delete
+   (ClusterQueues, flavors, priorities, the Cohort, cluster RBAC, admission
+   policies) each get a manifest resource of their own, so a team, flavor or
+   priority removed from the spec is deleted with its resource
+   (``infra/governance/lifecycle.py``); Kueue ones wait for the gate too.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from infra.governance import install
-from infra.governance.objects import all_objects, stage
+from infra.governance import lifecycle
+from infra.governance.objects import CORE_KINDS, all_objects, stage
 from infra.spec import ClusterSpec
 
 CHART_TIMEOUT = Duration.minutes(15)
@@ -71,7 +77,8 @@ class TaskGovernance(Construct):
         self.webhook_ready.node.add_dependency(self.kueue_chart)
 
         self.objects = objects = all_objects(spec)
-        core, kueue = stage(objects, core=True), stage(objects, core=False)
+        shared = [o for o in objects if not lifecycle.standalone(o)]
+        core, kueue = stage(shared, core=True), stage(shared, core=False)
         self.core_manifest = eks.KubernetesManifest(self, "Core", cluster=cluster, manifest=core) if core else None
         self.queue_manifest = None
         if kueue:
@@ -79,3 +86,16 @@ class TaskGovernance(Construct):
             self.queue_manifest.node.add_dependency(self.webhook_ready)
             if self.core_manifest:
                 self.queue_manifest.node.add_dependency(self.core_manifest)
+        # One resource per cluster-scoped object kubectl's default prune allowlist misses, so removing
+        # it from the spec deletes it (infra/governance/lifecycle.py). overwrite: apply, not create, so
+        # objects an earlier version applied through the shared manifests are adopted, not refused.
+        self.object_manifests: dict[tuple[str, str], eks.KubernetesManifest] = {}
+        scope = Construct(self, "Objects")
+        for obj in objects:
+            if not lifecycle.standalone(obj):
+                continue
+            m = eks.KubernetesManifest(scope, lifecycle.resource_id(obj), cluster=cluster, manifest=[obj],
+                                       overwrite=True)
+            if obj["kind"] not in CORE_KINDS:
+                m.node.add_dependency(self.webhook_ready)
+            self.object_manifests[(obj["kind"], obj["metadata"]["name"])] = m

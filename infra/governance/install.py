@@ -4,8 +4,11 @@ Kueue is configured for this platform:
 
 * ``TopologyAwareScheduling`` feature gate on (jobs ask for one UltraServer or
   one network spine through pod-template annotations);
-* fair sharing on (``fairSharing.preemptionStrategies``): idle quota is shared
-  by the ClusterQueues' ``fairSharing.weight``;
+* fair sharing on unless ``queueing.fair_sharing`` is false
+  (``fairSharing.preemptionStrategies``): idle quota is shared by the
+  ClusterQueues' ``fairSharing.weight``;
+* ``waitForPodsReady`` from ``queueing.wait_for_pods_ready``: a gang whose pods
+  never all start is evicted and its quota released;
 * integrations limited to ``batch/job`` and ``jobset.x-k8s.io/jobset``: the pod
   integration would put a webhook in front of every pod of the cluster;
 * ``hugepages-`` excluded from quota accounting: hugepages are a per-node
@@ -24,6 +27,7 @@ import yaml
 
 from openpod_core import labels
 from infra.governance.queues import TEAM_LABEL
+from infra.queueing_spec import QueueingSpec
 from infra.spec import ClusterSpec
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
@@ -50,9 +54,32 @@ def system_node_selector(spec: ClusterSpec) -> dict[str, str]:
     return {}
 
 
-def kueue_manager_config() -> dict[str, Any]:
-    """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2)."""
-    return {
+def wait_for_pods_ready(queueing: QueueingSpec) -> dict[str, Any]:
+    """Kueue's ``waitForPodsReady`` from the spec's ``queueing.wait_for_pods_ready``.
+
+    An admitted gang whose pods are not all Ready within ``timeout`` is evicted (its quota released)
+    and requeued after ``backoffBaseSeconds * 2^(n-1)`` capped at ``backoffMaxSeconds``; a running one
+    that lost a pod and is not Ready again within ``recoveryTimeout`` likewise
+    (kueue@v0.19.2 apis/config/v1beta2/configuration_types.go:302-329, 402-440). ``blockAdmission``
+    stays false: one slow gang must not stop every other team's admissions. Kueue 0.19.2 would
+    otherwise apply its own defaults silently (30 min, recovery = timeout, 60 s base;
+    apis/config/v1beta2/defaults.go:48-52, 99-117): the values are set here so they are the spec's.
+    """
+    w = queueing.wait_for_pods_ready
+    strategy: dict[str, Any] = {"timestamp": "Eviction", "backoffBaseSeconds": w.backoff_base_seconds,
+                                "backoffMaxSeconds": w.backoff_max_seconds}
+    if w.backoff_limit_count is not None:
+        strategy["backoffLimitCount"] = w.backoff_limit_count
+    return {"timeout": f"{w.timeout_minutes}m", "blockAdmission": False,
+            "recoveryTimeout": f"{w.recovery_timeout_minutes}m" if w.recovery_timeout_minutes else "0s",
+            "requeuingStrategy": strategy}
+
+
+def kueue_manager_config(spec: ClusterSpec | None = None) -> dict[str, Any]:
+    """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2) for ``spec`` (its ``queueing:``
+    section; the section's defaults when None)."""
+    queueing = spec.queueing if spec is not None else QueueingSpec()
+    cfg: dict[str, Any] = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "health": {"healthProbeBindAddress": ":8081"},
@@ -69,9 +96,13 @@ def kueue_manager_config() -> dict[str, Any]:
         # The selector replaces the default (all but kube-system and kueue-system; defaults.go:124-132).
         "manageJobsWithoutQueueName": True,
         "managedJobsNamespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
-        "fairSharing": {"preemptionStrategies": list(FAIR_SHARING_STRATEGIES)},
+        "waitForPodsReady": wait_for_pods_ready(queueing),
         "resources": {"excludeResourcePrefixes": list(EXCLUDED_RESOURCE_PREFIXES)},
     }
+    if queueing.fair_sharing:
+        # Present = fair sharing on (kueue@v0.19.2 pkg/scheduler/preemption/fairsharing/strategy.go:50-52).
+        cfg["fairSharing"] = {"preemptionStrategies": list(FAIR_SHARING_STRATEGIES)}
+    return cfg
 
 
 def kueue_values(spec: ClusterSpec) -> dict[str, Any]:
@@ -80,7 +111,7 @@ def kueue_values(spec: ClusterSpec) -> dict[str, Any]:
             "featureGates": [{"name": k, "enabled": v} for k, v in FEATURE_GATES.items()],
             "nodeSelector": system_node_selector(spec),
         },
-        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(), sort_keys=False)},
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(spec), sort_keys=False)},
     }
 
 

@@ -91,7 +91,7 @@ class JobRequest:
     require_topology: str | None = None         # a LEVELS key
     prefer_topology: str | None = None
     max_restarts: int = DEFAULT_MAX_RESTARTS
-    hugepages_mi: int = DEFAULT_HUGEPAGES_MI
+    hugepages_mi: int | None = None             # default: the node's hugepages in proportion to accelerators
     shm_gi: int | None = None                   # default: a quarter of the pod's memory, at most 64
     env: dict[str, str] = field(default_factory=dict)
     runtime: str = "torchrun"                   # a RUNTIMES value
@@ -164,12 +164,20 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
             raise JobError(f"--nodes {req.nodes} cannot fit one host; --require-topology host needs --nodes 1")
     if not 0 <= req.max_restarts <= 1000:
         raise JobError(f"--max-restarts {req.max_restarts} not allowed; use 0 to 1000")
-    if req.hugepages_mi < 0 or req.hugepages_mi % labels.HUGEPAGE_SIZE_MI:
-        raise JobError(f"--hugepages {req.hugepages_mi} not allowed; use 0 or more MiB, a multiple of "
-                       f"{labels.HUGEPAGE_SIZE_MI} (2 MiB pages)")
-    if t.efa_supported and req.hugepages_mi > labels.EFA_HUGEPAGES_MI:
-        raise JobError(f"--hugepages {req.hugepages_mi} is more than an EFA node of group {req.group} has: nodes "
-                       f"preallocate {labels.EFA_HUGEPAGES_MI} MiB; use 0 to {labels.EFA_HUGEPAGES_MI}")
+    if req.hugepages_mi is not None:
+        if req.hugepages_mi < 0 or req.hugepages_mi % labels.HUGEPAGE_SIZE_MI:
+            raise JobError(f"--hugepages {req.hugepages_mi} not allowed; use 0 or more MiB, a multiple of "
+                           f"{labels.HUGEPAGE_SIZE_MI} (2 MiB pages)")
+        if t.efa_supported and req.hugepages_mi > labels.EFA_HUGEPAGES_MI:
+            raise JobError(f"--hugepages {req.hugepages_mi} is more than an EFA node of group {req.group} has: "
+                           f"nodes preallocate {labels.EFA_HUGEPAGES_MI} MiB; use 0 to {labels.EFA_HUGEPAGES_MI}")
+        accel = req.accelerators_per_node or t.accelerator_count
+        share = res.hugepages_share_mi(t, accel)
+        if t.efa_supported and req.hugepages_mi > share:
+            raise JobError(f"--hugepages {req.hugepages_mi} is more than the share of a job using {accel} of "
+                           f"{t.accelerator_count} accelerators per node: {share} of the node's "
+                           f"{labels.EFA_HUGEPAGES_MI} MiB (more would hold the whole node's hugepages while "
+                           f"quota charges part of it); use 0 to {share}")
     if req.shm_gi is not None:
         memory = res.pod_share(t, req.accelerators_per_node or t.accelerator_count).memory_gib
         if not 1 <= req.shm_gi < memory:
@@ -268,8 +276,9 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     share = res.pod_share(t, accelerators)
     amounts = share.quantities(t)
     resources = {r: res.quantity(r, n) for r, n in amounts.items()}
-    if t.efa_supported and req.hugepages_mi:
-        resources[res.HUGEPAGES] = f"{req.hugepages_mi}Mi"
+    hugepages_mi = res.hugepages_share_mi(t, accelerators) if req.hugepages_mi is None else req.hugepages_mi
+    if t.efa_supported and hugepages_mi:
+        resources[res.HUGEPAGES] = f"{hugepages_mi}Mi"
     shm_gi = req.shm_gi or max(1, min(64, share.memory_gib // 4))
     mount = spec.storage.fsx.mount_path
 

@@ -41,7 +41,7 @@ def all_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     objs += q.priority_classes(spec)
     objs += node_scope_policy()
     if spec.teams:
-        objs.append(q.cohort())
+        objs.append(q.cohort(spec))
         objs += q.queue_viewer(spec)
         objs += admission_objects(spec)
     for team in spec.teams:

@@ -12,8 +12,8 @@ these objects as YAML and the TaskGovernance construct applies the same list.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from openpod_core import labels
@@ -150,9 +150,17 @@ def queued_groups(spec: ClusterSpec) -> list[InstanceGroupSpec]:
     return [g for g in spec.instance_groups if g.name in used]
 
 
+def pool_nodes(spec: ClusterSpec, group: str) -> int:
+    """Nodes of a queued group no team has quota on (hot spares excluded): the Cohort's own quota,
+    a shared pool every team may borrow from (kueue@v0.19.2 apis/kueue/v1beta2/cohort_types.go:38-65)."""
+    g = spec.group(group)
+    return max(0, g.schedulable_nodes - sum(_quota(t, group).nodes for t in spec.teams))
+
+
 def capacity(spec: ClusterSpec, team: TeamSpec, group: str) -> TeamCapacity:
     q = _quota(team, group)
     others = sum(_lendable(_quota(t, group)) for t in spec.teams if t.name != team.name)
+    others += pool_nodes(spec, group)
     borrowable = others if q.borrowing_limit is None else min(q.borrowing_limit, others)
     return TeamCapacity(team.name, group, q.nodes, _lendable(q), borrowable, q.borrowing_limit, q.lending_limit)
 
@@ -189,8 +197,22 @@ def resource_flavor(group: InstanceGroupSpec) -> dict[str, Any]:
             "metadata": _meta(group.name, **{labels.INSTANCE_GROUP: group.name}), "spec": spec}
 
 
-def cohort() -> dict[str, Any]:
-    return {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _meta(COHORT), "spec": {}}
+def cohort(spec: ClusterSpec) -> dict[str, Any]:
+    """The teams' Cohort. Nodes of a queued group beyond the sum of the teams' quotas are its own
+    quota: an idle pool any team borrows from (within its borrowing limit), shared by fair sharing
+    or, classically, first come; nobody owns it, so nobody reclaims it by preemption."""
+    groups = queued_groups(spec)
+    covered = covered_resources(groups)
+    if not any(pool_nodes(spec, g.name) for g in groups):
+        return {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _meta(COHORT), "spec": {}}
+    flavors = []
+    for g in groups:
+        per_node = _per_node(g.type, covered)
+        n = pool_nodes(spec, g.name)
+        flavors.append({"name": g.name, "resources": [
+            {"name": r, "nominalQuota": res.quantity(r, n * per_node[r])} for r in covered]})
+    return {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": _meta(COHORT),
+            "spec": {"resourceGroups": [{"coveredResources": covered, "flavors": flavors}]}}
 
 
 def covered_resources(groups: list[InstanceGroupSpec]) -> list[str]:
@@ -229,11 +251,17 @@ def cluster_queue(spec: ClusterSpec, team: TeamSpec) -> dict[str, Any]:
         "preemption": {
             "reclaimWithinCohort": p.reclaim_within_cohort,
             "withinClusterQueue": p.within_cluster_queue,
-            "borrowWithinCohort": {"policy": p.borrow_within_cohort},
         },
-        "fairSharing": {"weight": _weight(team.fair_sharing_weight)},
         "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "TryNextFlavor"},
     }
+    if spec.queueing.fair_sharing:
+        # Fair preemption never reads borrowWithinCohort (kueue@v0.19.2 preemption.go:155-160, 631-650):
+        # it is left out rather than shown as if it applied; the weight is what decides instead.
+        cq_spec["fairSharing"] = {"weight": _weight(team.fair_sharing_weight)}
+    else:
+        # Classical preemption: weights are unused, borrowWithinCohort applies
+        # (classical/hierarchical_preemption.go:71-77, 103-112).
+        cq_spec["preemption"]["borrowWithinCohort"] = {"policy": p.borrow_within_cohort}
     if flavors:
         cq_spec["resourceGroups"] = [{"coveredResources": covered, "flavors": flavors}]
     return {"apiVersion": KUEUE_API, "kind": "ClusterQueue",
@@ -241,8 +269,13 @@ def cluster_queue(spec: ClusterSpec, team: TeamSpec) -> dict[str, Any]:
 
 
 def _weight(w: float) -> str | int:
-    """A Kubernetes quantity for a weight: integer when whole, else milli-units."""
-    return int(w) if float(w).is_integer() else f"{math.floor(w * 1000)}m"
+    """A Kubernetes quantity for a weight, exactly the spec's decimal: an integer when whole, else
+    a plain decimal string (``0.0005``, ``1.005``). Kueue reads it as a float
+    (kueue@v0.19.2 pkg/cache/scheduler/fair_sharing.go:204-216) and accepts any weight > 1e-9
+    (pkg/webhooks/common.go:56-57); rounding to milli-units would turn weights below 0.001 into 0,
+    which Kueue treats as an infinite share (never wins idle capacity, fair_sharing.go:90-98)."""
+    d = Decimal(repr(float(w)))
+    return int(d) if d == d.to_integral_value() else format(d.normalize(), "f")
 
 
 def local_queue(team: TeamSpec) -> dict[str, Any]:

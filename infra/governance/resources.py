@@ -97,6 +97,19 @@ def pod_share(t: InstanceType, accelerators: int) -> NodeShare:
                      accelerators=accelerators, efa=efa)
 
 
+def hugepages_share_mi(t: InstanceType, accelerators: int) -> int:
+    """2 MiB hugepages (MiB) a pod using ``accelerators`` of an EFA node's devices may request: the
+    node's preallocated ``labels.EFA_HUGEPAGES_MI`` in proportion, whole pages, rounded down, so the
+    part-node pods that fill a node fit its hugepages exactly like its devices (a pod asking for all of
+    them would take the whole node while its quota charge is a fraction of one). 0 on non-EFA types."""
+    if not t.efa_supported:
+        return 0
+    if not t.is_accelerated or accelerators >= t.accelerator_count:
+        return labels.EFA_HUGEPAGES_MI
+    pages = labels.EFA_HUGEPAGES_MI // labels.HUGEPAGE_SIZE_MI * accelerators // t.accelerator_count
+    return pages * labels.HUGEPAGE_SIZE_MI
+
+
 def quantity(resource: str, amount: int) -> str:
     """Kubernetes quantity string for an integer amount of ``resource``."""
     return f"{amount}Gi" if resource == MEMORY else str(amount)

@@ -97,9 +97,18 @@ def test_order_jobset_then_kueue_then_webhook_gate_then_queues(synth):
     assert core_kinds <= {"Namespace", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
                           "PersistentVolumeClaim", "ServiceAccount", "ValidatingAdmissionPolicy",
                           "ValidatingAdmissionPolicyBinding", "NetworkPolicy"}
-    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "NetworkPolicy"} <= core_kinds
+    assert {"Namespace", "NetworkPolicy"} <= core_kinds
     queue_kinds = {o["kind"] for o in json.loads(res[queues]["Properties"]["Manifest"])}
-    assert "ClusterQueue" in queue_kinds and "Namespace" not in queue_kinds
+    assert "LocalQueue" in queue_kinds and "Namespace" not in queue_kinds
+    # Cluster-scoped objects kubectl's prune would miss have a resource each (test_lifecycle.py);
+    # the Kueue ones wait for the webhook gate like the shared Kueue manifest.
+    for lid, m in manifests.items():
+        (obj, *more) = json.loads(m["Properties"]["Manifest"])
+        if lid.startswith("GovernanceObjects"):
+            assert not more and "namespace" not in obj["metadata"]
+            assert (obj["kind"] in {"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                                    "ValidatingAdmissionPolicyBinding"}) == (gate not in deps(lid)), lid
+            assert m["Properties"]["Overwrite"] is True
 
 
 def test_missing_chart_version_names_the_prop():

@@ -70,6 +70,7 @@ def test_reserved_and_invalid_team_names_duplicate_priorities():
 
 def test_borrow_within_cohort_needs_reclaim():
     d = base()
+    d["queueing"] = {"fair_sharing": False}  # borrow_within_cohort applies to classical preemption only
     d["teams"][0]["preemption"] = {"reclaim_within_cohort": "Never", "borrow_within_cohort": "LowerPriority"}
     assert problems(d) == ["teams[0] (research).preemption.borrow_within_cohort: must be Never when "
                            "reclaim_within_cohort is Never (Kueue rejects the pair)"]

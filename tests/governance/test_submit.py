@@ -117,6 +117,45 @@ def test_partial_node_scales_cpu_memory_and_efa():
     assert "--nproc-per-node=2" in container(js)["command"]
 
 
+def test_part_node_jobs_request_hugepages_in_proportion():
+    # 2 of 8 GPUs: a quarter of the 5120 MiB the node preallocates. Asking for all of them (the old
+    # default) held the whole node's hugepages while the queue charged a quarter node.
+    js = dry_run("--name", "small", "--team", "research", "--group", "p5", "--nodes", "1",
+                 "--accelerators-per-node", "2")
+    res = container(js)["resources"]
+    assert res["requests"]["hugepages-2Mi"] == res["limits"]["hugepages-2Mi"] == "1280Mi"
+    whole = dry_run("--name", "big", "--team", "research", "--group", "p5", "--nodes", "1")
+    assert container(whole)["resources"]["requests"]["hugepages-2Mi"] == "5120Mi"
+
+
+def test_part_node_pods_that_fill_a_node_fit_it_in_every_resource():
+    from infra.governance import resources as r
+    from openpod_core.instance_types import INSTANCE_TYPES
+
+    for t in INSTANCE_TYPES.values():
+        if not t.is_accelerated:
+            continue
+        whole = r.node_share(t).quantities(t)
+        for n in range(1, t.accelerator_count + 1):
+            pods = t.accelerator_count // n
+            part = r.pod_share(t, n).quantities(t)
+            for name, amount in part.items():
+                if name == r.EFA and whole[name] < pods:
+                    continue  # at least one EFA device per pod: fewer devices than pods cannot be split
+                assert amount * pods <= whole[name], (t.name, n, name)
+            assert r.hugepages_share_mi(t, n) * pods <= (labels.EFA_HUGEPAGES_MI if t.efa_supported else 0)
+
+
+def test_part_node_hugepages_beyond_the_share_are_refused():
+    result = CliRunner().invoke(main, ["submit", "--spec", SPEC, "--image", "i", "--name", "x", "--team", "research",
+                                       "--group", "p5", "--nodes", "1", "--accelerators-per-node", "2",
+                                       "--hugepages", "5120", "--dry-run", "--", "t.py"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == (
+        "error: --hugepages 5120 is more than the share of a job using 2 of 8 accelerators per node: 1280 of the "
+        "node's 5120 MiB (more would hold the whole node's hugepages while quota charges part of it); use 0 to 1280")
+
+
 def test_group_taints_are_tolerated_but_never_the_health_taints():
     from infra.governance import jobset
     from infra.spec import load_spec
