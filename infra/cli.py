@@ -202,15 +202,20 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
     except jobset.JobError as e:
         fail(str(e))
     obj = jobset.build(s, req)
+    secret = jobset.peer_secret(req) if runtime == "openpod" else None
     if dry_run:
         from infra.governance.objects import to_yaml
 
         click.echo(to_yaml(obj), nl=False)
+        if secret is not None:
+            click.echo(f"note: without --dry-run, submit also creates Secret {secret['metadata']['name']} "
+                       "(the job's peer-replication key, owned by the JobSet); applied without it, the peer "
+                       "server runs unauthenticated", err=True)
         return
     from infra.governance import apply
 
     try:
-        apply.create_jobset(obj, kubeconfig=kubeconfig, context=kube_context)
+        apply.create_jobset(obj, kubeconfig=kubeconfig, context=kube_context, secret=secret)
     except apply.ClusterError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)

@@ -27,24 +27,49 @@ def _client(kubeconfig: str | None, context: str | None):
     return client
 
 
-def create_jobset(obj: dict[str, Any], *, kubeconfig: str | None = None, context: str | None = None) -> None:
+def create_jobset(obj: dict[str, Any], *, kubeconfig: str | None = None, context: str | None = None,
+                  secret: dict[str, Any] | None = None) -> None:
+    """Create the JobSet, then ``secret`` owned by it (deleted with it); if the Secret is refused, the
+    JobSet is deleted again, so nothing half-made is left."""
     client = _client(kubeconfig, context)
     api = client.CustomObjectsApi()
     group, version = obj["apiVersion"].split("/")
+    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
     try:
-        api.create_namespaced_custom_object(group, version, obj["metadata"]["namespace"], "jobsets", obj,
-                                            _request_timeout=20)
+        created = api.create_namespaced_custom_object(group, version, ns, "jobsets", obj, _request_timeout=20)
     except client.ApiException as e:
-        reason = e.reason
-        try:
-            import json
-
-            reason = json.loads(e.body).get("message", reason)
-        except (TypeError, ValueError):
-            pass
-        raise ClusterError(f"the API server refused the JobSet ({e.status}): {reason}") from None
+        raise ClusterError(f"the API server refused the JobSet ({e.status}): {_reason(e)}") from None
     except Exception as e:  # urllib3 connection errors carry no common base worth importing
-        if type(e).__module__.startswith(("urllib3", "socket", "ssl")) or isinstance(e, OSError):
-            raise ClusterError(f"cannot reach the cluster API server: {e.__class__.__name__}: "
-                               f"{str(e).splitlines()[0][:200]}") from None
-        raise
+        _unreachable(e)
+    if secret is None:
+        return
+    owned = {**secret, "metadata": {**secret["metadata"], "ownerReferences": [{
+        "apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": name,
+        "uid": (created.get("metadata") or {}).get("uid", "")}]}}
+    try:
+        client.CoreV1Api().create_namespaced_secret(ns, owned, _request_timeout=20)
+    except Exception as e:  # noqa: BLE001 - undo the JobSet whatever went wrong
+        try:
+            api.delete_namespaced_custom_object(group, version, ns, "jobsets", name, _request_timeout=20)
+        except Exception:  # noqa: BLE001 - reported below
+            pass
+        what = f"({e.status}): {_reason(e)}" if isinstance(e, client.ApiException) else f"({type(e).__name__})"
+        raise ClusterError(f"the API server refused the Secret {secret['metadata']['name']} {what}; "
+                           f"the JobSet {name} was deleted again") from None
+
+
+def _reason(e) -> str:
+    import json
+
+    try:
+        return json.loads(e.body).get("message", e.reason)
+    except (TypeError, ValueError):
+        return e.reason
+
+
+def _unreachable(e: Exception) -> None:
+    if type(e).__module__.startswith(("urllib3", "socket", "ssl")) or isinstance(e, OSError):
+        raise ClusterError(f"cannot reach the cluster API server: {e.__class__.__name__}: "
+                           f"{str(e).splitlines()[0][:200]}") from None
+    raise e
+

@@ -59,6 +59,7 @@ GRACE_RANGE = (30, 3600)
 RUNTIMES = ("torchrun", "openpod")
 # --runtime openpod: where the tiers live in the container, and the downward-API env the command expands.
 POD_IP_ENV = "POD_IP"        # status.podIP: agent address and peer side-channel (--bind-host)
+PEER_SECRET_ENV = "OPENPOD_PEER_SECRET"  # training.checkpoint.peer_auth.ENV
 NODE_NAME_ENV = "NODE_NAME"  # spec.nodeName: names the node-local tier directories (--node-id)
 # The memory tier lives in host memory (labels.HOST_MEMORY_TIER/<team>/<job>), not in
 # the pod's /dev/shm: JobSet recreates every pod after a node loss, and the survivors'
@@ -204,7 +205,7 @@ def _validate_openpod(spec: ClusterSpec, req: JobRequest) -> None:
     if req.s3_uri is not None and req.s3_uri.split("/")[3:4] != [req.team]:
         raise JobError(f"--s3-uri {req.s3_uri!r} not allowed; use s3://<checkpoints bucket>/{req.team}[/prefix]: "
                        f"the training role reaches only its team's prefix ({req.team}/)")
-    for key in (POD_IP_ENV, NODE_NAME_ENV):
+    for key in (POD_IP_ENV, NODE_NAME_ENV, PEER_SECRET_ENV):
         if key in req.env:
             raise JobError(f"--env {key} not allowed with --runtime openpod: it is set from the pod itself")
     for arg in req.script:
@@ -233,6 +234,21 @@ def nvme_available(spec: ClusterSpec, group: str) -> bool:
 def checkpoint_dir(spec: ClusterSpec, req: JobRequest) -> str:
     """The job's durable tier: ``<FSx mount>/<team>/<job>``."""
     return f"{spec.storage.fsx.mount_path.rstrip('/')}/{req.team}/{req.name}"
+
+
+def peer_secret_name(job: str) -> str:
+    return f"{job}-peer"
+
+
+def peer_secret(req: JobRequest) -> dict[str, Any]:
+    """The job's peer-replication secret (32 random bytes, hex): every rank signs its peer requests with it
+    (training/checkpoint/peer_auth.py). ``openpod submit`` creates it next to the JobSet, owned by it."""
+    import secrets
+
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": peer_secret_name(req.name), "namespace": req.team,
+                         "labels": {q.TEAM_LABEL: req.team, "app.kubernetes.io/name": req.name}},
+            "stringData": {PEER_SECRET_ENV: secrets.token_hex(32)}}
 
 
 def fsx_mounts(spec: ClusterSpec, team: str) -> list[dict[str, Any]]:
@@ -300,7 +316,10 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     }
     if openpod:
         container["env"] += [{"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-                             {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+                             {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                             # optional: applied without submit's Secret, the peer server runs unauthenticated
+                             {"name": PEER_SECRET_ENV, "valueFrom": {"secretKeyRef": {
+                                 "name": peer_secret_name(req.name), "key": PEER_SECRET_ENV, "optional": True}}}]
     # Per-job host directories: (volume, host path, mount path in the container).
     scratch = []
     if openpod:

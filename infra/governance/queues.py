@@ -58,6 +58,8 @@ SUBMITTER_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods", "pods/log", "services", "events", "persistentvolumeclaims"],
      "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
+    # `openpod submit --runtime openpod` creates the job's peer-replication Secret (owned by its JobSet).
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "delete", "get"]},
 )
 QUEUE_VIEWER_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": ["kueue.x-k8s.io"],

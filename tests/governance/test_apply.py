@@ -20,19 +20,29 @@ from tests.conftest import EXAMPLES, write_kubeconfig
 @pytest.fixture
 def api_server(tmp_path):
     seen: list[tuple[str, str, dict]] = []
-    answer = {"status": 201}
+    answer = {"status": 201, "secrets": 201}
 
     class Handler(BaseHTTPRequestHandler):
+        def do_DELETE(self):  # noqa: N802
+            seen.append((f"DELETE {self.path}", self.headers.get("Authorization", ""), {}))
+            data = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Success"}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def do_POST(self):  # noqa: N802 - http.server's naming
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append((self.path, self.headers.get("Authorization", ""), body))
-            if answer["status"] == 201:
-                payload = body
+            status = answer["secrets"] if self.path.endswith("/secrets") else answer["status"]
+            if status == 201:
+                payload = {**body, "metadata": {**body["metadata"], "uid": "6f1c0e2a-uid"}}
             else:
-                payload = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": answer["status"],
+                payload = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
                            "message": "admission webhook \"vjobset.kb.io\" denied the request: bad"}
             data = json.dumps(payload).encode()
-            self.send_response(answer["status"])
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -72,3 +82,36 @@ def test_refusal_is_one_error_line(api_server):
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
         'error: the API server refused the JobSet (422): admission webhook "vjobset.kb.io" denied the request: bad']
+
+
+OPENPOD = ["--runtime", "openpod", "--", "--steps", "10", "--global-batch", "64"]
+
+
+def test_openpod_jobs_get_a_peer_secret_owned_by_the_jobset(api_server):
+    """The peer server authenticates every request with the job's secret (training/checkpoint/peer_auth.py)."""
+    cfg, seen, _ = api_server
+    result = CliRunner().invoke(main, [*ARGS, "--kubeconfig", str(cfg), *OPENPOD])
+    assert result.exit_code == 0, result.output
+    (js_path, _, js), (secret_path, _, secret) = seen
+    assert js_path.endswith("/namespaces/research/jobsets")
+    assert secret_path == "/api/v1/namespaces/research/secrets"
+    assert secret["metadata"]["name"] == "llama-peer"
+    assert secret["metadata"]["ownerReferences"] == [
+        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "llama", "uid": "6f1c0e2a-uid"}]
+    key = secret["stringData"]["OPENPOD_PEER_SECRET"]
+    assert len(bytes.fromhex(key)) == 32
+    env = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    ref = next(e for e in env if e["name"] == "OPENPOD_PEER_SECRET")["valueFrom"]["secretKeyRef"]
+    assert ref == {"name": "llama-peer", "key": "OPENPOD_PEER_SECRET", "optional": True}
+    again = CliRunner().invoke(main, [*ARGS, "--kubeconfig", str(cfg), *OPENPOD])
+    assert again.exit_code == 0, again.output
+    assert seen[-1][2]["stringData"]["OPENPOD_PEER_SECRET"] != key  # one per job, never reused
+
+
+def test_a_refused_secret_deletes_the_jobset_again(api_server):
+    cfg, seen, answer = api_server
+    answer["secrets"] = 403
+    result = CliRunner().invoke(main, [*ARGS, "--kubeconfig", str(cfg), *OPENPOD])
+    assert result.exit_code == 1
+    assert "refused the Secret llama-peer (403)" in result.stderr and "the JobSet llama was deleted again" in result.stderr
+    assert seen[-1][0] == "DELETE /apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/llama"

@@ -76,8 +76,11 @@ def test_p5_jobset_runs_the_training_runtime_with_every_tier():
                                     {"name": "local-nvme", "mountPath": labels.LOCAL_NVME_MOUNT}]
 
     # Downward API: the pod's IP for the agent and peer side-channel, the node's name for node-local tiers.
-    fields = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"] if "valueFrom" in e}
+    fields = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"] if "fieldRef" in e.get("valueFrom", {})}
     assert fields == {"POD_IP": "status.podIP", "NODE_NAME": "spec.nodeName"}
+    # The job's peer-replication key, from the Secret submit creates (tests/governance/test_apply.py).
+    secret = [e["valueFrom"]["secretKeyRef"] for e in c["env"] if "secretKeyRef" in e.get("valueFrom", {})]
+    assert secret == [{"name": "llama-p5-peer", "key": "OPENPOD_PEER_SECRET", "optional": True}]
 
     cmd = c["command"]
     assert cmd[:4] == ["python", "-m", "training", "run"]
