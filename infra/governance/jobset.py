@@ -381,7 +381,11 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         "spec": {
             "suspend": True,  # Kueue unsuspends on admission
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True, "subdomain": req.name},
-            "failurePolicy": {"maxRestarts": req.max_restarts, "restartStrategy": "Recreate"},
+            # BlockingRecreate: new pods only once every old pod is deleted (jobset@v0.12.0
+            # api/jobset/v1alpha2/jobset_types.go:500-508), so a terminating pod's SIGTERM checkpoint is
+            # written before the new pods restore. With today's single child Job, Recreate waits the
+            # same way; BlockingRecreate keeps it so if more replicated jobs are added.
+            "failurePolicy": {"maxRestarts": req.max_restarts, "restartStrategy": "BlockingRecreate"},
             "successPolicy": {"operator": "All", "targetReplicatedJobs": [REPLICATED_JOB]},
             "replicatedJobs": [{
                 "name": REPLICATED_JOB,

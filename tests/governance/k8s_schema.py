@@ -154,14 +154,14 @@ def cel_errors(obj: dict[str, Any]) -> list[str]:
     """
     kind, spec = obj.get("kind"), obj.get("spec") or {}
     errors: list[str] = []
-    if kind == "ClusterQueue":
+    if kind in ("ClusterQueue", "Cohort"):  # one validateResourceGroups for both (pkg/webhooks/cohort_webhook.go:67-77)
         for rg in spec.get("resourceGroups", []):
             for f in rg["flavors"]:
                 names = [r["name"] for r in f["resources"]]
                 if names != rg["coveredResources"]:
                     errors.append(f"flavor {f['name']}: resources {names} do not follow coveredResources")
                 for r in f["resources"]:
-                    if "borrowingLimit" in r and not spec.get("cohortName"):
+                    if "borrowingLimit" in r and not (spec.get("cohortName") or spec.get("parentName")):
                         errors.append("borrowingLimit must be nil when cohort is empty")
         p = spec.get("preemption", {})
         if p.get("reclaimWithinCohort") == "Never" and p.get("borrowWithinCohort", {}).get("policy", "Never") != "Never":

@@ -101,6 +101,19 @@ def test_removing_a_team_removes_its_files_for_gitops(tmp_path):
     assert "06-clusterqueue-product.yaml" in gone and "00-namespace-product.yaml" in gone
     assert "07-workloadpriorityclass-fine-tuning.yaml" in gone
     assert all("product" in n or "fine-tuning" in n for n in gone), gone
-    for example, key in (("argocd-application.yaml", "automated"), ("flux-kustomization.yaml", "prune")):
-        text = (EXAMPLES / "gitops" / example).read_text()
-        assert "prune: true" in text, example
+    for example in ("argocd-application.yaml", "flux-kustomization.yaml"):
+        assert "prune: true" in (EXAMPLES / "gitops" / example).read_text(), example
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_object_has_a_way_off_the_cluster(path):
+    # A new cluster-scoped kind is a resource of its own unless kubectl's default prune allowlist covers it;
+    # only the always-present host Topology is never removed.
+    from infra.spec import load_spec
+
+    for o in all_objects(load_spec(path)):
+        how = lifecycle.removed_by(o)
+        if (o["kind"], o["metadata"]["name"]) in lifecycle.ALWAYS_PRESENT:
+            assert how.startswith("never"), o["metadata"]["name"]
+        else:
+            assert not how.startswith("never"), (o["kind"], o["metadata"]["name"])

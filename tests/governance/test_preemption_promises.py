@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from infra.governance import all_objects
 from infra.governance.install import kueue_manager_config

@@ -41,8 +41,10 @@ def check_common(js: dict, *, name: str, team: str, priority: str, nodes: int, n
     assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == team
     assert js["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == priority
     assert js["spec"]["suspend"] is True
-    # Restart: a failed pod (node lost) recreates the whole job set, up to maxRestarts times.
-    assert js["spec"]["failurePolicy"] == {"maxRestarts": 10, "restartStrategy": "Recreate"}
+    # Restart: a failed pod (node lost) recreates the whole job set, up to maxRestarts times, and only once
+    # every old pod is gone (BlockingRecreate, jobset@v0.12.0 api/jobset/v1alpha2/jobset_types.go:500-508):
+    # pods finishing their SIGTERM checkpoint never overlap the new pods' rendezvous and restore.
+    assert js["spec"]["failurePolicy"] == {"maxRestarts": 10, "restartStrategy": "BlockingRecreate"}
     rj = js["spec"]["replicatedJobs"]
     assert len(rj) == 1 and rj[0]["replicas"] == 1
     job = rj[0]["template"]["spec"]
