@@ -59,6 +59,7 @@ GRACE_RANGE = (30, 3600)
 RUNTIMES = ("torchrun", "openpod")
 # --runtime openpod: where the tiers live in the container, and the downward-API env the command expands.
 POD_IP_ENV = "POD_IP"        # status.podIP: agent address and peer side-channel (--bind-host)
+INIT_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
 PEER_SECRET_ENV = "OPENPOD_PEER_SECRET"  # training.checkpoint.peer_auth.ENV
 NODE_NAME_ENV = "NODE_NAME"  # spec.nodeName: names the node-local tier directories (--node-id)
 # The memory tier lives in host memory (labels.HOST_MEMORY_TIER/<team>/<job>), not in
@@ -327,8 +328,17 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     if nvme:
         scratch.append((NVME_VOLUME, f"{labels.NVME_JOB_ROOT}/{req.team}/{req.name}", labels.LOCAL_NVME_MOUNT))
     container["volumeMounts"] += [{"name": v, "mountPath": m} for v, _, m in scratch]
-    if t.efa_supported:
-        container["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+    # No privilege escalation. The platform's own image (runtime openpod) runs as a non-root user with no
+    # capabilities but IPC_LOCK (EFA pins memory); a torchrun job's image is the user's and may need root's
+    # default capabilities, so only IPC_LOCK is added there.
+    sc: dict[str, Any] = {"allowPrivilegeEscalation": False}
+    caps: dict[str, Any] = {"add": ["IPC_LOCK"]} if t.efa_supported else {}
+    if openpod:
+        caps = {"drop": ["ALL"], **caps}
+        sc["runAsNonRoot"] = True
+    if caps:
+        sc["capabilities"] = caps
+    container["securityContext"] = sc
 
     annotations: dict[str, str] = {}
     preferred = req.prefer_topology or DEFAULT_PREFERRED.get(q.topology_of(group))
@@ -344,6 +354,8 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         "restartPolicy": "Never",
         # Pod Identity gives this service account the platform's training role (bucket access).
         "serviceAccountName": labels.TRAINING_SERVICE_ACCOUNT,
+        # Training needs no Kubernetes API token (Pod Identity's token is its own projected volume).
+        "automountServiceAccountToken": False,
         "nodeSelector": {labels.INSTANCE_GROUP: group.name},
         "containers": [container],
         "volumes": [
@@ -362,7 +374,10 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         "name": "job-scratch-dirs",
         "image": req.image,
         "command": ["chmod", "1777", team_fsx["mountPath"], *(m for _, _, m in scratch)],
-        "securityContext": {"runAsUser": 0},
+        # root (the directories are root's), with only what chmod on them needs
+        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"], "add": ["FOWNER"]}},
+        "resources": {"requests": INIT_RESOURCES, "limits": INIT_RESOURCES},
         "volumeMounts": [team_fsx, *({"name": v, "mountPath": m} for v, _, m in scratch)],
     }]
     # The group's own taints only; never the health-check, unhealthy or hot-spare taints.

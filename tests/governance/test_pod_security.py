@@ -227,3 +227,16 @@ def test_the_node_health_agent_may_update_only_its_own_node():
     assert vap.admit(NODE_POLICY, node("n"), namespace_labels={}, user=DETECTOR, old=node("n")) != []  # no claim
     controller = "system:serviceaccount:openpod-system:node-remediation"  # cordons and drains any node
     assert vap.admit(NODE_POLICY, node("n"), namespace_labels={}, user=controller, old=node("n")) == []
+
+
+def test_training_pods_run_without_privilege_escalation_and_the_platform_image_without_capabilities():
+    spec = standard_pod()["spec"]
+    (main_c,), (init,) = spec["containers"], spec["initContainers"]
+    assert main_c["securityContext"] == {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
+                                         "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}}
+    assert init["securityContext"] == {"runAsUser": 0, "allowPrivilegeEscalation": False,
+                                       "capabilities": {"drop": ["ALL"], "add": ["FOWNER"]}}
+    assert init["resources"]["limits"] == init["resources"]["requests"]
+    assert spec["automountServiceAccountToken"] is False
+    torchrun = pod_of(jobset.build(SPEC, request("p5", "torchrun")))["spec"]["containers"][0]
+    assert torchrun["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"add": ["IPC_LOCK"]}}
