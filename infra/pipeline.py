@@ -133,11 +133,14 @@ def _acknowledge_pipeline(stack: PipelineStack) -> None:
     nag._ack(_find(pipeline, "Pipeline/ArtifactsBucket"), "AwsSolutions-S1",
              "The pipeline's artifact bucket holds transient build outputs, encrypted with the pipeline's own "
              "rotating KMS key and reachable only by the pipeline's roles; every deploy it drives is recorded by "
-             "CloudFormation and CloudTrail.")
+             "CloudFormation and CloudTrail. Safe because the bucket's data is not kept (artifacts are rebuilt "
+             "on every run) and access is already limited to the pipeline's roles.")
     artifacts_why = ("CDK Pipelines grants its roles object-level access to the pipeline's own artifact bucket "
-                     "(and its KMS key) with wildcard actions and an object wildcard on that one bucket.")
+                     "(and its KMS key) with wildcard actions and an object wildcard on that one bucket. Safe because "
+                     "the statements name only the pipeline's own bucket and key.")
     codebuild_why = ("CodeBuild writes its logs and test reports to log groups / report groups named after the "
-                     "project; the wildcard is the project's own streams.")
+                     "project; the wildcard is the project's own streams. Safe because it covers only that project's "
+                     "log streams and report groups.")
     bucket = stack.get_logical_id(_find(pipeline, "Pipeline/ArtifactsBucket").node.default_child)
     s3 = ("Action::s3:GetBucket*", "Action::s3:GetObject*", "Action::s3:List*", f"Resource::<{bucket}.Arn>/*")
     s3_write = ("Action::s3:Abort*", "Action::s3:DeleteObject*")
@@ -174,18 +177,20 @@ def _acknowledge_pipeline(stack: PipelineStack) -> None:
     nag._ack(synth_policy, f"AwsSolutions-IAM5[Resource::arn:aws:cloudformation:{region}:{account}:stack/"
                            f"{stack.spec_name}/*]",
              "openpod plan reads the deployed template of the platform stack; the wildcard is the stack id "
-             "CloudFormation appends to the stack name.")
+             "CloudFormation appends to the stack name. Safe because it names one stack and only read actions.")
     mutation = _find(pipeline, "UpdatePipeline/SelfMutation/Role/DefaultPolicy").node.default_child
     nag._ack(mutation, f"AwsSolutions-IAM5[Resource::arn:*:iam::{account}:role/*]",
              "Self-mutation assumes the CDK bootstrap roles: CDK Pipelines limits the statement with a condition "
-             "on the roles' aws-cdk:bootstrap-role tag.")
+             "on the roles' aws-cdk:bootstrap-role tag. Safe because that condition limits it to the account's "
+             "CDK bootstrap roles.")
     for path in ("UpdatePipeline/SelfMutation/Role", "Assets/FileRole", "Assets/DockerRole"):
         role = _find(pipeline, path)
         if role is not None:
             nag._ack(role.node.find_child("DefaultPolicy").node.default_child, "AwsSolutions-IAM5[Resource::*]",
                      "CDK Pipelines' asset and self-mutation roles call APIs without resource-level permissions "
                      "(cloudformation:DescribeStacks, s3:ListBucket before the bucket is known) and assume the "
-                     "bootstrap roles by tag condition.")
+                     "bootstrap roles by tag condition. Safe because the actions are describe/list calls and role "
+                     "assumption limited by the bootstrap-role tag.")
 
 
 class GitHubDeployStack(cdk.Stack):
@@ -230,6 +235,7 @@ class GitHubDeployStack(cdk.Stack):
                      f"AwsSolutions-IAM5[Resource::arn:aws:cloudformation:{spec.region}:{_account(self)}:stack/"
                      f"{spec.name}/*]",
                      "openpod plan reads the deployed template of the platform stack; the wildcard is the stack id "
-                     "CloudFormation appends to the stack name.")
+                     "CloudFormation appends to the stack name. Safe because it names one stack and only read "
+                     "actions.")
         cdk.CfnOutput(self, "PlanRoleArn", value=self.plan_role.role_arn)
         cdk.CfnOutput(self, "DeployRoleArn", value=self.deploy_role.role_arn)

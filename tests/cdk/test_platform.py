@@ -610,3 +610,12 @@ def test_eks_endpoint_is_private_by_default(synthesized, example):
     vpc = c["Properties"]["ResourcesVpcConfig"]
     assert vpc["EndpointPublicAccess"] is False and vpc["EndpointPrivateAccess"] is True
     assert "PublicAccessCidrs" not in vpc
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_every_cdk_nag_acknowledgement_says_why_it_is_safe(synthesized, example):
+    """Issue 10: an acknowledgement must state why the finding is safe, not only why it is needed."""
+    acks = synthesized[example].stack.nag_acknowledgments
+    assert acks
+    unsafe = [(path, finding) for path, finding, reason in acks if "Safe because" not in reason]
+    assert unsafe == []
