@@ -237,6 +237,14 @@ class BucketSpec(_Model):
     transition_to_glacier_ir_days: int | None = Field(None, ge=1)
     expire_days: int | None = Field(None, ge=1)
     noncurrent_expire_days: int | None = Field(None, ge=1)
+    object_lock_days: int | None = Field(
+        None, ge=1, le=36500,
+        description="S3 Object Lock default retention (days) for every new object version: no version can be "
+                    "deleted or overwritten before then, whoever asks (deletes add delete markers; the "
+                    "versions stay). Needs versioned: true; off by default")
+    object_lock_mode: Literal["governance", "compliance"] = Field(
+        "governance", description="governance: principals with s3:BypassGovernanceRetention may shorten it; "
+                                  "compliance: nobody can, not even the account root")
 
 
 class BucketsSpec(_Model):
@@ -592,7 +600,15 @@ def _check_eks(spec: ClusterSpec) -> Iterator[Problem]:
                                             "(give it the broader access)")
 
 
-CHECKS = (_check_azs, _check_groups, _check_eks, _check_governance)
+def _check_buckets(spec: ClusterSpec) -> Iterator[Problem]:
+    for name in ("datasets", "checkpoints", "logs"):
+        b = getattr(spec.storage.buckets, name)
+        if b.object_lock_days and not b.versioned:
+            yield Problem(f"storage.buckets.{name}.object_lock_days",
+                          "Object Lock needs versioning: set versioned: true, or remove object_lock_days")
+
+
+CHECKS = (_check_azs, _check_groups, _check_eks, _check_governance, _check_buckets)
 
 
 # ---------------------------------------------------------------------------- loading

@@ -55,10 +55,17 @@ class PlatformBuckets(Construct):
         )
 
         def bucket(name: str, b: BucketSpec) -> s3.Bucket:
+            lock = {}
+            if b.object_lock_days:
+                if not b.versioned:
+                    raise ValueError(f"PlatformBuckets: spec.{name}.object_lock_days needs spec.{name}.versioned")
+                mode = (s3.ObjectLockRetention.compliance if b.object_lock_mode == "compliance"
+                        else s3.ObjectLockRetention.governance)
+                lock = dict(object_lock_enabled=True, object_lock_default_retention=mode(Duration.days(b.object_lock_days)))
             return s3.Bucket(
                 self, name.capitalize(),
                 encryption=s3.BucketEncryption.KMS, encryption_key=encryption_key, bucket_key_enabled=True,
-                versioned=b.versioned,
+                versioned=b.versioned, **lock,
                 lifecycle_rules=lifecycle_rules(b, spec.abort_incomplete_multipart_days),
                 server_access_logs_bucket=self.access_logs, server_access_logs_prefix=f"{name}/",
                 **common,

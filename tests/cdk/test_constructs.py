@@ -142,3 +142,39 @@ def test_cdk_cli_synthesizes_the_default_offline(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "out" / "openpod-dev.template.json").exists()
     assert (ROOT / "cdk.context.json").read_text().strip() == "{}", "synth needed a context lookup"
+
+
+def test_checkpoint_object_lock_is_a_spec_option_that_updates_in_place():
+    """Issue 10: an optional Object Lock default retention for checkpoints (deletes leave versions)."""
+    from aws_cdk.assertions import Template
+
+    from infra.plan import create_only_properties
+    from infra.spec import BucketSpec, BucketsSpec
+    from platform_constructs.buckets import PlatformBuckets
+
+    app = cdk.App(context={"@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True})  # as cdk.json sets it
+    stack = cdk.Stack(app, "Locked", env=cdk.Environment(region="us-east-2"))
+    spec = BucketsSpec(checkpoints=BucketSpec(versioned=True, object_lock_days=14))
+    b = PlatformBuckets(stack, "Buckets", encryption_key=kms.Key(stack, "Key"), spec=spec)
+    props = Template.from_stack(stack).to_json()["Resources"][stack.get_logical_id(b.checkpoints.node.default_child)]
+    assert props["Properties"]["ObjectLockEnabled"] is True
+    assert props["Properties"]["ObjectLockConfiguration"] == {
+        "ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 14}}}
+    datasets = Template.from_stack(stack).to_json()["Resources"][stack.get_logical_id(b.datasets.node.default_child)]
+    assert "ObjectLockEnabled" not in datasets["Properties"]                       # off by default
+    assert "/properties/ObjectLockEnabled" not in create_only_properties("us-east-2", "AWS::S3::Bucket")
+
+
+def test_object_lock_without_versioning_is_one_spec_error():
+    import yaml
+
+    from infra.spec import SpecError, parse_spec
+    from tests.conftest import EXAMPLES
+
+    data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+    data.setdefault("storage", {}).setdefault("buckets", {})["logs"] = {"versioned": False, "object_lock_days": 7}
+    with pytest.raises(SpecError) as e:
+        parse_spec(data, "s.yaml")
+    assert [f"{p.path}: {p.message}" for p in e.value.problems] == [
+        "storage.buckets.logs.object_lock_days: Object Lock needs versioning: set versioned: true, or remove "
+        "object_lock_days"]
