@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -88,12 +89,21 @@ class Network(Construct):
         )
         self.endpoint_security_group.add_ingress_rule(ec2.Peer.ipv4(vpc_cidr), ec2.Port.tcp(443),
                                                       "HTTPS from the VPC")
+        # Interface endpoints serve only this account's principals: credentials of another account (say,
+        # stolen and replayed from a pod) cannot use the VPC's private path to AWS. The S3 gateway endpoint
+        # keeps its default policy: image layers come from ECR's own buckets through presigned URLs signed
+        # by ECR, not by a principal of this account.
+        self.interface_endpoints: dict[str, ec2.InterfaceVpcEndpoint] = {}
         for name in interface_endpoints:
-            self.vpc.add_interface_endpoint(
+            endpoint = self.vpc.add_interface_endpoint(
                 _endpoint_id(name), service=ec2.InterfaceVpcEndpointAwsService(name),
                 private_dns_enabled=True, security_groups=[self.endpoint_security_group], open=False,
                 subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
             )
+            endpoint.add_to_policy(iam.PolicyStatement(
+                principals=[iam.AnyPrincipal()], actions=["*"], resources=["*"],
+                conditions={"StringEquals": {"aws:PrincipalAccount": Stack.of(self).account}}))
+            self.interface_endpoints[name] = endpoint
 
         self.efa_security_group = ec2.SecurityGroup(
             self, "EfaSecurityGroup", vpc=self.vpc, allow_all_outbound=False,

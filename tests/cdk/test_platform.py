@@ -619,3 +619,16 @@ def test_every_cdk_nag_acknowledgement_says_why_it_is_safe(synthesized, example)
     assert acks
     unsafe = [(path, finding) for path, finding, reason in acks if "Safe because" not in reason]
     assert unsafe == []
+
+
+def test_interface_endpoints_serve_only_this_accounts_principals(default):
+    endpoints = default.resources("AWS::EC2::VPCEndpoint")
+    interface = [e for e in endpoints.values() if e["Properties"].get("VpcEndpointType") == "Interface"]
+    assert len(interface) == 12
+    for e in interface:
+        (stmt,) = e["Properties"]["PolicyDocument"]["Statement"]
+        assert stmt["Effect"] == "Allow" and stmt["Principal"] == {"AWS": "*"}
+        assert stmt["Condition"] == {"StringEquals": {"aws:PrincipalAccount": {"Ref": "AWS::AccountId"}}} or \
+            stmt["Condition"]["StringEquals"]["aws:PrincipalAccount"] == default.stack.account
+    (s3,) = [e for e in endpoints.values() if e["Properties"].get("VpcEndpointType") == "Gateway"]
+    assert "PolicyDocument" not in s3["Properties"]  # ECR layers come from ECR's buckets via presigned URLs
