@@ -288,7 +288,9 @@ class Runtime:
                             "failed": failed,
                             "promote_failed": dict(self.checkpointer.stats.promote_failed) if self.checkpointer
                             else {},
-                            "last_error": self.checkpointer.stats.last_error if self.checkpointer else None},
+                            "last_error": self.checkpointer.stats.last_error if self.checkpointer else None,
+                            "memory_tier_short": self.checkpointer.stats.memory_tier_short if self.checkpointer
+                            else False},
             "goodput": self.goodput.summary(),
         }
         dist.barrier()

@@ -429,3 +429,68 @@ def test_the_first_durable_tier_is_written_from_the_staged_copy_not_copied_from_
     cfg_nvme = dataclasses.replace(cfg, tiers=[cfg.tiers[1]])  # restore from nvme alone, verified
     info, h2 = restore(tmp_path, cfg_nvme)
     assert info.step == 4 and info.source.startswith("nvme:") and h2 == h
+
+
+def test_a_busy_promoter_never_skips_a_slow_tiers_cadence_point(tmp_path):
+    """Issue 9: saves that commit while a slow tier is being written replace the pending step; a tier with
+    cadence K must still get a copy once K cadence points have passed since its last one, not only on the
+    exact multiples of K that happen to be pending."""
+    entered, release = threading.Event(), threading.Event()
+    puts = []
+
+    class SlowS3Like(DirTier):  # stands in for a slow remote tier (S3): the first copy blocks
+        def put(self, src, marker):
+            puts.append(marker.step)
+            entered.set()
+            assert release.wait(30)
+            super().put(src, marker)
+
+    cfg = CheckpointConfig(every=1, peer_replication=False, direct_durable=False,
+                           tiers=[TierConfig("memory", str(tmp_path / "shm"), keep=8),
+                                  TierConfig("fsx", str(tmp_path / "fsx"), keep=8, every=2)])
+    model, opt = make_model()
+    ck = checkpointer(tmp_path, cfg)
+    ck.tiers[1] = SlowS3Like("fsx", tmp_path / "fsx", keep=8, every=2)
+    for s in (1, 2):
+        train(model, opt)
+        ck.save(s, model, opt)
+    assert entered.wait(30)            # step 2 (cadence point) is being copied
+    for s in (3, 4, 5):                # 4 is a cadence point, but 5 replaces it as the pending step
+        train(model, opt)
+        ck.save(s, model, opt)
+    ck.wait()
+    release.set()
+    ck.close()
+    assert puts == [2, 5]              # 5: two cadence points after 2, though not a multiple of 2
+
+
+def test_a_memory_tier_larger_than_its_file_system_is_reported_at_the_first_save(tmp_path, caplog):
+    """Issue 9: checked against the real size of the file system holding the memory tier (here tmp_path's;
+    /dev/shm in a pod), not discovered as ENOSPC hours later."""
+    from training.checkpoint.budget import memory_tier_need
+
+    total = shutil.disk_usage(tmp_path).total
+    model, opt = make_model()
+    snapshot = sum(t.numel() * t.element_size() for t in list(model.parameters()) * 3)  # params + 2 Adam moments
+    keep = total // snapshot + 1           # more snapshots than the file system can hold
+    cfg = CheckpointConfig(every=1, peer_replication=False, tiers=[
+        TierConfig("memory", str(tmp_path / "shm"), keep=keep), TierConfig("fsx", str(tmp_path / "fsx"))])
+    ck = checkpointer(tmp_path, cfg)
+    train(model, opt)
+    with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+        ck.save(1, model, opt)
+        ck.flush()
+    ck.close()
+    assert ck.stats.memory_tier_short
+    (msg,) = [r.getMessage() for r in caplog.records if "need about" in r.getMessage()]
+    assert msg.startswith(f"memory tier {tmp_path / 'shm' / 'n0'}: 1 local rank(s) x ({keep} snapshot(s) + 1 being "
+                          "written) need about ")
+    assert "Give the pod a larger /dev/shm (openpod submit --shm) or lower --keep" in msg
+    assert ck.stats.committed == 1          # a warning, not a failure
+
+    ok = checkpointer(tmp_path / "ok", CheckpointConfig(every=1, peer_replication=False, tiers=[
+        TierConfig("memory", str(tmp_path / "ok" / "shm"), keep=2)]))
+    ok.save(1, model, opt)
+    ok.close()
+    assert not ok.stats.memory_tier_short
+    assert memory_tier_need(100, keep=2, local_ranks=8, peer=True) == 100 * (2 + 1 + 2) * 8

@@ -69,6 +69,7 @@ class SaveStats:
     waited_seconds: float = 0.0       # optimizer steps held until an overlapped staging copy finished
     promote_failed: dict[str, int] = field(default_factory=dict)  # tier kind -> failed promotions
     source_failed: dict[str, str] = field(default_factory=dict)   # restore: source -> last error after retries
+    memory_tier_short: bool = False   # the memory tier's file system is smaller than its steady state needs
 
     @property
     def failures(self) -> int:
@@ -161,6 +162,12 @@ class Checkpointer:
         # The first shared tier (FSx, else S3): what outlives this node. save_durably() forces a step there.
         self.durable = next((t for t in self.tiers[1:] if t.kind in SHARED), None)
         self._forced: set[int] = set()
+        # Cadence index of the newest copy each further tier received: a tier of cadence K gets the newest
+        # committed step once K cadence points have passed since then (a busy promoter replaces the pending
+        # step, so the exact multiples of K may never be pending).
+        self._last_index: dict[int, int] = {}
+        self._budget_checked = False
+        self._local_world_size = local_world_size
         self._replicated = True
         self.components: dict[str, object] = {}  # name -> Stateful, see register()
 
@@ -224,9 +231,25 @@ class Checkpointer:
         else:
             staged = self.stager.stage(state)
         self.stats.started += 1
+        if not self._budget_checked:
+            self._check_memory_budget()
         replicated = self._replicated = not _has_dtensor(state)  # sharded: each rank's snapshot holds its shards
         self._inflight = self._writer.submit(self._persist, step, staged, dict(meta or {}), copying, replicated)
         return time.perf_counter() - t0
+
+    def _check_memory_budget(self) -> None:
+        """Once, at the first save: warn (and count) when the memory tier cannot hold its steady state."""
+        self._budget_checked = True
+        if self.first.kind != "memory":
+            return
+        from training.checkpoint import budget
+
+        b = budget.check(self.first.root, self.stager.nbytes, keep=self.first.keep,
+                         local_ranks=self._local_world_size, peer=self.peer_server is not None)
+        if not b.fits:
+            self.stats.memory_tier_short = True
+            log.warning("%s", b.message(self.first.root, self.first.keep, self._local_world_size,
+                                        self.peer_server is not None))
 
     def save_durably(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                      meta: dict | None = None) -> str | None:
@@ -318,9 +341,17 @@ class Checkpointer:
         return Marker(step=step, rank=self.rank, world_size=self.world_size, files=fs.describe(d),
                       replicated=replicated, meta=meta)
 
+    def _cadence_due(self, tier: Tier, step: int) -> bool:
+        if step in self._forced and tier is self.durable:
+            return True
+        return step // max(self.cfg.every, 1) - self._last_index.get(id(tier), 0) >= tier.every
+
+    def _landed(self, tier: Tier, step: int) -> None:
+        self._last_index[id(tier)] = max(self._last_index.get(id(tier), 0), step // max(self.cfg.every, 1))
+
     def _due_in(self, tier: Tier, step: int, replicated: bool) -> bool:
         """Whether the promoter would copy this step to ``tier`` (cadence; one copy of replicated state in shared tiers)."""
-        if (step // max(self.cfg.every, 1)) % tier.every and not (step in self._forced and tier is self.durable):
+        if not self._cadence_due(tier, step):
             return False
         return not (tier.kind in SHARED and replicated and self.rank != 0)
 
@@ -330,6 +361,7 @@ class Checkpointer:
         try:
             marker = self._write(tier, tier.prepare(step, self.rank), step, staged, meta, replicated)
             tier.commit(marker)
+            self._landed(tier, step)
             with self._cond:
                 tier.retain(self.rank)
             self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
@@ -375,10 +407,9 @@ class Checkpointer:
 
     def _promote(self, marker: Marker) -> None:
         src = self.first.snapshot_dir(marker.step, marker.rank)
-        index = marker.step // max(self.cfg.every, 1)
         direct = self._direct_done.pop(marker.step, False)
         for tier in self.tiers[1:]:
-            if index % tier.every and not (marker.step in self._forced and tier is self.durable):
+            if not self._cadence_due(tier, marker.step):
                 continue
             if direct and tier is self._direct:
                 continue  # written from the staged copy already
@@ -387,6 +418,7 @@ class Checkpointer:
             try:
                 kill_point("during_promote", marker.step, self.rank)
                 tier.put(src, marker)
+                self._landed(tier, marker.step)
                 tier.retain(self.rank)
                 self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
             except Exception as e:
