@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from openpod_core import instance_types
 from openpod_core.instance_types import InstanceType
 from infra.pipeline_spec import PipelineSpec
+from infra.observability_spec import ObservabilitySpec
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 DEFAULT_SPEC = EXAMPLES_DIR / "default.yaml"
@@ -416,6 +417,7 @@ class ClusterSpec(_Model):
     teams: list[TeamSpec] = []
     priorities: list[PrioritySpec] = list(DEFAULT_PRIORITIES)
     pipeline: PipelineSpec | None = None
+    observability: ObservabilitySpec = ObservabilitySpec()
 
     def group(self, name: str) -> InstanceGroupSpec:
         for g in self.instance_groups:

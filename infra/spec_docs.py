@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from infra import spec as spec_module
+from observability.thresholds import AlertThresholds
 from openpod_core.instance_types import INSTANCE_TYPES
 
 _SECTIONS = [
@@ -29,6 +30,8 @@ _SECTIONS = [
     ("teams[].preemption", spec_module.PreemptionSpec, "Preemption"),
     ("priorities[]", spec_module.PrioritySpec, "Priorities"),
     ("pipeline", spec_module.PipelineSpec, "Pipeline (GitOps, see gitops.md)"),
+    ("observability", spec_module.ObservabilitySpec, "Observability (metrics, rules, alerts; see observability.md)"),
+    ("observability.alerts", AlertThresholds, "Alert thresholds"),
 ]
 
 

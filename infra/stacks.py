@@ -29,6 +29,7 @@ from platform_constructs.instance_group import InstanceGroup
 from platform_constructs.lustre import LustreStorage
 from platform_constructs.network import Network
 from platform_constructs.node_agent import NodeHealthAgent
+from platform_constructs.observability import PlatformObservability
 from platform_constructs.training_access import TrainingAccess
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -198,6 +199,11 @@ class PlatformStack(cdk.Stack):
             for ig in system_groups:
                 c.node.add_dependency(ig.nodegroup)
 
+        # -- metrics, rules and alerts (observability/, docs/observability.md)
+        self.observability: PlatformObservability | None = None
+        if spec.observability.enabled:
+            self.observability = _observability(self, spec, cluster)
+
         # Training pods of each team run as its `training` service account (a governance object, created
         # with the team's namespace); associate the training role with it once the namespace exists.
         for team in spec.teams:
@@ -222,6 +228,24 @@ class PlatformStack(cdk.Stack):
     def availability_zones(self) -> list[str]:
         """The spec's AZs: never a context lookup, even when the spec names an account."""
         return list(self.spec.availability_zones)
+
+
+def _observability(stack: PlatformStack, spec: ClusterSpec, cluster) -> PlatformObservability:
+    from aws_cdk import aws_sns as sns
+
+    from observability.rules import rule_groups
+    from observability.scrape import prometheus_config
+
+    o = spec.observability
+    topic = sns.Topic.from_topic_arn(stack, "AlertTopic", o.alert_topic_arn) if o.alert_topic_arn else None
+    obs = PlatformObservability(
+        stack, "Observability", cluster=cluster, subnets=stack.network.private_subnets(),
+        rule_groups=rule_groups(o.alerts), scrape_config=prometheus_config(f"{o.scrape_interval_seconds}s"),
+        alias=f"openpod-{spec.name}", collector=o.collector, retention_days=o.retention_days,
+        kms_key_arn=o.kms_key_arn, alert_topic=topic)
+    cdk.CfnOutput(stack, "PrometheusWorkspaceArn", value=obs.workspace.attr_arn)
+    cdk.CfnOutput(stack, "AlertTopicArn", value=obs.alert_topic.topic_arn)
+    return obs
 
 
 def environment(spec: ClusterSpec) -> cdk.Environment:

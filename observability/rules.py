@@ -18,43 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
 
-from observability.metrics import JOB_CONTROLLER, JOB_DETECTOR
 from node_agent.findings import Action
 from node_agent.rules import RULES
+from observability.metrics import JOB_CONTROLLER, JOB_DETECTOR
+from observability.thresholds import AlertThresholds
 
 JOB = ("namespace", "training_job")   # a training job's identity across its pods and incarnations
 BY_JOB = "by (namespace, training_job)"
 LEADER = 'replica_role!="follower"'   # Kueue HA followers report too (kueue@v0.19.2:pkg/metrics/metrics.go:300-312)
-
-
-class AlertThresholds(BaseModel):
-    """Alert thresholds (spec ``observability.alerts``); the defaults are what docs/prometheus-rules.yaml holds."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    node_replacement_pending_minutes: int = Field(
-        30, ge=1, description="a node marked for replacement (node action 2) this long without being replaced")
-    remediation_stuck_minutes: int = Field(
-        60, ge=1, description="a group with nodes in remediation continuously this long")
-    budget_exhausted_minutes: int = Field(
-        15, ge=1, description="a group's remediation budget used up with nodes waiting this long")
-    remediation_errors: int = Field(3, ge=1, description="failed remediation steps in a group within 30 minutes")
-    remediation_p90_minutes: int = Field(
-        60, ge=1, description="90th percentile of fault-to-back-in-service time over 6 hours, per group and action")
-    deep_check_failed_nodes: int = Field(
-        3, ge=1, description="nodes whose deep health check failed within 6 hours (a bad capacity batch or check)")
-    job_hang_minutes: int = Field(15, ge=1, description="a running job whose step has not advanced this long")
-    goodput_target: float = Field(
-        0.9, gt=0, lt=1, description="a job's goodput over the window below this fraction")
-    goodput_window_minutes: int = Field(60, ge=10, description="window of the per-job goodput")
-    step_time_regression: float = Field(
-        1.5, gt=1, description="a job's 10-minute step time above this multiple of its own 6-hour median")
-    queue_stalled_minutes: int = Field(
-        30, ge=1, description="a team queue with workloads pending and none admitted this long")
-    inadmissible_minutes: int = Field(
-        30, ge=1, description="a team queue holding workloads Kueue judged inadmissible this long")
 
 
 @dataclass(frozen=True)
