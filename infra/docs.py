@@ -71,6 +71,12 @@ def _prometheus_rules_yaml() -> str:
     return rules_yaml()
 
 
+def _observability_md() -> str:
+    from observability.docs import observability_md
+
+    return observability_md()
+
+
 # name -> renderer; other packages add their generated pages here.
 
 PAGES: dict[str, Callable[[], str]] = {
@@ -79,6 +85,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "spec.md": _spec_md,
     "node-agent-rules.md": _node_agent_rules_md,
     "prometheus-rules.yaml": _prometheus_rules_yaml,
+    "observability.md": _observability_md,
 }
 
 

@@ -275,3 +275,12 @@ def test_the_deep_check_alert_names_real_node_agent_rules():
     names = re.search(r'rule=~"([^"]+)"', expr).group(1).split("|")
     assert names and all(RULES[n].probe == "deep-check" for n in names)
     assert "openpod_node_agent_findings_total" in BY_NAME
+
+
+def test_every_alert_says_what_to_do_and_the_docs_show_it():
+    from observability.docs import observability_md
+
+    page = observability_md()
+    for a in alerts(AlertThresholds()):
+        assert len(a.runbook) > 40 and a.severity in ("critical", "warning", "info"), a.name
+        assert f"**{a.name}**" in page and a.runbook.split(";")[0][:30] in page, a.name
