@@ -39,6 +39,7 @@ POD_LABEL = "__meta_kubernetes_pod_label_"
 POD_ANNOTATION = "__meta_kubernetes_pod_annotation_"
 SCRAPE = POD_ANNOTATION + "prometheus_io_scrape"
 PORT = POD_ANNOTATION + "prometheus_io_port"
+POD_IP = "__meta_kubernetes_pod_ip"
 TEAM = POD_LABEL + _meta(f"{L.DOMAIN}/team")
 
 
@@ -54,7 +55,7 @@ def _copy(source: str, target: str) -> dict:
     return {"source_labels": [source], "regex": "(.+)", "target_label": target, "replacement": "$1"}
 
 
-ANNOTATED_ADDRESS = {"source_labels": ["__meta_kubernetes_pod_ip", PORT], "regex": r"(.+);(\d+)",
+ANNOTATED_ADDRESS = {"source_labels": [POD_IP, PORT], "regex": r"(.+);(\d+)",
                      "target_label": "__address__", "replacement": "$1:$2"}
 POD_IDENTITY = [_copy("__meta_kubernetes_namespace", "namespace"), _copy("__meta_kubernetes_pod_name", "pod"),
                 _copy("__meta_kubernetes_pod_node_name", "node")]
