@@ -284,3 +284,20 @@ def test_every_alert_says_what_to_do_and_the_docs_show_it():
     for a in alerts(AlertThresholds()):
         assert len(a.runbook) > 40 and a.severity in ("critical", "warning", "info"), a.name
         assert f"**{a.name}**" in page and a.runbook.split(";")[0][:30] in page, a.name
+
+
+def test_promtool_check_config_accepts_every_scrape_job(promtool, tmp_path):
+    """Every job and relabeling parses (Debian's Prometheus lacks Kubernetes discovery: file_sd stands in)."""
+    from observability.scrape import SA_TOKEN, prometheus_config
+
+    config = prometheus_config()
+    (tmp_path / "token").write_text("t")
+    (tmp_path / "targets.json").write_text("[]")
+    for job in config["scrape_configs"]:
+        assert job.pop("kubernetes_sd_configs")[0]["role"] in ("pod", "endpoints")
+        job["file_sd_configs"] = [{"files": [str(tmp_path / "targets.json")]}]
+        if job.get("authorization", {}).get("credentials_file") == SA_TOKEN:
+            job["authorization"]["credentials_file"] = str(tmp_path / "token")
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    out = _promtool(promtool, "check", "config", "prometheus.yml", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
