@@ -203,6 +203,10 @@ from infra.preflight import capacity_command as _capacity, preflight_command as 
 main.add_command(_preflight)
 main.add_command(_capacity)
 
+from infra.dashboards_cli import command as _dashboards  # noqa: E402
+
+main.add_command(_dashboards)
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -62,6 +62,15 @@ def observability_md() -> str:
     for a in alerts(t):
         when = f"`{_cell(a.expr)}`" + (f" for {a.for_}" if a.for_ != "0m" else "")
         out.append(f"| **{a.name}** | {a.severity} | {_cell(a.description)} {when} | {_cell(a.runbook)} |")
+    from observability.dashboards import DASHBOARDS
+
+    out += ["", "## Dashboards", "",
+            "`openpod dashboards --out DIR` writes them as Grafana JSON (built with grafana-foundation-sdk; "
+            "`observability/dashboards.py`); each has a `datasource` variable for the Prometheus data source.", "",
+            "| dashboard | uid | panels |", "|---|---|---|"]
+    for d in DASHBOARDS:
+        panels = "; ".join(f"{row}: " + ", ".join(p.title for p in ps) for row, ps in d.rows)
+        out.append(f"| {d.title} | `{d.uid}` | {_cell(panels)} |")
     out += [
         "", "## Known gaps", "",
         "- `openpod submit` does not yet start the runtime with `--metrics-port` nor annotate training pods "
