@@ -203,9 +203,10 @@ from infra.preflight import capacity_command as _capacity, preflight_command as 
 main.add_command(_preflight)
 main.add_command(_capacity)
 
-from infra.dashboards_cli import command as _dashboards  # noqa: E402
+from infra.observability_cli import dashboards as _dashboards, rules as _rules  # noqa: E402
 
 main.add_command(_dashboards)
+main.add_command(_rules)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -22,7 +22,9 @@ def observability_md() -> str:
         "The spec's `observability:` section (on by default, see [spec.md](spec.md)) creates an Amazon Managed Service for Prometheus workspace, a managed "
         "scraper of the cluster, the rule groups below and an alert manager publishing to an encrypted SNS "
         "topic (`platform_constructs/observability.py`). The same rules are in "
-        "[prometheus-rules.yaml](prometheus-rules.yaml) for an in-cluster Prometheus; `promtool test rules` "
+        "[prometheus-rules.yaml](prometheus-rules.yaml) (default thresholds) for an in-cluster Prometheus; "
+        "`openpod rules --out DIR` writes them at the spec's thresholds with the scrape configuration. "
+        "`promtool test rules` "
         "runs every alert on series that fire it and on series that must not "
         "(`tests/observability/test_rules.py`).",
         "",

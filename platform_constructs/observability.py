@@ -55,11 +55,10 @@ def alertmanager_definition(region: str) -> str:
     config = {
         "route": {"receiver": "sns", "group_by": GROUP_BY, "group_wait": "30s", "group_interval": "5m",
                   "repeat_interval": "4h"},
-        "receivers": [{"name": "sns", "sns_configs": [{
-            "topic_arn": "${TopicArn}", "sigv4": {"region": region},
-            "attributes": {"severity": "{{ .CommonLabels.severity }}"}}]}],
+        "receivers": [{"name": "sns", "sns_configs": [{"topic_arn": "${TopicArn}", "sigv4": {"region": region}}]}],
     }
-    return yaml.safe_dump({"alertmanager_config": yaml.safe_dump(config, sort_keys=False)}, sort_keys=False)
+    inner = yaml.safe_dump(config, sort_keys=False)
+    return "alertmanager_config: |\n" + "".join(f"  {line}\n" for line in inner.splitlines())
 
 
 class PlatformObservability(Construct):

@@ -127,6 +127,20 @@ def test_the_in_cluster_collector_gets_workspace_rules_and_alerts_but_no_scraper
         "KmsKeyArn": KMS, "WorkspaceConfiguration": {"RetentionPeriodInDays": 30}})
 
 
+def test_an_existing_alert_topic_is_used_as_is():
+    from aws_cdk import aws_sns as sns
+
+    stack, subnets = _stack_and_subnets(2)
+    topic = sns.Topic.from_topic_arn(stack, "Existing", "arn:aws:sns:us-east-2:123456789012:oncall")
+    PlatformObservability(stack, "O", cluster=None, subnets=subnets, rule_groups=rule_groups(),
+                          scrape_config=prometheus_config(), alias="t", collector="in-cluster", alert_topic=topic)
+    t = cdk.assertions.Template.from_stack(stack)
+    t.resource_count_is("AWS::SNS::Topic", 0)
+    t.resource_count_is("AWS::KMS::Key", 0)
+    ws = next(iter(t.find_resources("AWS::APS::Workspace").values()))["Properties"]
+    assert ws["AlertManagerDefinition"]["Fn::Sub"][1] == {"TopicArn": "arn:aws:sns:us-east-2:123456789012:oncall"}
+
+
 # ---------------------------------------------------------------------------- the spec section
 def _spec(**observability) -> dict:
     data = copy.deepcopy(yaml.safe_load((EXAMPLES / "default.yaml").read_text()))

@@ -12,8 +12,9 @@ def _tool(name: str) -> str:
     path = shutil.which(name)
     if path:
         return path
-    msg = (f"{name} not found: install the Debian package `prometheus` (`make setup` does: "
-           f"apt-get install -y --no-install-recommends prometheus)")
+    package = "prometheus-alertmanager" if name == "amtool" else "prometheus"
+    msg = (f"{name} not found: install the Debian package `{package}` (`make setup` does: "
+           f"apt-get install -y --no-install-recommends prometheus prometheus-alertmanager)")
     if os.environ.get("CI") == "true":
         pytest.fail(msg)  # CI must run these tests, never skip them
     pytest.skip(msg)
@@ -27,3 +28,8 @@ def promtool() -> str:
 @pytest.fixture(scope="session")
 def prometheus_bin() -> str:
     return _tool("prometheus")
+
+
+@pytest.fixture(scope="session")
+def amtool() -> str:
+    return _tool("amtool")

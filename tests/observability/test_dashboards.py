@@ -61,3 +61,23 @@ def test_openpod_dashboards_writes_one_file_per_dashboard(tmp_path):
     assert [f.stem for f in files] == sorted(d.uid for d in DASHBOARDS)
     for d in DASHBOARDS:
         assert json.loads((tmp_path / "d" / f"{d.uid}.json").read_text()) == dashboard_json(d)
+
+
+def test_openpod_rules_writes_the_rule_file_at_the_spec_thresholds(tmp_path, promtool):
+    import copy
+
+    from observability.rules import rules_yaml
+    from observability.thresholds import AlertThresholds
+    from tests.conftest import EXAMPLES
+
+    data = copy.deepcopy(yaml.safe_load((EXAMPLES / "default.yaml").read_text()))
+    data["observability"] = {"alerts": {"job_hang_minutes": 7}}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(data))
+    r = CliRunner().invoke(main, ["rules", "--spec", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "p")])
+    assert r.exit_code == 0, r.output
+    text = (tmp_path / "p" / "openpod-rules.yaml").read_text()
+    assert text == rules_yaml(AlertThresholds(job_hang_minutes=7)) and "changes(openpod_training_step[7m])" in text
+    out = subprocess.run([promtool, "check", "rules", str(tmp_path / "p" / "openpod-rules.yaml")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert yaml.safe_load((tmp_path / "p" / "openpod-scrape.yaml").read_text())["scrape_configs"]
