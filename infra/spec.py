@@ -280,6 +280,8 @@ DEFAULT_CHARTS: dict[str, str] = {
     "neuron-helm-chart": "1.3.0",
     "kueue": "0.19.2",
     "jobset": "0.12.0",
+    "prometheus-node-exporter": "4.56.1",
+    "kube-state-metrics": "8.4.0",
 }
 
 

@@ -231,13 +231,22 @@ class PlatformStack(cdk.Stack):
 
 
 def _observability(stack: PlatformStack, spec: ClusterSpec, cluster) -> PlatformObservability:
+    """The exporters, and the workspace, scraper, rules and alerting of ``spec.observability``."""
     from aws_cdk import aws_sns as sns
 
+    from infra.governance.install import system_node_selector
     from observability.rules import rule_groups
     from observability.scrape import prometheus_config
+    from platform_constructs.exporters import MetricsExporters
 
     o = spec.observability
     topic = sns.Topic.from_topic_arn(stack, "AlertTopic", o.alert_topic_arn) if o.alert_topic_arn else None
+    stack.exporters = MetricsExporters(stack, "Exporters", cluster=cluster, chart_versions=spec.eks.chart_versions,
+                                       system_node_selector=system_node_selector(spec))
+    for g in spec.instance_groups:  # the charts' pods need the system nodes up (as the other charts)
+        if not g.type.is_accelerated and g.min_size >= 1 and g.name in stack.instance_groups:
+            for chart in stack.exporters.charts.values():
+                chart.node.add_dependency(stack.instance_groups[g.name].nodegroup)
     obs = PlatformObservability(
         stack, "Observability", cluster=cluster, subnets=stack.network.private_subnets(),
         rule_groups=rule_groups(o.alerts), scrape_config=prometheus_config(f"{o.scrape_interval_seconds}s"),

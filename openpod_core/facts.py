@@ -122,6 +122,18 @@ FACTS: tuple[Fact, ...] = (
         "2026-11-23", "the spec allows 1..1095 days",
     ),
     Fact(
+        "chart.prometheus-node-exporter", "4.56.1 (node_exporter 1.12.1); values service.port 9100, podAnnotations, "
+        "tolerations (default: NoSchedule only)",
+        "prometheus-community/helm-charts@prometheus-node-exporter-4.56.1:charts/prometheus-node-exporter/values.yaml:131,429,471",
+        "2026-11-23", "the platform tolerates every taint so nodes in their startup health check are watched too",
+    ),
+    Fact(
+        "chart.kube-state-metrics", "8.4.0 (kube-state-metrics 2.20.0); values service.port 8080, nodeSelector, "
+        "podAnnotations",
+        "prometheus-community/helm-charts@kube-state-metrics-8.4.0:charts/kube-state-metrics/values.yaml:64,360,389",
+        "2026-11-23", "prometheusScrape (line 2) annotates only the Service; the platform annotates the pod",
+    ),
+    Fact(
         "kueue.metrics.names", "kueue_pending_workloads{cluster_queue,status,replica_role}, "
         "kueue_admitted_workloads_total, kueue_admission_wait_time_seconds, kueue_cluster_queue_nominal_quota ...",
         "kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go:411-420,526-549,866-874", "2026-11-23",
@@ -154,6 +166,8 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
     ("AMP scraper access entry", "the access entry names role/<name> of the scraper's service-linked role "
                                  "(its RoleArn without the aws-service-role/scraper.aps.amazonaws.com/ path), "
                                  "Kubernetes user aps-collector-user; not checked against a live scraper"),
+    ("EFA counters in node exporter", "node_exporter's infiniband collector (on by default) exports the EFA "
+                                      "devices' counters from /sys/class/infiniband; not checked on an EFA node"),
     ("AMP scraper and Kueue's metrics", "the managed scraper honours `authorization.credentials_file` "
                                         "(/var/run/secrets/kubernetes.io/serviceaccount/token) with its own "
                                         "cluster identity, so Kueue's authenticated endpoint accepts it"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import aws_cdk as cdk
 import pytest
@@ -167,3 +168,24 @@ def test_an_unknown_threshold_is_named():
     with pytest.raises(SpecError) as e:
         parse_spec(_spec(alerts={"job_hang_minute": 5}), "bad.yaml")
     assert any("observability.alerts.job_hang_minute" in str(p) for p in e.value.problems)
+
+
+# ---------------------------------------------------------------------------- exporters
+def test_every_exporter_chart_is_pinned_and_annotated_for_the_scrape_job(default):
+    from observability.scrape import JOB_OTHER, scrape_configs
+    from platform_constructs.exporters import CHARTS, REPOSITORY
+
+    charts = {r["Properties"]["Chart"]: r["Properties"]
+              for r in default.resources("Custom::AWSCDK-EKS-HelmChart").values()
+              if r["Properties"].get("Repository") == REPOSITORY}
+    assert sorted(charts) == sorted(CHARTS)
+    versions = default.stack.spec.eks.chart_versions
+    for name, props in charts.items():
+        assert props["Version"] == versions[name] and props["Version"][0].isdigit(), name  # an exact version
+        values = json.loads(props["Values"]) if isinstance(props["Values"], str) else props["Values"]
+        ann = values["podAnnotations"]
+        assert ann["prometheus.io/scrape"] == "true" and ann["prometheus.io/port"].isdigit(), name
+    job = next(j for j in scrape_configs() if j["job_name"] == JOB_OTHER)
+    assert any(r["action"] == "keep" and r["regex"] == "true" for r in job["relabel_configs"])
+    ne = json.loads(charts["prometheus-node-exporter"]["Values"])
+    assert ne["tolerations"] == [{"operator": "Exists"}]  # also on tainted accelerator nodes
