@@ -282,6 +282,7 @@ DEFAULT_CHARTS: dict[str, str] = {
     "jobset": "0.12.0",
     "prometheus-node-exporter": "4.56.1",
     "kube-state-metrics": "8.4.0",
+    "dcgm-exporter": "4.8.2",
 }
 
 

@@ -82,8 +82,8 @@ def observability_md() -> str:
         "Configuration (infra/governance/install.py); `openpod:team_borrowed:sum` is empty until then.",
         "- The per-rank straggler score (`openpod_train_straggler_score`, training/ft/heartbeat.py) is not "
         "served by any endpoint yet, so no rule reads it; step-time regression uses the goodput ledger.",
-        "- node exporter and kube-state-metrics are deployed (pinned charts, platform_constructs/exporters.py); "
-        "the DCGM exporter (NVIDIA groups) and Neuron monitor (Trainium groups) are not yet: the "
-        "`kubernetes-pods` job scrapes them once they run with the `prometheus.io/scrape` annotation.",
+        "- node exporter, kube-state-metrics and (with NVIDIA groups) the DCGM exporter are deployed as pinned "
+        "charts (platform_constructs/exporters.py); the Neuron monitor (Trainium groups) is not yet: the "
+        "`kubernetes-pods` job scrapes it once it runs with the `prometheus.io/scrape` annotation.",
     ]
     return "\n".join(out) + "\n"

@@ -134,6 +134,12 @@ FACTS: tuple[Fact, ...] = (
         "2026-11-23", "prometheusScrape (line 2) annotates only the Service; the platform annotates the pod",
     ),
     Fact(
+        "chart.dcgm-exporter", "4.8.2 (tag 4.5.3-4.8.2, repo https://nvidia.github.io/dcgm-exporter/helm-charts); "
+        "values podAnnotations, service.port 9400, serviceMonitor.enabled true by default",
+        "NVIDIA/dcgm-exporter@4.5.3-4.8.2:deployment/values.yaml:85,114,129 and README.md:38-39", "2026-11-23",
+        "the platform turns the ServiceMonitor off (no Prometheus Operator CRDs) and annotates the pods",
+    ),
+    Fact(
         "kueue.metrics.names", "kueue_pending_workloads{cluster_queue,status,replica_role}, "
         "kueue_admitted_workloads_total, kueue_admission_wait_time_seconds, kueue_cluster_queue_nominal_quota ...",
         "kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go:411-420,526-549,866-874", "2026-11-23",

@@ -173,12 +173,12 @@ def test_an_unknown_threshold_is_named():
 # ---------------------------------------------------------------------------- exporters
 def test_every_exporter_chart_is_pinned_and_annotated_for_the_scrape_job(default):
     from observability.scrape import JOB_OTHER, scrape_configs
-    from platform_constructs.exporters import CHARTS, REPOSITORY
+    from platform_constructs.exporters import CHARTS, NVIDIA_CHARTS, REPOSITORIES
 
     charts = {r["Properties"]["Chart"]: r["Properties"]
               for r in default.resources("Custom::AWSCDK-EKS-HelmChart").values()
-              if r["Properties"].get("Repository") == REPOSITORY}
-    assert sorted(charts) == sorted(CHARTS)
+              if r["Properties"].get("Repository") in REPOSITORIES.values()}
+    assert sorted(charts) == sorted(CHARTS + NVIDIA_CHARTS)  # the default example has NVIDIA groups
     versions = default.stack.spec.eks.chart_versions
     for name, props in charts.items():
         assert props["Version"] == versions[name] and props["Version"][0].isdigit(), name  # an exact version
@@ -189,3 +189,6 @@ def test_every_exporter_chart_is_pinned_and_annotated_for_the_scrape_job(default
     assert any(r["action"] == "keep" and r["regex"] == "true" for r in job["relabel_configs"])
     ne = json.loads(charts["prometheus-node-exporter"]["Values"])
     assert ne["tolerations"] == [{"operator": "Exists"}]  # also on tainted accelerator nodes
+    dcgm = json.loads(charts["dcgm-exporter"]["Values"])
+    assert dcgm["nodeSelector"] == {"openpod.io/accelerator": "nvidia"}
+    assert dcgm["serviceMonitor"] == {"enabled": False}  # its default needs Prometheus Operator CRDs
