@@ -132,6 +132,30 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
 )
 
 
+DASHBOARDS += (
+    DashboardSpec(
+        "openpod-accelerators", "openpod / accelerators",
+        "NVIDIA GPUs per node (dcgm-exporter): utilization, tensor activity, memory, power, temperature, errors.",
+        rows=(
+            ("Utilization", (
+                P("GPU utilization by node", (Q("avg by (node) (DCGM_FI_DEV_GPU_UTIL)", "{{node}}"),), unit="percent"),
+                P("Tensor pipe active by node", (Q("avg by (node) (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE)", "{{node}}"),),
+                  unit="percentunit"),
+                P("Framebuffer used by node", (Q("sum by (node) (DCGM_FI_DEV_FB_USED)", "{{node}}"),), unit="decmbytes"),
+            )),
+            ("Health", (
+                P("Power by node", (Q("sum by (node) (DCGM_FI_DEV_POWER_USAGE)", "{{node}}"),), unit="watt"),
+                P("Hottest GPU by node", (Q("max by (node) (DCGM_FI_DEV_GPU_TEMP)", "{{node}}"),), unit="celsius"),
+                P("Last Xid per GPU (non-zero)", (Q("DCGM_FI_DEV_XID_ERRORS > 0", "{{node}} gpu {{gpu}}"),)),
+                P("Rows remapped for uncorrectable errors", (Q("sum by (node) (DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS)",
+                                                              "{{node}}"),)),
+                P("NVLink bandwidth counter rate by node",
+                  (Q("sum by (node) (rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL[5m]))", "{{node}}"),)),
+            )),
+        )),
+)
+
+
 def _panel(p: PanelSpec):
     from grafana_foundation_sdk.builders import prometheus, stat, timeseries
     from grafana_foundation_sdk.models.dashboard import DataSourceRef

@@ -17,6 +17,7 @@ JOB_DETECTOR = "openpod-node-agent"
 JOB_CONTROLLER = "openpod-remediation"
 JOB_TRAINING = "openpod-training"
 JOB_KUEUE = "kueue"
+JOB_EXPORTERS = "kubernetes-pods"   # annotated exporter pods (observability/scrape.py JOB_OTHER)
 
 KUEUE_METRICS_GO = "kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go"
 CHECKED = "2026-11-23"
@@ -39,6 +40,14 @@ class Metric:
 
 def _kueue(name: str, typ: str, unit: str, labels: tuple[str, ...], line: int, help: str, requires: str = "") -> Metric:
     return Metric(name, typ, unit, labels, JOB_KUEUE, f"{KUEUE_METRICS_GO}:{line}", help, requires=requires)
+
+
+DCGM_COUNTERS = "NVIDIA/dcgm-exporter@4.5.3-4.8.2:etc/default-counters.csv"
+DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")  # rendermetrics/render_metrics.go:47
+
+
+def _dcgm(name: str, typ: str, unit: str, line: int, help: str) -> Metric:
+    return Metric(name, typ, unit, DCGM_LABELS, JOB_EXPORTERS, f"{DCGM_COUNTERS}:{line}", f"dcgm-exporter: {help}")
 
 
 _CQ_RESOURCES = ("Kueue Configuration metrics.enableClusterQueueResources: true "
@@ -116,6 +125,18 @@ METRICS: tuple[Metric, ...] = (
     _kueue("kueue_cluster_queue_nominal_quota", "gauge", "resource units",
            ("cohort", "cluster_queue", "flavor", "resource", "replica_role"), 869,
            "ClusterQueue's nominal quota per flavor", requires=_CQ_RESOURCES),
+)
+
+METRICS += (
+    # ------------------------------------------------------------------ NVIDIA GPUs (dcgm-exporter default counters)
+    _dcgm("DCGM_FI_DEV_GPU_UTIL", "gauge", "percent", 23, "GPU utilization"),
+    _dcgm("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "ratio", 92, "ratio of cycles the tensor pipe is active"),
+    _dcgm("DCGM_FI_DEV_FB_USED", "gauge", "MiB", 46, "framebuffer memory used"),
+    _dcgm("DCGM_FI_DEV_GPU_TEMP", "gauge", "celsius", 11, "GPU temperature"),
+    _dcgm("DCGM_FI_DEV_POWER_USAGE", "gauge", "watts", 14, "power draw"),
+    _dcgm("DCGM_FI_DEV_XID_ERRORS", "gauge", "enum", 29, "value of the last Xid error"),
+    _dcgm("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "1", 65, "NVLink bandwidth counters, all lanes"),
+    _dcgm("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "1", 72, "rows remapped for uncorrectable errors"),
 )
 
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
