@@ -38,6 +38,8 @@ class ObservabilitySpec(BaseModel):
         None, pattern=SNS_TOPIC_ARN,
         description="existing SNS topic for alerts (its policy must let aps.amazonaws.com publish); "
                     "default: a topic encrypted with a key of the platform")
+    grafana: bool = Field(False, description="an Amazon Managed Grafana workspace (sign-in with IAM Identity Center, "
+                                            "which must be enabled) whose role may only query this workspace")
     alerts: AlertThresholds = Field(AlertThresholds(), description="alert thresholds (docs/observability.md)")
 
     @model_validator(mode="after")

@@ -252,9 +252,11 @@ def _observability(stack: PlatformStack, spec: ClusterSpec, cluster) -> Platform
         stack, "Observability", cluster=cluster, subnets=stack.network.private_subnets(),
         rule_groups=rule_groups(o.alerts), scrape_config=prometheus_config(f"{o.scrape_interval_seconds}s"),
         alias=f"openpod-{spec.name}", collector=o.collector, retention_days=o.retention_days,
-        kms_key_arn=o.kms_key_arn, alert_topic=topic)
+        kms_key_arn=o.kms_key_arn, alert_topic=topic, grafana=o.grafana)
     cdk.CfnOutput(stack, "PrometheusWorkspaceArn", value=obs.workspace.attr_arn)
     cdk.CfnOutput(stack, "AlertTopicArn", value=obs.alert_topic.topic_arn)
+    if obs.grafana is not None:
+        cdk.CfnOutput(stack, "GrafanaUrl", value=obs.grafana.attr_endpoint)
     return obs
 
 

@@ -21,7 +21,8 @@ def observability_md() -> str:
         "",
         "The spec's `observability:` section (on by default, see [spec.md](spec.md)) creates an Amazon Managed Service for Prometheus workspace, a managed "
         "scraper of the cluster, the rule groups below and an alert manager publishing to an encrypted SNS "
-        "topic (`platform_constructs/observability.py`). The same rules are in "
+        "topic (`platform_constructs/observability.py`); with `grafana: true`, also an Amazon Managed Grafana "
+        "workspace (IAM Identity Center sign-in) whose role may only query the Prometheus workspace. The same rules are in "
         "[prometheus-rules.yaml](prometheus-rules.yaml) (default thresholds) for an in-cluster Prometheus; "
         "`openpod rules --out DIR` writes them at the spec's thresholds with the scrape configuration. "
         "`promtool test rules` "

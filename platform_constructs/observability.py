@@ -18,6 +18,7 @@ import yaml
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_grafana
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
@@ -26,6 +27,9 @@ from constructs import Construct
 SCRAPER_USER = "aps-collector-user"   # the Kubernetes user the access entry maps the scraper's role to
 RULES_NAMESPACE = "openpod"
 APS = "aps.amazonaws.com"
+# What a Grafana data source needs to query a workspace (grafana-amazonprometheus-datasource "Before you begin":
+# https://grafana.com/docs/plugins/grafana-amazonprometheus-datasource/latest/configure/, checked 2026-11-23).
+QUERY_ACTIONS = ["aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:GetMetricMetadata"]
 GROUP_BY = ["alertname", "group", "node", "namespace", "training_job", "cluster_queue"]
 
 
@@ -75,7 +79,7 @@ class PlatformObservability(Construct):
                  rule_groups: Mapping, scrape_config: Mapping, alias: str,
                  collector: Literal["managed-scraper", "in-cluster"] = "managed-scraper",
                  retention_days: int = 150, kms_key_arn: str | None = None,
-                 alert_topic: sns.ITopic | None = None) -> None:
+                 alert_topic: sns.ITopic | None = None, grafana: bool = False) -> None:
         super().__init__(scope, id)
         if collector not in ("managed-scraper", "in-cluster"):
             raise ValueError(f"PlatformObservability: collector must be managed-scraper or in-cluster, got {collector!r}")
@@ -121,6 +125,18 @@ class PlatformObservability(Construct):
             self, "Rules", workspace=self.workspace.attr_arn, name=RULES_NAMESPACE,
             data=yaml.safe_dump(dict(rule_groups), sort_keys=False, width=200))
 
+        # -- dashboards: a Managed Grafana workspace that may read this workspace and nothing else
+        self.grafana: aws_grafana.CfnWorkspace | None = None
+        if grafana:
+            self.grafana_role = iam.Role(
+                self, "GrafanaRole", description=f"Amazon Managed Grafana {alias}: query the Prometheus workspace",
+                assumed_by=iam.ServicePrincipal("grafana.amazonaws.com", conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account}}))
+            self.grafana_role.add_to_policy(iam.PolicyStatement(actions=QUERY_ACTIONS,
+                                                                resources=[self.workspace.attr_arn]))
+            self.grafana = grafana_workspace = _grafana_workspace(self, alias, self.grafana_role)
+            grafana_workspace.node.add_dependency(self.grafana_role)
+
         # -- the managed scraper and its way into the cluster
         self.scraper: aps.CfnScraper | None = None
         if collector == "managed-scraper":
@@ -143,3 +159,10 @@ class PlatformObservability(Construct):
                 principal_arn=cdk.Fn.join("", [f"arn:{stack.partition}:iam::{stack.account}:role/", role_name]),
                 username=SCRAPER_USER)
             self.rbac = cluster.add_manifest("ScraperRbac", *scraper_rbac())
+
+
+def _grafana_workspace(scope: Construct, alias: str, role: iam.Role) -> aws_grafana.CfnWorkspace:
+    return aws_grafana.CfnWorkspace(
+        scope, "Grafana", name=alias, account_access_type="CURRENT_ACCOUNT", authentication_providers=["AWS_SSO"],
+        permission_type="CUSTOMER_MANAGED", role_arn=role.role_arn, data_sources=["PROMETHEUS"],
+        description=f"openpod {alias} dashboards (openpod dashboards --out DIR)")

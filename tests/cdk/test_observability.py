@@ -192,3 +192,26 @@ def test_every_exporter_chart_is_pinned_and_annotated_for_the_scrape_job(default
     dcgm = json.loads(charts["dcgm-exporter"]["Values"])
     assert dcgm["nodeSelector"] == {"openpod.io/accelerator": "nvidia"}
     assert dcgm["serviceMonitor"] == {"enabled": False}  # its default needs Prometheus Operator CRDs
+
+
+def test_managed_grafana_may_only_query_this_workspace_and_passes_cdk_nag(tmp_path):
+    from infra import nag
+    from platform_constructs.observability import QUERY_ACTIONS
+
+    app = cdk.App(outdir=str(tmp_path))
+    nag.add_checks(app)
+    stack = cdk.Stack(app, "G", env=cdk.Environment(account="123456789012", region="us-east-2"))
+    obs = PlatformObservability(stack, "O", cluster=None, subnets=[], rule_groups=rule_groups(),
+                                scrape_config=prometheus_config(), alias="t", collector="in-cluster", grafana=True)
+    app.synth()  # a cdk-nag finding would fail here
+    t = cdk.assertions.Template.from_stack(stack)
+    t.has_resource_properties("AWS::Grafana::Workspace", {
+        "PermissionType": "CUSTOMER_MANAGED", "AccountAccessType": "CURRENT_ACCOUNT",
+        "AuthenticationProviders": ["AWS_SSO"], "DataSources": ["PROMETHEUS"]})
+    (policy,) = t.find_resources("AWS::IAM::Policy").values()
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert sorted(statement["Action"]) == sorted(QUERY_ACTIONS)
+    assert statement["Resource"] == {"Fn::GetAtt": [stack.get_logical_id(obs.workspace), "Arn"]}
+    role = next(iter(t.find_resources("AWS::IAM::Role").values()))["Properties"]["AssumeRolePolicyDocument"]
+    assert role["Statement"][0]["Principal"] == {"Service": "grafana.amazonaws.com"}
+    assert role["Statement"][0]["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
