@@ -76,7 +76,9 @@ def scrape_configs() -> list[dict]:
         _pods(JOB_CONTROLLER, namespaces=[OPENPOD_NAMESPACE], relabel=[_keep(app, CONTROLLER_APP)]),
         _pods(JOB_TRAINING, namespaces=None, relabel=[
             _keep(TEAM, ".+"),
-            # the job's identity across its pods and restarts: the JobSet's name, else the Job's
+            # the job's identity across its pods and restarts: the JobSet's name
+            # (kubernetes-sigs/jobset@v0.12.0:api/jobset/v1alpha2/jobset_types.go:24), else the Job's
+            # (batch.kubernetes.io/job-name, https://kubernetes.io/docs/reference/labels-annotations-taints/)
             _copy(POD_LABEL + "batch_kubernetes_io_job_name", "training_job"),
             _copy(POD_LABEL + _meta("jobset.sigs.k8s.io/jobset-name"), "training_job"),
         ]),
