@@ -53,9 +53,12 @@ def observability_md() -> str:
     for job in scrape_configs():
         sd = job["kubernetes_sd_configs"][0]
         where = ", ".join(sd.get("namespaces", {}).get("names", [])) or "all namespaces"
-        keeps = "; ".join(f"{r['source_labels'][0].removeprefix('__meta_kubernetes_')} ~ `{r['regex']}`"
-                          for r in job["relabel_configs"] if r.get("action") == "keep")
-        out.append(f"| `{job['job_name']}` | {sd['role']}s in {where}; keep {_cell(keeps)} |")
+        def rules(action: str) -> str:
+            return "; ".join(f"{r['source_labels'][0].removeprefix('__meta_kubernetes_')} ~ `{r['regex']}`"
+                             for r in job["relabel_configs"] if r.get("action") == action)
+        role = {"pod": "pods", "endpoints": "service endpoints"}[sd["role"]]
+        drops = f"; drop {rules('drop')}" if rules("drop") else ""
+        out.append(f"| `{job['job_name']}` | {role} in {where}; keep {_cell(rules('keep'))}{_cell(drops)} |")
     out += ["", "## Recording rules", "", "| record | meaning |", "|---|---|"]
     out += [f"| `{r.record}` | {_cell(r.help)} |" for r in records()]
     out += ["", "## Alerts and what to do", "",
