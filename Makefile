@@ -10,9 +10,17 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: setup synth test bench docs clean
+.PHONY: setup synth test bench docs clean prometheus-tools
 
-setup: $(STAMP) node_modules/.installed
+setup: $(STAMP) node_modules/.installed prometheus-tools
+
+# promtool and prometheus (Debian package `prometheus`), amtool (`prometheus-alertmanager`) for the rule,
+# scrape and alert routing tests; idempotent.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+prometheus-tools:
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager; }
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -240,6 +240,11 @@ from infra.jobs_cli import jobs as _jobs  # noqa: E402
 
 main.add_command(_jobs)
 
+from infra.observability_cli import dashboards as _dashboards, rules as _rules  # noqa: E402
+
+main.add_command(_dashboards)
+main.add_command(_rules)
+
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -65,6 +65,18 @@ def _node_agent_rules_md() -> str:
     return rules_markdown()
 
 
+def _prometheus_rules_yaml() -> str:
+    from observability.rules import rules_yaml
+
+    return rules_yaml()
+
+
+def _observability_md() -> str:
+    from observability.docs import observability_md
+
+    return observability_md()
+
+
 # name -> renderer; other packages add their generated pages here.
 
 PAGES: dict[str, Callable[[], str]] = {
@@ -72,6 +84,8 @@ PAGES: dict[str, Callable[[], str]] = {
     "facts.md": facts_md,
     "spec.md": _spec_md,
     "node-agent-rules.md": _node_agent_rules_md,
+    "prometheus-rules.yaml": _prometheus_rules_yaml,
+    "observability.md": _observability_md,
 }
 
 

@@ -40,6 +40,7 @@ EXIT_BLOCKED = 3
 EXTRA_STATEFUL_TYPES = {
     "AWS::FSx::DataRepositoryAssociation": "links the file system to its S3 data repository",
     "AWS::EKS::Cluster": "a new cluster: every node, job and Kubernetes object is lost",
+    "AWS::APS::Workspace": "a new Prometheus workspace: the platform's metric history is lost",
 }
 
 # What each action means for people, in table order.

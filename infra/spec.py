@@ -28,6 +28,7 @@ from openpod_core import instance_types
 from openpod_core.instance_types import InstanceType
 from infra.pipeline_spec import PipelineSpec
 from infra.queueing_spec import QueueingSpec
+from infra.observability_spec import ObservabilitySpec
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 DEFAULT_SPEC = EXAMPLES_DIR / "default.yaml"
@@ -288,6 +289,9 @@ DEFAULT_CHARTS: dict[str, str] = {
     "neuron-helm-chart": "1.3.0",
     "kueue": "0.19.2",
     "jobset": "0.12.0",
+    "prometheus-node-exporter": "4.56.1",
+    "kube-state-metrics": "8.4.0",
+    "dcgm-exporter": "4.8.2",
 }
 
 
@@ -427,6 +431,7 @@ class ClusterSpec(_Model):
     priorities: list[PrioritySpec] = list(DEFAULT_PRIORITIES)
     pipeline: PipelineSpec | None = None
     queueing: QueueingSpec = QueueingSpec()
+    observability: ObservabilitySpec = ObservabilitySpec()
 
     def group(self, name: str) -> InstanceGroupSpec:
         for g in self.instance_groups:

@@ -11,6 +11,7 @@ from pydantic_core import PydanticUndefined
 
 from infra import spec as spec_module
 from infra.queueing_spec import QueueingSpec, WaitForPodsReadySpec
+from observability.thresholds import AlertThresholds
 from openpod_core.instance_types import INSTANCE_TYPES
 
 _SECTIONS = [
@@ -32,6 +33,8 @@ _SECTIONS = [
     ("pipeline", spec_module.PipelineSpec, "Pipeline (GitOps, see gitops.md)"),
     ("queueing", QueueingSpec, "Queueing (Kueue scheduling, see governance.md)"),
     ("queueing.wait_for_pods_ready", WaitForPodsReadySpec, "Gang readiness (Kueue waitForPodsReady)"),
+    ("observability", spec_module.ObservabilitySpec, "Observability (metrics, rules, alerts; see observability.md)"),
+    ("observability.alerts", AlertThresholds, "Alert thresholds"),
 ]
 
 

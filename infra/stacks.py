@@ -29,6 +29,7 @@ from platform_constructs.instance_group import InstanceGroup
 from platform_constructs.lustre import LustreStorage
 from platform_constructs.network import Network
 from platform_constructs.node_agent import NodeHealthAgent
+from platform_constructs.observability import PlatformObservability
 from platform_constructs.training_access import TrainingAccess
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -198,6 +199,11 @@ class PlatformStack(cdk.Stack):
             for ig in system_groups:
                 c.node.add_dependency(ig.nodegroup)
 
+        # -- metrics, rules and alerts (observability/, docs/observability.md)
+        self.observability: PlatformObservability | None = None
+        if spec.observability.enabled:
+            self.observability = _observability(self, spec, cluster)
+
         # Training pods of each team run as its `training` service account (a governance object, created
         # with the team's namespace); associate the training role with it once the namespace exists.
         for team in spec.teams:
@@ -222,6 +228,36 @@ class PlatformStack(cdk.Stack):
     def availability_zones(self) -> list[str]:
         """The spec's AZs: never a context lookup, even when the spec names an account."""
         return list(self.spec.availability_zones)
+
+
+def _observability(stack: PlatformStack, spec: ClusterSpec, cluster) -> PlatformObservability:
+    """The exporters, and the workspace, scraper, rules and alerting of ``spec.observability``."""
+    from aws_cdk import aws_sns as sns
+
+    from infra.governance.install import system_node_selector
+    from observability.rules import rule_groups
+    from observability.scrape import prometheus_config
+    from platform_constructs.exporters import MetricsExporters
+
+    o = spec.observability
+    topic = sns.Topic.from_topic_arn(stack, "AlertTopic", o.alert_topic_arn) if o.alert_topic_arn else None
+    stack.exporters = MetricsExporters(stack, "Exporters", cluster=cluster, chart_versions=spec.eks.chart_versions,
+                                       system_node_selector=system_node_selector(spec),
+                                       nvidia=any(g.type.accelerator == Accelerator.NVIDIA for g in spec.instance_groups))
+    for g in spec.instance_groups:  # the charts' pods need the system nodes up (as the other charts)
+        if not g.type.is_accelerated and g.min_size >= 1 and g.name in stack.instance_groups:
+            for chart in stack.exporters.charts.values():
+                chart.node.add_dependency(stack.instance_groups[g.name].nodegroup)
+    obs = PlatformObservability(
+        stack, "Observability", cluster=cluster, subnets=stack.network.private_subnets(),
+        rule_groups=rule_groups(o.alerts), scrape_config=prometheus_config(f"{o.scrape_interval_seconds}s"),
+        alias=f"openpod-{spec.name}", collector=o.collector, retention_days=o.retention_days,
+        kms_key_arn=o.kms_key_arn, alert_topic=topic, grafana=o.grafana)
+    cdk.CfnOutput(stack, "PrometheusWorkspaceArn", value=obs.workspace.attr_arn)
+    cdk.CfnOutput(stack, "AlertTopicArn", value=obs.alert_topic.topic_arn)
+    if obs.grafana is not None:
+        cdk.CfnOutput(stack, "GrafanaUrl", value=obs.grafana.attr_endpoint)
+    return obs
 
 
 def environment(spec: ClusterSpec) -> cdk.Environment:

@@ -157,6 +157,67 @@ FACTS: tuple[Fact, ...] = (
         "__init__.py:53-72); so cluster-scoped Kueue objects get a manifest resource each "
         "(infra/governance/lifecycle.py)",
     ),
+    # ------------------------------------------------------------------ observability (AMP, Kueue metrics)
+    Fact(
+        "amp.scraper.prerequisites", "subnets in at least two AZs (the cluster's), the cluster security group, "
+        "a cluster endpoint with private access, DNS in the VPC",
+        "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html", "2026-11-23",
+        "platform_constructs/observability.py checks the AZs; the cluster endpoint is always private",
+    ),
+    Fact(
+        "amp.scraper.customer-managed-key", "workspaces created with a customer managed key cannot use AWS "
+        "managed collectors for ingestion",
+        "https://docs.aws.amazon.com/de_de/prometheus/latest/userguide/AMP-collector-how-to.html", "2026-11-23",
+        "read in AWS's German translation of the page; the spec refuses kms_key_arn with collector: managed-scraper",
+    ),
+    Fact(
+        "amp.scraper.configuration-blob", "AWS::APS::Scraper ScrapeConfiguration.ConfigurationBlob is the base64 "
+        "encoded Prometheus scrape configuration",
+        "https://docs.aws.amazon.com/de_de/AWSCloudFormation/latest/UserGuide/aws-properties-aps-scraper-scrapeconfiguration.html",
+        "2026-11-23", "the construct wraps the YAML in Fn::Base64; cfn-lint's provider schema says the same",
+    ),
+    Fact(
+        "amp.workspace.retention", "AWS::APS::Workspace WorkspaceConfiguration.RetentionPeriodInDays (integer >= 1)",
+        "aws-cloudformation/cfn-lint@v1.58.0:src/cfnlint/data/schemas/providers/us-east-1.json (AWS::APS::Workspace)",
+        "2026-11-23", "the spec allows 1..1095 days",
+    ),
+    Fact(
+        "chart.prometheus-node-exporter", "4.56.1 (node_exporter 1.12.1); values service.port 9100, podAnnotations, "
+        "tolerations (default: NoSchedule only)",
+        "prometheus-community/helm-charts@prometheus-node-exporter-4.56.1:charts/prometheus-node-exporter/values.yaml:131,429,471",
+        "2026-11-23", "the platform tolerates every taint so nodes in their startup health check are watched too",
+    ),
+    Fact(
+        "chart.kube-state-metrics", "8.4.0 (kube-state-metrics 2.20.0); values service.port 8080, nodeSelector, "
+        "podAnnotations",
+        "prometheus-community/helm-charts@kube-state-metrics-8.4.0:charts/kube-state-metrics/values.yaml:64,360,389",
+        "2026-11-23", "prometheusScrape (line 2) annotates only the Service; the platform annotates the pod",
+    ),
+    Fact(
+        "chart.dcgm-exporter", "4.8.2 (tag 4.5.3-4.8.2, repo https://nvidia.github.io/dcgm-exporter/helm-charts); "
+        "values podAnnotations, service.port 9400, serviceMonitor.enabled true by default",
+        "NVIDIA/dcgm-exporter@4.5.3-4.8.2:deployment/values.yaml:85,114,129 and README.md:38-39", "2026-11-23",
+        "the platform turns the ServiceMonitor off (no Prometheus Operator CRDs) and annotates the pods",
+    ),
+    Fact(
+        "kueue.metrics.names", "kueue_pending_workloads{cluster_queue,status,replica_role}, "
+        "kueue_admitted_workloads_total, kueue_admission_wait_time_seconds, kueue_cluster_queue_nominal_quota ...",
+        "kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go:411-420,526-549,866-874", "2026-11-23",
+        "Subsystem kueue (pkg/constants/constants.go:24); the full list with lines is observability/metrics.py",
+    ),
+    Fact(
+        "kueue.metrics.cluster-queue-resources", "kueue_cluster_queue_resource_usage / _nominal_quota are reported "
+        "only with Configuration metrics.enableClusterQueueResources: true",
+        "kubernetes-sigs/kueue@v0.19.2:apis/config/v1beta2/configuration_types.go:182-185", "2026-11-23",
+        "the platform's Kueue configuration (infra/governance/install.py) does not set it yet: "
+        "openpod:team_borrowed:sum stays empty until it does",
+    ),
+    Fact(
+        "kueue.metrics.endpoint", "HTTPS on :8443, every scrape authenticated (TokenReview) and authorized "
+        "(SubjectAccessReview on GET /metrics)",
+        "kubernetes-sigs/kueue@v0.19.2:cmd/kueue/main.go:188-191 (SecureServing, WithAuthenticationAndAuthorization)",
+        "2026-11-23", "the scrape job sends the scraper's token; the scraper's ClusterRole allows GET /metrics",
+    ),
 )
 
 # Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody
@@ -168,6 +229,14 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
     ("aws-fsx-csi-driver add-on version", "pinned v1.7.0-eksbuild.1; no public listing of that string was found"),
     ("EKS add-on pins", "real versions, not checked as current for eks.version; `openpod preflight` checks them "
                         "against describe-addon-versions before a deploy"),
+    ("AMP scraper access entry", "the access entry names role/<name> of the scraper's service-linked role "
+                                 "(its RoleArn without the aws-service-role/scraper.aps.amazonaws.com/ path), "
+                                 "Kubernetes user aps-collector-user; not checked against a live scraper"),
+    ("EFA counters in node exporter", "node_exporter's infiniband collector (on by default) exports the EFA "
+                                      "devices' counters from /sys/class/infiniband; not checked on an EFA node"),
+    ("AMP scraper and Kueue's metrics", "the managed scraper honours `authorization.credentials_file` "
+                                        "(/var/run/secrets/kubernetes.io/serviceaccount/token) with its own "
+                                        "cluster identity, so Kueue's authenticated endpoint accepts it"),
 )
 
 _BY_KEY = {f.key: f for f in FACTS}

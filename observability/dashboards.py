@@ -1,0 +1,198 @@
+"""Grafana dashboards as code: panels as data, built with grafana-foundation-sdk (Grafana's own builders).
+
+Every panel reads only metrics of observability/metrics.py or records of observability/rules.py
+(tests/observability/test_dashboards.py checks each expression with promtool and against the table).
+``openpod dashboards --out DIR`` writes one JSON file per dashboard for import into any Grafana with a
+Prometheus data source (Amazon Managed Grafana reads the AMP workspace the same way).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+DATASOURCE = "${datasource}"
+
+
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str = ""
+
+
+@dataclass(frozen=True)
+class PanelSpec:
+    title: str
+    queries: tuple[Query, ...]
+    unit: str = "short"
+    kind: str = "timeseries"       # timeseries | stat
+    description: str = ""
+    width: int = 12
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    query: str                    # label_values(...) against the data source
+
+
+@dataclass(frozen=True)
+class DashboardSpec:
+    uid: str
+    title: str
+    description: str
+    rows: tuple[tuple[str, tuple[PanelSpec, ...]], ...]
+    variables: tuple[Variable, ...] = field(default=())
+
+
+P, Q = PanelSpec, Query
+JOB = 'namespace="$namespace", training_job="$training_job"'
+
+DASHBOARDS: tuple[DashboardSpec, ...] = (
+    DashboardSpec(
+        "openpod-cluster-health", "openpod / cluster health",
+        "Node health and remediation: what the node agent found and what the controller does about it.",
+        rows=(
+            ("Nodes", (
+                P("Nodes needing action", (Q("count(openpod_node_agent_node_action == 2) or vector(0)", "replace"),
+                                           Q("count(openpod_node_agent_node_action == 1) or vector(0)", "reboot")),
+                  kind="stat", width=8),
+                P("Node agents down", (Q('count(up{job="openpod-node-agent"} == 0) or vector(0)', "down"),),
+                  kind="stat", width=8),
+                P("Findings by rule (1h)", (Q("sum by (rule) (increase(openpod_node_agent_findings_total[1h]))",
+                                              "{{rule}}"),), width=8),
+            )),
+            ("Remediation", (
+                P("Nodes in remediation / waiting for budget",
+                  (Q("sum by (group) (openpod_remediations_in_flight)", "{{group}} in flight"),
+                   Q("sum by (group) (openpod_remediation_budget_blocked)", "{{group}} waiting"))),
+                P("Remediation actions (1h)",
+                  (Q("sum by (group, action) (increase(openpod_remediations_total[1h]))", "{{group}} {{action}}"),
+                   Q("sum by (group) (increase(openpod_hot_spare_promotions_total[1h]))", "{{group}} hot spare"))),
+                P("Fault to back in service, p90 (6h)",
+                  (Q("openpod:remediation_duration_seconds:p90_6h", "{{group}} {{action}}"),), unit="s",
+                  description="Seconds from fault detection to the node back in service or replaced."),
+                P("Remediation errors and drain deadlines (1h)",
+                  (Q("sum by (group) (increase(openpod_remediation_errors_total[1h]))", "{{group}} errors"),
+                   Q("sum by (group) (increase(openpod_drain_deadline_exceeded_total[1h]))",
+                     "{{group}} drain deadline"))),
+            )),
+        )),
+    DashboardSpec(
+        "openpod-teams-queues", "openpod / teams and queues",
+        "Per team (ClusterQueue): pending and admitted workloads, admission wait, borrowing.",
+        rows=(
+            ("Queues", (
+                P("Pending workloads", (Q("openpod:team_pending_workloads:sum", "{{cluster_queue}} {{status}}"),)),
+                P("Admitted active workloads",
+                  (Q('sum by (cluster_queue) (kueue_admitted_active_workloads{replica_role!="follower"})',
+                     "{{cluster_queue}}"),)),
+                P("Admission wait, p90 (1h)",
+                  (Q("openpod:team_admission_wait_seconds:p90_1h", "{{cluster_queue}}"),), unit="s"),
+                P("Evictions and preemptions (1h)",
+                  (Q('sum by (cluster_queue, reason) (increase(kueue_evicted_workloads_total{replica_role!="follower"}'
+                     "[1h]))", "{{cluster_queue}} {{reason}}"),
+                   Q('sum by (preempting_cluster_queue) (increase(kueue_preempted_workloads_total'
+                     '{replica_role!="follower"}[1h]))', "by {{preempting_cluster_queue}}"))),
+            )),
+            ("Quota", (
+                P("Usage against nominal quota",
+                  (Q('sum by (cluster_queue, resource) (kueue_cluster_queue_resource_usage{replica_role!="follower"})',
+                     "{{cluster_queue}} {{resource}} used"),
+                   Q('sum by (cluster_queue, resource) (kueue_cluster_queue_nominal_quota{replica_role!="follower"})',
+                     "{{cluster_queue}} {{resource}} nominal")),
+                  description="Needs Kueue's metrics.enableClusterQueueResources."),
+                P("Borrowed beyond nominal", (Q("openpod:team_borrowed:sum", "{{cluster_queue}} {{resource}}"),)),
+            )),
+        )),
+    DashboardSpec(
+        "openpod-job", "openpod / training job",
+        "One job: steps, step time, goodput and where the rest of the time went, checkpoints.",
+        variables=(Variable("namespace", "label_values(openpod_training_step, namespace)"),
+                   Variable("training_job", 'label_values(openpod_training_step{namespace="$namespace"}, '
+                                            "training_job)")),
+        rows=(
+            ("Progress", (
+                P("Step", (Q(f"openpod:job_training_step:max{{{JOB}}}", "step"),), width=8),
+                P("Step time (10m mean) and its 6h median",
+                  (Q(f"openpod:job_step_seconds:avg_10m{{{JOB}}}", "10m mean"),
+                   Q(f"openpod:job_step_seconds:median_6h{{{JOB}}}", "6h median")), unit="s", width=8),
+                P("Goodput (window) and over the job's life",
+                  (Q(f"openpod:job_goodput:ratio_window{{{JOB}}}", "window"),
+                   Q(f"max(openpod_goodput_ratio{{{JOB}}})", "whole job")), unit="percentunit", width=8),
+            )),
+            ("Where the time went", (
+                P("Ledger seconds by category",
+                  (Q(f"openpod:job_training_seconds:max{{{JOB}}}", "{{category}}"),), unit="s",
+                  description="productive, startup, restore, checkpoint_blocking, replayed, rescheduling"),
+                P("Checkpoint failures (this incarnation)",
+                  (Q(f"max(openpod_checkpoint_failures{{{JOB}}})", "failures"),), kind="stat"),
+            )),
+        )),
+)
+
+
+DASHBOARDS += (
+    DashboardSpec(
+        "openpod-accelerators", "openpod / accelerators",
+        "NVIDIA GPUs per node (dcgm-exporter): utilization, tensor activity, memory, power, temperature, errors.",
+        rows=(
+            ("Utilization", (
+                P("GPU utilization by node", (Q("avg by (node) (DCGM_FI_DEV_GPU_UTIL)", "{{node}}"),), unit="percent"),
+                P("Tensor pipe active by node", (Q("avg by (node) (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE)", "{{node}}"),),
+                  unit="percentunit"),
+                P("Framebuffer used by node", (Q("sum by (node) (DCGM_FI_DEV_FB_USED)", "{{node}}"),), unit="decmbytes"),
+            )),
+            ("Health", (
+                P("Power by node", (Q("sum by (node) (DCGM_FI_DEV_POWER_USAGE)", "{{node}}"),), unit="watt"),
+                P("Hottest GPU by node", (Q("max by (node) (DCGM_FI_DEV_GPU_TEMP)", "{{node}}"),), unit="celsius"),
+                P("Last Xid per GPU (non-zero)", (Q("DCGM_FI_DEV_XID_ERRORS > 0", "{{node}} gpu {{gpu}}"),)),
+                P("Rows remapped for uncorrectable errors", (Q("sum by (node) (DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS)",
+                                                              "{{node}}"),)),
+                P("NVLink bandwidth counter rate by node",
+                  (Q("sum by (node) (rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL[5m]))", "{{node}}"),)),
+            )),
+        )),
+)
+
+
+def _panel(p: PanelSpec):
+    from grafana_foundation_sdk.builders import prometheus, stat, timeseries
+    from grafana_foundation_sdk.models.dashboard import DataSourceRef
+
+    builder = (stat.Panel() if p.kind == "stat" else timeseries.Panel()).title(p.title).unit(p.unit).span(p.width)
+    if p.description:
+        builder = builder.description(p.description)
+    for i, q in enumerate(p.queries):
+        builder = builder.with_target(prometheus.Dataquery().expr(q.expr).legend_format(q.legend)
+                                      .ref_id(chr(ord("A") + i))
+                                      .datasource(DataSourceRef(type_val="prometheus", uid=DATASOURCE)))
+    return builder.height(8)
+
+
+def build(d: DashboardSpec):
+    """The dashboard model (grafana_foundation_sdk.models.dashboard.Dashboard) of ``d``."""
+    from grafana_foundation_sdk.builders import dashboard
+    from grafana_foundation_sdk.models.dashboard import DataSourceRef
+
+    b = (dashboard.Dashboard(d.title).uid(d.uid).description(d.description).tags(["openpod"])
+         .time("now-6h", "now").refresh("1m").readonly()
+         .with_variable(dashboard.DatasourceVariable("datasource").label("Data source").type("prometheus")))
+    for v in d.variables:
+        b = b.with_variable(dashboard.QueryVariable(v.name).label(v.name).query(v.query)
+                            .datasource(DataSourceRef(type_val="prometheus", uid=DATASOURCE)))
+    for title, panels in d.rows:
+        b = b.with_row(dashboard.Row(title))
+        for p in panels:
+            b = b.with_panel(_panel(p))
+    return b.build()
+
+
+def dashboard_json(d: DashboardSpec) -> dict:
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+
+    return json.loads(JSONEncoder(sort_keys=True).encode(build(d)))
+
+
+def expressions(d: DashboardSpec) -> list[str]:
+    return [q.expr for _, panels in d.rows for p in panels for q in p.queries]

@@ -1,0 +1,156 @@
+"""The metrics the platform's rules, dashboards and docs rely on: one table, the single source.
+
+Each row is a metric family as it appears on the wire (``prometheus_client`` adds
+``_total`` to counters; histograms add ``_bucket``/``_sum``/``_count``), who exports
+it, and where. Our own rows are checked against the live registries of the node
+agent and the training runtime (tests/observability/test_metrics_table.py); the
+upstream rows cite the pinned source file and line. Rules and dashboards may only
+use names from this table (tests/observability/test_rules.py enforces it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Scrape jobs (the ``job`` label); the scrape configuration and the rules use these names.
+JOB_DETECTOR = "openpod-node-agent"
+JOB_CONTROLLER = "openpod-remediation"
+JOB_TRAINING = "openpod-training"
+JOB_KUEUE = "kueue"
+JOB_EXPORTERS = "kubernetes-pods"   # annotated exporter pods (observability/scrape.py JOB_OTHER)
+
+KUEUE_METRICS_GO = "kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go"
+CHECKED = "2026-11-23"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric family. ``labels`` are the exporter's own (scrape adds ``job``, ``namespace``, ``pod``, ``node``)."""
+
+    name: str
+    type: str          # counter | gauge | histogram
+    unit: str          # seconds, ratio, bytes, 1 (a count), enum
+    labels: tuple[str, ...]
+    exporter: str      # who serves it (a scrape job above)
+    source: str        # our module, or owner/repo@tag:path:line
+    help: str
+    pending: str = ""  # the issue that adds it, while it is not yet in the exporter's registry
+    requires: str = ""  # exporter setting it needs, when not on by default
+
+
+def _kueue(name: str, typ: str, unit: str, labels: tuple[str, ...], line: int, help: str, requires: str = "") -> Metric:
+    return Metric(name, typ, unit, labels, JOB_KUEUE, f"{KUEUE_METRICS_GO}:{line}", help, requires=requires)
+
+
+DCGM_COUNTERS = "NVIDIA/dcgm-exporter@4.5.3-4.8.2:etc/default-counters.csv"
+DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")  # rendermetrics/render_metrics.go:47
+
+
+def _dcgm(name: str, typ: str, unit: str, line: int, help: str) -> Metric:
+    return Metric(name, typ, unit, DCGM_LABELS, JOB_EXPORTERS, f"{DCGM_COUNTERS}:{line}", f"dcgm-exporter: {help}")
+
+
+_CQ_RESOURCES = ("Kueue Configuration metrics.enableClusterQueueResources: true "
+                 "(kubernetes-sigs/kueue@v0.19.2:apis/config/v1beta2/configuration_types.go:182-185, "
+                 "cmd/kueue/main.go:303)")
+
+METRICS: tuple[Metric, ...] = (
+    # ------------------------------------------------------------------ node agent: detector (one per node)
+    Metric("openpod_node_agent_findings_total", "counter", "1", ("rule", "fault", "action"), JOB_DETECTOR,
+           "node_agent/metrics.py (DetectorMetrics.findings)", "Faults found, by rule of node_agent/rules.py"),
+    Metric("openpod_node_agent_check_errors_total", "counter", "1", ("check",), JOB_DETECTOR,
+           "node_agent/metrics.py (DetectorMetrics.check_errors)", "Checks that could not run"),
+    Metric("openpod_node_agent_check_last_run_timestamp_seconds", "gauge", "seconds", ("check",), JOB_DETECTOR,
+           "node_agent/metrics.py (DetectorMetrics.last_run)", "Unix time each check last ran"),
+    Metric("openpod_node_agent_node_action", "gauge", "enum", (), JOB_DETECTOR,
+           "node_agent/metrics.py (DetectorMetrics.node_action)", "Action the node needs: 0 none, 1 reboot, 2 replace"),
+    Metric("openpod_node_agent_kernel_lines_total", "counter", "1", (), JOB_DETECTOR,
+           "node_agent/metrics.py (DetectorMetrics.kernel_lines)", "Kernel log lines read"),
+    Metric("openpod_node_agent_scratch_removed_total", "counter", "1", (), JOB_DETECTOR,
+           "node_agent/metrics.py (DetectorMetrics.scratch_removed)", "Job scratch directories removed"),
+    Metric("openpod_node_agent_scratch_removed_bytes_total", "counter", "bytes", (), JOB_DETECTOR,
+           "node_agent/metrics.py (DetectorMetrics.scratch_removed_bytes)", "Bytes freed by removing job scratch"),
+    Metric("openpod_node_agent_deep_check_passed", "gauge", "enum", (), JOB_DETECTOR,
+           "node_agent/metrics.py (DetectorMetrics.deep_check_passed)",
+           "1 if the last deep check passed, 0 if it failed or has not run"),
+    # ------------------------------------------------------------------ node agent: remediation controller
+    Metric("openpod_remediations_total", "counter", "1", ("group", "action"), JOB_CONTROLLER,
+           "node_agent/metrics.py (ControllerMetrics.remediations)", "Remediation actions taken (reboot, replace)"),
+    Metric("openpod_remediations_in_flight", "gauge", "1", ("group",), JOB_CONTROLLER,
+           "node_agent/metrics.py (ControllerMetrics.in_flight)", "Nodes being remediated (the budget in use)"),
+    Metric("openpod_remediation_budget_blocked", "gauge", "1", ("group",), JOB_CONTROLLER,
+           "node_agent/metrics.py (ControllerMetrics.budget_blocked)",
+           "Nodes waiting because the group's remediation budget is used up"),
+    Metric("openpod_remediation_escalations_total", "counter", "1", ("group",), JOB_CONTROLLER,
+           "node_agent/metrics.py (ControllerMetrics.escalations)", "Reboots escalated to replacement"),
+    Metric("openpod_hot_spare_promotions_total", "counter", "1", ("group",), JOB_CONTROLLER,
+           "node_agent/metrics.py (ControllerMetrics.spare_promotions)", "Hot spares put into service"),
+    Metric("openpod_remediation_errors_total", "counter", "1", ("group",), JOB_CONTROLLER,
+           "node_agent/metrics.py (ControllerMetrics.errors)",
+           "Remediation steps that failed for one node (cloud or API error); retried"),
+    Metric("openpod_drain_deadline_exceeded_total", "counter", "1", ("group",), JOB_CONTROLLER,
+           "node_agent/metrics.py (ControllerMetrics.drain_timeouts)", "Drains that hit their deadline"),
+    Metric("openpod_remediation_duration_seconds", "histogram", "seconds", ("group", "action", "outcome"),
+           JOB_CONTROLLER, "node_agent/metrics.py (ControllerMetrics, issue 12)",
+           "Seconds from fault detection to the node back in service or replaced", pending="issue 12"),
+    # ------------------------------------------------------------------ training runtime (rank 0 of each job)
+    Metric("openpod_training_seconds", "gauge", "seconds", ("category",), JOB_TRAINING,
+           "training/goodput.py (Goodput: the ledger)",
+           "Wall-clock seconds by category over all incarnations: productive, startup, restore, "
+           "checkpoint_blocking, replayed, rescheduling"),
+    Metric("openpod_goodput_ratio", "gauge", "ratio", (), JOB_TRAINING, "training/goodput.py (Goodput)",
+           "Productive seconds / all seconds, over all incarnations"),
+    Metric("openpod_training_step", "gauge", "1", (), JOB_TRAINING, "training/goodput.py (Goodput)",
+           "Last completed optimizer step (0 until the first step of this incarnation)"),
+    Metric("openpod_checkpoint_failures", "gauge", "1", (), JOB_TRAINING, "training/goodput.py (Goodput)",
+           "Checkpoint saves and tier promotions that failed in this incarnation (resets on restart)"),
+    # ------------------------------------------------------------------ Kueue v0.19.2 (per team: cluster_queue == team)
+    _kueue("kueue_pending_workloads", "gauge", "1", ("cluster_queue", "status", "replica_role"), 414,
+           "Pending workloads per ClusterQueue; status active (in the admission queue) or inadmissible"),
+    _kueue("kueue_admitted_workloads_total", "counter", "1", ("cluster_queue", "priority_class", "replica_role"),
+           528, "Admitted workloads per ClusterQueue"),
+    _kueue("kueue_admission_wait_time_seconds", "histogram", "seconds",
+           ("cluster_queue", "priority_class", "replica_role"), 544,
+           "Time from a workload's creation or requeue to its admission"),
+    _kueue("kueue_evicted_workloads_total", "counter", "1",
+           ("cluster_queue", "reason", "underlying_cause", "priority_class", "replica_role"), 633,
+           "Evicted workloads per ClusterQueue and reason (Preempted, PodsReadyTimeout, NodeFailures, ...)"),
+    _kueue("kueue_preempted_workloads_total", "counter", "1", ("preempting_cluster_queue", "reason", "replica_role"),
+           706, "Workloads preempted, per preempting ClusterQueue"),
+    _kueue("kueue_admitted_active_workloads", "gauge", "1", ("cluster_queue", "replica_role"), 757,
+           "Admitted workloads that are active (unsuspended, not finished)"),
+    _kueue("kueue_cluster_queue_resource_usage", "gauge", "resource units",
+           ("cohort", "cluster_queue", "flavor", "resource", "replica_role"), 831,
+           "ClusterQueue's resource usage per flavor", requires=_CQ_RESOURCES),
+    _kueue("kueue_cluster_queue_nominal_quota", "gauge", "resource units",
+           ("cohort", "cluster_queue", "flavor", "resource", "replica_role"), 869,
+           "ClusterQueue's nominal quota per flavor", requires=_CQ_RESOURCES),
+)
+
+METRICS += (
+    # ------------------------------------------------------------------ NVIDIA GPUs (dcgm-exporter default counters)
+    _dcgm("DCGM_FI_DEV_GPU_UTIL", "gauge", "percent", 23, "GPU utilization"),
+    _dcgm("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "ratio", 92, "ratio of cycles the tensor pipe is active"),
+    _dcgm("DCGM_FI_DEV_FB_USED", "gauge", "MiB", 46, "framebuffer memory used"),
+    _dcgm("DCGM_FI_DEV_GPU_TEMP", "gauge", "celsius", 11, "GPU temperature"),
+    _dcgm("DCGM_FI_DEV_POWER_USAGE", "gauge", "watts", 14, "power draw"),
+    _dcgm("DCGM_FI_DEV_XID_ERRORS", "gauge", "enum", 29, "value of the last Xid error"),
+    _dcgm("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "1", 65, "NVLink bandwidth counters, all lanes"),
+    _dcgm("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "1", 72, "rows remapped for uncorrectable errors"),
+)
+
+BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+assert len(BY_NAME) == len(METRICS), "duplicate metric names in METRICS"
+
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
+
+
+def family(series_name: str) -> Metric | None:
+    """The table row a series name belongs to (``x_bucket`` -> histogram ``x``), or None."""
+    if series_name in BY_NAME:
+        return BY_NAME[series_name]
+    for suffix in HISTOGRAM_SUFFIXES:
+        base = series_name.removesuffix(suffix)
+        if base != series_name and base in BY_NAME and BY_NAME[base].type == "histogram":
+            return BY_NAME[base]
+    return None

@@ -1,0 +1,221 @@
+"""The platform's Prometheus recording rules and alerts, as data.
+
+One list of :class:`Record` and one of :class:`Alert`, rendered by :func:`rule_groups`
+to the Prometheus rule-file format. The same groups go to the Amazon Managed
+Service for Prometheus workspace (platform_constructs/observability.py) and to
+``docs/prometheus-rules.yaml`` for an in-cluster Prometheus. Every metric an
+expression reads is a row of :mod:`observability.metrics` or another rule's
+record; ``promtool check rules`` / ``promtool test rules`` run on the rendered
+file in tests/observability/test_rules.py, with a firing and a silent case per alert.
+
+Labels the scrape configuration adds (observability/scrape.py): ``node`` (the
+node a pod runs on), ``namespace``, ``pod`` and, for training pods,
+``training_job`` (the JobSet's or Job's name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import yaml
+
+from node_agent.findings import Action
+from node_agent.rules import RULES
+from observability.metrics import JOB_CONTROLLER, JOB_DETECTOR
+from observability.thresholds import AlertThresholds
+
+JOB = ("namespace", "training_job")   # a training job's identity across its pods and incarnations
+BY_JOB = "by (namespace, training_job)"
+LEADER = 'replica_role!="follower"'   # Kueue HA followers report too (kueue@v0.19.2:pkg/metrics/metrics.go:300-312)
+
+
+@dataclass(frozen=True)
+class Record:
+    record: str
+    expr: str
+    help: str
+
+
+@dataclass(frozen=True)
+class Alert:
+    name: str
+    expr: str
+    for_: str
+    severity: str          # critical: pages; warning: ticket; info: dashboard
+    summary: str
+    description: str
+    runbook: str           # what the operator does, one line (docs/observability.md renders it)
+
+
+def _deep_check_rules() -> str:
+    """The node agent's deep-check rules that take the node out of service (node_agent/rules.py)."""
+    return "|".join(sorted(r.id for r in RULES.values() if r.probe == "deep-check" and r.action != Action.NONE))
+
+
+def records() -> list[Record]:
+    seconds_by_job = "openpod:job_training_seconds:max"
+    step_by_job = "openpod:job_training_step:max"
+    return [
+        Record(seconds_by_job, "max by (namespace, training_job, category) (openpod_training_seconds)",
+               "the goodput ledger per job and category; continuous across the job's pods and restarts"),
+        Record(step_by_job, f"max {BY_JOB} (openpod_training_step)", "a job's last completed step"),
+        Record("openpod:job_goodput:ratio_window",
+               f'sum {BY_JOB} (delta({seconds_by_job}{{category="productive"}}[{{window}}])) '
+               f"/ sum {BY_JOB} (delta({seconds_by_job}[{{window}}]))",
+               "a job's goodput over the alert window: productive seconds / all ledger seconds"),
+        Record("openpod:cluster_goodput:ratio_window",
+               f'sum (delta({seconds_by_job}{{category="productive"}}[{{window}}])) '
+               f"/ sum (delta({seconds_by_job}[{{window}}]))",
+               "goodput of all jobs together over the alert window"),
+        Record("openpod:job_step_seconds:avg_10m",
+               f'sum {BY_JOB} (delta({seconds_by_job}{{category="productive"}}[10m])) '
+               f"/ (sum {BY_JOB} (delta({step_by_job}[10m])) > 0)",
+               "a job's mean productive seconds per step over 10 minutes"),
+        Record("openpod:job_step_seconds:median_6h",
+               "quantile_over_time(0.5, openpod:job_step_seconds:avg_10m[6h] offset 10m)",
+               "a job's own baseline step time: the median of its 10-minute means over the 6 hours before"),
+        Record("openpod:team_pending_workloads:sum",
+               f"sum by (cluster_queue, status) (kueue_pending_workloads{{{LEADER}}})",
+               "pending workloads per team queue (cluster_queue is the team) and status"),
+        Record("openpod:team_admission_wait_seconds:p90_1h",
+               "histogram_quantile(0.9, sum by (cluster_queue, le) "
+               f"(rate(kueue_admission_wait_time_seconds_bucket{{{LEADER}}}[1h])))",
+               "90th percentile of the time team workloads waited for admission, last hour"),
+        Record("openpod:team_borrowed:sum",
+               "sum by (cluster_queue, resource) (clamp_min("
+               f"kueue_cluster_queue_resource_usage{{{LEADER}}} - kueue_cluster_queue_nominal_quota{{{LEADER}}}, 0))",
+               "resources a team uses beyond its nominal quota (borrowed from its cohort)"),
+        Record("openpod:remediation_duration_seconds:p90_6h",
+               "histogram_quantile(0.9, sum by (group, action, le) "
+               "(rate(openpod_remediation_duration_seconds_bucket[6h])))",
+               "90th percentile of fault detection to node back in service or replaced, per group and action"),
+    ]
+
+
+def alerts(t: AlertThresholds) -> list[Alert]:
+    w = f"{t.goodput_window_minutes}m"
+    return [
+        # ---------------------------------------------------------------- nodes and remediation
+        Alert("OpenpodNodePendingReplacement", "openpod_node_agent_node_action == 2",
+              f"{t.node_replacement_pending_minutes}m", "warning",
+              "Node {{ $labels.node }} has waited for replacement for "
+              f"{t.node_replacement_pending_minutes} minutes",
+              "The node agent marked the node for replacement; the remediation controller has not replaced it.",
+              "Check OpenpodRemediationBudgetExhausted for its group and the openpod-remediation logs; "
+              "if the group has no capacity (capacity block, ICE), the node stays cordoned until capacity returns."),
+        Alert("OpenpodRemediationBudgetExhausted", "openpod_remediation_budget_blocked > 0",
+              f"{t.budget_exhausted_minutes}m", "critical",
+              "Group {{ $labels.group }}: {{ $value }} nodes wait for a remediation slot",
+              "The group's remediation budget is in use; more faulty nodes queue behind it.",
+              "Look for a common cause (AZ event, bad AMI, driver rollout) before raising the budget; "
+              "check OpenpodRemediationStuck for nodes that never finish."),
+        Alert("OpenpodRemediationStuck", "openpod_remediations_in_flight > 0",
+              f"{t.remediation_stuck_minutes}m", "warning",
+              "Group {{ $labels.group }} has had nodes in remediation for "
+              f"{t.remediation_stuck_minutes} minutes",
+              "Nodes of the group have been in remediation continuously; one may be stuck in drain or replacement.",
+              "List nodes with the openpod remediation labels (`kubectl get nodes -l openpod.io/remediation`); "
+              "a drain blocked by a PodDisruptionBudget or an ASG that cannot launch keeps a slot forever."),
+        Alert("OpenpodDrainDeadlineExceeded", "increase(openpod_drain_deadline_exceeded_total[1h]) > 0", "0m",
+              "warning", "Group {{ $labels.group }}: a drain hit its deadline",
+              "Pods did not leave a node within the drain deadline; the node was remediated with them on it.",
+              "Find the job whose pods ignored SIGTERM or whose PodDisruptionBudget blocked eviction; "
+              "its checkpoint-on-SIGTERM did not finish in time."),
+        Alert("OpenpodRemediationErrors", f"increase(openpod_remediation_errors_total[30m]) >= {t.remediation_errors}",
+              "0m", "warning", "Group {{ $labels.group }}: remediation steps keep failing",
+              "Cloud or Kubernetes API calls of the remediation controller failed repeatedly (retried).",
+              "Read the openpod-remediation logs for the failing call (IAM, throttling, ASG limits)."),
+        Alert("OpenpodRemediationSlow",
+              f"openpod:remediation_duration_seconds:p90_6h > {t.remediation_p90_minutes * 60}", "0m", "warning",
+              "Group {{ $labels.group }}: {{ $labels.action }} takes {{ $value | humanizeDuration }} (p90)",
+              "The time from fault detection to a node back in service is above its objective.",
+              "Compare with the group's capacity source (warm pool, hot spares, capacity block) and instance boot "
+              "time; add hot spares if replacement is the slow part."),
+        Alert("OpenpodDeepCheckFailing",
+              f'count(count by (node) (max_over_time(openpod_node_agent_findings_total{{rule=~"{_deep_check_rules()}"}}'
+              f"[6h]) > 0)) >= {t.deep_check_failed_nodes}", "0m", "warning",
+              "Deep health checks failed on {{ $value }} nodes in 6 hours",
+              "Several new or rebooted nodes failed the deep check (DCGM diag, NCCL test, EFA loopback, Neuron).",
+              "If they share an instance type, AZ or AMI, suspect the batch or the image, not each node: "
+              "hold the rollout and open a case with the capacity provider."),
+        Alert("OpenpodNodeAgentDown", f'up{{job="{JOB_DETECTOR}"}} == 0', "10m", "warning",
+              "The node agent on {{ $labels.node }} is not answering scrapes",
+              "Faults on this node are not detected while the agent is down.",
+              "`kubectl -n openpod-system describe pod {{ $labels.pod }}`: crash loop, OOM, or a node "
+              "too sick to run it (then replace the node)."),
+        Alert("OpenpodRemediationControllerDown", f'up{{job="{JOB_CONTROLLER}"}} == 0', "10m", "critical",
+              "The remediation controller is not answering scrapes",
+              "Marked nodes are not drained, rebooted or replaced while it is down.",
+              "`kubectl -n openpod-system get deploy node-remediation`; check its logs and the system group."),
+        # ---------------------------------------------------------------- jobs
+        Alert("OpenpodJobHung",
+              f"changes(openpod_training_step[{t.job_hang_minutes}m]) == 0 and openpod_training_step > 0", "1m",
+              "critical",
+              "Job {{ $labels.namespace }}/{{ $labels.training_job }} has not finished a step for "
+              f"{t.job_hang_minutes} minutes",
+              "Rank 0 reports the same step; the in-job watchdog did not restart it (or restarts do not help).",
+              "Read the stack dumps (stacks-rank-*.txt in the run directory) and the NCCL logs; "
+              "look for a node the agent flagged; delete the pod to force a restart from the last checkpoint."),
+        Alert("OpenpodCheckpointSaveFailing", "delta(openpod_checkpoint_failures[30m]) > 0", "0m", "warning",
+              "Job {{ $labels.namespace }}/{{ $labels.training_job }}: checkpoint saves are failing",
+              "Checkpoint saves or tier promotions failed in the last 30 minutes; a failure now would lose "
+              "more progress than planned.",
+              "Check the job's log for the tier (local NVMe full, FSx quota, S3 permissions or throttling); "
+              "free space or fix access before the next failure."),
+        Alert("OpenpodGoodputBelowTarget",
+              f"openpod:job_goodput:ratio_window < {t.goodput_target} "
+              f"and on (namespace, training_job) sum {BY_JOB} (openpod:job_training_seconds:max) "
+              f"> {2 * t.goodput_window_minutes * 60}",
+              "15m", "warning",
+              "Job {{ $labels.namespace }}/{{ $labels.training_job }}: goodput {{ $value | humanizePercentage }} "
+              f"over {w}, target {t.goodput_target:g}",
+              "Less of the job's wall-clock time than the target became training progress.",
+              "Open the job dashboard's goodput breakdown: restore/rescheduling -> failures (check node alerts); "
+              "checkpoint_blocking -> checkpoint interval or tier; replayed -> checkpoint too rare."),
+        Alert("OpenpodStepTimeRegression",
+              f"openpod:job_step_seconds:avg_10m > {t.step_time_regression} * openpod:job_step_seconds:median_6h",
+              "15m", "warning",
+              "Job {{ $labels.namespace }}/{{ $labels.training_job }}: steps are slower than its 6-hour median",
+              f"The job's 10-minute step time is over {t.step_time_regression:g}x its own median.",
+              "A straggler node (thermal or power slowdown, degraded PCIe or EFA) or a slow storage tier: "
+              "check the job's nodes in the accelerator dashboard and the node agent's findings."),
+        # ---------------------------------------------------------------- teams and queues (Kueue)
+        Alert("OpenpodTeamQueueStalled",
+              f'openpod:team_pending_workloads:sum{{status="active"}} > 0 unless on (cluster_queue) '
+              f"(sum by (cluster_queue) (increase(kueue_admitted_workloads_total{{{LEADER}}}"
+              f"[{t.queue_stalled_minutes}m])) > 0)", "5m", "warning",
+              "Team {{ $labels.cluster_queue }}: workloads pending, none admitted for "
+              f"{t.queue_stalled_minutes} minutes",
+              "The team's ClusterQueue has admissible workloads waiting and admitted none in the window.",
+              "`kubectl get workloads -n <team>`: quota used by running jobs is normal; otherwise check "
+              "the cohort's lending, node groups at max size, and Kueue's logs."),
+        Alert("OpenpodWorkloadsInadmissible",
+              'openpod:team_pending_workloads:sum{status="inadmissible"} > 0',
+              f"{t.inadmissible_minutes}m", "info",
+              "Team {{ $labels.cluster_queue }}: {{ $value }} workloads Kueue cannot admit",
+              "Kueue found no flavor/quota that fits these workloads; they wait until the queue changes.",
+              "`kubectl describe workload` shows why (request above quota, missing flavor, topology); tell the "
+              "team to resize the job or the platform team to change the quota."),
+    ]
+
+
+def _fmt(expr: str, t: AlertThresholds) -> str:
+    return expr.replace("{window}", f"{t.goodput_window_minutes}m")
+
+
+def rule_groups(t: AlertThresholds | None = None) -> dict:
+    """The Prometheus rule file (``groups:``) for thresholds ``t`` (the defaults when None)."""
+    t = t or AlertThresholds()
+    recs = [{"record": r.record, "expr": _fmt(r.expr, t)} for r in records()]
+    als = [{"alert": a.name, "expr": a.expr, **({"for": a.for_} if a.for_ != "0m" else {}),
+            "labels": {"severity": a.severity},
+            "annotations": {"summary": a.summary, "description": a.description, "runbook": a.runbook}}
+           for a in alerts(t)]
+    return {"groups": [{"name": "openpod.records", "interval": "1m", "rules": recs},
+                       {"name": "openpod.alerts", "interval": "1m", "rules": als}]}
+
+
+def rules_yaml(t: AlertThresholds | None = None) -> str:
+    head = ("# Generated from observability/rules.py by `python -m infra docs`; do not edit by hand.\n"
+            "# The openpod platform's Prometheus recording rules and alerts (default thresholds).\n")
+    return head + yaml.safe_dump(rule_groups(t), sort_keys=False, width=200)

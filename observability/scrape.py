@@ -1,0 +1,101 @@
+"""The Prometheus scrape configuration of the platform (the managed scraper's, or an in-cluster Prometheus's).
+
+Targets are found with Kubernetes service discovery, never by address, and every
+job adds the labels the rules group by (observability/rules.py): ``node``,
+``namespace``, ``pod``, and ``training_job`` for training pods.
+
+- the node agent (detector DaemonSet, remediation controller) in openpod-system,
+  by ``app.kubernetes.io/name`` and the ``prometheus.io/port`` annotation
+  node_agent/deploy.py puts on their pods;
+- training pods: pods with the team label that opt in with
+  ``prometheus.io/scrape: "true"`` and ``prometheus.io/port`` (rank 0 serves
+  ``--metrics-port``);
+- Kueue's controller: its metrics Service (HTTPS 8443, authenticated by a
+  bearer token and authorized by RBAC: kubernetes-sigs/kueue@v0.19.2:cmd/kueue/main.go:188-191,
+  charts/kueue/values.yaml:209-215, templates/_helpers.tpl:75);
+- any other pod annotated ``prometheus.io/scrape: "true"`` (node exporter,
+  DCGM exporter, Neuron monitor, kube-state-metrics when deployed with the annotation).
+"""
+
+from __future__ import annotations
+
+from observability.metrics import JOB_CONTROLLER, JOB_DETECTOR, JOB_KUEUE, JOB_TRAINING
+from openpod_core import labels as L
+
+OPENPOD_NAMESPACE = "openpod-system"   # node_agent/deploy.py NAMESPACE
+KUEUE_NAMESPACE = "kueue-system"       # infra/governance/install.py KUEUE_NAMESPACE
+DETECTOR_APP = "node-health-agent"     # node_agent/deploy.py DETECTOR
+CONTROLLER_APP = "node-remediation"    # node_agent/deploy.py CONTROLLER
+JOB_OTHER = "kubernetes-pods"
+SA_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def _meta(name: str) -> str:
+    """Prometheus's meta label name for a Kubernetes label or annotation name."""
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+POD_LABEL = "__meta_kubernetes_pod_label_"
+POD_ANNOTATION = "__meta_kubernetes_pod_annotation_"
+SCRAPE = POD_ANNOTATION + "prometheus_io_scrape"
+PORT = POD_ANNOTATION + "prometheus_io_port"
+POD_IP = "__meta_kubernetes_pod_ip"
+TEAM = POD_LABEL + _meta(f"{L.DOMAIN}/team")
+
+
+def _keep(label: str, regex: str) -> dict:
+    return {"source_labels": [label], "regex": regex, "action": "keep"}
+
+
+def _drop(label: str, regex: str) -> dict:
+    return {"source_labels": [label], "regex": regex, "action": "drop"}
+
+
+def _copy(source: str, target: str) -> dict:
+    return {"source_labels": [source], "regex": "(.+)", "target_label": target, "replacement": "$1"}
+
+
+ANNOTATED_ADDRESS = {"source_labels": [POD_IP, PORT], "regex": r"(.+);(\d+)",
+                     "target_label": "__address__", "replacement": "$1:$2"}
+POD_IDENTITY = [_copy("__meta_kubernetes_namespace", "namespace"), _copy("__meta_kubernetes_pod_name", "pod"),
+                _copy("__meta_kubernetes_pod_node_name", "node")]
+
+
+def _pods(job: str, *, namespaces: list[str] | None, relabel: list[dict]) -> dict:
+    sd: dict = {"role": "pod"}
+    if namespaces:
+        sd["namespaces"] = {"names": namespaces}
+    return {"job_name": job, "kubernetes_sd_configs": [sd],
+            "relabel_configs": [_keep(SCRAPE, "true"), *relabel, ANNOTATED_ADDRESS, *POD_IDENTITY]}
+
+
+def scrape_configs() -> list[dict]:
+    app = POD_LABEL + "app_kubernetes_io_name"
+    return [
+        _pods(JOB_DETECTOR, namespaces=[OPENPOD_NAMESPACE], relabel=[_keep(app, DETECTOR_APP)]),
+        _pods(JOB_CONTROLLER, namespaces=[OPENPOD_NAMESPACE], relabel=[_keep(app, CONTROLLER_APP)]),
+        _pods(JOB_TRAINING, namespaces=None, relabel=[
+            _keep(TEAM, ".+"),
+            # the job's identity across its pods and restarts: the JobSet's name
+            # (kubernetes-sigs/jobset@v0.12.0:api/jobset/v1alpha2/jobset_types.go:24), else the Job's
+            # (batch.kubernetes.io/job-name, https://kubernetes.io/docs/reference/labels-annotations-taints/)
+            _copy(POD_LABEL + "batch_kubernetes_io_job_name", "training_job"),
+            _copy(POD_LABEL + _meta("jobset.sigs.k8s.io/jobset-name"), "training_job"),
+        ]),
+        {"job_name": JOB_KUEUE, "scheme": "https",
+         "tls_config": {"insecure_skip_verify": True},   # the chart's self-signed serving certificate
+         "authorization": {"credentials_file": SA_TOKEN},
+         "kubernetes_sd_configs": [{"role": "endpoints", "namespaces": {"names": [KUEUE_NAMESPACE]}}],
+         "relabel_configs": [
+             _keep("__meta_kubernetes_service_label_app_kubernetes_io_component", "metrics-service"),
+             _keep("__meta_kubernetes_endpoint_port_name", "https"),
+             _copy("__meta_kubernetes_pod_name", "pod")]},
+        _pods(JOB_OTHER, namespaces=None, relabel=[
+            _drop("__meta_kubernetes_namespace", OPENPOD_NAMESPACE), _drop(TEAM, ".+")]),
+    ]
+
+
+def prometheus_config(scrape_interval: str = "30s") -> dict:
+    """A whole Prometheus configuration (``global`` + ``scrape_configs``), the managed scraper's format."""
+    return {"global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
+            "scrape_configs": scrape_configs()}

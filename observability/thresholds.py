@@ -1,0 +1,34 @@
+"""Alert thresholds: the knobs of observability/rules.py, also the spec's ``observability.alerts`` (no imports
+beyond pydantic, so the spec model stays light)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class AlertThresholds(BaseModel):
+    """Alert thresholds (spec ``observability.alerts``); the defaults are what docs/prometheus-rules.yaml holds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    node_replacement_pending_minutes: int = Field(
+        30, ge=1, description="a node marked for replacement (node action 2) this long without being replaced")
+    remediation_stuck_minutes: int = Field(
+        60, ge=1, description="a group with nodes in remediation continuously this long")
+    budget_exhausted_minutes: int = Field(
+        15, ge=1, description="a group's remediation budget used up with nodes waiting this long")
+    remediation_errors: int = Field(3, ge=1, description="failed remediation steps in a group within 30 minutes")
+    remediation_p90_minutes: int = Field(
+        60, ge=1, description="90th percentile of fault-to-back-in-service time over 6 hours, per group and action")
+    deep_check_failed_nodes: int = Field(
+        3, ge=1, description="nodes whose deep health check failed within 6 hours (a bad capacity batch or check)")
+    job_hang_minutes: int = Field(15, ge=1, description="a running job whose step has not advanced this long")
+    goodput_target: float = Field(
+        0.9, gt=0, lt=1, description="a job's goodput over the window below this fraction")
+    goodput_window_minutes: int = Field(60, ge=10, description="window of the per-job goodput")
+    step_time_regression: float = Field(
+        1.5, gt=1, description="a job's 10-minute step time above this multiple of its own 6-hour median")
+    queue_stalled_minutes: int = Field(
+        30, ge=1, description="a team queue with workloads pending and none admitted this long")
+    inadmissible_minutes: int = Field(
+        30, ge=1, description="a team queue holding workloads Kueue judged inadmissible this long")

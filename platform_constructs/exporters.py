@@ -1,0 +1,79 @@
+"""MetricsExporters: the pinned Helm charts that export node and cluster-object metrics to Prometheus.
+
+- prometheus-node-exporter on every node (host CPU, memory, disks, network; its infiniband collector
+  reads the RDMA devices under /sys/class/infiniband, where EFA devices appear);
+- kube-state-metrics on the system group (pods, nodes, jobs as series);
+- dcgm-exporter on NVIDIA nodes, when the spec has any (GPU utilization, memory, temperature, power,
+  NVLink and ECC counters, Xid errors).
+
+Both are annotated ``prometheus.io/scrape``/``prometheus.io/port`` so the ``kubernetes-pods`` scrape job
+(observability/scrape.py) finds them. Values keys read at the pinned versions:
+prometheus-community/helm-charts@prometheus-node-exporter-4.56.1:charts/prometheus-node-exporter/values.yaml
+(service.port 131, podAnnotations 429, tolerations 471) and
+prometheus-community/helm-charts@kube-state-metrics-8.4.0:charts/kube-state-metrics/values.yaml
+(service.port 64, nodeSelector 360, podAnnotations 389), and
+NVIDIA/dcgm-exporter@4.5.3-4.8.2:deployment/values.yaml (podAnnotations 85, service.port 114,
+serviceMonitor.enabled 129 - true by default, which needs the Prometheus Operator CRDs, so off here), checked 2026-11-23.
+The Neuron monitor is not deployed yet (see docs/observability.md, "Known gaps").
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from aws_cdk import Duration
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+from openpod_core import labels
+
+NAMESPACE = "openpod-monitoring"
+REPOSITORY = "https://prometheus-community.github.io/helm-charts"
+DCGM_REPOSITORY = "https://nvidia.github.io/dcgm-exporter/helm-charts"  # NVIDIA/dcgm-exporter README.md:38-39
+NODE_EXPORTER_PORT = 9100       # values.yaml service.port
+KUBE_STATE_METRICS_PORT = 8080  # values.yaml service.port
+DCGM_EXPORTER_PORT = 9400       # values.yaml service.port
+
+
+def _scrape(port: int) -> dict[str, str]:
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port)}
+
+
+def chart_values(system_node_selector: Mapping[str, str]) -> dict[str, dict]:
+    """Helm values per chart (keys of ``CHARTS``)."""
+    return {
+        # Every node, tainted or not: a node in its startup health check is one we want to see.
+        "prometheus-node-exporter": {"podAnnotations": _scrape(NODE_EXPORTER_PORT),
+                                     "tolerations": [{"operator": "Exists"}]},
+        "kube-state-metrics": {"podAnnotations": _scrape(KUBE_STATE_METRICS_PORT),
+                               "nodeSelector": dict(system_node_selector)},
+        "dcgm-exporter": {"podAnnotations": _scrape(DCGM_EXPORTER_PORT),
+                          "nodeSelector": {labels.ACCELERATOR: "nvidia"}, "tolerations": [{"operator": "Exists"}],
+                          "serviceMonitor": {"enabled": False}},
+    }
+
+
+CHARTS = ("prometheus-node-exporter", "kube-state-metrics")
+NVIDIA_CHARTS = ("dcgm-exporter",)
+REPOSITORIES = {"prometheus-node-exporter": REPOSITORY, "kube-state-metrics": REPOSITORY,
+                "dcgm-exporter": DCGM_REPOSITORY}
+
+
+class MetricsExporters(Construct):
+    """Installs ``CHARTS`` (and ``NVIDIA_CHARTS`` when ``nvidia``) at the versions of ``chart_versions`` into the
+    ``openpod-monitoring`` namespace."""
+
+    def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, chart_versions: Mapping[str, str],
+                 system_node_selector: Mapping[str, str] | None = None, nvidia: bool = False) -> None:
+        super().__init__(scope, id)
+        wanted = list(CHARTS) + (list(NVIDIA_CHARTS) if nvidia else [])
+        missing = [c for c in wanted if c not in chart_versions]
+        if missing:
+            raise ValueError(f"MetricsExporters: chart_versions lacks a version for {', '.join(missing)}")
+        values = chart_values(system_node_selector or {})
+        self.charts: dict[str, eks.HelmChart] = {}
+        for name in wanted:
+            self.charts[name] = eks.HelmChart(
+                self, name, cluster=cluster, namespace=NAMESPACE, create_namespace=True,
+                version=chart_versions[name], repository=REPOSITORIES[name], chart=name, release=name,
+                values=values[name], wait=False, timeout=Duration.minutes(10))

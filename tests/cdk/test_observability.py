@@ -1,0 +1,217 @@
+"""The observability construct: the AMP workspace, scraper, rule groups and alert topic the spec asks for."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import aws_cdk as cdk
+import pytest
+import yaml
+from aws_cdk import aws_ec2 as ec2
+
+from infra.spec import SpecError, parse_spec
+from observability.rules import rule_groups
+from observability.scrape import prometheus_config
+from platform_constructs.observability import SCRAPER_USER, PlatformObservability
+from tests.conftest import EXAMPLES
+
+KMS = "arn:aws:kms:us-east-2:123456789012:key/0f5e3b1c-1111-2222-3333-444455556666"
+
+
+def _one(synth, type_: str) -> dict:
+    (r,) = synth.resources(type_).values()
+    return r["Properties"]
+
+
+def _logical(synth, type_: str) -> str:
+    (k,) = synth.resources(type_)
+    return k
+
+
+def test_the_workspace_keeps_metrics_as_long_as_the_spec_says_with_the_aws_owned_key(default):
+    ws = _one(default, "AWS::APS::Workspace")
+    o = default.stack.spec.observability
+    assert ws["WorkspaceConfiguration"] == {"RetentionPeriodInDays": o.retention_days}
+    assert "KmsKeyArn" not in ws  # managed scrapers cannot write to a customer-managed-key workspace
+    assert ws["Alias"] == f"openpod-{default.stack.spec.name}"
+
+
+def test_the_rule_groups_are_the_platforms_rules_at_the_spec_thresholds(default):
+    rules = _one(default, "AWS::APS::RuleGroupsNamespace")
+    assert rules["Workspace"] == {"Fn::GetAtt": [_logical(default, "AWS::APS::Workspace"), "Arn"]}
+    assert yaml.safe_load(rules["Data"]) == rule_groups(default.stack.spec.observability.alerts)
+
+
+def test_the_scraper_watches_this_cluster_from_its_private_subnets_and_writes_to_the_workspace(default):
+    sc = _one(default, "AWS::APS::Scraper")
+    eks_src = sc["Source"]["EksConfiguration"]
+    subnets = eks_src["SubnetIds"]
+    assert len(subnets) == len(default.stack.spec.availability_zones) >= 2
+    assert all("nodes" in s["Ref"] for s in subnets)  # the private (node) subnets
+    assert eks_src["ClusterArn"]["Fn::GetAtt"][1] == "Arn"
+    assert eks_src["SecurityGroupIds"][0]["Fn::GetAtt"][1] == "ClusterSecurityGroupId"
+    assert sc["Destination"]["AmpConfiguration"]["WorkspaceArn"] == {
+        "Fn::GetAtt": [_logical(default, "AWS::APS::Workspace"), "Arn"]}
+    blob = sc["ScrapeConfiguration"]["ConfigurationBlob"]["Fn::Base64"]
+    interval = default.stack.spec.observability.scrape_interval_seconds
+    assert yaml.safe_load(blob) == prometheus_config(f"{interval}s")
+
+
+def test_the_scraper_role_gets_an_access_entry_and_read_only_rbac(default):
+    entries = [r["Properties"] for r in default.resources("AWS::EKS::AccessEntry").values()
+               if r["Properties"].get("Username") == SCRAPER_USER]
+    assert len(entries) == 1 and entries[0]["Type"] == "STANDARD"
+    assert "AccessPolicies" not in entries[0]  # Kubernetes RBAC only, no EKS access policy
+    role = entries[0]["PrincipalArn"]["Fn::Join"][1][-1]   # arn:<partition>:iam::<account>:role/ + the name
+    assert role["Fn::Select"][0] == 3 and role["Fn::Select"][1]["Fn::Split"][0] == "/"
+    manifests = [r for r in default.resources("Custom::AWSCDK-EKS-KubernetesResource").values()
+                 if "openpod-aps-collector" in str(r["Properties"].get("Manifest"))]
+    assert len(manifests) == 1
+    text = str(manifests[0]["Properties"]["Manifest"])
+    assert "nonResourceURLs" in text and "/metrics" in text
+    for verb in ("create", "update", "patch", "delete"):
+        assert f'"{verb}"' not in text and f"'{verb}'" not in text
+
+
+def test_alerts_go_to_an_encrypted_topic_only_this_workspace_may_publish_to(default):
+    topic_id = _logical(default, "AWS::SNS::Topic")
+    key_id = next(k for k in default.resources("AWS::KMS::Key") if k.startswith("ObservabilityAlertKey"))
+    assert _one(default, "AWS::SNS::Topic")["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    policy = _one(default, "AWS::SNS::TopicPolicy")["PolicyDocument"]["Statement"]
+    aps = next(s for s in policy if s.get("Sid") == "AmpAlertManagerPublish")
+    assert aps["Principal"] == {"Service": "aps.amazonaws.com"}
+    assert aps["Condition"]["ArnEquals"]["aws:SourceArn"] == {
+        "Fn::GetAtt": [_logical(default, "AWS::APS::Workspace"), "Arn"]}
+    assert any(s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false" for s in policy)
+    key_policy = default.template["Resources"][key_id]["Properties"]["KeyPolicy"]["Statement"]
+    assert any(s["Principal"] == {"Service": "aps.amazonaws.com"} and "kms:GenerateDataKey*" in s["Action"]
+               for s in key_policy)
+    am = _one(default, "AWS::APS::Workspace")["AlertManagerDefinition"]["Fn::Sub"]
+    assert am[1] == {"TopicArn": {"Ref": topic_id}}
+    config = yaml.safe_load(yaml.safe_load(am[0])["alertmanager_config"])
+    assert config["receivers"][0]["sns_configs"][0]["topic_arn"] == "${TopicArn}"
+    assert config["route"]["receiver"] == "sns"
+
+
+# ---------------------------------------------------------------------------- the construct alone (no synth)
+def _stack_and_subnets(azs: int):
+    stack = cdk.Stack(cdk.App(), "T", env=cdk.Environment(account="123456789012", region="us-east-2"))
+    vpc = ec2.Vpc(stack, "Vpc", availability_zones=[f"us-east-2{c}" for c in "abc"[:azs]], nat_gateways=0,
+                  subnet_configuration=[ec2.SubnetConfiguration(name="p", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)])
+    return stack, vpc.isolated_subnets
+
+
+def test_the_managed_scraper_refuses_subnets_in_one_availability_zone():
+    stack, subnets = _stack_and_subnets(1)
+    with pytest.raises(ValueError, match="at least two Availability Zones"):
+        PlatformObservability(stack, "O", cluster=None, subnets=subnets, rule_groups=rule_groups(),
+                              scrape_config=prometheus_config(), alias="t")
+
+
+def test_the_managed_scraper_refuses_a_customer_managed_workspace_key():
+    stack, subnets = _stack_and_subnets(2)
+    with pytest.raises(ValueError, match="kms_key_arn"):
+        PlatformObservability(stack, "O", cluster=None, subnets=subnets, rule_groups=rule_groups(),
+                              scrape_config=prometheus_config(), alias="t", kms_key_arn=KMS)
+
+
+def test_the_in_cluster_collector_gets_workspace_rules_and_alerts_but_no_scraper():
+    stack, subnets = _stack_and_subnets(2)
+    PlatformObservability(stack, "O", cluster=None, subnets=subnets, rule_groups=rule_groups(),
+                          scrape_config=prometheus_config(), alias="t", collector="in-cluster", kms_key_arn=KMS,
+                          retention_days=30)
+    t = cdk.assertions.Template.from_stack(stack)
+    t.resource_count_is("AWS::APS::Scraper", 0)
+    t.resource_count_is("AWS::APS::RuleGroupsNamespace", 1)
+    t.has_resource_properties("AWS::APS::Workspace", {
+        "KmsKeyArn": KMS, "WorkspaceConfiguration": {"RetentionPeriodInDays": 30}})
+
+
+def test_an_existing_alert_topic_is_used_as_is():
+    from aws_cdk import aws_sns as sns
+
+    stack, subnets = _stack_and_subnets(2)
+    topic = sns.Topic.from_topic_arn(stack, "Existing", "arn:aws:sns:us-east-2:123456789012:oncall")
+    PlatformObservability(stack, "O", cluster=None, subnets=subnets, rule_groups=rule_groups(),
+                          scrape_config=prometheus_config(), alias="t", collector="in-cluster", alert_topic=topic)
+    t = cdk.assertions.Template.from_stack(stack)
+    t.resource_count_is("AWS::SNS::Topic", 0)
+    t.resource_count_is("AWS::KMS::Key", 0)
+    ws = next(iter(t.find_resources("AWS::APS::Workspace").values()))["Properties"]
+    assert ws["AlertManagerDefinition"]["Fn::Sub"][1] == {"TopicArn": "arn:aws:sns:us-east-2:123456789012:oncall"}
+
+
+# ---------------------------------------------------------------------------- the spec section
+def _spec(**observability) -> dict:
+    data = copy.deepcopy(yaml.safe_load((EXAMPLES / "default.yaml").read_text()))
+    data["observability"] = observability
+    return data
+
+
+def test_observability_is_on_by_default():
+    data = _spec()
+    del data["observability"]
+    o = parse_spec(data).observability
+    assert o.enabled and o.collector == "managed-scraper" and o.kms_key_arn is None
+
+
+def test_a_customer_managed_key_with_the_managed_scraper_is_a_clear_spec_error():
+    with pytest.raises(SpecError) as e:
+        parse_spec(_spec(kms_key_arn=KMS), "bad.yaml")
+    (line,) = [str(p) for p in e.value.problems]
+    assert "observability" in line and "kms_key_arn" in line and "collector: in-cluster" in line
+    assert parse_spec(_spec(kms_key_arn=KMS, collector="in-cluster")).observability.kms_key_arn == KMS
+
+
+def test_an_unknown_threshold_is_named():
+    with pytest.raises(SpecError) as e:
+        parse_spec(_spec(alerts={"job_hang_minute": 5}), "bad.yaml")
+    assert any("observability.alerts.job_hang_minute" in str(p) for p in e.value.problems)
+
+
+# ---------------------------------------------------------------------------- exporters
+def test_every_exporter_chart_is_pinned_and_annotated_for_the_scrape_job(default):
+    from observability.scrape import JOB_OTHER, scrape_configs
+    from platform_constructs.exporters import CHARTS, NVIDIA_CHARTS, REPOSITORIES
+
+    charts = {r["Properties"]["Chart"]: r["Properties"]
+              for r in default.resources("Custom::AWSCDK-EKS-HelmChart").values()
+              if r["Properties"].get("Repository") in REPOSITORIES.values()}
+    assert sorted(charts) == sorted(CHARTS + NVIDIA_CHARTS)  # the default example has NVIDIA groups
+    versions = default.stack.spec.eks.chart_versions
+    for name, props in charts.items():
+        assert props["Version"] == versions[name] and props["Version"][0].isdigit(), name  # an exact version
+        values = json.loads(props["Values"]) if isinstance(props["Values"], str) else props["Values"]
+        ann = values["podAnnotations"]
+        assert ann["prometheus.io/scrape"] == "true" and ann["prometheus.io/port"].isdigit(), name
+    job = next(j for j in scrape_configs() if j["job_name"] == JOB_OTHER)
+    assert any(r["action"] == "keep" and r["regex"] == "true" for r in job["relabel_configs"])
+    ne = json.loads(charts["prometheus-node-exporter"]["Values"])
+    assert ne["tolerations"] == [{"operator": "Exists"}]  # also on tainted accelerator nodes
+    dcgm = json.loads(charts["dcgm-exporter"]["Values"])
+    assert dcgm["nodeSelector"] == {"openpod.io/accelerator": "nvidia"}
+    assert dcgm["serviceMonitor"] == {"enabled": False}  # its default needs Prometheus Operator CRDs
+
+
+def test_managed_grafana_may_only_query_this_workspace_and_passes_cdk_nag(tmp_path):
+    from infra import nag
+    from platform_constructs.observability import QUERY_ACTIONS
+
+    app = cdk.App(outdir=str(tmp_path))
+    nag.add_checks(app)
+    stack = cdk.Stack(app, "G", env=cdk.Environment(account="123456789012", region="us-east-2"))
+    obs = PlatformObservability(stack, "O", cluster=None, subnets=[], rule_groups=rule_groups(),
+                                scrape_config=prometheus_config(), alias="t", collector="in-cluster", grafana=True)
+    app.synth()  # a cdk-nag finding would fail here
+    t = cdk.assertions.Template.from_stack(stack)
+    t.has_resource_properties("AWS::Grafana::Workspace", {
+        "PermissionType": "CUSTOMER_MANAGED", "AccountAccessType": "CURRENT_ACCOUNT",
+        "AuthenticationProviders": ["AWS_SSO"], "DataSources": ["PROMETHEUS"]})
+    (policy,) = t.find_resources("AWS::IAM::Policy").values()
+    (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert sorted(statement["Action"]) == sorted(QUERY_ACTIONS)
+    assert statement["Resource"] == {"Fn::GetAtt": [stack.get_logical_id(obs.workspace), "Arn"]}
+    role = next(iter(t.find_resources("AWS::IAM::Role").values()))["Properties"]["AssumeRolePolicyDocument"]
+    assert role["Statement"][0]["Principal"] == {"Service": "grafana.amazonaws.com"}
+    assert role["Statement"][0]["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}

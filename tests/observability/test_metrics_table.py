@@ -1,0 +1,62 @@
+"""The metric table (observability/metrics.py) against what the exporters really register."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from prometheus_client.metrics import MetricWrapperBase
+
+from node_agent.metrics import ControllerMetrics, DetectorMetrics
+from observability.metrics import JOB_CONTROLLER, JOB_DETECTOR, JOB_KUEUE, JOB_TRAINING, METRICS
+from training.goodput import Goodput
+
+SUFFIX = {"counter": "_total"}  # prometheus_client exposes a counter ``x`` as ``x_total``
+
+
+def _families(obj) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Wire name -> (type, label names) of every metric an exporter object holds."""
+    out = {}
+    for m in vars(obj).values():
+        if isinstance(m, MetricWrapperBase):
+            out[m._name + SUFFIX.get(m._type, "")] = (m._type, tuple(m._labelnames))
+    return out
+
+
+@pytest.fixture(scope="module")
+def registered(tmp_path_factory):
+    return {JOB_DETECTOR: _families(DetectorMetrics()), JOB_CONTROLLER: _families(ControllerMetrics()),
+            JOB_TRAINING: _families(Goodput(tmp_path_factory.mktemp("run"), rank=1))}
+
+
+@pytest.mark.parametrize("job", [JOB_DETECTOR, JOB_CONTROLLER, JOB_TRAINING])
+def test_the_table_lists_exactly_what_our_exporters_register(job, registered):
+    have = registered[job]
+    rows = {m.name: m for m in METRICS if m.exporter == job}
+    for name, m in rows.items():
+        if m.pending:
+            assert name not in have, f"{name} is registered now: drop its pending={m.pending!r} mark"
+            continue
+        assert name in have, f"{name}: in the table, not registered by {job}"
+        assert have[name] == (m.type, m.labels), f"{name}: table says {(m.type, m.labels)}, code has {have[name]}"
+    missing = set(have) - set(rows)
+    assert not missing, f"registered by {job} but not in observability/metrics.py: {sorted(missing)}"
+
+
+def test_upstream_rows_cite_the_pinned_file_and_line():
+    for m in METRICS:
+        if m.name.startswith("DCGM_"):
+            assert re.fullmatch(r"NVIDIA/dcgm-exporter@4\.5\.3-4\.8\.2:etc/default-counters\.csv:\d+", m.source), m.name
+        if m.exporter == JOB_KUEUE:
+            assert re.fullmatch(r"kubernetes-sigs/kueue@v0\.19\.2:pkg/metrics/metrics\.go:\d+", m.source), m.name
+            assert m.name.startswith("kueue_")
+
+
+def test_our_names_follow_prometheus_conventions():
+    for m in METRICS:
+        if not m.name.startswith("openpod_"):
+            continue  # upstream names are as upstream exports them
+        assert re.fullmatch(r"[a-z][a-z0-9_]*", m.name), m.name
+        assert (m.type == "counter") == m.name.endswith("_total"), f"{m.name}: only counters end in _total"
+        if m.unit == "seconds":
+            assert "seconds" in m.name, f"{m.name}: a seconds metric says so in its name"
