@@ -79,11 +79,9 @@ def observability_md() -> str:
         out.append(f"| {d.title} | `{d.uid}` | {_cell(panels)} |")
     out += [
         "", "## Known gaps", "",
-        "- `openpod submit` does not yet start the runtime with `--metrics-port` nor annotate training pods "
-        "with `prometheus.io/scrape`/`prometheus.io/port` (infra/governance/jobset.py): until it does, the job "
-        "alerts only see jobs that opt in themselves.",
-        "- Kueue's per-team quota metrics need `metrics.enableClusterQueueResources: true` in its "
-        "Configuration (infra/governance/install.py); `openpod:team_borrowed:sum` is empty until then.",
+        "- Training pods are scraped when `openpod submit --runtime openpod` started them (it sets "
+        "`--metrics-port` and the `prometheus.io/*` annotations; each node's local rank 0 serves); a "
+        "`--runtime torchrun` job opts in with its own annotations.",
         "- The per-rank straggler score (`openpod_train_straggler_score`, training/ft/heartbeat.py) is not "
         "served by any endpoint yet, so no rule reads it; step-time regression uses the goodput ledger.",
         "- node exporter, kube-state-metrics and (with NVIDIA groups) the DCGM exporter are deployed as pinned "

@@ -209,8 +209,7 @@ FACTS: tuple[Fact, ...] = (
         "kueue.metrics.cluster-queue-resources", "kueue_cluster_queue_resource_usage / _nominal_quota are reported "
         "only with Configuration metrics.enableClusterQueueResources: true",
         "kubernetes-sigs/kueue@v0.19.2:apis/config/v1beta2/configuration_types.go:182-185", "2026-11-23",
-        "the platform's Kueue configuration (infra/governance/install.py) does not set it yet: "
-        "openpod:team_borrowed:sum stays empty until it does",
+        "set in the platform's Kueue configuration (infra/governance/install.py)",
     ),
     Fact(
         "kueue.metrics.endpoint", "HTTPS on :8443, every scrape authenticated (TokenReview) and authorized "

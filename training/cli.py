@@ -79,7 +79,7 @@ def main() -> None:
               help="seconds an elastic rendezvous waits for more nodes once MIN are there")
 @click.option("--max-restarts", type=int, default=0, help="worker group restarts torchrun may do")
 @click.option("--threads", type=int, default=1, help="torch threads per worker")
-@click.option("--metrics-port", type=int, default=None, help="serve Prometheus metrics from rank 0")
+@click.option("--metrics-port", type=int, default=None, help="serve Prometheus metrics from each node's local rank 0")
 @click.option("--bind-host", default="127.0.0.1", help="address for the peer side-channel and the agent")
 @click.option("--parallelism", type=click.Choice(PARALLELISMS), default="ddp",
               help="ddp: replicated state; fsdp: FSDP2 shards over all ranks; hsdp: FSDP2 shards within a "

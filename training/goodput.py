@@ -40,7 +40,9 @@ def process_start_time() -> float:
 
 class Goodput:
     def __init__(self, run_dir: str | Path, *, rank: int, metrics_port: int | None = None,
-                 started: float | None = None):
+                 started: float | None = None, serve: bool | None = None):
+        """``serve``: whether this process serves ``metrics_port`` (default: rank 0); the runtime serves from
+        each node's local rank 0, so every pod of a job is a scrape target."""
         self.rank = rank
         self.dir = Path(run_dir)
         self.started = process_start_time() if started is None else started
@@ -60,7 +62,7 @@ class Goodput:
         self._g_step = Gauge("openpod_training_step", "Last completed optimizer step", registry=self.registry)
         self._g_ckpt_fail = Gauge("openpod_checkpoint_failures", "Checkpoint saves and tier promotions that failed (this incarnation)",
                                   registry=self.registry)
-        if metrics_port is not None and rank == 0:
+        if metrics_port is not None and (rank == 0 if serve is None else serve):
             start_http_server(metrics_port, addr="0.0.0.0", registry=self.registry)
 
     def _read_ledger(self) -> dict:

@@ -85,7 +85,9 @@ class Runtime:
         if use_cuda:
             torch.cuda.set_device(self.local_rank)
         self.device = torch.device("cuda", self.local_rank) if use_cuda else torch.device("cpu")
-        self.goodput = Goodput(cfg.run_dir, rank=int(os.environ.get("RANK", 0)), metrics_port=cfg.metrics_port)
+        # Every node's local rank 0 serves metrics, so each pod of a job is a scrape target (its own ledger view).
+        self.goodput = Goodput(cfg.run_dir, rank=int(os.environ.get("RANK", 0)), metrics_port=cfg.metrics_port,
+                               serve=self.local_rank == 0)
         if not dist.is_initialized():
             if "RANK" not in os.environ:  # plain `python script.py`: a world of one
                 os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",

@@ -83,7 +83,10 @@ def kueue_manager_config(spec: ClusterSpec | None = None) -> dict[str, Any]:
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "health": {"healthProbeBindAddress": ":8081"},
-        "metrics": {"bindAddress": ":8443"},
+        # Per-ClusterQueue usage and quota gauges (kueue_cluster_queue_resource_usage, _nominal_quota; the
+        # platform's team dashboards and openpod:team_borrowed:sum read them) are reported only with this on
+        # (kueue@v0.19.2:apis/config/v1beta2/configuration_types.go:182-185).
+        "metrics": {"bindAddress": ":8443", "enableClusterQueueResources": True},
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "controller": {"groupKindConcurrency": {

@@ -73,7 +73,8 @@ NVME_VOLUME = "local-nvme"
 LAUNCHER_RESTARTS = 3
 # `python -m training run` flags submit sets; the args after -- may not repeat them.
 LAUNCHER_FLAGS = ("--nnodes", "--nproc-per-node", "--rdzv-endpoint", "--rdzv-id", "--node-id", "--bind-host",
-                  "--max-restarts", "--checkpoint-dir", "--memory-dir", "--nvme-dir", "--s3-uri", "--stop-timeout")
+                  "--max-restarts", "--checkpoint-dir", "--memory-dir", "--nvme-dir", "--s3-uri", "--stop-timeout",
+                  "--metrics-port")
 
 
 class JobError(ValueError):
@@ -282,7 +283,8 @@ def launch_command(spec: ClusterSpec, req: JobRequest) -> list[str]:
         tiers.append(f"--s3-uri={req.s3_uri}")
     return ["python", "-m", "training", "run", *rendezvous, endpoint, f"--rdzv-id={req.name}",
             f"--node-id=$({NODE_NAME_ENV})", f"--bind-host=$({POD_IP_ENV})", f"--max-restarts={LAUNCHER_RESTARTS}",
-            f"--stop-timeout={req.grace - STOP_MARGIN_S}", *tiers, *req.script]
+            f"--stop-timeout={req.grace - STOP_MARGIN_S}", f"--metrics-port={labels.TRAINING_METRICS_PORT}",
+            *tiers, *req.script]
 
 
 def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
@@ -347,6 +349,10 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     elif preferred:
         annotations[PREFERRED_TOPOLOGY] = LEVELS[preferred]
 
+    if openpod:  # the runtime's metrics, from each node's local rank 0 (observability/scrape.py)
+        annotations.update({"prometheus.io/scrape": "true", "prometheus.io/port": str(labels.TRAINING_METRICS_PORT)})
+        container["ports"].append({"name": "metrics", "containerPort": labels.TRAINING_METRICS_PORT,
+                                   "protocol": "TCP"})
     pod_meta: dict[str, Any] = {"labels": {"app.kubernetes.io/name": req.name, q.TEAM_LABEL: req.team}}
     if annotations:
         pod_meta["annotations"] = annotations

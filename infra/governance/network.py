@@ -16,11 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from infra.governance.queues import MANAGED_BY
-from infra.spec import TeamSpec
+from infra.spec import ClusterSpec, TeamSpec
+from openpod_core.labels import TRAINING_METRICS_PORT
 
 API = "networking.k8s.io/v1"
 DENY_INGRESS = "default-deny-ingress"
 SAME_NAMESPACE = "allow-same-namespace"
+METRICS = "allow-metrics-scrape"
 
 
 def _policy(team: TeamSpec, name: str, ingress: list[dict] | None) -> dict[str, Any]:
@@ -31,7 +33,11 @@ def _policy(team: TeamSpec, name: str, ingress: list[dict] | None) -> dict[str, 
             "metadata": {"name": name, "namespace": team.name, "labels": dict(MANAGED_BY)}, "spec": spec}
 
 
-def network_policies(team: TeamSpec) -> list[dict[str, Any]]:
-    """Deny ingress from everywhere, then allow it from the team's own namespace."""
+def network_policies(spec: ClusterSpec, team: TeamSpec) -> list[dict[str, Any]]:
+    """Deny ingress from everywhere, then allow it from the team's own namespace, and the runtime's metrics
+    port from inside the VPC (the managed Prometheus scraper's network interfaces live in the cluster's
+    subnets; what it serves is step counts and goodput, not weights)."""
     return [_policy(team, DENY_INGRESS, None),
-            _policy(team, SAME_NAMESPACE, [{"from": [{"podSelector": {}}]}])]
+            _policy(team, SAME_NAMESPACE, [{"from": [{"podSelector": {}}]}]),
+            _policy(team, METRICS, [{"from": [{"ipBlock": {"cidr": spec.network.vpc_cidr}}],
+                                     "ports": [{"protocol": "TCP", "port": TRAINING_METRICS_PORT}]}])]

@@ -46,7 +46,7 @@ def all_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
         objs += admission_objects(spec)
     for team in spec.teams:
         objs += [q.namespace(team), q.cluster_queue(spec, team), q.local_queue(team), *q.rbac(team),
-                 q.fsx_claim(spec, team), q.training_service_account(team), *network_policies(team)]
+                 q.fsx_claim(spec, team), q.training_service_account(team), *network_policies(spec, team)]
     return sorted(objs, key=_order_key)
 
 

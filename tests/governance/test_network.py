@@ -12,7 +12,10 @@ from __future__ import annotations
 import pytest
 
 from infra.governance import all_objects
-from infra.governance.network import DENY_INGRESS, SAME_NAMESPACE
+import ipaddress
+
+from infra.governance.network import DENY_INGRESS, METRICS, SAME_NAMESPACE
+from openpod_core.labels import TRAINING_METRICS_PORT
 from infra.spec import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance.k8s_schema import model_errors
@@ -26,14 +29,21 @@ def _selects(selector: dict, labels: dict) -> bool:
     return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
 
 
-def reaches(src_ns: str, src_labels: dict, dst_ns: str, dst_labels: dict, ns_labels: dict[str, dict]) -> bool:
+def reaches(src_ns: str, src_labels: dict, dst_ns: str, dst_labels: dict, ns_labels: dict[str, dict],
+            port: int = 29500, src_ip: str = "10.0.3.7") -> bool:
     applying = [p for p in POLICIES if p["metadata"]["namespace"] == dst_ns
                 and "Ingress" in p["spec"]["policyTypes"] and _selects(p["spec"]["podSelector"], dst_labels)]
     if not applying:
         return True
     for p in applying:
         for rule in p["spec"].get("ingress", []):
+            if "ports" in rule and not any(r["port"] == port for r in rule["ports"]):
+                continue
             for peer in rule.get("from", []):
+                if "ipBlock" in peer:
+                    if ipaddress.ip_address(src_ip) in ipaddress.ip_network(peer["ipBlock"]["cidr"]):
+                        return True
+                    continue
                 ns_ok = (_selects(peer["namespaceSelector"], ns_labels.get(src_ns, {}))
                          if "namespaceSelector" in peer else src_ns == dst_ns)
                 pod_ok = _selects(peer["podSelector"], src_labels) if "podSelector" in peer else True
@@ -49,7 +59,7 @@ TRAINER = {"app.kubernetes.io/name": "llama", "jobset.sigs.k8s.io/jobset-name": 
 def test_every_team_namespace_denies_ingress_and_allows_its_own_pods():
     for team in SPEC.teams:
         mine = {p["metadata"]["name"]: p for p in POLICIES if p["metadata"]["namespace"] == team.name}
-        assert set(mine) == {DENY_INGRESS, SAME_NAMESPACE}
+        assert set(mine) == {DENY_INGRESS, SAME_NAMESPACE, METRICS}
         for p in mine.values():
             assert model_errors(p, "V1NetworkPolicy") == []
 
@@ -63,3 +73,11 @@ def test_every_team_namespace_denies_ingress_and_allows_its_own_pods():
 def test_ingress_between_namespaces(src_ns, dst_ns, allowed):
     assert {t.name for t in SPEC.teams} == {"research", "product"}
     assert reaches(src_ns, {"app": "x"}, dst_ns, TRAINER, NS) is allowed
+
+
+def test_the_metrics_port_is_open_to_the_vpc_and_nothing_else_is():
+    """The managed scraper reaches each pod's metrics from its network interfaces in the cluster's subnets;
+    another team's pod (also a VPC address) can read those metrics, but no other port."""
+    assert reaches("product", {}, "research", TRAINER, NS, port=TRAINING_METRICS_PORT, src_ip="10.0.200.4")
+    assert not reaches("product", {}, "research", TRAINER, NS, port=29500, src_ip="10.0.200.4")
+    assert not reaches("product", {}, "research", TRAINER, NS, port=TRAINING_METRICS_PORT, src_ip="192.0.2.1")

@@ -194,3 +194,15 @@ def test_a_grace_period_out_of_range_is_refused_naming_the_flag(value):
 def test_stop_timeout_is_set_by_submit_only():
     r = submit(*P5, "--runtime", "openpod", "--", *TRAINING_ARGS, "--stop-timeout", "5")
     assert r.exit_code == 2 and "--stop-timeout" in r.output
+
+
+def test_openpod_pods_are_scrape_targets_on_every_node():
+    """observability/scrape.py keeps pods annotated prometheus.io/scrape and reads prometheus.io/port."""
+    js = dry_run(*P5, "--runtime", "openpod", "--", *TRAINING_ARGS)
+    template = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    assert template["metadata"]["annotations"]["prometheus.io/scrape"] == "true"
+    assert template["metadata"]["annotations"]["prometheus.io/port"] == str(labels.TRAINING_METRICS_PORT)
+    c = trainer(js)
+    assert f"--metrics-port={labels.TRAINING_METRICS_PORT}" in c["command"]
+    assert {"name": "metrics", "containerPort": labels.TRAINING_METRICS_PORT, "protocol": "TCP"} in c["ports"]
+    assert "prometheus.io/scrape" not in (pod_spec(dry_run(*P5, "--", "train.py")).get("annotations") or {})
