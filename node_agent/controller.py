@@ -31,7 +31,7 @@ from node_agent.cloud import Cloud
 from node_agent.config import ControllerConfig
 from node_agent.deep_check import DCGM_LEVEL_SECONDS
 from node_agent.findings import Action
-from node_agent.kube import Cluster, Eviction, Node, NotFound
+from node_agent.kube import Cluster, Conflict, Eviction, Node, NotFound
 from node_agent.marking import FAULT, REBOOTS, REMEDIATION, current_action, with_taint, without_taint
 from node_agent.metrics import ControllerMetrics
 
@@ -46,6 +46,7 @@ def await_health_seconds(dcgm_level: int) -> float:
     """The post-reboot wait: boot, then the deep check at its configured DCGM level (level 4 runs for hours)."""
     return max(AWAIT_HEALTH_SECONDS, BOOT_SECONDS + DCGM_LEVEL_SECONDS[dcgm_level] + OTHER_STEPS_SECONDS)
 RESEND_SECONDS = 900.0            # SetInstanceHealth is re-sent if the node is still there after this
+CONFLICT_RETRIES = 5              # re-read-and-decide attempts of one node step on 409 Conflict
 
 
 @dataclass
@@ -112,7 +113,7 @@ class Controller:
         now = self.clock()
         active = [n for n in members if REMEDIATION in n.annotations]
         for n in active:
-            self._isolated(n, group, lambda n=n: self._advance(n, Remediation.of(n), group))
+            self._isolated(n, group, lambda fresh: self._advance(fresh, Remediation.of(fresh), group))
         waiting = sorted((n for n in members if REMEDIATION not in n.annotations
                           and current_action(n.labels) is not Action.NONE and FAULT in n.annotations),
                          # replace-class first when the budget is tight (a broken node holds no work), then oldest
@@ -130,22 +131,31 @@ class Controller:
                         f"group {group}: {in_flight} of {limit} remediations in flight "
                         f"(budget: {self.config.budget_max_nodes} nodes / {self.config.budget_max_percent}%); waiting")
                 continue
-            self._isolated(n, group, lambda n=n: self._start(n, group, now))
+            self._isolated(n, group, lambda fresh: self._start(fresh, group, now))
             in_flight += 1  # a start that failed half-way still holds its slot until its node is resolved
-
-            def advance(n=n):
-                fresh = self.cluster.get_node(n.name)
-                if REMEDIATION in fresh.annotations:
-                    self._advance(fresh, Remediation.of(fresh), group)  # no need to wait a poll to start draining
-            self._isolated(n, group, advance)
+            # No need to wait a poll to start draining.
+            self._isolated(n, group, lambda fresh: self._advance(fresh, Remediation.of(fresh), group), reread=True)
         self.metrics.in_flight.labels(group).set(in_flight)
         self.metrics.budget_blocked.labels(group).set(blocked)
         self._refill_spares(group, members)
 
-    def _isolated(self, node: Node, group: str, step) -> None:
-        """One node's step never stops the others: an error is an Event and a metric, retried next reconcile."""
+    def _isolated(self, node: Node, group: str, step, reread: bool = False) -> None:
+        """One node's step never stops the others: an error is an Event and a metric, retried next reconcile.
+
+        Every node write carries the resourceVersion of the read it was decided on; a 409 Conflict (someone -
+        the detector, another controller - wrote in between) re-reads the node and decides again, so another
+        writer's state is never overwritten.
+        """
         try:
-            step()
+            for attempt in range(CONFLICT_RETRIES):
+                if reread or attempt:
+                    node = self.cluster.get_node(node.name)
+                try:
+                    step(node)
+                    return
+                except Conflict:
+                    self.metrics.conflicts.labels(group).inc()
+            raise Conflict(f"node {node.name} kept changing under {CONFLICT_RETRIES} attempts")
         except NotFound:
             pass  # replaced and gone
         except Exception as e:  # noqa: BLE001 (cloud/API errors of one node must not block the group)
@@ -158,6 +168,9 @@ class Controller:
 
     # ------------------------------------------------------------------ steps
     def _start(self, node: Node, group: str, now: float) -> None:
+        if REMEDIATION in node.annotations or FAULT not in node.annotations \
+                or current_action(node.labels) is Action.NONE:
+            return  # decided on a stale read: someone else started it, or the fault is gone
         fault = json.loads(node.annotations[FAULT])
         action = current_action(node.labels)
         escalated = False
@@ -174,16 +187,21 @@ class Controller:
         r = Remediation(action=action.value, fault=fault["fault"], phase="draining", started=now,
                         drain_deadline=now + self.config.drain_timeout_seconds, escalated=escalated, phase_since=now)
         labels = {L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT} if escalated else None
-        self.cluster.patch_node(node.name, annotations={REMEDIATION: r.dump()}, labels=labels, unschedulable=True)
+        self.cluster.patch_node(node.name, annotations={REMEDIATION: r.dump()}, labels=labels, unschedulable=True,
+                                resource_version=node.resource_version)
         self._alerted.discard(node.name)
         self.cluster.create_event(node.name, "RemediationStarted",
                                   f"{fault['fault']}: cordoned, draining (deadline {self.config.drain_timeout_seconds:.0f}s), "
                                   f"then {action.value}", "Normal")
 
-    def _save(self, node: Node, r: Remediation, *, annotations_extra: dict | None = None, **extra) -> None:
-        self.cluster.patch_node(node.name, annotations={REMEDIATION: r.dump(), **(annotations_extra or {})}, **extra)
+    def _save(self, node: Node, r: Remediation, *, annotations_extra: dict | None = None, **extra) -> Node:
+        """Write the remediation state, only onto the node as read (resourceVersion); returns the node written."""
+        return self.cluster.patch_node(node.name, annotations={REMEDIATION: r.dump(), **(annotations_extra or {})},
+                                       resource_version=node.resource_version, **extra)
 
-    def _advance(self, node: Node, r: Remediation, group: str) -> None:
+    def _advance(self, node: Node, r: Remediation | None, group: str) -> None:
+        if r is None:
+            return  # finished by someone else since the list
         now = self.clock()
         if r.phase == "draining":
             if not self._drain(node, r, group, now):
@@ -192,9 +210,9 @@ class Controller:
             if r.action == "reboot":
                 history = json.loads(node.annotations.get(REBOOTS, "[]"))
                 history = (history + [{"fault": r.fault, "at": now}])[-10:]
-                self._save(node, r, annotations_extra={REBOOTS: json.dumps(history)})
+                node = self._save(node, r, annotations_extra={REBOOTS: json.dumps(history)})
             else:
-                self._save(node, r)
+                node = self._save(node, r)
         if r.phase == "rebooting":
             self._reboot(node, r, group, now)
         elif r.phase == "awaiting-health":
@@ -243,14 +261,15 @@ class Controller:
                    if recurred else "deep check failed after reboot" if status == L.HEALTH_PENDING_REPLACEMENT
                    else f"not healthy {wait:.0f}s after reboot (DCGM level {self.config.dcgm_level})")
             r.action, r.phase, r.phase_since, r.sent = "replace", "replacing", now, False
-            self._save(node, r, labels={L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT})
+            node = self._save(node, r, labels={L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT})
             self.metrics.escalations.labels(group).inc()
             self.cluster.create_event(node.name, "RemediationEscalated", f"{r.fault}: {why}; replacing")
             self._replace(node, r, group, now)
             return
         if status == L.HEALTH_SCHEDULABLE and not node.has_taint(L.STARTUP_TAINT):
             self.cluster.patch_node(node.name, annotations={REMEDIATION: None, FAULT: None}, unschedulable=False,
-                                    taints=without_taint(node.taints, L.UNHEALTHY_TAINT))
+                                    taints=without_taint(node.taints, L.UNHEALTHY_TAINT),
+                                    resource_version=node.resource_version)
             self.cluster.create_event(node.name, "Remediated", f"{r.fault}: rebooted and passed the deep check",
                                       "Normal")
 
@@ -259,7 +278,7 @@ class Controller:
             spare = self._ready_spare(group, exclude=node.name)
             if spare is not None:
                 r.spare = spare.name
-                self._save(node, r)  # intent first: a restart promotes the same spare, not a second one
+                node = self._save(node, r)  # intent first: a restart promotes the same spare, not a second one
         if r.spare:
             self._promote(r.spare, group, node.name)
         if r.sent and now - r.phase_since < RESEND_SECONDS:
@@ -294,7 +313,8 @@ class Controller:
             return
         if not is_spare(spare) and not spare.has_taint(L.HOT_SPARE_TAINT):
             return  # already promoted
-        self.cluster.patch_node(name, labels={L.HOT_SPARE: None}, taints=without_taint(spare.taints, L.HOT_SPARE_TAINT))
+        self.cluster.patch_node(name, labels={L.HOT_SPARE: None}, taints=without_taint(spare.taints, L.HOT_SPARE_TAINT),
+                                resource_version=spare.resource_version)
         self.metrics.spare_promotions.labels(group).inc()
         self.cluster.create_event(name, "HotSparePromoted", f"takes the place of {failed} in group {group}", "Normal")
 
@@ -307,8 +327,12 @@ class Controller:
         fresh = sorted((n for n in members if n.has_taint(L.STARTUP_TAINT) and not is_spare(n)
                         and REMEDIATION not in n.annotations and FAULT not in n.annotations), key=lambda n: n.name)
         for n in fresh[: want - len(have)]:
-            self.cluster.patch_node(n.name, labels={L.HOT_SPARE: "true"},
-                                    taints=with_taint(n.taints, L.HOT_SPARE_TAINT, "true"))
+            try:
+                self.cluster.patch_node(n.name, labels={L.HOT_SPARE: "true"},
+                                        taints=with_taint(n.taints, L.HOT_SPARE_TAINT, "true"),
+                                        resource_version=n.resource_version)
+            except (Conflict, NotFound):
+                continue  # changed since the list (e.g. its deep check passed): decided again next reconcile
             self.cluster.create_event(n.name, "HotSpareReserved", f"held as a hot spare for group {group}", "Normal")
 
     def run(self, stop_event) -> None:

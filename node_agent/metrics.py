@@ -41,6 +41,8 @@ class ControllerMetrics:
                                         registry=r)
         self.errors = Counter("openpod_remediation_errors", "Remediation steps that failed for one node "
                               "(cloud or API error); retried, other nodes go on", ["group"], registry=r)
+        self.conflicts = Counter("openpod_remediation_conflicts", "Node writes refused with 409 Conflict (the node "
+                                 "changed since it was read); re-read and decided again", ["group"], registry=r)
         self.drain_timeouts = Counter("openpod_drain_deadline_exceeded", "Drains that hit their deadline",
                                       ["group"], registry=r)
 
