@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from openpod_core.labels import JOB_SCRATCH_ROOTS
 
@@ -88,6 +88,28 @@ class GroupConfig(BaseModel):
     hot_spares: int = Field(0, ge=0)
 
 
+class LeaderElectionConfig(BaseModel):
+    """The controller's Lease (coordination.k8s.io/v1). Defaults are client-go's / kube-controller-manager's
+    (--leader-elect-lease-duration=15s, --leader-elect-renew-deadline=10s, --leader-elect-retry-period=2s)."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = Field(True, description="off only for a single replica (e.g. a local dry run)")
+    lease_name: str = "node-remediation"
+    namespace: str = "openpod-system"
+    lease_duration_seconds: float = Field(15.0, gt=0, description="a silent leader is replaced after this")
+    renew_deadline_seconds: float = Field(10.0, gt=0, description="a leader that cannot renew stops acting after "
+                                                                  "this (< lease_duration_seconds)")
+    retry_period_seconds: float = Field(2.0, gt=0, description="renew / acquire attempt interval")
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if not self.lease_duration_seconds > self.renew_deadline_seconds > 1.2 * self.retry_period_seconds:
+            raise ValueError("need lease_duration_seconds > renew_deadline_seconds > 1.2 x retry_period_seconds "
+                             f"(got {self.lease_duration_seconds}, {self.renew_deadline_seconds}, "
+                             f"{self.retry_period_seconds})")
+        return self
+
+
 class ControllerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     region: str | None = None
@@ -100,6 +122,7 @@ class ControllerConfig(BaseModel):
     budget_max_percent: float = Field(10.0, gt=0, le=100, description="... and at most this % of the group")
     groups: dict[str, GroupConfig] = {}
     metrics_port: int = Field(9102, ge=1, le=65535)
+    leader_election: LeaderElectionConfig = LeaderElectionConfig()
 
 
 def _problem(section: str, err: dict) -> str:

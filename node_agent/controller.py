@@ -70,6 +70,10 @@ class Remediation:
         return json.dumps(asdict(self), sort_keys=True)
 
 
+class NotLeader(RuntimeError):
+    """This replica's lease ran out: it must not act (another replica may)."""
+
+
 def fault_class(fault: str) -> str:
     """Escalation counts faults by class, not by exact name: an Xid 79 reboot then an Xid 95 is the same GPU."""
     if "nvlink" in fault or fault.startswith("nvswitch"):
@@ -88,8 +92,9 @@ def is_spare(node: Node) -> bool:
 
 class Controller:
     def __init__(self, cluster: Cluster, cloud: Cloud, config: ControllerConfig | None = None,
-                 metrics: ControllerMetrics | None = None, clock=time.time) -> None:
+                 metrics: ControllerMetrics | None = None, clock=time.time, elector=None) -> None:
         self.cluster, self.cloud = cluster, cloud
+        self.elector = elector  # a LeaseElector (node_agent/leader.py); None: act unconditionally (one replica)
         self.config = config or ControllerConfig()
         self.metrics = metrics or ControllerMetrics()
         self.clock = clock
@@ -158,6 +163,8 @@ class Controller:
             raise Conflict(f"node {node.name} kept changing under {CONFLICT_RETRIES} attempts")
         except NotFound:
             pass  # replaced and gone
+        except NotLeader:
+            raise  # stop the whole pass: another replica acts now
         except Exception as e:  # noqa: BLE001 (cloud/API errors of one node must not block the group)
             self.metrics.errors.labels(group).inc()
             try:
@@ -187,7 +194,7 @@ class Controller:
         r = Remediation(action=action.value, fault=fault["fault"], phase="draining", started=now,
                         drain_deadline=now + self.config.drain_timeout_seconds, escalated=escalated, phase_since=now)
         labels = {L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT} if escalated else None
-        self.cluster.patch_node(node.name, annotations={REMEDIATION: r.dump()}, labels=labels, unschedulable=True,
+        self._patch(node.name, annotations={REMEDIATION: r.dump()}, labels=labels, unschedulable=True,
                                 resource_version=node.resource_version)
         self._alerted.discard(node.name)
         self.cluster.create_event(node.name, "RemediationStarted",
@@ -196,7 +203,7 @@ class Controller:
 
     def _save(self, node: Node, r: Remediation, *, annotations_extra: dict | None = None, **extra) -> Node:
         """Write the remediation state, only onto the node as read (resourceVersion); returns the node written."""
-        return self.cluster.patch_node(node.name, annotations={REMEDIATION: r.dump(), **(annotations_extra or {})},
+        return self._patch(node.name, annotations={REMEDIATION: r.dump(), **(annotations_extra or {})},
                                        resource_version=node.resource_version, **extra)
 
     def _advance(self, node: Node, r: Remediation | None, group: str) -> None:
@@ -243,6 +250,7 @@ class Controller:
         if not node.instance_id:
             self.cluster.create_event(node.name, "RemediationFailed", "node has no EC2 provider ID; cannot reboot")
             return
+        self._guard()
         self.cloud.reboot(node.instance_id)  # at-least-once: re-sent if we crash before saving below
         self.metrics.remediations.labels(group, "reboot").inc()
         r.phase, r.phase_since, r.sent = "awaiting-health", now, True
@@ -267,7 +275,7 @@ class Controller:
             self._replace(node, r, group, now)
             return
         if status == L.HEALTH_SCHEDULABLE and not node.has_taint(L.STARTUP_TAINT):
-            self.cluster.patch_node(node.name, annotations={REMEDIATION: None, FAULT: None}, unschedulable=False,
+            self._patch(node.name, annotations={REMEDIATION: None, FAULT: None}, unschedulable=False,
                                     taints=without_taint(node.taints, L.UNHEALTHY_TAINT),
                                     resource_version=node.resource_version)
             self.cluster.create_event(node.name, "Remediated", f"{r.fault}: rebooted and passed the deep check",
@@ -286,6 +294,7 @@ class Controller:
         if not node.instance_id:
             self.cluster.create_event(node.name, "RemediationFailed", "node has no EC2 provider ID; cannot replace")
             return
+        self._guard()
         self.cloud.mark_unhealthy(node.instance_id)  # idempotent in Auto Scaling
         if not r.sent:
             self.metrics.remediations.labels(group, "replace").inc()
@@ -313,7 +322,7 @@ class Controller:
             return
         if not is_spare(spare) and not spare.has_taint(L.HOT_SPARE_TAINT):
             return  # already promoted
-        self.cluster.patch_node(name, labels={L.HOT_SPARE: None}, taints=without_taint(spare.taints, L.HOT_SPARE_TAINT),
+        self._patch(name, labels={L.HOT_SPARE: None}, taints=without_taint(spare.taints, L.HOT_SPARE_TAINT),
                                 resource_version=spare.resource_version)
         self.metrics.spare_promotions.labels(group).inc()
         self.cluster.create_event(name, "HotSparePromoted", f"takes the place of {failed} in group {group}", "Normal")
@@ -328,17 +337,43 @@ class Controller:
                         and REMEDIATION not in n.annotations and FAULT not in n.annotations), key=lambda n: n.name)
         for n in fresh[: want - len(have)]:
             try:
-                self.cluster.patch_node(n.name, labels={L.HOT_SPARE: "true"},
+                self._patch(n.name, labels={L.HOT_SPARE: "true"},
                                         taints=with_taint(n.taints, L.HOT_SPARE_TAINT, "true"),
                                         resource_version=n.resource_version)
             except (Conflict, NotFound):
                 continue  # changed since the list (e.g. its deep check passed): decided again next reconcile
             self.cluster.create_event(n.name, "HotSpareReserved", f"held as a hot spare for group {group}", "Normal")
 
+    # --------------------------------------------------------- leadership
+    def _patch(self, name: str, **kw) -> Node:
+        self._guard()
+        return self.cluster.patch_node(name, **kw)
+
+    def _guard(self) -> None:
+        """Right before any cloud call: still the leader (by our own clock, within the renew deadline)?"""
+        if self.elector is not None and not self.elector.is_leader():
+            raise NotLeader(self.elector.identity)
+
+    def tick(self) -> bool:
+        """One pass if this replica leads; False if it stood by."""
+        if self.elector is not None and not self.elector.is_leader():
+            self.metrics.leader.set(0)
+            return False
+        self.metrics.leader.set(1)
+        try:
+            self.reconcile_once()
+        except NotLeader:
+            log.warning("lost the lease mid-pass; standing by")
+        return True
+
     def run(self, stop_event) -> None:
+        if self.elector is not None:
+            self.elector.start(stop_event)
         while not stop_event.is_set():
             try:
-                self.reconcile_once()
+                acted = self.tick()
             except Exception:  # noqa: BLE001 (API/cloud hiccups: retry on the next pass)
                 log.exception("reconcile failed; retrying")
-            stop_event.wait(self.config.poll_seconds)
+                acted = True
+            # A standby looks again soon, so a failover does not wait a whole poll.
+            stop_event.wait(self.config.poll_seconds if acted else self.config.leader_election.retry_period_seconds)

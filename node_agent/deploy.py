@@ -61,6 +61,22 @@ def controller_rbac() -> list[dict]:
     ])
 
 
+def controller_lease_rbac(lease_name: str = ControllerConfig().leader_election.lease_name) -> list[dict]:
+    """Leader election: the controller's own Lease in its namespace (create it once; then get/update only it)."""
+    name = f"openpod-{CONTROLLER}-leader-election"
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": name, "namespace": NAMESPACE},
+         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                   {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease_name],
+                    "verbs": ["get", "update"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": name, "namespace": NAMESPACE},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": NAMESPACE}]},
+    ]
+
+
 def agent_config() -> dict:
     """The agent's config file: the defaults, written out so operators see and edit every knob."""
     return AgentConfig().model_dump(mode="json")
@@ -160,15 +176,16 @@ def detector_daemonset(image: str, arch: str = "amd64") -> dict:
     }
 
 
-def controller_deployment(image: str) -> dict:
-    """One controller replica (Recreate: never two at once) on the system group's CPU nodes."""
+def controller_deployment(image: str, replicas: int = 2) -> dict:
+    """Two controller replicas on the system group's CPU nodes, on different nodes when possible; the one holding
+    the Lease acts, the other takes over when it stops renewing (node_agent/leader.py)."""
     labels = {APP: CONTROLLER}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": CONTROLLER, "namespace": NAMESPACE, "labels": labels},
         "spec": {
-            "replicas": 1,
-            "strategy": {"type": "Recreate"},
+            "replicas": replicas,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels, "annotations": _scrape(CONTROLLER_METRICS_PORT)},
@@ -176,12 +193,17 @@ def controller_deployment(image: str) -> dict:
                     "serviceAccountName": CONTROLLER,
                     "priorityClassName": "system-cluster-critical",
                     "nodeSelector": {L.ACCELERATOR: "none", ARCH: "amd64"},
+                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": labels},
+                                                            "topologyKey": "kubernetes.io/hostname"}}]}},
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
                                         "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{
                         "name": "controller",
                         "image": image,
                         "args": ["controller", "--config", "/etc/openpod/controller.yaml"],
+                        # The Lease holder identity.
+                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
                         "ports": [{"name": "metrics", "containerPort": CONTROLLER_METRICS_PORT}],
                         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"},
                                       "limits": {"memory": "256Mi"}},
@@ -212,7 +234,7 @@ def manifests(spec: ClusterSpec, images: dict[str, str], *, controller_service_a
     out = [namespace(), service_account(DETECTOR)]
     if controller_service_account:
         out.append(service_account(CONTROLLER))
-    out += detector_rbac() + controller_rbac()
+    out += detector_rbac() + controller_rbac() + controller_lease_rbac()
     out.append(config_map(f"{DETECTOR}-config", "agent.yaml", agent_config()))
     out.append(config_map(f"{CONTROLLER}-config", "controller.yaml", controller_config(spec)))
     for arch in detector_arches(spec):

@@ -256,6 +256,7 @@ class KubeCluster:
                 config.load_kube_config()
         self.client = client
         self.core = client.CoreV1Api(api_client)
+        self.api_client = self.core.api_client  # shared with the leader election (node_agent/leader.py)
         self.component = component
 
     @staticmethod

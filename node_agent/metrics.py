@@ -43,6 +43,8 @@ class ControllerMetrics:
                               "(cloud or API error); retried, other nodes go on", ["group"], registry=r)
         self.conflicts = Counter("openpod_remediation_conflicts", "Node writes refused with 409 Conflict (the node "
                                  "changed since it was read); re-read and decided again", ["group"], registry=r)
+        self.leader = Gauge("openpod_remediation_leader", "1 if this controller replica holds the Lease and acts",
+                            registry=r)
         self.drain_timeouts = Counter("openpod_drain_deadline_exceeded", "Drains that hit their deadline",
                                       ["group"], registry=r)
 

@@ -32,7 +32,11 @@ def test_default_spec_gets_one_daemonset_per_arch_and_one_controller():
     assert [d["spec"]["template"]["spec"]["containers"][0]["image"] for d in k["DaemonSet"]] == [
         IMAGES["amd64"], IMAGES["arm64"]]
     (dep,) = k["Deployment"]
-    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
+    # Two replicas, one acting (Lease): a rolling update never has none (node_agent/leader.py, test_leader.py).
+    assert dep["spec"]["replicas"] == 2 and dep["spec"]["strategy"]["type"] == "RollingUpdate"
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["containers"][0]["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert pod["affinity"]["podAntiAffinity"]
     assert dep["spec"]["template"]["spec"]["nodeSelector"] == {L.ACCELERATOR: "none", "kubernetes.io/arch": "amd64"}
     yaml.safe_dump_all(objs)  # plain data
 
@@ -62,6 +66,20 @@ def test_rbac_is_minimal():
     ctl = by_kind(deploy.controller_rbac())["ClusterRole"][0]["rules"]
     verbs = {r["resources"][0]: set(r["verbs"]) for r in ctl}
     assert verbs["pods/eviction"] == {"create"} and "delete" not in verbs["pods"] and "delete" not in verbs["nodes"]
+
+
+def test_the_controller_may_only_touch_its_own_lease():
+    role, binding = deploy.controller_lease_rbac()
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == deploy.NAMESPACE
+    lease = load_controller_config(None).leader_election
+    assert lease.namespace == deploy.NAMESPACE
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease.lease_name],
+         "verbs": ["get", "update"]}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": deploy.CONTROLLER,
+                                    "namespace": deploy.NAMESPACE}]
+    assert role in deploy.manifests(load_spec(None), IMAGES)
 
 
 def test_config_maps_round_trip_through_the_loaders(tmp_path):
