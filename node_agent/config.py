@@ -120,6 +120,12 @@ class ControllerConfig(BaseModel):
     budget_max_nodes: int = Field(2, ge=1, description="remediations in flight per group, at most")
     dcgm_level: int = Field(2, ge=1, le=4, description="the nodes' deep-check DCGM level: sets the post-reboot wait")
     budget_max_percent: float = Field(10.0, gt=0, le=100, description="... and at most this % of the group")
+    reboot_cap: int = Field(3, ge=1, le=10, description="reboots of one node (any fault class) within "
+                                                 "reboot_cap_window_seconds; the next fault replaces it")
+    reboot_cap_window_seconds: float = Field(7 * 24 * 3600.0, gt=0)
+    retry_base_seconds: float = Field(10.0, gt=0, description="first wait after a failed step of one node "
+                                                              "(doubling, jittered)")
+    retry_max_seconds: float = Field(600.0, gt=0, description="cap of that wait")
     groups: dict[str, GroupConfig] = {}
     metrics_port: int = Field(9102, ge=1, le=65535)
     leader_election: LeaderElectionConfig = LeaderElectionConfig()

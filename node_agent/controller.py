@@ -23,15 +23,16 @@ from __future__ import annotations
 import json
 import logging
 import math
+import random
 import time
 from dataclasses import asdict, dataclass
 
 from openpod_core import labels as L
-from node_agent.cloud import Cloud
+from node_agent.cloud import Cloud, InstanceGone
 from node_agent.config import ControllerConfig
 from node_agent.deep_check import DCGM_LEVEL_SECONDS
 from node_agent.findings import Action
-from node_agent.kube import Cluster, Conflict, Eviction, Node, NotFound
+from node_agent.kube import Cluster, Condition, Conflict, Eviction, Node, NotFound
 from node_agent.marking import FAULT, REBOOTS, REMEDIATION, current_action, with_taint, without_taint
 from node_agent.metrics import ControllerMetrics
 
@@ -47,6 +48,8 @@ def await_health_seconds(dcgm_level: int) -> float:
     return max(AWAIT_HEALTH_SECONDS, BOOT_SECONDS + DCGM_LEVEL_SECONDS[dcgm_level] + OTHER_STEPS_SECONDS)
 RESEND_SECONDS = 900.0            # SetInstanceHealth is re-sent if the node is still there after this
 CONFLICT_RETRIES = 5              # re-read-and-decide attempts of one node step on 409 Conflict
+FAILED = "failed"                 # terminal phase: nothing more the controller can do (see _fail)
+FAILED_CONDITION = "RemediationFailed"
 
 
 @dataclass
@@ -60,6 +63,8 @@ class Remediation:
     spare: str | None = None    # the hot spare promoted for this node
     sent: bool = False          # the cloud call of the current phase was made
     phase_since: float = 0.0
+    detected: float | None = None   # when the detector recorded the fault (the duration histogram's start)
+    failure: str | None = None      # phase failed: why
 
     @classmethod
     def of(cls, node: Node) -> Remediation | None:
@@ -98,7 +103,11 @@ class Controller:
         self.config = config or ControllerConfig()
         self.metrics = metrics or ControllerMetrics()
         self.clock = clock
+        self.rng = random.Random()
         self._alerted: set[str] = set()
+        self._failures: dict[str, int] = {}      # node -> consecutive failed steps
+        self._retry_at: dict[str, float] = {}    # node -> not before (backoff)
+        self._replacing: dict[str, tuple[str, Remediation]] = {}  # nodes whose replacement we wait to see done
 
     # ----------------------------------------------------------------- budget
     def budget(self, group_size: int) -> int:
@@ -108,6 +117,7 @@ class Controller:
     # -------------------------------------------------------------- reconcile
     def reconcile_once(self) -> None:
         nodes = self.cluster.list_nodes()
+        self._replacements_done({n.name for n in nodes})
         groups: dict[str, list[Node]] = {}
         for n in nodes:
             groups.setdefault(group_of(n), []).append(n)
@@ -117,6 +127,13 @@ class Controller:
     def _reconcile_group(self, group: str, members: list[Node]) -> None:
         now = self.clock()
         active = [n for n in members if REMEDIATION in n.annotations]
+        failed = [n for n in active if Remediation.of(n).phase == FAILED]
+        active = [n for n in active if n not in failed]  # a terminal node holds no slot
+        self.metrics.failed_nodes.labels(group).set(len(failed))
+        for n in active:
+            r = Remediation.of(n)
+            if r.phase == "replacing":
+                self._replacing[n.name] = (group, r)
         for n in active:
             self._isolated(n, group, lambda fresh: self._advance(fresh, Remediation.of(fresh), group))
         waiting = sorted((n for n in members if REMEDIATION not in n.annotations
@@ -144,32 +161,49 @@ class Controller:
         self.metrics.budget_blocked.labels(group).set(blocked)
         self._refill_spares(group, members)
 
+    def _backoff(self, failures: int) -> float:
+        """Capped exponential backoff with jitter: base x 2^(n-1), at most the cap, times a uniform [0.5, 1)."""
+        d = min(self.config.retry_max_seconds, self.config.retry_base_seconds * 2 ** min(failures - 1, 30))
+        return d * (0.5 + 0.5 * self.rng.random())
+
     def _isolated(self, node: Node, group: str, step, reread: bool = False) -> None:
-        """One node's step never stops the others: an error is an Event and a metric, retried next reconcile.
+        """One node's step never stops the others: an error is an Event and a metric, retried with backoff.
 
         Every node write carries the resourceVersion of the read it was decided on; a 409 Conflict (someone -
         the detector, another controller - wrote in between) re-reads the node and decides again, so another
         writer's state is never overwritten.
         """
+        now = self.clock()
+        if now < self._retry_at.get(node.name, 0.0):
+            return  # backing off after a failure
         try:
             for attempt in range(CONFLICT_RETRIES):
                 if reread or attempt:
                     node = self.cluster.get_node(node.name)
                 try:
                     step(node)
-                    return
+                    break
                 except Conflict:
                     self.metrics.conflicts.labels(group).inc()
-            raise Conflict(f"node {node.name} kept changing under {CONFLICT_RETRIES} attempts")
+            else:
+                raise Conflict(f"node {node.name} kept changing under {CONFLICT_RETRIES} attempts")
+            self._failures.pop(node.name, None)
+            self._retry_at.pop(node.name, None)
         except NotFound:
             pass  # replaced and gone
         except NotLeader:
             raise  # stop the whole pass: another replica acts now
         except Exception as e:  # noqa: BLE001 (cloud/API errors of one node must not block the group)
+            k = self._failures[node.name] = self._failures.get(node.name, 0) + 1
+            delay = self._backoff(k)
+            self._retry_at[node.name] = now + delay
             self.metrics.errors.labels(group).inc()
+            log.warning("node %s: %s: %s (failure %d, next attempt in %.0fs)", node.name, type(e).__name__, e, k,
+                        delay)
             try:
                 self.cluster.create_event(node.name, "RemediationError",
-                                          f"{type(e).__name__}: {e}; retried on the next reconcile")
+                                          f"{type(e).__name__}: {e}; failure {k} in a row, "
+                                          f"next attempt in {delay:.0f}s")
             except Exception:  # noqa: BLE001
                 pass
 
@@ -184,7 +218,15 @@ class Controller:
         if action is Action.REBOOT:
             window = now - self.config.escalation_window_seconds
             history = json.loads(node.annotations.get(REBOOTS, "[]"))
-            if any(fault_class(h["fault"]) == fault_class(fault["fault"]) and h["at"] >= window for h in history):
+            recent = [h for h in history if h["at"] >= now - self.config.reboot_cap_window_seconds]
+            if len(recent) >= self.config.reboot_cap:
+                action, escalated = Action.REPLACE, True
+                self.metrics.escalations.labels(group).inc()
+                self.cluster.create_event(node.name, "RemediationEscalated",
+                                          f"{fault['fault']}: {len(recent)} reboots within "
+                                          f"{self.config.reboot_cap_window_seconds:.0f}s (cap "
+                                          f"{self.config.reboot_cap}): replacing instead")
+            elif any(fault_class(h["fault"]) == fault_class(fault["fault"]) and h["at"] >= window for h in history):
                 action, escalated = Action.REPLACE, True
                 self.metrics.escalations.labels(group).inc()
                 self.cluster.create_event(node.name, "RemediationEscalated",
@@ -192,7 +234,8 @@ class Controller:
                                           f"{self.config.escalation_window_seconds:.0f}s of a reboot for that class: "
                                           "replacing instead")
         r = Remediation(action=action.value, fault=fault["fault"], phase="draining", started=now,
-                        drain_deadline=now + self.config.drain_timeout_seconds, escalated=escalated, phase_since=now)
+                        drain_deadline=now + self.config.drain_timeout_seconds, escalated=escalated, phase_since=now,
+                        detected=fault.get("at", now))
         labels = {L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT} if escalated else None
         self._patch(node.name, annotations={REMEDIATION: r.dump()}, labels=labels, unschedulable=True,
                                 resource_version=node.resource_version)
@@ -207,9 +250,20 @@ class Controller:
                                        resource_version=node.resource_version, **extra)
 
     def _advance(self, node: Node, r: Remediation | None, group: str) -> None:
-        if r is None:
-            return  # finished by someone else since the list
+        if r is None or r.phase == FAILED:
+            return  # finished by someone else since the list, or terminal
         now = self.clock()
+        if r.action == "reboot" and r.phase in ("draining", "rebooting") \
+                and current_action(node.labels) is Action.REPLACE:
+            # A replace-class fault arrived while the reboot was pending: no point rebooting first.
+            r.action, r.escalated = "replace", True
+            if r.phase == "rebooting":
+                r.phase, r.phase_since, r.sent = "replacing", now, False
+            node = self._save(node, r)
+            self.metrics.escalations.labels(group).inc()
+            self.cluster.create_event(node.name, "RemediationEscalated",
+                                      f"{r.fault}: a replace-class fault arrived while the reboot was pending; "
+                                      "replacing instead")
         if r.phase == "draining":
             if not self._drain(node, r, group, now):
                 return
@@ -248,10 +302,12 @@ class Controller:
 
     def _reboot(self, node: Node, r: Remediation, group: str, now: float) -> None:
         if not node.instance_id:
-            self.cluster.create_event(node.name, "RemediationFailed", "node has no EC2 provider ID; cannot reboot")
-            return
+            return self._fail(node, r, group, now, "NoProviderID", "the node has no EC2 provider ID; cannot reboot")
         self._guard()
-        self.cloud.reboot(node.instance_id)  # at-least-once: re-sent if we crash before saving below
+        try:
+            self.cloud.reboot(node.instance_id)  # at-least-once: re-sent if we crash before saving below
+        except InstanceGone as e:
+            return self._fail(node, r, group, now, "InstanceNotFound", f"cannot reboot: {e}")
         self.metrics.remediations.labels(group, "reboot").inc()
         r.phase, r.phase_since, r.sent = "awaiting-health", now, True
         # The startup taint makes the node's agent run the deep check once it is back.
@@ -275,6 +331,7 @@ class Controller:
             self._replace(node, r, group, now)
             return
         if status == L.HEALTH_SCHEDULABLE and not node.has_taint(L.STARTUP_TAINT):
+            self._observe(group, r, "recovered", now)
             self._patch(node.name, annotations={REMEDIATION: None, FAULT: None}, unschedulable=False,
                                     taints=without_taint(node.taints, L.UNHEALTHY_TAINT),
                                     resource_version=node.resource_version)
@@ -292,10 +349,12 @@ class Controller:
         if r.sent and now - r.phase_since < RESEND_SECONDS:
             return
         if not node.instance_id:
-            self.cluster.create_event(node.name, "RemediationFailed", "node has no EC2 provider ID; cannot replace")
-            return
+            return self._fail(node, r, group, now, "NoProviderID", "the node has no EC2 provider ID; cannot replace")
         self._guard()
-        self.cloud.mark_unhealthy(node.instance_id)  # idempotent in Auto Scaling
+        try:
+            self.cloud.mark_unhealthy(node.instance_id)  # idempotent in Auto Scaling
+        except InstanceGone as e:
+            return self._fail(node, r, group, now, "InstanceNotFound", f"cannot replace: {e}")
         if not r.sent:
             self.metrics.remediations.labels(group, "replace").inc()
             self.cluster.create_event(node.name, "NodeReplacing",
@@ -303,6 +362,33 @@ class Controller:
                                       + (f"; hot spare {r.spare} took its place" if r.spare else ""), "Normal")
         r.sent, r.phase_since = True, now
         self._save(node, r)
+
+    # ------------------------------------------------------------ outcomes
+    def _observe(self, group: str, r: Remediation, outcome: str, now: float) -> None:
+        """openpod_remediation_duration_seconds: fault detected -> back in service / replaced / given up."""
+        start = r.detected if r.detected is not None else r.started
+        self.metrics.duration.labels(group, r.action, outcome).observe(max(0.0, now - start))
+
+    def _replacements_done(self, present: set[str]) -> None:
+        """A node we were replacing is gone from the API: Auto Scaling terminated it, the replacement is done."""
+        now = self.clock()
+        for name in [n for n in self._replacing if n not in present]:
+            group, r = self._replacing.pop(name)
+            self._observe(group, r, "replaced", now)
+
+    def _fail(self, node: Node, r: Remediation, group: str, now: float, reason: str, message: str) -> None:
+        """Terminal: nothing the controller can do (no instance, or no group to replace it). The node stays
+        cordoned, frees its budget slot and is not retried; condition, Event and metric say why. An operator
+        deletes the node, or removes the openpod.io/remediation annotation to have it tried again."""
+        r.phase, r.phase_since, r.failure = FAILED, now, message
+        node = self._save(node, r)
+        self._replacing.pop(node.name, None)
+        self.metrics.failed.labels(group, reason).inc()
+        self._observe(group, r, "failed", now)
+        self.cluster.set_condition(node.name, Condition(FAILED_CONDITION, "True", reason, f"{r.fault}: {message}"))
+        self.cluster.create_event(node.name, "RemediationFailed",
+                                  f"{r.fault}: {message}. The node stays cordoned and no longer holds a remediation "
+                                  "slot; delete it, or remove the openpod.io/remediation annotation to retry")
 
     # ------------------------------------------------------------- hot spares
     def _spares(self, group: str) -> list[Node]:

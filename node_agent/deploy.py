@@ -55,6 +55,7 @@ def controller_rbac() -> list[dict]:
     """The controller cordons/labels/taints nodes, lists pods and evicts them (the Eviction API enforces PDBs)."""
     return _cluster_role(CONTROLLER, [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},  # the RemediationFailed condition
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
