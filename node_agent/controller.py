@@ -444,6 +444,7 @@ class Controller:
         """One pass if this replica leads; False if it stood by."""
         if self.elector is not None and not self.elector.is_leader():
             self.metrics.leader.set(0)
+            self._replacing.clear()  # the leader observes outcomes; ours would be stale when we lead again
             return False
         self.metrics.leader.set(1)
         try:
