@@ -28,6 +28,9 @@ class KernelLogConfig(_Section):
 class GpuConfig(_Section):
     interval_seconds: float = Field(30.0, gt=0)
     nvlink_error_threshold: int = Field(100, ge=0)
+    fabric_grace_seconds: float = Field(600.0, ge=0, description="NVSwitch fabric registration may stay Not Started "
+                                                                 "/ In Progress this long after the agent first "
+                                                                 "sees it (boot) before it is a fault")
 
 
 class NeuronConfig(_Section):

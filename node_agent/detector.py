@@ -74,6 +74,7 @@ class Detector:
     gpu_source_factory: Callable[[], gpu.GpuSource] = gpu.NvmlSource
     runner: Runner = subprocess_runner
     event_interval: float = 300.0   # the same action-none fault makes at most one Event per interval
+    clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -82,6 +83,7 @@ class Detector:
         self._soft_lockups: list[float] = []
         self._gpu_source: gpu.GpuSource | None = None
         self._prev_gpu: list[gpu.GpuState] | None = None
+        self._fabric_pending_since: float | None = None
         self._prev_efa: list[efa.EfaDevice] | None = None
         self.stop_event = threading.Event()
         self.follower: LogFollower | None = None
@@ -145,8 +147,15 @@ class Detector:
                         return [rule("gpu-tool-missing").finding(f"{e} on {self.itype.name}")]
                     return []  # not a GPU node: nothing to say
             states = self._gpu_source.snapshot()
+            pending = any(g.fabric_registered is False and g.fabric_state != "Completed" for g in states)
+            if not pending:
+                self._fabric_pending_since = None
+            elif self._fabric_pending_since is None:
+                self._fabric_pending_since = self.clock()
+            grace_over = pending and self.clock() - self._fabric_pending_since >= self.config.gpu.fabric_grace_seconds
             found = gpu.check_gpus(states, self.itype, previous=self._prev_gpu,
-                                   nvlink_error_threshold=self.config.gpu.nvlink_error_threshold)
+                                   nvlink_error_threshold=self.config.gpu.nvlink_error_threshold,
+                                   fabric_grace_over=grace_over)
             self._prev_gpu = states
             return found
         return self._guard("gpu", run)
