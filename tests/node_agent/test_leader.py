@@ -210,3 +210,76 @@ def test_two_replicas_in_the_same_moment_reboot_a_node_once(api, aws, moto_endpo
     a.tick()
     assert recorder() == [ids[1]]
     assert len(json.loads(KubeCluster(api.client()).get_node("node-1").annotations[f"{L.DOMAIN}/reboot-history"])) == 1
+
+
+def test_two_replicas_in_real_threads_never_act_at_once(api, aws, moto_endpoint):
+    """The same, in real time: two controller processes' run() loops and their lease threads, concurrently,
+    against one API (short lease timings). Every cloud call is checked at the moment it is made: the caller holds
+    the lease and the other replica does not. The leader is then stopped (it releases the lease) and the other
+    finishes the storm."""
+    import threading
+    import time
+
+    make, _, asg = aws
+    _, ids = make(16)
+    for i, iid in enumerate(ids):
+        api.add_node(f"node-{i}", {L.INSTANCE_GROUP: "p5", L.HEALTH_STATUS: L.HEALTH_SCHEDULABLE},
+                     provider_id=f"aws:///{REGION}a/{iid}")
+    detector = KubeCluster(api.client())
+    calls, overlaps = [], []
+    replicas, stops = {}, {}
+
+    class Checked(CallLog):
+        def _check(self):
+            me, other = replicas[self.who], replicas["ctl-b" if self.who == "ctl-a" else "ctl-a"]
+            if not me.elector.is_leader() or other.elector.is_leader():
+                overlaps.append(self.who)
+
+        def mark_unhealthy(self, iid):
+            self._check()
+            super().mark_unhealthy(iid)
+
+    for who in ("ctl-a", "ctl-b"):
+        ctl = controller(KubeCluster(api.client()), moto_endpoint, time.time, budget_max_nodes=2,
+                         budget_max_percent=100, poll_seconds=0.1)
+        ctl.config.leader_election.retry_period_seconds = 0.2
+        ctl.cloud = Checked(ctl.cloud, who, calls)
+        ctl.elector = LeaseElector(api.client(), identity=who, name="node-remediation", namespace="openpod-system",
+                                   lease_duration=3, renew_deadline=2, retry_period=0.2)
+        replicas[who], stops[who] = ctl, threading.Event()
+    threads = [threading.Thread(target=replicas[w].run, args=(stops[w],), daemon=True) for w in replicas]
+    for t in threads:
+        t.start()
+    for i in range(12):
+        mark(detector, f"node-{i}", fault(Action.REPLACE, "gpu-row-remap-failure"))
+
+    def world_until(done, timeout):
+        end, max_in_flight = time.time() + timeout, 0
+        while time.time() < end:
+            nodes = detector.list_nodes()
+            max_in_flight = max(max_in_flight, sum(REMEDIATION in n.annotations for n in nodes))
+            unhealthy = {iid for iid, s in health(asg, ids).items() if s == "UNHEALTHY"}
+            for n in nodes:
+                if n.instance_id in unhealthy:
+                    api.remove_node(n.name)
+            if done():
+                return max_in_flight
+            time.sleep(0.1)
+        pytest.fail("timed out")
+
+    try:
+        max1 = world_until(lambda: len(calls) >= 6, 60)
+        first = next(w for w in replicas if replicas[w].elector.is_leader())
+        stops[first].set()  # a clean stop: the lease is released, the other replica takes over at once
+        threads[list(replicas).index(first)].join(10)
+        max2 = world_until(lambda: len({c[2] for c in calls}) == 12, 60)
+    finally:
+        for s in stops.values():
+            s.set()
+        for t in threads:
+            t.join(10)
+    assert overlaps == []
+    assert sorted(c[2] for c in calls) == sorted(ids[:12])  # each node replaced exactly once
+    assert max(max1, max2) <= 2
+    second = "ctl-b" if first == "ctl-a" else "ctl-a"
+    assert {c[0] for c in calls[:6]} == {first} and calls[-1][0] == second
