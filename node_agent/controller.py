@@ -240,6 +240,10 @@ class Controller:
         self._patch(node.name, annotations={REMEDIATION: r.dump()}, labels=labels, unschedulable=True,
                                 resource_version=node.resource_version)
         self._alerted.discard(node.name)
+        old = node.condition(FAILED_CONDITION)
+        if old is not None and old.status == "True":  # an operator cleared a terminal state: trying again
+            self.cluster.set_condition(node.name, Condition(FAILED_CONDITION, "False", "Retrying",
+                                                            f"remediation of {fault['fault']} started again"))
         self.cluster.create_event(node.name, "RemediationStarted",
                                   f"{fault['fault']}: cordoned, draining (deadline {self.config.drain_timeout_seconds:.0f}s), "
                                   f"then {action.value}", "Normal")

@@ -98,6 +98,15 @@ def test_a_node_without_a_provider_id_is_terminal_too(aws, moto_endpoint):
         ctl.reconcile_once()
     assert Remediation.of(c.get_node("node-0")).phase == "failed"
     assert sum(e.reason == "RemediationFailed" for e in c.events) == 1
+    # An operator fixes what was wrong and removes the remediation annotation: it is tried again.
+    make, _, asg = aws
+    _, ids = make(1)
+    n.provider_id = f"aws:///{REGION}a/{ids[0]}"
+    c.patch_node("node-0", annotations={REMEDIATION: None})
+    ctl.reconcile_once()
+    n = c.get_node("node-0")
+    assert n.condition("RemediationFailed").status == "False" and Remediation.of(n).phase == "replacing"
+    assert health(asg, ids)[ids[0]] == "UNHEALTHY"
 
 
 def test_a_replace_class_fault_during_a_pending_reboot_replaces_without_rebooting(aws, moto_endpoint, recorder):
