@@ -28,6 +28,8 @@ class KernelLogConfig(_Section):
 class GpuConfig(_Section):
     interval_seconds: float = Field(30.0, gt=0)
     nvlink_error_threshold: int = Field(100, ge=0)
+    nvml_events: bool = Field(True, description="also listen for NVML Xid / double-bit ECC events (a kernel log "
+                                                "line that was missed or rate-limited still raises the fault)")
     fabric_grace_seconds: float = Field(600.0, ge=0, description="NVSwitch fabric registration may stay Not Started "
                                                                  "/ In Progress this long after the agent first "
                                                                  "sees it (boot) before it is a fault")

@@ -30,6 +30,7 @@ from node_agent.kube import Cluster
 from node_agent.logfollow import LogFollower
 from node_agent.marking import DEEP_CHECK, DEEP_CHECK_REQUEST, mark, mark_healthy
 from node_agent.metrics import DetectorMetrics
+from node_agent.nvml_events import NvmlEventWatcher
 from node_agent.rules import match_kernel_line, rule
 
 log = logging.getLogger("node_agent.detector")
@@ -72,6 +73,7 @@ class Detector:
     config: AgentConfig = field(default_factory=AgentConfig)
     metrics: DetectorMetrics = field(default_factory=DetectorMetrics)
     gpu_source_factory: Callable[[], gpu.GpuSource] = gpu.NvmlSource
+    nvml_events_factory: Callable[[], NvmlEventWatcher] = NvmlEventWatcher
     runner: Runner = subprocess_runner
     event_interval: float = 300.0   # the same action-none fault makes at most one Event per interval
     clock: Callable[[], float] = time.monotonic
@@ -270,9 +272,35 @@ class Detector:
         t.start()
         return t
 
+    def start_nvml_events(self) -> threading.Thread | None:
+        """On NVIDIA nodes: NVML Xid / ECC events next to the kernel log (node_agent/nvml_events.py)."""
+        if not (self.config.gpu.enabled and self.config.gpu.nvml_events and self.itype is not None
+                and self.itype.accelerator is Accelerator.NVIDIA):
+            return None
+        try:
+            watcher = self.nvml_events_factory()
+        except gpu.ToolUnavailable as e:
+            log.warning("%s; the kernel log and polls still watch the GPUs", e)
+            return None
+
+        def listen() -> None:
+            while not self.stop_event.is_set():
+                try:
+                    self.report(watcher.wait(1000))
+                except Exception as e:  # noqa: BLE001
+                    self.metrics.check_errors.labels("nvml-events").inc()
+                    log.error("NVML event wait failed: %s; retrying", e)
+                    self.stop_event.wait(5)
+            watcher.close()
+
+        t = threading.Thread(target=listen, name="nvml-events", daemon=True)
+        t.start()
+        return t
+
     def run(self) -> None:
         """Follow the log and poll every enabled probe until ``stop_event`` is set."""
         self.start_follower()
+        self.start_nvml_events()
         c = self.config
         polls = [(name, interval, fn) for name, enabled, interval, fn in (
             ("gpu", c.gpu.enabled, c.gpu.interval_seconds, self.poll_gpu),

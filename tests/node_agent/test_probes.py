@@ -241,7 +241,7 @@ class Nvml:
         info.status = self._p.NVML_ERROR_UNKNOWN if h == self.fabric_error else self._p.NVML_SUCCESS
 
     def __getattribute__(self, name):
-        if name.startswith("nvmlDevice") and name not in type(self).__dict__:
+        if name.startswith("nvmlDevice") and not any(name in k.__dict__ for k in type(self).__mro__):
             return lambda *a: self._fail(self._p.NVML_ERROR_NOT_SUPPORTED)
         return object.__getattribute__(self, name)
 
