@@ -88,7 +88,7 @@ class LeaseElector:
         spec.renew_time = now
         if not ours:
             spec.acquire_time = now
-            spec.lease_transitions = record[2] + 1 if holder else record[2]
+            spec.lease_transitions = record[2] + 1  # as client-go: every change of holder counts
         lease.spec = spec
         try:
             self.api.replace_namespaced_lease(self.name, self.namespace, lease)  # carries metadata.resourceVersion
