@@ -71,6 +71,8 @@ class DeepCheckSection(_Section):
     on_start: bool = True
     poll_seconds: float = Field(30.0, gt=0, description="how often the node is read for the startup taint / request")
     dcgm_level: int = Field(2, ge=1, le=4, description="dcgmi diag -r level: 1 quick .. 4 extended")
+    dcgm_level_by_group: dict[str, int] = Field({}, description="per instance group (the node's "
+                                                "openpod.io/instance-group label), from the cluster spec")
     nccl_max_bytes: str = Field("8G", pattern=r"^\d+[KMG]?$")
     timeout_seconds: float = Field(900.0, gt=0)
     efa_loopback: bool = True
@@ -91,6 +93,8 @@ class AgentConfig(BaseModel):
 class GroupConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     hot_spares: int = Field(0, ge=0)
+    dcgm_level: int | None = Field(None, ge=1, le=4, description="the group's deep-check DCGM level (sets its "
+                                                                 "post-reboot wait); default: dcgm_level")
 
 
 class LeaderElectionConfig(BaseModel):

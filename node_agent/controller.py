@@ -114,6 +114,11 @@ class Controller:
         pct = math.floor(group_size * self.config.budget_max_percent / 100.0)
         return max(1, min(self.config.budget_max_nodes, pct))
 
+    def dcgm_level(self, group: str) -> int:
+        """The DCGM level the group's deep check runs at (the spec's per-group level, else the default)."""
+        g = self.config.groups.get(group)
+        return g.dcgm_level if g is not None and g.dcgm_level is not None else self.config.dcgm_level
+
     # -------------------------------------------------------------- reconcile
     def reconcile_once(self) -> None:
         nodes = self.cluster.list_nodes()
@@ -323,11 +328,12 @@ class Controller:
     def _await_health(self, node: Node, r: Remediation, group: str, now: float) -> None:
         status = node.labels.get(L.HEALTH_STATUS)
         recurred = FAULT in node.annotations  # the reboot cleared it: a fault recorded since is a recurrence
-        wait = await_health_seconds(self.config.dcgm_level)
+        level = self.dcgm_level(group)
+        wait = await_health_seconds(level)
         if recurred or status == L.HEALTH_PENDING_REPLACEMENT or now - r.phase_since > wait:
             why = (f"{json.loads(node.annotations[FAULT]).get('fault')} recurred during the post-reboot check"
                    if recurred else "deep check failed after reboot" if status == L.HEALTH_PENDING_REPLACEMENT
-                   else f"not healthy {wait:.0f}s after reboot (DCGM level {self.config.dcgm_level})")
+                   else f"not healthy {wait:.0f}s after reboot (DCGM level {level})")
             r.action, r.phase, r.phase_since, r.sent = "replace", "replacing", now, False
             node = self._save(node, r, labels={L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT})
             self.metrics.escalations.labels(group).inc()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import yaml
 
 from openpod_core import labels as L
+from openpod_core.instance_types import Accelerator
 from infra.spec import ClusterSpec
 from node_agent.config import AgentConfig, ControllerConfig, GroupConfig
 
@@ -78,14 +79,22 @@ def controller_lease_rbac(lease_name: str = ControllerConfig().leader_election.l
     ]
 
 
-def agent_config() -> dict:
-    """The agent's config file: the defaults, written out so operators see and edit every knob."""
-    return AgentConfig().model_dump(mode="json")
+def agent_config(spec: ClusterSpec | None = None) -> dict:
+    """The agent's config file: the defaults, written out so operators see and edit every knob, with each
+    group's deep-check DCGM level from the spec."""
+    cfg = AgentConfig()
+    if spec is not None:
+        cfg.deep_check.dcgm_level_by_group = {g.name: g.dcgm_level for g in spec.instance_groups
+                                              if g.type.accelerator is Accelerator.NVIDIA}
+    return cfg.model_dump(mode="json")
 
 
 def controller_config(spec: ClusterSpec, **overrides) -> dict:
     cfg = ControllerConfig(region=spec.region,
-                           groups={g.name: GroupConfig(hot_spares=g.hot_spares) for g in spec.instance_groups},
+                           groups={g.name: GroupConfig(hot_spares=g.hot_spares,
+                                                       dcgm_level=g.dcgm_level
+                                                       if g.type.accelerator is Accelerator.NVIDIA else None)
+                                   for g in spec.instance_groups},
                            **overrides)
     return cfg.model_dump(mode="json")
 
@@ -236,7 +245,7 @@ def manifests(spec: ClusterSpec, images: dict[str, str], *, controller_service_a
     if controller_service_account:
         out.append(service_account(CONTROLLER))
     out += detector_rbac() + controller_rbac() + controller_lease_rbac()
-    out.append(config_map(f"{DETECTOR}-config", "agent.yaml", agent_config()))
+    out.append(config_map(f"{DETECTOR}-config", "agent.yaml", agent_config(spec)))
     out.append(config_map(f"{CONTROLLER}-config", "controller.yaml", controller_config(spec)))
     for arch in detector_arches(spec):
         if arch not in images:

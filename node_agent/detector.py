@@ -220,7 +220,9 @@ class Detector:
             self.report([rule("deep-check-error").finding("instance type unknown: cannot choose deep checks")])
             return False
         d = self.config.deep_check
-        cfg = DeepCheckConfig(dcgm_level=d.dcgm_level, nccl_max_bytes=d.nccl_max_bytes,
+        group = self.cluster.get_node(self.node_name).labels.get(L.INSTANCE_GROUP, "")
+        cfg = DeepCheckConfig(dcgm_level=d.dcgm_level_by_group.get(group, d.dcgm_level),
+                              nccl_max_bytes=d.nccl_max_bytes,
                               timeout_seconds=d.timeout_seconds, efa_loopback=d.efa_loopback)
         started = time.time()
         result = DeepCheck(self.itype, cfg, self.runner).run_all()

@@ -97,6 +97,13 @@ FACTS: tuple[Fact, ...] = (
         "so cfn-lint's per-region instance-type lists (E3628) do not know p6e-gb200.36xlarge; the examples' "
         "regular-AZ placement of the gb200 group is not yet checked against this",
     ),
+    Fact(
+        "hyperpod.deep-health-check.dcgm-level", "4",
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-deep-health-checks.html",
+        "2026-11-23",
+        "HyperPod's instance-level deep health check runs DCGM diagnostics at level 4; the default of the spec's "
+        "instance_groups[].dcgm_level (infra/spec.py)",
+    ),
 )
 
 # Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody

@@ -111,3 +111,24 @@ def test_dockerfile_passes_hadolint():
     for line in ("COPY pyproject.toml README.md ./", "COPY infra infra", "COPY node_agent node_agent"):
         assert line in text
     assert '".[agent]"' in text
+
+
+def test_each_nvidia_groups_dcgm_level_reaches_the_agent_and_the_controller(tmp_path):
+    """The spec's per-group DCGM level (default 4, what HyperPod runs on new nodes) sets the group's deep check
+    (agent) and its post-reboot wait (controller)."""
+    from node_agent.controller import Controller, await_health_seconds
+    from node_agent.kube import InMemoryCluster
+
+    spec = load_spec(ROOT / "examples" / "large.yaml")
+    groups = {g.name: g for g in spec.instance_groups}
+    assert groups["p5en"].dcgm_level == 4
+    k = by_kind(deploy.manifests(spec, {"amd64": "a", "arm64": "b"}))
+    cms = {c["metadata"]["name"]: c["data"] for c in k["ConfigMap"]}
+    (tmp_path / "agent.yaml").write_text(cms["node-health-agent-config"]["agent.yaml"])
+    (tmp_path / "controller.yaml").write_text(cms["node-remediation-config"]["controller.yaml"])
+    agent, _ = load_agent_config(tmp_path / "agent.yaml")
+    nvidia = {g.name for g in spec.instance_groups if g.type.accelerator.value == "nvidia"}
+    assert set(agent.deep_check.dcgm_level_by_group) == nvidia and agent.deep_check.dcgm_level_by_group["p5en"] == 4
+    ctl = Controller(InMemoryCluster(), None, load_controller_config(tmp_path / "controller.yaml"))
+    assert ctl.dcgm_level("p5en") == 4 and ctl.dcgm_level("trn2") == ctl.config.dcgm_level
+    assert await_health_seconds(ctl.dcgm_level("p5en")) > await_health_seconds(ctl.dcgm_level("trn2"))
