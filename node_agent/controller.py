@@ -464,8 +464,14 @@ class Controller:
         return True
 
     def run(self, stop_event) -> None:
-        if self.elector is not None:
-            self.elector.start(stop_event)
+        lease_thread = self.elector.start(stop_event) if self.elector is not None else None
+        try:
+            self._loop(stop_event)
+        finally:
+            if lease_thread is not None:
+                lease_thread.join(timeout=10)  # it releases the Lease on the way out (a clean, fast hand-over)
+
+    def _loop(self, stop_event) -> None:
         while not stop_event.is_set():
             try:
                 acted = self.tick()

@@ -283,3 +283,38 @@ def test_two_replicas_in_real_threads_never_act_at_once(api, aws, moto_endpoint)
     assert max(max1, max2) <= 2
     second = "ctl-b" if first == "ctl-a" else "ctl-a"
     assert {c[0] for c in calls[:6]} == {first} and calls[-1][0] == second
+
+
+def test_the_controller_process_takes_the_lease_and_releases_it_on_sigterm(api, tmp_path):
+    """`python -m node_agent controller` as the Deployment runs it (POD_NAME from the downward API, kubeconfig in
+    place of the in-cluster config): it creates and holds the Lease, and gives it up when the pod is stopped."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT, free_port, write_kubeconfig
+
+    cfg = tmp_path / "controller.yaml"
+    cfg.write_text(f"region: {REGION}\nmetrics_port: {free_port()}\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "POD_NAME": "node-remediation-7d9f-abcde",
+           "KUBECONFIG": str(write_kubeconfig(tmp_path / "kubeconfig", api.url, "t")),
+           "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_EC2_METADATA_DISABLED": "true"}
+    p = subprocess.Popen([sys.executable, "-m", "node_agent", "controller", "--config", str(cfg)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    key = ("openpod-system", "node-remediation")
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline and key not in api.leases:
+            time.sleep(0.1)
+        assert api.leases[key]["spec"]["holderIdentity"] == "node-remediation-7d9f-abcde"
+        assert api.leases[key]["spec"]["leaseDurationSeconds"] == 15
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 0, out
+    assert not api.leases[key]["spec"].get("holderIdentity")  # released: the other replica takes over at once
