@@ -228,6 +228,13 @@ def controller_deployment(image: str, replicas: int = 2) -> dict:
     }
 
 
+def controller_pdb() -> dict:
+    """A drain of the system nodes never takes both replicas at once: one always holds or can take the Lease."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": CONTROLLER, "namespace": NAMESPACE},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {APP: CONTROLLER}}}}
+
+
 def detector_arches(spec: ClusterSpec) -> list[str]:
     """CPU architectures of the groups the detector runs on (accelerated or EFA)."""
     arches = {("arm64" if g.type.arch == "arm64" else "amd64") for g in spec.instance_groups
@@ -252,4 +259,5 @@ def manifests(spec: ClusterSpec, images: dict[str, str], *, controller_service_a
             raise ValueError(f"no {arch} image for the detector; groups of that architecture need one")
         out.append(detector_daemonset(images[arch], arch))
     out.append(controller_deployment(images["amd64"]))
+    out.append(controller_pdb())
     return out

@@ -37,6 +37,8 @@ def test_default_spec_gets_one_daemonset_per_arch_and_one_controller():
     pod = dep["spec"]["template"]["spec"]
     assert pod["containers"][0]["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert pod["affinity"]["podAntiAffinity"]
+    (pdb,) = k["PodDisruptionBudget"]
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": dep["spec"]["selector"]}
     assert dep["spec"]["template"]["spec"]["nodeSelector"] == {L.ACCELERATOR: "none", "kubernetes.io/arch": "amd64"}
     yaml.safe_dump_all(objs)  # plain data
 
