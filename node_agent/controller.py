@@ -219,39 +219,37 @@ class Controller:
             return  # decided on a stale read: someone else started it, or the fault is gone
         fault = json.loads(node.annotations[FAULT])
         action = current_action(node.labels)
-        escalated = False
+        escalated, why = False, ""
         if action is Action.REBOOT:
             window = now - self.config.escalation_window_seconds
             history = json.loads(node.annotations.get(REBOOTS, "[]"))
             recent = [h for h in history if h["at"] >= now - self.config.reboot_cap_window_seconds]
             if len(recent) >= self.config.reboot_cap:
                 action, escalated = Action.REPLACE, True
-                self.metrics.escalations.labels(group).inc()
-                self.cluster.create_event(node.name, "RemediationEscalated",
-                                          f"{fault['fault']}: {len(recent)} reboots within "
-                                          f"{self.config.reboot_cap_window_seconds:.0f}s (cap "
-                                          f"{self.config.reboot_cap}): replacing instead")
+                why = (f"{fault['fault']}: {len(recent)} reboots within {self.config.reboot_cap_window_seconds:.0f}s "
+                       f"(cap {self.config.reboot_cap}): replacing instead")
             elif any(fault_class(h["fault"]) == fault_class(fault["fault"]) and h["at"] >= window for h in history):
                 action, escalated = Action.REPLACE, True
-                self.metrics.escalations.labels(group).inc()
-                self.cluster.create_event(node.name, "RemediationEscalated",
-                                          f"{fault['fault']} ({fault_class(fault['fault'])} class) again within "
-                                          f"{self.config.escalation_window_seconds:.0f}s of a reboot for that class: "
-                                          "replacing instead")
+                why = (f"{fault['fault']} ({fault_class(fault['fault'])} class) again within "
+                       f"{self.config.escalation_window_seconds:.0f}s of a reboot for that class: replacing instead")
         r = Remediation(action=action.value, fault=fault["fault"], phase="draining", started=now,
                         drain_deadline=now + self.config.drain_timeout_seconds, escalated=escalated, phase_since=now,
                         detected=fault.get("at", now))
         labels = {L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT} if escalated else None
         self._patch(node.name, annotations={REMEDIATION: r.dump()}, labels=labels, unschedulable=True,
-                                resource_version=node.resource_version)
+                    resource_version=node.resource_version)
+        # Events and metrics only once the write went through (a 409 decides again, without a duplicate Event).
+        if escalated:
+            self.metrics.escalations.labels(group).inc()
+            self.cluster.create_event(node.name, "RemediationEscalated", why)
         self._alerted.discard(node.name)
         old = node.condition(FAILED_CONDITION)
         if old is not None and old.status == "True":  # an operator cleared a terminal state: trying again
             self.cluster.set_condition(node.name, Condition(FAILED_CONDITION, "False", "Retrying",
                                                             f"remediation of {fault['fault']} started again"))
         self.cluster.create_event(node.name, "RemediationStarted",
-                                  f"{fault['fault']}: cordoned, draining (deadline {self.config.drain_timeout_seconds:.0f}s), "
-                                  f"then {action.value}", "Normal")
+                                  f"{fault['fault']}: cordoned, draining "
+                                  f"(deadline {self.config.drain_timeout_seconds:.0f}s), then {action.value}", "Normal")
 
     def _save(self, node: Node, r: Remediation, *, annotations_extra: dict | None = None, **extra) -> Node:
         """Write the remediation state, only onto the node as read (resourceVersion); returns the node written."""

@@ -16,7 +16,8 @@ from node_agent.findings import Action
 from node_agent.kube import KubeCluster
 from node_agent.marking import FAULT, REMEDIATION, mark, mark_healthy
 from tests.node_agent.fake_apiserver import FakeApiServer
-from tests.node_agent.test_controller import REGION, Clock, aws, clients, controller, fault, health, recorder  # noqa: F401
+from tests.node_agent.test_controller import (  # noqa: F401 (aws, clients, recorder: fixtures)
+    REGION, Clock, aws, clients, controller, fault, health, recorder)
 
 
 class RacedBy(KubeCluster):

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import random
 
-from openpod_core import labels as L
 from node_agent.controller import Remediation
 from node_agent.findings import Action
-from node_agent.marking import FAULT, REMEDIATION, mark, mark_healthy
+from node_agent.marking import REMEDIATION, mark, mark_healthy
 from node_agent.kube import Pod
 from tests.node_agent.test_controller import (  # noqa: F401
     REGION, Clock, aws, clients, cluster_for, controller, fault, health, recorder)

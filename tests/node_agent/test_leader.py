@@ -12,7 +12,7 @@ import json
 import pytest
 
 from openpod_core import labels as L
-from node_agent.controller import Controller, Remediation
+from node_agent.controller import Remediation
 from node_agent.findings import Action
 from node_agent.kube import KubeCluster
 from node_agent.leader import LeaseElector
