@@ -185,8 +185,20 @@ def controller(config_path: str | None) -> None:
         fail(str(e).splitlines())
     metrics = ControllerMetrics()
     serve(metrics.registry, config.metrics_port)
-    Controller(_kube(KubeCluster, component="openpod-remediation"), AwsCloud(region=config.region), config,
-               metrics).run(_stop_on_signals())
+    cluster = _kube(KubeCluster, component="openpod-remediation")
+    elector = None
+    le = config.leader_election
+    if le.enabled:
+        import os
+        import socket
+
+        from node_agent.leader import LeaseElector
+
+        elector = LeaseElector(cluster.api_client, name=le.lease_name, namespace=le.namespace,
+                               identity=os.environ.get("POD_NAME") or socket.gethostname(),
+                               lease_duration=le.lease_duration_seconds, renew_deadline=le.renew_deadline_seconds,
+                               retry_period=le.retry_period_seconds)
+    Controller(cluster, AwsCloud(region=config.region), config, metrics, elector=elector).run(_stop_on_signals())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from openpod_core.labels import JOB_SCRATCH_ROOTS
 
@@ -28,6 +28,11 @@ class KernelLogConfig(_Section):
 class GpuConfig(_Section):
     interval_seconds: float = Field(30.0, gt=0)
     nvlink_error_threshold: int = Field(100, ge=0)
+    nvml_events: bool = Field(True, description="also listen for NVML Xid / double-bit ECC events (a kernel log "
+                                                "line that was missed or rate-limited still raises the fault)")
+    fabric_grace_seconds: float = Field(600.0, ge=0, description="NVSwitch fabric registration may stay Not Started "
+                                                                 "/ In Progress this long after the agent first "
+                                                                 "sees it (boot) before it is a fault")
 
 
 class NeuronConfig(_Section):
@@ -66,6 +71,8 @@ class DeepCheckSection(_Section):
     on_start: bool = True
     poll_seconds: float = Field(30.0, gt=0, description="how often the node is read for the startup taint / request")
     dcgm_level: int = Field(2, ge=1, le=4, description="dcgmi diag -r level: 1 quick .. 4 extended")
+    dcgm_level_by_group: dict[str, int] = Field({}, description="per instance group (the node's "
+                                                "openpod.io/instance-group label), from the cluster spec")
     nccl_max_bytes: str = Field("8G", pattern=r"^\d+[KMG]?$")
     timeout_seconds: float = Field(900.0, gt=0)
     efa_loopback: bool = True
@@ -86,6 +93,30 @@ class AgentConfig(BaseModel):
 class GroupConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     hot_spares: int = Field(0, ge=0)
+    dcgm_level: int | None = Field(None, ge=1, le=4, description="the group's deep-check DCGM level (sets its "
+                                                                 "post-reboot wait); default: dcgm_level")
+
+
+class LeaderElectionConfig(BaseModel):
+    """The controller's Lease (coordination.k8s.io/v1). Defaults are client-go's / kube-controller-manager's
+    (--leader-elect-lease-duration=15s, --leader-elect-renew-deadline=10s, --leader-elect-retry-period=2s)."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = Field(True, description="off only for a single replica (e.g. a local dry run)")
+    lease_name: str = "node-remediation"
+    namespace: str = "openpod-system"
+    lease_duration_seconds: float = Field(15.0, gt=0, description="a silent leader is replaced after this")
+    renew_deadline_seconds: float = Field(10.0, gt=0, description="a leader that cannot renew stops acting after "
+                                                                  "this (< lease_duration_seconds)")
+    retry_period_seconds: float = Field(2.0, gt=0, description="renew / acquire attempt interval")
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if not self.lease_duration_seconds > self.renew_deadline_seconds > 1.2 * self.retry_period_seconds:
+            raise ValueError("need lease_duration_seconds > renew_deadline_seconds > 1.2 x retry_period_seconds "
+                             f"(got {self.lease_duration_seconds}, {self.renew_deadline_seconds}, "
+                             f"{self.retry_period_seconds})")
+        return self
 
 
 class ControllerConfig(BaseModel):
@@ -98,8 +129,15 @@ class ControllerConfig(BaseModel):
     budget_max_nodes: int = Field(2, ge=1, description="remediations in flight per group, at most")
     dcgm_level: int = Field(2, ge=1, le=4, description="the nodes' deep-check DCGM level: sets the post-reboot wait")
     budget_max_percent: float = Field(10.0, gt=0, le=100, description="... and at most this % of the group")
+    reboot_cap: int = Field(3, ge=1, le=10, description="reboots of one node (any fault class) within "
+                                                 "reboot_cap_window_seconds; the next fault replaces it")
+    reboot_cap_window_seconds: float = Field(7 * 24 * 3600.0, gt=0)
+    retry_base_seconds: float = Field(10.0, gt=0, description="first wait after a failed step of one node "
+                                                              "(doubling, jittered)")
+    retry_max_seconds: float = Field(600.0, gt=0, description="cap of that wait")
     groups: dict[str, GroupConfig] = {}
     metrics_port: int = Field(9102, ge=1, le=65535)
+    leader_election: LeaderElectionConfig = LeaderElectionConfig()
 
 
 def _problem(section: str, err: dict) -> str:

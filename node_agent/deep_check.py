@@ -227,6 +227,12 @@ class DeepCheck:
                  runner: Runner = subprocess_runner):
         self.itype, self.config, self.run = itype, config or DeepCheckConfig(), runner
 
+    def timeout(self, step: str) -> float:
+        """Each step's time limit: the configured one, or for DCGM what its level needs if longer."""
+        if step == "dcgm":
+            return max(self.config.timeout_seconds, DCGM_LEVEL_SECONDS[self.config.dcgm_level])
+        return self.config.timeout_seconds
+
     def steps(self) -> list[tuple[str, list[str], Callable[[str, int], list[Finding]]]]:
         t, c = self.itype, self.config
         out: list[tuple[str, list[str], Callable[[str, int], list[Finding]]]] = []
@@ -248,7 +254,7 @@ class DeepCheck:
         result = DeepCheckResult()
         for name, cmd, check in self.steps():
             try:
-                rc, output = self.run(cmd, self.config.timeout_seconds)
+                rc, output = self.run(cmd, self.timeout(name))
                 found = check(output, rc)
                 result.steps[name] = "fail" if any(f.action is not Action.NONE for f in found) else "pass"
             except FileNotFoundError as e:

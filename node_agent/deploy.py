@@ -11,6 +11,7 @@ from __future__ import annotations
 import yaml
 
 from openpod_core import labels as L
+from openpod_core.instance_types import Accelerator
 from infra.spec import ClusterSpec
 from node_agent.config import AgentConfig, ControllerConfig, GroupConfig
 
@@ -55,20 +56,45 @@ def controller_rbac() -> list[dict]:
     """The controller cordons/labels/taints nodes, lists pods and evicts them (the Eviction API enforces PDBs)."""
     return _cluster_role(CONTROLLER, [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},  # the RemediationFailed condition
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
     ])
 
 
-def agent_config() -> dict:
-    """The agent's config file: the defaults, written out so operators see and edit every knob."""
-    return AgentConfig().model_dump(mode="json")
+def controller_lease_rbac(lease_name: str = ControllerConfig().leader_election.lease_name) -> list[dict]:
+    """Leader election: the controller's own Lease in its namespace (create it once; then get/update only it)."""
+    name = f"openpod-{CONTROLLER}-leader-election"
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": name, "namespace": NAMESPACE},
+         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                   {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease_name],
+                    "verbs": ["get", "update"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": name, "namespace": NAMESPACE},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": NAMESPACE}]},
+    ]
+
+
+def agent_config(spec: ClusterSpec | None = None) -> dict:
+    """The agent's config file: the defaults, written out so operators see and edit every knob, with each
+    group's deep-check DCGM level from the spec."""
+    cfg = AgentConfig()
+    if spec is not None:
+        cfg.deep_check.dcgm_level_by_group = {g.name: g.dcgm_level for g in spec.instance_groups
+                                              if g.type.accelerator is Accelerator.NVIDIA}
+    return cfg.model_dump(mode="json")
 
 
 def controller_config(spec: ClusterSpec, **overrides) -> dict:
     cfg = ControllerConfig(region=spec.region,
-                           groups={g.name: GroupConfig(hot_spares=g.hot_spares) for g in spec.instance_groups},
+                           groups={g.name: GroupConfig(hot_spares=g.hot_spares,
+                                                       dcgm_level=g.dcgm_level
+                                                       if g.type.accelerator is Accelerator.NVIDIA else None)
+                                   for g in spec.instance_groups},
                            **overrides)
     return cfg.model_dump(mode="json")
 
@@ -160,15 +186,16 @@ def detector_daemonset(image: str, arch: str = "amd64") -> dict:
     }
 
 
-def controller_deployment(image: str) -> dict:
-    """One controller replica (Recreate: never two at once) on the system group's CPU nodes."""
+def controller_deployment(image: str, replicas: int = 2) -> dict:
+    """Two controller replicas on the system group's CPU nodes, on different nodes when possible; the one holding
+    the Lease acts, the other takes over when it stops renewing (node_agent/leader.py)."""
     labels = {APP: CONTROLLER}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": CONTROLLER, "namespace": NAMESPACE, "labels": labels},
         "spec": {
-            "replicas": 1,
-            "strategy": {"type": "Recreate"},
+            "replicas": replicas,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels, "annotations": _scrape(CONTROLLER_METRICS_PORT)},
@@ -176,12 +203,17 @@ def controller_deployment(image: str) -> dict:
                     "serviceAccountName": CONTROLLER,
                     "priorityClassName": "system-cluster-critical",
                     "nodeSelector": {L.ACCELERATOR: "none", ARCH: "amd64"},
+                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": labels},
+                                                            "topologyKey": "kubernetes.io/hostname"}}]}},
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
                                         "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{
                         "name": "controller",
                         "image": image,
                         "args": ["controller", "--config", "/etc/openpod/controller.yaml"],
+                        # The Lease holder identity.
+                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
                         "ports": [{"name": "metrics", "containerPort": CONTROLLER_METRICS_PORT}],
                         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"},
                                       "limits": {"memory": "256Mi"}},
@@ -194,6 +226,13 @@ def controller_deployment(image: str) -> dict:
             },
         },
     }
+
+
+def controller_pdb() -> dict:
+    """A drain of the system nodes never takes both replicas at once: one always holds or can take the Lease."""
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": CONTROLLER, "namespace": NAMESPACE},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {APP: CONTROLLER}}}}
 
 
 def detector_arches(spec: ClusterSpec) -> list[str]:
@@ -212,12 +251,13 @@ def manifests(spec: ClusterSpec, images: dict[str, str], *, controller_service_a
     out = [namespace(), service_account(DETECTOR)]
     if controller_service_account:
         out.append(service_account(CONTROLLER))
-    out += detector_rbac() + controller_rbac()
-    out.append(config_map(f"{DETECTOR}-config", "agent.yaml", agent_config()))
+    out += detector_rbac() + controller_rbac() + controller_lease_rbac()
+    out.append(config_map(f"{DETECTOR}-config", "agent.yaml", agent_config(spec)))
     out.append(config_map(f"{CONTROLLER}-config", "controller.yaml", controller_config(spec)))
     for arch in detector_arches(spec):
         if arch not in images:
             raise ValueError(f"no {arch} image for the detector; groups of that architecture need one")
         out.append(detector_daemonset(images[arch], arch))
     out.append(controller_deployment(images["amd64"]))
+    out.append(controller_pdb())
     return out

@@ -30,6 +30,7 @@ from node_agent.kube import Cluster
 from node_agent.logfollow import LogFollower
 from node_agent.marking import DEEP_CHECK, DEEP_CHECK_REQUEST, mark, mark_healthy
 from node_agent.metrics import DetectorMetrics
+from node_agent.nvml_events import NvmlEventWatcher
 from node_agent.rules import match_kernel_line, rule
 
 log = logging.getLogger("node_agent.detector")
@@ -72,8 +73,10 @@ class Detector:
     config: AgentConfig = field(default_factory=AgentConfig)
     metrics: DetectorMetrics = field(default_factory=DetectorMetrics)
     gpu_source_factory: Callable[[], gpu.GpuSource] = gpu.NvmlSource
+    nvml_events_factory: Callable[[], NvmlEventWatcher] = NvmlEventWatcher
     runner: Runner = subprocess_runner
     event_interval: float = 300.0   # the same action-none fault makes at most one Event per interval
+    clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -82,6 +85,7 @@ class Detector:
         self._soft_lockups: list[float] = []
         self._gpu_source: gpu.GpuSource | None = None
         self._prev_gpu: list[gpu.GpuState] | None = None
+        self._fabric_pending_since: float | None = None
         self._prev_efa: list[efa.EfaDevice] | None = None
         self.stop_event = threading.Event()
         self.follower: LogFollower | None = None
@@ -145,8 +149,15 @@ class Detector:
                         return [rule("gpu-tool-missing").finding(f"{e} on {self.itype.name}")]
                     return []  # not a GPU node: nothing to say
             states = self._gpu_source.snapshot()
+            pending = any(g.fabric_registered is False and g.fabric_state != "Completed" for g in states)
+            if not pending:
+                self._fabric_pending_since = None
+            elif self._fabric_pending_since is None:
+                self._fabric_pending_since = self.clock()
+            grace_over = pending and self.clock() - self._fabric_pending_since >= self.config.gpu.fabric_grace_seconds
             found = gpu.check_gpus(states, self.itype, previous=self._prev_gpu,
-                                   nvlink_error_threshold=self.config.gpu.nvlink_error_threshold)
+                                   nvlink_error_threshold=self.config.gpu.nvlink_error_threshold,
+                                   fabric_grace_over=grace_over)
             self._prev_gpu = states
             return found
         return self._guard("gpu", run)
@@ -209,7 +220,9 @@ class Detector:
             self.report([rule("deep-check-error").finding("instance type unknown: cannot choose deep checks")])
             return False
         d = self.config.deep_check
-        cfg = DeepCheckConfig(dcgm_level=d.dcgm_level, nccl_max_bytes=d.nccl_max_bytes,
+        group = self.cluster.get_node(self.node_name).labels.get(L.INSTANCE_GROUP, "")
+        cfg = DeepCheckConfig(dcgm_level=d.dcgm_level_by_group.get(group, d.dcgm_level),
+                              nccl_max_bytes=d.nccl_max_bytes,
                               timeout_seconds=d.timeout_seconds, efa_loopback=d.efa_loopback)
         started = time.time()
         result = DeepCheck(self.itype, cfg, self.runner).run_all()
@@ -261,9 +274,35 @@ class Detector:
         t.start()
         return t
 
+    def start_nvml_events(self) -> threading.Thread | None:
+        """On NVIDIA nodes: NVML Xid / ECC events next to the kernel log (node_agent/nvml_events.py)."""
+        if not (self.config.gpu.enabled and self.config.gpu.nvml_events and self.itype is not None
+                and self.itype.accelerator is Accelerator.NVIDIA):
+            return None
+        try:
+            watcher = self.nvml_events_factory()
+        except gpu.ToolUnavailable as e:
+            log.warning("%s; the kernel log and polls still watch the GPUs", e)
+            return None
+
+        def listen() -> None:
+            while not self.stop_event.is_set():
+                try:
+                    self.report(watcher.wait(1000))
+                except Exception as e:  # noqa: BLE001
+                    self.metrics.check_errors.labels("nvml-events").inc()
+                    log.error("NVML event wait failed: %s; retrying", e)
+                    self.stop_event.wait(5)
+            watcher.close()
+
+        t = threading.Thread(target=listen, name="nvml-events", daemon=True)
+        t.start()
+        return t
+
     def run(self) -> None:
         """Follow the log and poll every enabled probe until ``stop_event`` is set."""
         self.start_follower()
+        self.start_nvml_events()
         c = self.config
         polls = [(name, interval, fn) for name, enabled, interval, fn in (
             ("gpu", c.gpu.enabled, c.gpu.interval_seconds, self.poll_gpu),

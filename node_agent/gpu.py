@@ -47,6 +47,24 @@ class GpuState:
     pcie_width_max: int | None = None
     nvlink_active: list[bool] = field(default_factory=list)
     nvlink_errors: int | None = None         # replay + recovery + CRC, summed over links
+    lost: bool = False                       # NVML answered NVML_ERROR_GPU_IS_LOST ("GPU is lost")
+    fabric_state: str | None = None          # NVSwitch systems: Not Started | In Progress | Completed (N/A: none)
+    fabric_status: str | None = None         # meaningful once Completed: Success, else the error
+
+    @property
+    def fabric_registered(self) -> bool | None:
+        """None without an NVSwitch fabric; else whether Fabric Manager registered this GPU successfully."""
+        if self.fabric_state in (None, "", "N/A", "Not Supported"):
+            return None
+        return self.fabric_state == "Completed" and self.fabric_status == "Success"
+
+
+# Fabric registration states, as nvidia-smi prints them and NVML enumerates them (NVML_GPU_FABRIC_STATE_*:
+# NOT_SUPPORTED 0, NOT_STARTED 1, IN_PROGRESS 2, COMPLETED 3; nvidia-ml-py 13.615.71 pynvml.py). Sources: NVML API
+# Reference, nvmlGpuFabricInfo_t (https://docs.nvidia.com/deploy/nvml-api/structnvmlGpuFabricInfo__t.html: "status
+# ... must be checked only if state returns complete"); NVIDIA/NVSentinel#883 and #889 (fabric.state "Not Started"
+# -> "In Progress" -> "Completed"; stuck "In Progress" when Fabric Manager is down). Checked 2026-11-23.
+FABRIC_STATES = {0: "Not Supported", 1: "Not Started", 2: "In Progress", 3: "Completed"}
 
 
 class GpuSource(Protocol):
@@ -126,6 +144,8 @@ def parse_nvidia_smi_q(text: str) -> list[GpuState]:
             cur.hw_power_brake = _yes(value)
         elif where.endswith("Link Width") and key in ("Current", "Max"):
             setattr(cur, "pcie_width" if key == "Current" else "pcie_width_max", _int(value))
+        elif sections[-1:] == ["Fabric"] and key in ("State", "Status"):
+            setattr(cur, "fabric_state" if key == "State" else "fabric_status", value)
     return gpus
 
 
@@ -208,60 +228,92 @@ class RecordedSource:
 class NvmlSource:
     """Live snapshots through nvidia-ml-py. Raises ToolUnavailable when NVML cannot load."""
 
-    def __init__(self) -> None:
-        import pynvml
+    def __init__(self, nvml=None) -> None:
+        """``nvml``: the pynvml module (default); tests pass a stand-in that answers as libnvidia-ml would."""
+        if nvml is None:
+            import pynvml as nvml
 
-        self.nvml = pynvml
+        self.nvml = nvml
         try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError as e:
+            nvml.nvmlInit()
+        except nvml.NVMLError as e:
             raise ToolUnavailable(f"NVML unavailable: {e}") from None
 
     def _try(self, fn, *args, default=None):
         try:
             return fn(*args)
-        except self.nvml.NVMLError:
+        except self.nvml.NVMLError as e:
+            if e.value == self.nvml.NVML_ERROR_GPU_IS_LOST:
+                raise  # not a missing feature: the GPU is gone (handled per GPU in snapshot)
             return default
 
     def snapshot(self) -> list[GpuState]:
-        n = self.nvml
         out = []
-        for i in range(n.nvmlDeviceGetCount()):
-            h = n.nvmlDeviceGetHandleByIndex(i)
-            pci = self._try(n.nvmlDeviceGetPciInfo, h)
-            s = GpuState(index=i, bus_id=getattr(pci, "busId", b"").decode() if pci else "",
-                         uuid=self._try(n.nvmlDeviceGetUUID, h, default=""))
-            s.dbe_volatile = self._try(n.nvmlDeviceGetTotalEccErrors, h, n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                                       n.NVML_VOLATILE_ECC)
-            remap = self._try(n.nvmlDeviceGetRemappedRows, h)
-            if remap:
-                s.remap_pending, s.remap_failure = bool(remap[2]), bool(remap[3])
-            reasons = self._try(n.nvmlDeviceGetCurrentClocksEventReasons, h)
-            if reasons is not None:
-                s.hw_thermal_slowdown = bool(reasons & n.nvmlClocksEventReasonHwThermalSlowdown)
-                s.hw_power_brake = bool(reasons & n.nvmlClocksEventReasonHwPowerBrakeSlowdown)
-            s.pcie_width = self._try(n.nvmlDeviceGetCurrPcieLinkWidth, h)
-            s.pcie_width_max = self._try(n.nvmlDeviceGetMaxPcieLinkWidth, h)
-            errors = 0
-            for link in range(n.NVML_NVLINK_MAX_LINKS):
-                state = self._try(n.nvmlDeviceGetNvLinkState, h, link)
-                if state is None:
-                    continue
-                s.nvlink_active.append(bool(state))
-                for counter in (n.NVML_NVLINK_ERROR_DL_REPLAY, n.NVML_NVLINK_ERROR_DL_RECOVERY,
-                                n.NVML_NVLINK_ERROR_DL_CRC_FLIT):
-                    errors += self._try(n.nvmlDeviceGetNvLinkErrorCounter, h, link, counter, default=0) or 0
-            s.nvlink_errors = errors if s.nvlink_active else None
-            out.append(s)
+        for i in range(self.nvml.nvmlDeviceGetCount()):
+            try:
+                out.append(self._gpu(i))
+            except self.nvml.NVMLError as e:
+                # NVML API reference, nvmlDeviceGetHandleByIndex_v2 and every device query: "NVML_ERROR_GPU_IS_LOST
+                # if the target GPU has fallen off the bus or is otherwise inaccessible".
+                if e.value == self.nvml.NVML_ERROR_GPU_IS_LOST:
+                    out.append(GpuState(index=i, lost=True))
+                elif e.value == self.nvml.NVML_ERROR_RESET_REQUIRED:
+                    out.append(GpuState(index=i, reset_required=True))
+                else:
+                    raise
         return out
+
+    def _fabric(self, h, s: GpuState) -> None:
+        n = self.nvml
+        info = n.c_nvmlGpuFabricInfo_t()
+        if self._try(n.nvmlDeviceGetGpuFabricInfo, h, info, default=False) is False:
+            return  # no fabric API (older driver) or no fabric
+        s.fabric_state = FABRIC_STATES.get(int(info.state), f"state {int(info.state)}")
+        if s.fabric_state == "Completed":
+            s.fabric_status = "Success" if info.status == n.NVML_SUCCESS else str(n.NVMLError(info.status))
+
+    def _gpu(self, i: int) -> GpuState:
+        n = self.nvml
+        h = n.nvmlDeviceGetHandleByIndex(i)
+        pci = self._try(n.nvmlDeviceGetPciInfo, h)
+        s = GpuState(index=i, bus_id=getattr(pci, "busId", b"").decode() if pci else "",
+                     uuid=self._try(n.nvmlDeviceGetUUID, h, default=""))
+        s.dbe_volatile = self._try(n.nvmlDeviceGetTotalEccErrors, h, n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                   n.NVML_VOLATILE_ECC)
+        remap = self._try(n.nvmlDeviceGetRemappedRows, h)
+        if remap:
+            s.remap_pending, s.remap_failure = bool(remap[2]), bool(remap[3])
+        reasons = self._try(n.nvmlDeviceGetCurrentClocksEventReasons, h)
+        if reasons is not None:
+            s.hw_thermal_slowdown = bool(reasons & n.nvmlClocksEventReasonHwThermalSlowdown)
+            s.hw_power_brake = bool(reasons & n.nvmlClocksEventReasonHwPowerBrakeSlowdown)
+        s.pcie_width = self._try(n.nvmlDeviceGetCurrPcieLinkWidth, h)
+        s.pcie_width_max = self._try(n.nvmlDeviceGetMaxPcieLinkWidth, h)
+        errors = 0
+        for link in range(n.NVML_NVLINK_MAX_LINKS):
+            state = self._try(n.nvmlDeviceGetNvLinkState, h, link)
+            if state is None:
+                continue
+            s.nvlink_active.append(bool(state))
+            for counter in (n.NVML_NVLINK_ERROR_DL_REPLAY, n.NVML_NVLINK_ERROR_DL_RECOVERY,
+                            n.NVML_NVLINK_ERROR_DL_CRC_FLIT):
+                errors += self._try(n.nvmlDeviceGetNvLinkErrorCounter, h, link, counter, default=0) or 0
+        s.nvlink_errors = errors if s.nvlink_active else None
+        self._fabric(h, s)
+        return s
 
 
 # -------------------------------------------------------------------------------- checks
 
 
 def check_gpus(gpus: list[GpuState], itype: InstanceType | None, *, previous: list[GpuState] | None = None,
-               nvlink_error_threshold: int = 100, evidence_prefix: str = "") -> list[Finding]:
-    """Findings for one set of GPU snapshots (``previous`` gives counter deltas)."""
+               nvlink_error_threshold: int = 100, evidence_prefix: str = "",
+               fabric_grace_over: bool = True) -> list[Finding]:
+    """Findings for one set of GPU snapshots (``previous`` gives counter deltas).
+
+    ``fabric_grace_over``: whether a fabric registration still Not Started / In Progress counts (Fabric Manager
+    registers GPUs after boot; the live detector passes False until the grace period since it first saw the
+    state has passed; a recorded snapshot is taken as it is)."""
     out: list[Finding] = []
     p = evidence_prefix
     if itype is not None and itype.accelerator is Accelerator.NVIDIA and len(gpus) < itype.accelerator_count:
@@ -272,6 +324,16 @@ def check_gpus(gpus: list[GpuState], itype: InstanceType | None, *, previous: li
     for g in gpus:
         dev = g.bus_id or str(g.index)
         tag = f"{p}GPU {g.index} ({dev})"
+        if g.lost:
+            out.append(rule("gpu-lost").finding(f"{tag}: NVML: GPU is lost (NVML_ERROR_GPU_IS_LOST)", dev))
+            continue
+        if g.fabric_registered is False:
+            if g.fabric_state == "Completed":
+                out.append(rule("gpu-fabric-error").finding(
+                    f"{tag}: Fabric State: Completed, Status: {g.fabric_status}", dev))
+            elif fabric_grace_over:
+                out.append(rule("gpu-fabric-not-registered").finding(
+                    f"{tag}: Fabric State: {g.fabric_state} (Fabric Manager has not registered the GPU)", dev))
         if g.dbe_volatile:
             out.append(rule("gpu-dbe").finding(f"{tag}: {g.dbe_volatile} volatile uncorrectable ECC errors", dev))
         if g.remap_failure:

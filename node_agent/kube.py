@@ -43,6 +43,7 @@ class Node:
     conditions: list[Condition] = field(default_factory=list)
     unschedulable: bool = False
     provider_id: str = ""  # aws:///us-east-2a/i-0123456789abcdef0
+    resource_version: str = ""  # metadata.resourceVersion when read: the precondition of a later write
 
     @property
     def instance_id(self) -> str:
@@ -88,12 +89,18 @@ class NotFound(KeyError):
     pass
 
 
+class Conflict(RuntimeError):
+    """409: the object changed since it was read (resourceVersion precondition failed). Re-read and re-decide."""
+
+
 class Cluster(Protocol):
     def get_node(self, name: str) -> Node: ...
     def list_nodes(self, selector: dict[str, str] | None = None) -> list[Node]: ...
     def patch_node(self, name: str, *, labels: dict[str, str | None] | None = None,
                    annotations: dict[str, str | None] | None = None, taints: list[Taint] | None = None,
-                   unschedulable: bool | None = None) -> Node: ...
+                   unschedulable: bool | None = None, resource_version: str | None = None) -> Node:
+        """Merge-patch the node; with ``resource_version`` the write applies only if the node is unchanged
+        since that read, else :class:`Conflict` (optimistic concurrency)."""
     def set_condition(self, name: str, condition: Condition) -> None: ...
     def create_event(self, node: str, reason: str, message: str, type: str = "Warning") -> None: ...
     def list_pods_on_node(self, name: str) -> list[Pod]: ...
@@ -133,11 +140,17 @@ class InMemoryCluster:
         self.evictions: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self.on_change: list = []
+        self._rv = 0
+
+    def _bump(self, n: Node) -> None:
+        self._rv += 1
+        n.resource_version = str(self._rv)
 
     # test helpers
     def add_node(self, node: Node) -> Node:
         with self._lock:
             self.nodes[node.name] = node
+            self._bump(node)
         return node
 
     def remove_node(self, name: str) -> None:
@@ -167,17 +180,22 @@ class InMemoryCluster:
             return [copy.deepcopy(n) for n in self.nodes.values()
                     if all(n.labels.get(k) == v for k, v in (selector or {}).items())]
 
-    def patch_node(self, name, *, labels=None, annotations=None, taints=None, unschedulable=None) -> Node:
+    def patch_node(self, name, *, labels=None, annotations=None, taints=None, unschedulable=None,
+                   resource_version=None) -> Node:
         with self._lock:
             if name not in self.nodes:
                 raise NotFound(name)
             n = self.nodes[name]
+            if resource_version and resource_version != n.resource_version:
+                raise Conflict(f"node {name}: resourceVersion {resource_version} is stale "
+                               f"(now {n.resource_version})")
             _merge(n.labels, labels)
             _merge(n.annotations, annotations)
             if taints is not None:
                 n.taints = [copy.copy(t) for t in taints]
             if unschedulable is not None:
                 n.unschedulable = unschedulable
+            self._bump(n)
             out = copy.deepcopy(n)
         for cb in self.on_change:
             cb(name)
@@ -194,6 +212,7 @@ class InMemoryCluster:
             elif not condition.last_transition:
                 condition.last_transition = time.time()
             n.conditions = [c for c in n.conditions if c.type != condition.type] + [condition]
+            self._bump(n)
         for cb in self.on_change:
             cb(name)
 
@@ -237,6 +256,7 @@ class KubeCluster:
                 config.load_kube_config()
         self.client = client
         self.core = client.CoreV1Api(api_client)
+        self.api_client = self.core.api_client  # shared with the leader election (node_agent/leader.py)
         self.component = component
 
     @staticmethod
@@ -249,11 +269,14 @@ class KubeCluster:
                                   c.last_transition_time.timestamp() if c.last_transition_time else 0.0)
                         for c in (status.conditions or [])] if status else [],
             unschedulable=bool(spec.unschedulable), provider_id=spec.provider_id or "",
+            resource_version=m.resource_version or "",
         )
 
     def _not_found(self, e, name):
         if getattr(e, "status", None) == 404:
             raise NotFound(name) from None
+        if getattr(e, "status", None) == 409:
+            raise Conflict(f"node {name}: {e.reason}") from None
         raise e
 
     def get_node(self, name: str) -> Node:
@@ -266,8 +289,13 @@ class KubeCluster:
         sel = ",".join(f"{k}={v}" for k, v in (selector or {}).items()) or None
         return [self._node(n) for n in self.core.list_node(label_selector=sel).items]
 
-    def patch_node(self, name, *, labels=None, annotations=None, taints=None, unschedulable=None) -> Node:
+    def patch_node(self, name, *, labels=None, annotations=None, taints=None, unschedulable=None,
+                   resource_version=None) -> Node:
         body: dict = {"metadata": {}, "spec": {}}
+        if resource_version:
+            # A resourceVersion in the patch body is a precondition: the API server answers 409 Conflict if the
+            # node changed since (as controller-runtime's MergeFromWithOptimisticLock does; kubernetes#63104).
+            body["metadata"]["resourceVersion"] = resource_version
         if labels:
             body["metadata"]["labels"] = labels          # merge patch: None deletes a key
         if annotations:

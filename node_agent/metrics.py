@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 
 class DetectorMetrics:
@@ -26,6 +26,11 @@ class DetectorMetrics:
                                        registry=r)
 
 
+# Remediations take minutes (reboot + deep check) to hours (DCGM level 4, a drain deadline, an ASG launch).
+DURATION_BUCKETS = (60, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400, 21600, 43200, 86400)
+REMEDIATION_OUTCOMES = ("recovered", "replaced", "failed")
+
+
 class ControllerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -41,6 +46,20 @@ class ControllerMetrics:
                                         registry=r)
         self.errors = Counter("openpod_remediation_errors", "Remediation steps that failed for one node "
                               "(cloud or API error); retried, other nodes go on", ["group"], registry=r)
+        self.conflicts = Counter("openpod_remediation_conflicts", "Node writes refused with 409 Conflict (the node "
+                                 "changed since it was read); re-read and decided again", ["group"], registry=r)
+        self.leader = Gauge("openpod_remediation_leader", "1 if this controller replica holds the Lease and acts",
+                            registry=r)
+        self.failed = Counter("openpod_remediation_failures", "Remediations that reached the terminal failed state "
+                              "(reason: InstanceNotFound, NoProviderID)", ["group", "reason"], registry=r)
+        self.failed_nodes = Gauge("openpod_remediation_failed_nodes", "Nodes in the terminal failed state (cordoned, "
+                                  "waiting for an operator)", ["group"], registry=r)
+        # Issue 14 documents this and alerts on it under this exact name and labels: keep them.
+        self.duration = Histogram(
+            "openpod_remediation_duration_seconds",
+            "Seconds from fault detection to the end of its remediation: back in service after a reboot "
+            "(outcome recovered), replaced node gone (replaced), or given up (failed)",
+            ["group", "action", "outcome"], buckets=DURATION_BUCKETS, registry=r)
         self.drain_timeouts = Counter("openpod_drain_deadline_exceeded", "Drains that hit their deadline",
                                       ["group"], registry=r)
 

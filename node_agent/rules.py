@@ -38,6 +38,10 @@ EFA_DRIVER = "Linux efa driver (efa_com.c admin queue)"
 KERNEL = "Linux kernel"
 TABLE = "openpod instance type table"
 NVML = "NVML (nvidia-ml-py) / nvidia-smi -q"
+NVML_LOST = ("NVML API reference, nvmlDeviceGetHandleByIndex_v2: NVML_ERROR_GPU_IS_LOST 'if the target GPU has fallen "
+             "off the bus or is otherwise inaccessible' (https://docs.nvidia.com/deploy/nvml-api/, checked 2026-11-23)")
+FABRIC = ("NVML nvmlGpuFabricInfo_t / nvidia-smi -q Fabric State+Status; Not Started -> In Progress -> Completed, "
+          "stuck when Fabric Manager is down (NVIDIA/NVSentinel#883, #889; checked 2026-11-23)")
 DEEP = "openpod deep health check"
 
 
@@ -263,6 +267,13 @@ _add(
          S.CRITICAL, A.REBOOT, TABLE, "often a GPU off the bus; repeated -> replacement"),
     Rule("gpu-tool-missing", "nvml", "NVML / nvidia-smi unavailable on an NVIDIA instance type", "gpu-driver-missing",
          S.CRITICAL, A.REBOOT, TABLE, "nothing on CPU nodes"),
+    Rule("gpu-lost", "nvml", "NVML answers NVML_ERROR_GPU_IS_LOST for a GPU", "gpu-lost", S.CRITICAL, A.REBOOT,
+         NVML_LOST, "off the bus without (or before) an Xid 79 line; repeated -> replacement"),
+    Rule("gpu-fabric-not-registered", "nvml", "NVSwitch fabric state Not Started / In Progress past the grace period",
+         "nvlink-fabric-not-registered", S.CRITICAL, A.REBOOT, FABRIC,
+         "Fabric Manager down or stuck: no NVLink P2P; a reboot restarts it and retrains the fabric"),
+    Rule("gpu-fabric-error", "nvml", "NVSwitch fabric state Completed with a status other than Success",
+         "nvlink-fabric-error", S.CRITICAL, A.REBOOT, FABRIC, "fabric registration failed"),
     Rule("gpu-dbe", "nvml", "volatile uncorrectable ECC errors > 0", "gpu-double-bit-ecc", S.CRITICAL, A.REBOOT, NVML),
     Rule("gpu-remap-failure", "nvml", "row remapping failure occurred", "gpu-row-remap-failure",
          S.CRITICAL, A.REPLACE, NVML),

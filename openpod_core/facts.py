@@ -217,6 +217,13 @@ FACTS: tuple[Fact, ...] = (
         "kubernetes-sigs/kueue@v0.19.2:cmd/kueue/main.go:188-191 (SecureServing, WithAuthenticationAndAuthorization)",
         "2026-11-23", "the scrape job sends the scraper's token; the scraper's ClusterRole allows GET /metrics",
     ),
+    Fact(
+        "hyperpod.deep-health-check.dcgm-level", "4",
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-deep-health-checks.html",
+        "2026-11-23",
+        "HyperPod's instance-level deep health check runs DCGM diagnostics at level 4; the default of the spec's "
+        "instance_groups[].dcgm_level (infra/spec.py)",
+    ),
 )
 
 # Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody

@@ -46,3 +46,14 @@ def test_controller_config_errors_name_the_field(tmp_path):
         load_controller_config(p)
     assert "budget_max_percent: Input should be less than or equal to 100 (got 250)" in str(e.value)
     assert "groups.p5.hot_spares" in str(e.value)
+
+
+def test_leader_election_timings_are_checked(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("leader_election:\n  lease_duration_seconds: 5\n  renew_deadline_seconds: 10\n")
+    with pytest.raises(ValueError) as e:
+        load_controller_config(p)
+    assert "leader_election: Value error, need lease_duration_seconds > renew_deadline_seconds" in str(e.value)
+    le = load_controller_config(None).leader_election
+    assert (le.enabled, le.lease_duration_seconds, le.renew_deadline_seconds, le.retry_period_seconds) == (
+        True, 15.0, 10.0, 2.0)

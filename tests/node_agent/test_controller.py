@@ -352,16 +352,32 @@ def test_new_nodes_refill_the_spare_pool(aws, moto_endpoint):
     assert sum(e.reason == "HotSpareReserved" for e in c.events) == 1
 
 
+class FailsFor:
+    """A cloud whose calls for one instance fail with a (non-terminal) AWS error."""
+
+    def __init__(self, real, iid):
+        self.real, self.iid = real, iid
+
+    def reboot(self, iid):
+        self.real.reboot(iid)
+
+    def mark_unhealthy(self, iid):
+        if iid == self.iid:
+            raise RuntimeError("ServiceUnavailable: Auto Scaling is unavailable")
+        self.real.mark_unhealthy(iid)
+
+
 def test_a_failing_replace_never_blocks_another_nodes_reboot(aws, moto_endpoint, recorder):
-    """Old code: the replace of node-0 (an instance Auto Scaling does not know) raised out of reconcile_once,
+    """Old code: the replace of node-0 (an Auto Scaling error) raised out of reconcile_once,
     so node-1's reboot, next in the same group, never happened."""
     make, _, asg = aws
     _, ids = make(4)
-    c = cluster_for(["i-0000000000000dead"] + ids[1:])
+    c = cluster_for(ids)
     mark(c, "node-0", fault(Action.REPLACE, "gpu-row-remap-failure"))
     mark(c, "node-1", fault(Action.REBOOT))
     clock = Clock()
     ctl = controller(c, moto_endpoint, clock, budget_max_nodes=4, budget_max_percent=100)
+    ctl.cloud = FailsFor(ctl.cloud, ids[0])  # (an instance that no longer exists is terminal: test_controller_failures)
     ctl.reconcile_once()
     clock.t += 1
     ctl.reconcile_once()
@@ -439,3 +455,37 @@ def test_the_post_reboot_wait_follows_the_dcgm_level(aws, moto_endpoint, recorde
     clock.t += await_health_seconds(4)
     ctl.reconcile_once()
     assert Remediation.of(c.get_node("node-0")).action == "replace"
+
+
+def test_remediation_duration_is_observed_from_detection_to_the_end(aws, moto_endpoint, recorder):
+    """openpod_remediation_duration_seconds{group,action,outcome}: fault detected -> back in service (reboot,
+    recovered) or replaced node gone (replace, replaced). Issue 14's alert rules use this name and these labels."""
+    make, _, _ = aws
+    _, ids = make(4)
+    c, clock = cluster_for(ids), Clock()
+    ctl = controller(c, moto_endpoint, clock, budget_max_nodes=4, budget_max_percent=100)
+    reg = ctl.metrics.registry
+
+    def sample(suffix, action, outcome):
+        return reg.get_sample_value(f"openpod_remediation_duration_seconds_{suffix}",
+                                    {"group": "p5", "action": action, "outcome": outcome})
+
+    mark(c, "node-0", fault(Action.REBOOT), now=clock.t - 30)  # detected 30 s before the controller saw it
+    mark(c, "node-1", fault(Action.REPLACE, "gpu-row-remap-failure"), now=clock.t)
+    ctl.reconcile_once()
+    assert sample("count", "reboot", "recovered") is None and sample("count", "replace", "replaced") is None
+    clock.t += 600
+    mark_healthy(c, "node-0", "deep health check passed")
+    ctl.reconcile_once()
+    assert sample("count", "reboot", "recovered") == 1 and sample("sum", "reboot", "recovered") == 630
+    assert sample("bucket", "reboot", "recovered") is None  # (buckets carry le)
+    assert reg.get_sample_value("openpod_remediation_duration_seconds_bucket",
+                                {"group": "p5", "action": "reboot", "outcome": "recovered", "le": "600.0"}) == 0
+    assert reg.get_sample_value("openpod_remediation_duration_seconds_bucket",
+                                {"group": "p5", "action": "reboot", "outcome": "recovered", "le": "900.0"}) == 1
+    clock.t += 1200
+    c.remove_node("node-1")  # Auto Scaling terminated it; the node object went away
+    ctl.reconcile_once()
+    assert sample("count", "replace", "replaced") == 1 and sample("sum", "replace", "replaced") == 1800
+    ctl.reconcile_once()
+    assert sample("count", "replace", "replaced") == 1  # once

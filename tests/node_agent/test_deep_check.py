@@ -118,3 +118,20 @@ def test_subprocess_runner_reports_missing_tools():
         dc.subprocess_runner(["dcgmi-definitely-not-installed", "diag"], 5)
     rc, out = dc.subprocess_runner(["python3", "-c", "print('hi')"], 30)
     assert (rc, out.strip()) == (0, "hi")
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4])
+def test_the_dcgm_step_gets_the_time_its_level_needs(level):
+    """Old code gave every step the same 900 s: `dcgmi diag -r 3` (~15 min) or `-r 4` (hours, what HyperPod runs on
+    new nodes) was killed, reported as deep-check-error, and the healthy node was replaced."""
+    from node_agent.deep_check import DCGM_LEVEL_SECONDS, DeepCheck, DeepCheckConfig
+
+    timeouts = {}
+
+    def runner(cmd, timeout):
+        timeouts[cmd[0]] = timeout
+        raise FileNotFoundError(cmd[0])
+
+    DeepCheck(get("p5.48xlarge"), DeepCheckConfig(dcgm_level=level, timeout_seconds=900), runner).run_all()
+    assert timeouts["dcgmi"] >= DCGM_LEVEL_SECONDS[level] and timeouts["dcgmi"] >= 900
+    assert timeouts["all_reduce_perf"] == 900

@@ -32,7 +32,13 @@ def test_default_spec_gets_one_daemonset_per_arch_and_one_controller():
     assert [d["spec"]["template"]["spec"]["containers"][0]["image"] for d in k["DaemonSet"]] == [
         IMAGES["amd64"], IMAGES["arm64"]]
     (dep,) = k["Deployment"]
-    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
+    # Two replicas, one acting (Lease): a rolling update never has none (node_agent/leader.py, test_leader.py).
+    assert dep["spec"]["replicas"] == 2 and dep["spec"]["strategy"]["type"] == "RollingUpdate"
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["containers"][0]["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert pod["affinity"]["podAntiAffinity"]
+    (pdb,) = k["PodDisruptionBudget"]
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": dep["spec"]["selector"]}
     assert dep["spec"]["template"]["spec"]["nodeSelector"] == {L.ACCELERATOR: "none", "kubernetes.io/arch": "amd64"}
     yaml.safe_dump_all(objs)  # plain data
 
@@ -64,6 +70,20 @@ def test_rbac_is_minimal():
     assert verbs["pods/eviction"] == {"create"} and "delete" not in verbs["pods"] and "delete" not in verbs["nodes"]
 
 
+def test_the_controller_may_only_touch_its_own_lease():
+    role, binding = deploy.controller_lease_rbac()
+    assert role["kind"] == "Role" and role["metadata"]["namespace"] == deploy.NAMESPACE
+    lease = load_controller_config(None).leader_election
+    assert lease.namespace == deploy.NAMESPACE
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease.lease_name],
+         "verbs": ["get", "update"]}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": deploy.CONTROLLER,
+                                    "namespace": deploy.NAMESPACE}]
+    assert role in deploy.manifests(load_spec(None), IMAGES)
+
+
 def test_config_maps_round_trip_through_the_loaders(tmp_path):
     spec = load_spec(ROOT / "examples" / "large.yaml")
     k = by_kind(deploy.manifests(spec, {"amd64": "a", "arm64": "b"}, controller_service_account=False))
@@ -93,3 +113,24 @@ def test_dockerfile_passes_hadolint():
     for line in ("COPY pyproject.toml README.md ./", "COPY infra infra", "COPY node_agent node_agent"):
         assert line in text
     assert '".[agent]"' in text
+
+
+def test_each_nvidia_groups_dcgm_level_reaches_the_agent_and_the_controller(tmp_path):
+    """The spec's per-group DCGM level (default 4, what HyperPod runs on new nodes) sets the group's deep check
+    (agent) and its post-reboot wait (controller)."""
+    from node_agent.controller import Controller, await_health_seconds
+    from node_agent.kube import InMemoryCluster
+
+    spec = load_spec(ROOT / "examples" / "large.yaml")
+    groups = {g.name: g for g in spec.instance_groups}
+    assert groups["p5en"].dcgm_level == 4
+    k = by_kind(deploy.manifests(spec, {"amd64": "a", "arm64": "b"}))
+    cms = {c["metadata"]["name"]: c["data"] for c in k["ConfigMap"]}
+    (tmp_path / "agent.yaml").write_text(cms["node-health-agent-config"]["agent.yaml"])
+    (tmp_path / "controller.yaml").write_text(cms["node-remediation-config"]["controller.yaml"])
+    agent, _ = load_agent_config(tmp_path / "agent.yaml")
+    nvidia = {g.name for g in spec.instance_groups if g.type.accelerator.value == "nvidia"}
+    assert set(agent.deep_check.dcgm_level_by_group) == nvidia and agent.deep_check.dcgm_level_by_group["p5en"] == 4
+    ctl = Controller(InMemoryCluster(), None, load_controller_config(tmp_path / "controller.yaml"))
+    assert ctl.dcgm_level("p5en") == 4 and ctl.dcgm_level("trn2") == ctl.config.dcgm_level
+    assert await_health_seconds(ctl.dcgm_level("p5en")) > await_health_seconds(ctl.dcgm_level("trn2"))

@@ -225,3 +225,33 @@ def test_disabled_deep_check_explains_why_the_startup_taint_stays(tmp_path):
     t.join(timeout=5)
     assert [e.reason for e in c.events] == ["DeepCheckDisabled"]
     assert c.get_node("n1").has_taint(L.STARTUP_TAINT)
+
+
+def test_fabric_registration_is_a_fault_only_after_the_grace_period():
+    from node_agent import gpu
+
+    t = [0.0]
+    recorded = gpu.RecordedSource(fixture_text("nvidia", "nvidia-smi-q-h100-fabric-not-registered.txt"))
+    c, d = make(P5, gpu_source_factory=lambda: recorded, clock=lambda: t[0])
+    assert d.poll_gpu() == []  # Fabric Manager registers GPUs after boot
+    t[0] += d.config.gpu.fabric_grace_seconds - 1
+    assert d.poll_gpu() == []
+    t[0] += 1
+    assert {f.rule for f in d.poll_gpu()} == {"gpu-fabric-not-registered"}
+    assert c.get_node("n1").labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REBOOT
+
+
+def test_the_deep_check_runs_at_its_groups_dcgm_level():
+    from node_agent.config import AgentConfig
+
+    run = Replay({"dcgmi": (0, fixture_text("deep", "dcgmi-diag-r2-pass.json"))})
+    cfg = AgentConfig()
+    cfg.deep_check.dcgm_level_by_group = {"p5": 4, "p5-dev": 2}
+    c, d = make(P5, runner=run, config=cfg)
+    c.patch_node("n1", labels={L.INSTANCE_GROUP: "p5"})
+    d.run_deep_check()
+    assert run.calls[0][:4] == ["dcgmi", "diag", "-r", "4"]
+    c.patch_node("n1", labels={L.INSTANCE_GROUP: "elsewhere"})
+    run.calls.clear()
+    d.run_deep_check()
+    assert run.calls[0][:4] == ["dcgmi", "diag", "-r", str(cfg.deep_check.dcgm_level)]  # not listed: default

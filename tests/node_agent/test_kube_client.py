@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from node_agent.kube import Eviction, KubeCluster, NotFound, Taint
+from node_agent.kube import Conflict, Eviction, KubeCluster, NotFound, Taint
 
 NODE = {"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": "n1", "labels": {"openpod.io/instance-group": "p5"},
@@ -60,7 +60,10 @@ class Api(http.server.BaseHTTPRequestHandler):
         return self._send(404, {})
 
     def do_PATCH(self):  # noqa: N802
-        self._record()
+        body = self._record()
+        if (body.get("metadata") or {}).get("resourceVersion") == "stale":
+            return self._send(409, {"kind": "Status", "code": 409, "reason": "Conflict",
+                                    "message": "the object has been modified"})
         self._send(200, NODE)
 
     def do_POST(self):  # noqa: N802
@@ -133,3 +136,12 @@ def test_pods_events_and_evictions(kube):
         assert kube.evict_pod("team-a", "trainer-0") is Eviction.GONE
     finally:
         Api.evict_status = 201
+
+
+def test_a_patch_with_a_resource_version_is_a_precondition(kube):
+    kube.patch_node("n1", labels={"a": "b"}, resource_version="42")
+    assert Api.requests[-1][3]["metadata"] == {"labels": {"a": "b"}, "resourceVersion": "42"}
+    with pytest.raises(Conflict):
+        kube.patch_node("n1", labels={"a": "b"}, resource_version="stale")
+    kube.patch_node("n1", labels={"a": "b"})
+    assert "resourceVersion" not in Api.requests[-1][3]["metadata"]  # callers that merge their own keys only

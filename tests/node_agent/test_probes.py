@@ -182,3 +182,76 @@ def test_containerd_socket(tmp_path):
         assert host.containerd_health(path) == []
     finally:
         s.close()
+
+
+# ------------------------------------------------------------ GPU lost, NVSwitch fabric
+def test_fabric_registration_from_nvidia_smi_q():
+    """nvidia-smi -q prints a ``Fabric`` block (State, Status) per GPU on NVSwitch systems (driver 550 output in
+    nvidia-smi-q-h100-healthy.txt). The fixture with two GPUs not registered is that output with GPU 2 "In
+    Progress" and GPU 5 "Not Started": the states NVML enumerates (NVML_GPU_FABRIC_STATE_*) and that
+    NVIDIA/NVSentinel#883/#889 report from nodes whose Fabric Manager was down (checked 2026-11-23)."""
+    healthy = gpu.parse_recorded(fixture_text("nvidia", "nvidia-smi-q-h100-healthy.txt"))
+    assert {(g.fabric_state, g.fabric_status) for g in healthy} == {("Completed", "Success")}
+    assert all(g.fabric_registered for g in healthy)
+    gpus = gpu.parse_recorded(fixture_text("nvidia", "nvidia-smi-q-h100-fabric-not-registered.txt"))
+    found = gpu.check_gpus(gpus, P5)
+    assert rules(found) == ["gpu-fabric-not-registered"] * 2
+    assert {f.action for f in found} == {Action.REBOOT} and {f.fault for f in found} == {"nvlink-fabric-not-registered"}
+    assert "In Progress" in found[0].evidence and "Not Started" in found[1].evidence
+    assert gpu.check_gpus(gpus, P5, fabric_grace_over=False) == []  # still within the boot-time grace
+
+
+class Nvml:
+    """What libnvidia-ml answers on a node with 8 GPUs, one lost and one whose fabric registration failed:
+    pynvml's own constants, error classes and structures, only the library calls answered here (no GPU exists on
+    this machine)."""
+
+    def __init__(self, lost=3, fabric_error=1):
+        import pynvml
+
+        self._p, self.lost, self.fabric_error = pynvml, lost, fabric_error
+
+    def __getattr__(self, name):
+        return getattr(self._p, name)
+
+    def _fail(self, code):
+        raise self._p.NVMLError(code)
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return 8
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        if i == self.lost:
+            self._fail(self._p.NVML_ERROR_GPU_IS_LOST)
+        return i
+
+    def nvmlDeviceGetPciInfo(self, h):
+        class Pci:
+            busId = f"00000000:{0x18 + h:02X}:00.0".encode()
+        return Pci()
+
+    def nvmlDeviceGetUUID(self, h):
+        return f"GPU-{h}"
+
+    def nvmlDeviceGetGpuFabricInfo(self, h, info):
+        info.state = self._p.NVML_GPU_FABRIC_STATE_COMPLETED
+        info.status = self._p.NVML_ERROR_UNKNOWN if h == self.fabric_error else self._p.NVML_SUCCESS
+
+    def __getattribute__(self, name):
+        if name.startswith("nvmlDevice") and not any(name in k.__dict__ for k in type(self).__mro__):
+            return lambda *a: self._fail(self._p.NVML_ERROR_NOT_SUPPORTED)
+        return object.__getattribute__(self, name)
+
+
+def test_nvml_gpu_is_lost_and_a_fabric_error():
+    gpus = gpu.NvmlSource(nvml=Nvml()).snapshot()
+    assert len(gpus) == 8 and [g.index for g in gpus if g.lost] == [3]
+    assert gpus[1].fabric_state == "Completed" and gpus[1].fabric_status == "Unknown Error"
+    found = {f.rule: f for f in gpu.check_gpus(gpus, P5)}
+    assert sorted(found) == ["gpu-fabric-error", "gpu-lost"]  # 8 enumerated: not also a count finding
+    assert found["gpu-lost"].action is Action.REBOOT and "GPU is lost" in found["gpu-lost"].evidence
+    assert found["gpu-fabric-error"].fault == "nvlink-fabric-error" and found["gpu-fabric-error"].device.endswith(
+        "19:00.0")

@@ -1,0 +1,215 @@
+"""A small Kubernetes API server over HTTP for the controller tests (no real one exists here).
+
+It serves only what the node agent and the controller call - nodes (get, list,
+patch, status patch), pods (list by node, eviction), events (create) and
+coordination.k8s.io/v1 Leases (get, create, replace) - but with the API server's
+concurrency semantics, which are what these tests are about:
+
+- every write bumps one cluster-wide ``metadata.resourceVersion``;
+- a PATCH whose body carries ``metadata.resourceVersion`` is a precondition: 409 Conflict if the
+  object changed since (kubernetes/kubernetes#63104; controller-runtime's MergeFromWithOptimisticLock);
+- a PUT (replace) must carry the current ``resourceVersion``, else 409 Conflict;
+- a POST of an object that exists is 409 AlreadyExists.
+
+Patch semantics are the JSON merge patch of RFC 7386 (a null deletes a key, lists are
+replaced whole: ``spec.taints`` has no merge key in the strategic merge patch either), except
+``status.conditions`` in the status subresource, which the strategic merge keys by ``type``.
+The official kubernetes client talks to it, so the requests are the ones a real cluster sees.
+"""
+
+from __future__ import annotations
+
+import copy
+import http.server
+import json
+import threading
+from urllib.parse import parse_qs, urlparse
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/"
+
+
+def _merge(target: dict, patch: dict) -> dict:
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, dict) and isinstance(target.get(k), dict):
+            _merge(target[k], v)
+        else:
+            target[k] = copy.deepcopy(v)
+    return target
+
+
+def _status(code: int, reason: str, message: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": code, "reason": reason,
+            "message": message}
+
+
+class FakeApiServer:
+    """``with FakeApiServer() as api: KubeCluster(api.client())``; ``api.nodes`` etc. are the stored objects."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict] = {}
+        self.pods: dict[tuple[str, str], dict] = {}
+        self.leases: dict[tuple[str, str], dict] = {}
+        self.events: list[dict] = []
+        self.requests: list[tuple[str, str]] = []
+        self.conflicts = 0
+        self.lock = threading.Lock()
+        self._rv = 0
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _body(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                return json.loads(self.rfile.read(n)) if n else None
+
+            def _send(self, code: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _handle(self):
+                url = urlparse(self.path)
+                body = self._body() if self.command in ("POST", "PUT", "PATCH") else None
+                with server.lock:
+                    server.requests.append((self.command, url.path))
+                    code, out = server.handle(self.command, url.path, parse_qs(url.query), body)
+                    if code == 409:
+                        server.conflicts += 1
+                self._send(code, out)
+
+            do_GET = do_POST = do_PUT = do_PATCH = _handle  # noqa: N815
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> FakeApiServer:
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_port}"
+
+    def client(self):
+        """A fresh kubernetes ApiClient pointed at this server (one per simulated process)."""
+        from kubernetes import client
+
+        cfg = client.Configuration()
+        cfg.host = self.url
+        return client.ApiClient(cfg)
+
+    # -------------------------------------------------------------- test helpers
+    def _bump(self, obj: dict) -> None:
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+
+    def add_node(self, name: str, labels: dict | None = None, provider_id: str = "", taints=()) -> None:
+        with self.lock:
+            node = {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "labels": dict(labels or {}), "annotations": {}},
+                    "spec": {"providerID": provider_id,
+                             "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in taints]},
+                    "status": {"conditions": []}}
+            self._bump(node)
+            self.nodes[name] = node
+
+    def remove_node(self, name: str) -> None:
+        with self.lock:
+            self.nodes.pop(name, None)
+
+    def add_pod(self, namespace: str, name: str, node: str, owner_kind: str = "ReplicaSet") -> None:
+        with self.lock:
+            self.pods[(namespace, name)] = {
+                "metadata": {"name": name, "namespace": namespace, "labels": {},
+                             "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner_kind, "name": "o",
+                                                  "uid": "u"}]},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]},
+                "status": {"phase": "Running"}}
+
+    # ------------------------------------------------------------------- the API
+    def handle(self, method: str, path: str, query: dict, body) -> tuple[int, dict]:
+        parts = path.strip("/").split("/")
+        if path == "/api/v1/nodes" and method == "GET":
+            sel = dict(kv.split("=", 1) for kv in query.get("labelSelector", [""])[0].split(",") if kv)
+            items = [n for n in self.nodes.values()
+                     if all(n["metadata"]["labels"].get(k) == v for k, v in sel.items())]
+            return 200, {"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": str(self._rv)},
+                         "items": copy.deepcopy(items)}
+        if path.startswith("/api/v1/nodes/"):
+            name = parts[3]
+            node = self.nodes.get(name)
+            if node is None:
+                return 404, _status(404, "NotFound", f'nodes "{name}" not found')
+            if method == "GET":
+                return 200, copy.deepcopy(node)
+            if method == "PATCH":
+                want = (body.get("metadata") or {}).pop("resourceVersion", None)
+                if want is not None and want != node["metadata"]["resourceVersion"]:
+                    return 409, _status(409, "Conflict", f'Operation cannot be fulfilled on nodes "{name}": '
+                                        "the object has been modified; please apply your changes to the latest "
+                                        "version and try again")
+                if path.endswith("/status"):
+                    conds = {c["type"]: c for c in node["status"].get("conditions", [])}
+                    for c in (body.get("status") or {}).get("conditions", []):
+                        conds[c["type"]] = c
+                    node["status"]["conditions"] = list(conds.values())
+                else:
+                    _merge(node, body)
+                self._bump(node)
+                return 200, copy.deepcopy(node)
+        if path == "/api/v1/pods" and method == "GET":
+            sel = query.get("fieldSelector", [""])[0].removeprefix("spec.nodeName=")
+            items = [p for p in self.pods.values() if p["spec"]["nodeName"] == sel]
+            return 200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": copy.deepcopy(items)}
+        if path.endswith("/eviction") and method == "POST":
+            key = (parts[3], parts[5])
+            if self.pods.pop(key, None) is None:
+                return 404, _status(404, "NotFound", "pod not found")
+            return 201, _status(201, "", "")
+        if path.endswith("/events") and method == "POST":
+            self.events.append(body)
+            return 201, body
+        if path.startswith(LEASES):
+            return self._lease(method, parts, body)
+        return 404, _status(404, "NotFound", f"{method} {path} is not served by the fake")
+
+    def _lease(self, method: str, parts: list[str], body) -> tuple[int, dict]:
+        ns = parts[4]
+        if method == "POST":
+            key = (ns, body["metadata"]["name"])
+            if key in self.leases:
+                return 409, _status(409, "AlreadyExists", f'leases "{key[1]}" already exists')
+            obj = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **body}
+            obj["metadata"] = {**body["metadata"], "namespace": ns}
+            self._bump(obj)
+            self.leases[key] = obj
+            return 201, copy.deepcopy(obj)
+        key = (ns, parts[6])
+        lease = self.leases.get(key)
+        if lease is None:
+            return 404, _status(404, "NotFound", f'leases.coordination.k8s.io "{key[1]}" not found')
+        if method == "GET":
+            return 200, copy.deepcopy(lease)
+        if method == "PUT":
+            if body["metadata"].get("resourceVersion") != lease["metadata"]["resourceVersion"]:
+                return 409, _status(409, "Conflict", f'Operation cannot be fulfilled on leases.coordination.k8s.io '
+                                    f'"{key[1]}": the object has been modified')
+            obj = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **body}
+            self._bump(obj)
+            self.leases[key] = obj
+            return 200, copy.deepcopy(obj)
+        return 405, _status(405, "MethodNotAllowed", method)
