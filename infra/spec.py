@@ -24,7 +24,7 @@ from typing import Annotated, Any, Iterator, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from openpod_core import facts, instance_types
+from openpod_core import instance_types
 from openpod_core.instance_types import InstanceType
 from infra.pipeline_spec import PipelineSpec
 from infra.queueing_spec import QueueingSpec
@@ -130,10 +130,11 @@ class InstanceGroupSpec(_Model):
     max_size: int = Field(ge=1, description="EKS managed node groups need max_size >= 1")
     hot_spares: int = Field(0, ge=0, description="nodes held out of team quotas to replace failed ones at once")
     dcgm_level: int = Field(
-        int(facts.value("hyperpod.deep-health-check.dcgm-level")), ge=1, le=4,
+        2, ge=1, le=4,
         description="DCGM diagnostics level (dcgmi diag -r) of the deep health check new and rebooted NVIDIA nodes "
-                    "pass before taking work: 4 (extended, hours) is what SageMaker HyperPod runs on new nodes; "
-                    "2 takes minutes")
+                    "pass before taking work: 2 (the default) takes minutes; 4 (extended, hours) is what SageMaker "
+                    "HyperPod's opt-in deep health checks run - every reboot of a faulty node then keeps it out "
+                    "of service that long")
     availability_zone: str | None = None
     capacity: Capacity = Capacity()
     placement_group: bool | None = Field(

@@ -221,8 +221,8 @@ FACTS: tuple[Fact, ...] = (
         "hyperpod.deep-health-check.dcgm-level", "4",
         "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-deep-health-checks.html",
         "2026-11-23",
-        "HyperPod's instance-level deep health check runs DCGM diagnostics at level 4; the default of the spec's "
-        "instance_groups[].dcgm_level (infra/spec.py)",
+        "HyperPod's instance-level deep health check runs DCGM diagnostics at level 4; the spec's "
+        "instance_groups[].dcgm_level offers it (default 2: minutes, not hours, before a rebooted node works again)",
     ),
 )
 

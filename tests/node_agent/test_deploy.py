@@ -116,7 +116,7 @@ def test_dockerfile_passes_hadolint():
 
 
 def test_each_nvidia_groups_dcgm_level_reaches_the_agent_and_the_controller(tmp_path):
-    """The spec's per-group DCGM level (default 4, what HyperPod runs on new nodes) sets the group's deep check
+    """The spec's per-group DCGM level (default 2; the large example asks 4 for p5en) sets the group's deep check
     (agent) and its post-reboot wait (controller)."""
     from node_agent.controller import Controller, await_health_seconds
     from node_agent.kube import InMemoryCluster
