@@ -74,8 +74,9 @@ PARAMETERS: dict[str, Param] = {
     # detection
     "detect_crash_s": Param(0.3, "s", "measured", "docs/node-agent.md: node agent marks the node within 100 ms "
                             "(p99, 1000 faults) + torchrun --monitor-interval=0.2 (training/cli.py)"),
-    "detect_hang_s": Param(120.0, "s", "code", "training/runtime.py: init_process_group(timeout=120 s); a "
-                           "stopped collective is noticed when it expires"),
+    "detect_hang_s": Param(300.0, "s", "code", "training/cli.py: the launcher's hang watchdog, --hang-floor "
+                           "300 s (or 10x the median step time, longer); the process-group timeout (1800 s, "
+                           "training/config.py) is only the fallback"),
     # checkpoint costs measured on this repository's benchmark (xl model, 1.32 GiB of state)
     "bench_state_bytes": Param(1.32 * GIB, "bytes", "measured", "docs/training.md: xl model + AdamW state"),
     "sync_write_s": Param(1.251, "s", "measured", "docs/training.md: torch.save + fsync of 1.32 GiB (1.06 GiB/s "
