@@ -82,8 +82,8 @@ def observability_md() -> str:
         "- Training pods are scraped when `openpod submit --runtime openpod` started them (it sets "
         "`--metrics-port` and the `prometheus.io/*` annotations; each node's local rank 0 serves); a "
         "`--runtime torchrun` job opts in with its own annotations.",
-        "- The per-rank straggler score (`openpod_train_straggler_score`, training/ft/heartbeat.py) is not "
-        "served by any endpoint yet, so no rule reads it; step-time regression uses the goodput ledger.",
+        "- The straggler score compares a rank with the other ranks of its own node (each node's local rank 0 "
+        "serves it); a whole slow node shows in the job's step time (`OpenpodStepTimeRegression`), not here.",
         "- node exporter, kube-state-metrics and (with NVIDIA groups) the DCGM exporter are deployed as pinned "
         "charts (platform_constructs/exporters.py); the Neuron monitor (Trainium groups) is not yet: the "
         "`kubernetes-pods` job scrapes it once it runs with the `prometheus.io/scrape` annotation.",

@@ -106,6 +106,9 @@ METRICS: tuple[Metric, ...] = (
            "node_agent/metrics.py (ControllerMetrics.failed_nodes)",
            "Nodes in the terminal failed state (cordoned, waiting for an operator)"),
     # ------------------------------------------------------------------ training runtime (rank 0 of each job)
+    Metric("openpod_train_straggler_score", "gauge", "ratio", ("rank",), JOB_TRAINING,
+           "training/ft/heartbeat.py (export_straggler_metrics, served by each node's local rank 0)",
+           "A local rank's last step time / the median over its node's ranks (1.0 = typical)"),
     Metric("openpod_training_seconds", "gauge", "seconds", ("category",), JOB_TRAINING,
            "training/goodput.py (Goodput: the ledger)",
            "Wall-clock seconds by category over all incarnations: productive, startup, restore, "

@@ -147,7 +147,25 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "The remediation controller is not answering scrapes",
               "Marked nodes are not drained, rebooted or replaced while it is down.",
               "`kubectl -n openpod-system get deploy node-remediation`; check its logs and the system group."),
+        Alert("OpenpodRemediationGaveUp", "openpod_remediation_failed_nodes > 0", "0m", "warning",
+              "Group {{ $labels.group }}: {{ $value }} node(s) in the terminal failed remediation state",
+              "The controller could not act on these nodes (EC2 instance gone, no provider ID); they stay "
+              "cordoned and out of the budget until an operator looks.",
+              "`kubectl get nodes -l openpod.io/instance-group={{ $labels.group }}` and the RemediationFailed "
+              "condition; delete a node whose instance is gone, or remove the remediation annotation to retry."),
+        Alert("OpenpodRemediationLeaderless", "sum(openpod_remediation_leader) != 1", "5m", "critical",
+              "{{ $value }} remediation controller replicas hold the Lease (want exactly one)",
+              "With none, no node is drained, rebooted or replaced; two would mean the Lease is not honoured.",
+              "`kubectl -n openpod-system get lease` and the controller logs (API server reachability, clock)."),
         # ---------------------------------------------------------------- jobs
+        Alert("OpenpodTrainingStraggler",
+              f"max by (namespace, training_job, pod, rank) (openpod_train_straggler_score) > {t.straggler_score}",
+              "15m", "warning",
+              "Job {{ $labels.namespace }}/{{ $labels.training_job }}: rank {{ $labels.rank }} on {{ $labels.pod }} "
+              "is {{ $value | humanize }}x its node's median step time",
+              "One local rank is slower than the others on its node; the whole job waits for it every step.",
+              "Check that node's GPU (clocks, thermal and power throttling, Xids) in the accelerator dashboard "
+              "and the node agent's findings; cordon and drain it if it persists."),
         Alert("OpenpodJobHung",
               f"changes(openpod_training_step[{t.job_hang_minutes}m]) == 0 and openpod_training_step > 0", "1m",
               "critical",

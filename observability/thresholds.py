@@ -28,6 +28,8 @@ class AlertThresholds(BaseModel):
     goodput_window_minutes: int = Field(60, ge=10, description="window of the per-job goodput")
     step_time_regression: float = Field(
         1.5, gt=1, description="a job's 10-minute step time above this multiple of its own 6-hour median")
+    straggler_score: float = Field(
+        1.5, gt=1, description="a rank whose step time is this multiple of its node's median for 15 minutes")
     queue_stalled_minutes: int = Field(
         30, ge=1, description="a team queue with workloads pending and none admitted this long")
     inadmissible_minutes: int = Field(

@@ -238,6 +238,10 @@ class Runtime:
         done = step + 1
         if self.heartbeat is not None:
             self.heartbeat.beat(done)
+            if self.cfg.metrics_port is not None and self.local_rank == 0:  # this node's ranks, per rank
+                from training.ft.heartbeat import export_straggler_metrics
+
+                export_straggler_metrics(self.heartbeat.dir, self.goodput.registry)
         faults.kill_point("after_step", done, self.rank)
         if self._stop_now(step):
             self._stop_after(done, model, optimizer, loss)

@@ -102,7 +102,24 @@ CASES = [
     Case("OpenpodRemediationControllerDown", "15m", [s("up", CTL, "0x20")], [CTL],
          ["The remediation controller is not answering scrapes"]),
     Case("OpenpodRemediationControllerDown", "15m", [s("up", CTL, "1x20")]),
+    Case("OpenpodRemediationGaveUp", "5m", [s("openpod_remediation_failed_nodes", {**CTL, "group": "gpu"}, "0 1x10")],
+         [{**CTL, "group": "gpu"}], ["Group gpu: 1 node(s) in the terminal failed remediation state"]),
+    Case("OpenpodRemediationGaveUp", "5m", [s("openpod_remediation_failed_nodes", {**CTL, "group": "gpu"}, "0x10")]),
+    Case("OpenpodRemediationLeaderless", "10m",
+         [s("openpod_remediation_leader", {**CTL, "pod": "a"}, "0x15"),
+          s("openpod_remediation_leader", {**CTL, "pod": "b"}, "0x15")],
+         [{}], ["0 remediation controller replicas hold the Lease (want exactly one)"]),
+    Case("OpenpodRemediationLeaderless", "10m",
+         [s("openpod_remediation_leader", {**CTL, "pod": "a"}, "1x5 0x10"),      # failover: b took over
+          s("openpod_remediation_leader", {**CTL, "pod": "b"}, "0x5 1x10")]),
     # -------------------------------------------------------------- jobs
+    Case("OpenpodTrainingStraggler", "20m",
+         [s("openpod_train_straggler_score", {**TRAIN, "rank": "3"}, "1.8x30"),
+          s("openpod_train_straggler_score", {**TRAIN, "rank": "0"}, "1x30")],
+         [{"namespace": "team-a", "training_job": "llm", "pod": "llm-node-0-0", "rank": "3"}],
+         ["Job team-a/llm: rank 3 on llm-node-0-0 is 1.8x its node's median step time"]),
+    Case("OpenpodTrainingStraggler", "20m",
+         [s("openpod_train_straggler_score", {**TRAIN, "rank": "3"}, "1.8x5 1x25")]),   # a short blip
     Case("OpenpodJobHung", "30m", [s("openpod_training_step", TRAIN, "0+1x10 10x30")], [TRAIN],
          ["Job team-a/llm has not finished a step for 15 minutes"]),
     Case("OpenpodJobHung", "30m",
@@ -152,7 +169,8 @@ CASES = [
 
 # Recording rules with a known value on known input.
 RECORD_CASES = [
-    ("openpod:job_goodput:ratio_window", "90m", CASES[22].series,
+    ("openpod:job_goodput:ratio_window", "90m",
+     next(c for c in CASES if c.alert == "OpenpodGoodputBelowTarget" and c.fires).series,
      [{"labels": 'openpod:job_goodput:ratio_window{namespace="team-a", training_job="llm"}', "value": 0.8}]),
     ("openpod:team_borrowed:sum", "5m",
      [s("kueue_cluster_queue_resource_usage", {**KUEUE, "cohort": "org", "cluster_queue": "team-a", "flavor": "p5",
