@@ -32,7 +32,7 @@ torchft 0.2.0 behaviour relied on (site-packages/torchft, read 2026-11-23):
 * With a sync quorum every member of the quorum participates, healed ones included
   (manager.py:674-678).
 * ``HTTPTransport`` serves the live state dict (CPU tensors are not copied,
-  http_transport.py:224-241) until ``should_commit`` calls ``disallow_checkpoint``
+  http_transport.py:222-240) until ``should_commit`` calls ``disallow_checkpoint``
   (manager.py:925), i.e. before the optimizer changes it.
 """
 
@@ -72,7 +72,7 @@ class ReplicaGroup:
 
         class Transport(HTTPTransport):
             """torchft's HTTP checkpoint transport, advertised at the address other nodes reach
-            (the stock one advertises ``socket.gethostname()``, http_transport.py:166-175)."""
+            (the stock one advertises ``socket.gethostname()``, http_transport.py:166-176)."""
 
             def address(self) -> str:
                 return f"http://{host}:{self._server.socket.getsockname()[1]}/checkpoint/"
