@@ -21,12 +21,13 @@ from pathlib import Path
 
 import click
 
-from training.config import MODELS, CheckpointConfig, DataConfig, RunConfig, TierConfig
+from training.config import MODELS, CheckpointConfig, DataConfig, FaultToleranceConfig, RunConfig, TierConfig
 from training.storage_utils import write_json_atomic
 
 EXIT_USAGE = 2
 EXIT_STOPPED = 143  # 128 + SIGTERM: stopped early on request, the job is not finished
 PARALLELISMS = ("ddp", "fsdp", "hsdp")
+FAULT_TOLERANCE = ("restart", "replica")
 
 
 def fail(lines: list[str] | str) -> None:
@@ -94,16 +95,41 @@ def main() -> None:
 @click.option("--stop-timeout", type=int, default=50, show_default=True,
               help="on SIGTERM, seconds the workers get to finish the step and checkpoint it durably before "
                    "they are killed (keep it below the pod's terminationGracePeriodSeconds)")
+@click.option("--fault-tolerance", type=click.Choice(FAULT_TOLERANCE), default="restart",
+              help="restart: a failed worker restarts every worker from the newest checkpoint; replica: this "
+                   "launcher runs one of --replicas replica groups coordinated by a torchft Lighthouse, and a "
+                   "failed group restarts alone and heals from a live peer (docs/training.md)")
+@click.option("--replica-id", type=int, default=0, help="replica: this group's index, 0 .. --replicas - 1")
+@click.option("--replicas", type=int, default=1, help="replica: replica groups in the job")
+@click.option("--min-replicas", type=int, default=0,
+              help="replica: groups a step needs to commit [0: all - survivors wait for a lost group]; give "
+                   "the Lighthouse the same --min_replicas")
+@click.option("--lighthouse", envvar="TORCHFT_LIGHTHOUSE", default=None,
+              help="replica: the torchft Lighthouse, http://host:port [env TORCHFT_LIGHTHOUSE]")
 def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, global_batch, micro_batch,
         num_samples, data_dir, memory_dir, nvme_dir, s3_uri, s3_endpoint_url, fsx_every, s3_every, keep,
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
-        bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout) -> None:
+        bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
+        fault_tolerance, replica_id, replicas, min_replicas, lighthouse) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = usage_problems(click.get_current_context().params)
     if problems:
         fail(problems)
 
     ckpt_dir = Path(checkpoint_dir).resolve()
+    shared_dir = ckpt_dir  # the data set is shared by replica groups; checkpoints and run state are not
+    ft = FaultToleranceConfig()
+    if fault_tolerance == "replica":
+        # Each replica group holds a full copy of the state and checkpoints it on its own: its own tiers,
+        # run state and rendezvous, all under replica-<id>/ (a whole-job restart then resumes each group
+        # from its own newest checkpoint; the first quorum brings every group to the newest of them).
+        ft = FaultToleranceConfig(mode="replica", replica_id=replica_id, replicas=replicas,
+                                  min_replicas=min_replicas, lighthouse=lighthouse, host=bind_host)
+        ckpt_dir = ckpt_dir / f"replica-{replica_id}"
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        memory_dir = str(Path(memory_dir) / f"replica-{replica_id}") if memory_dir else None
+        nvme_dir = str(Path(nvme_dir) / f"replica-{replica_id}") if nvme_dir else None
+        s3_uri = f"{s3_uri.rstrip('/')}/replica-{replica_id}" if s3_uri else None
     job = hashlib.sha256(str(ckpt_dir).encode()).hexdigest()[:12]
     try:
         ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -114,7 +140,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         fail(f"--checkpoint-dir: {ckpt_dir} is not a writable directory ({e.strerror})")
     m = MODELS[model]
     run_dir = ckpt_dir / "run"
-    data = DataConfig(data_dir=str(Path(data_dir).resolve() if data_dir else ckpt_dir / "data"),
+    data = DataConfig(data_dir=str(Path(data_dir).resolve() if data_dir else shared_dir / "data"),
                       num_samples=num_samples, global_batch=global_batch, micro_batch=micro_batch)
     tiers = [TierConfig("memory", str(Path(memory_dir).resolve() if memory_dir else Path("/dev/shm/openpod") / job),
                         keep=keep)]
@@ -124,7 +150,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     if s3_uri:
         tiers.append(TierConfig("s3", s3_uri, keep=keep, every=s3_every, endpoint_url=s3_endpoint_url))
     cfg = RunConfig(model=model, steps=steps, seed=seed, run_dir=str(run_dir), data=data, threads=threads,
-                    metrics_port=metrics_port, parallelism=parallelism, shard_size=shard_size,
+                    metrics_port=metrics_port, parallelism=parallelism, shard_size=shard_size, fault_tolerance=ft,
                     checkpoint=CheckpointConfig(enabled=checkpoint_every > 0, every=checkpoint_every, tiers=tiers,
                                                 peer_replication=peer_replication, peer_host=bind_host,
                                                 overlap_staging=overlap_staging,
@@ -271,6 +297,39 @@ def usage_problems(params: dict) -> list[str]:
         problems.append(f"--shard-size: {shard_size} does not divide the world size {nproc_per_node * max_nodes}")
     if max_nodes and max_nodes > 1 and rdzv_endpoint is None:
         problems.append("--rdzv-endpoint: required when --nnodes allows more than one node")
+    problems += _replica_problems(p, max_nodes)
+    return problems
+
+
+def _replica_problems(p: dict, max_nodes: int | None) -> list[str]:
+    """--fault-tolerance replica and its options."""
+    mode = p.get("fault_tolerance", "restart")
+    replicas, replica_id, min_replicas = p.get("replicas", 1), p.get("replica_id", 0), p.get("min_replicas", 0)
+    if mode != "replica":
+        given = [o for o, v, default in (("--replica-id", replica_id, 0), ("--replicas", replicas, 1),
+                                          ("--min-replicas", min_replicas, 0)) if v != default]
+        return [f"{o}: only applies with --fault-tolerance replica" for o in given]
+    problems = []
+    if replicas < 1:
+        problems.append(f"--replicas: must be >= 1, got {replicas}")
+    elif not 0 <= replica_id < replicas:
+        problems.append(f"--replica-id: must be in 0 .. {replicas - 1} (--replicas {replicas}), got {replica_id}")
+    if not 0 <= min_replicas <= max(replicas, 1):
+        problems.append(f"--min-replicas: must be in 0 .. {replicas} (0: all), got {min_replicas}")
+    lighthouse = p.get("lighthouse")
+    if not lighthouse:
+        problems.append("--lighthouse: required with --fault-tolerance replica (http://host:port of the torchft "
+                        "Lighthouse, or env TORCHFT_LIGHTHOUSE)")
+    elif not (lighthouse.startswith(("http://", "https://")) and _is_host_port(lighthouse.split("://", 1)[1])):
+        problems.append(f"--lighthouse: must look like http://host:port, got {lighthouse!r}")
+    if p.get("parallelism", "ddp") != "ddp":
+        problems.append(f"--parallelism: --fault-tolerance replica supports ddp only, got {p['parallelism']}")
+    if p.get("max_restarts", 0) < 1:
+        problems.append("--max-restarts: --fault-tolerance replica needs >= 1 (a failed group restarts its own "
+                        "workers, which heal from a live peer)")
+    if max_nodes and max_nodes * p.get("nproc_per_node", 1) * max(replicas, 1) > p.get("global_batch", 1):
+        problems.append(f"--global-batch: {p['global_batch']} is smaller than the ranks of all replica groups "
+                        f"({replicas} x {max_nodes * p['nproc_per_node']}); every rank needs at least one sample")
     return problems
 
 

@@ -77,6 +77,26 @@ class CheckpointConfig:
 
 
 @dataclass
+class FaultToleranceConfig:
+    """How the job survives a failed worker. ``restart``: torchrun restarts every worker, which reload the
+    newest checkpoint. ``replica``: the job is ``replicas`` data-parallel replica groups coordinated by a
+    torchft Lighthouse; a failed group restarts alone and heals from a live peer (training/ft/replica.py)."""
+
+    mode: str = "restart"            # restart | replica
+    replica_id: int = 0              # this launcher's replica group, 0 .. replicas-1
+    replicas: int = 1                # replica groups in the job
+    min_replicas: int = 0            # groups a step needs to commit [0: all of them - survivors wait]
+    lighthouse: str = ""             # the torchft Lighthouse, http://host:port
+    host: str = "127.0.0.1"          # address other replicas reach this group's store, manager and transport at
+    timeout_seconds: int = 60        # cross-replica collectives, commit votes, the state transfer
+    quorum_timeout_seconds: int = 1800  # how long a survivor waits at a step for enough replicas
+
+    @property
+    def required(self) -> int:
+        return self.min_replicas or self.replicas
+
+
+@dataclass
 class RunConfig:
     model: str
     steps: int
@@ -94,6 +114,7 @@ class RunConfig:
     pg_timeout_seconds: int = 1800
     parallelism: str = "ddp"         # ddp | fsdp (FSDP2 fully_shard) | hsdp (FSDP2 over a 2-D replicate x shard mesh)
     shard_size: int = 0              # hsdp: ranks per shard group [0: the local world size, i.e. shard within a node]
+    fault_tolerance: FaultToleranceConfig = field(default_factory=FaultToleranceConfig)
 
     @property
     def model_config(self) -> ModelConfig:
@@ -110,6 +131,7 @@ class RunConfig:
         ck = dict(d.get("checkpoint", {}))
         ck["tiers"] = [TierConfig(**t) for t in ck.get("tiers", [])]
         d["checkpoint"] = CheckpointConfig(**ck)
+        d["fault_tolerance"] = FaultToleranceConfig(**d.get("fault_tolerance", {}))
         return cls(**d)
 
     @classmethod

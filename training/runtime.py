@@ -1,16 +1,20 @@
 """What a training script adopts in a few lines: process group, data plan, checkpoints, goodput.
 
     rt = Runtime(cfg)                        # joins the (elastic) job, starts components
-    start = rt.restore(model, optimizer)     # newest complete checkpoint, 0 if none
-    for step in range(start, cfg.steps):
+    start = rt.restore(model, optimizer)     # newest complete checkpoint (or a live replica's state), 0 if none
+    for step in rt.steps(start):             # = range(start, cfg.steps), unless replica fault tolerance
         plan = rt.plan(step)                 # this rank's micro-batches of the global batch
         ...forward/backward over plan.micro_batches, loss scaled by 1 / plan.global_batch...
         loss = rt.sync_gradients(model, loss_sum)
-        optimizer.step()
-        rt.step_done(step, model, optimizer, loss)   # goodput, checkpoint when due
+        if rt.commit():                      # always, unless a replica group was lost during the step
+            optimizer.step()
+            rt.step_done(step, model, optimizer, loss)   # goodput, checkpoint when due
         if rt.should_stop:                   # SIGTERM: this step is durable; stop here
             break
     result = rt.finish(model, optimizer)
+
+A loop written as ``for step in range(start, cfg.steps)`` without ``commit()`` keeps working
+wherever replica fault tolerance is off.
 
 Each component is switched by its config section; the same code runs with gloo on
 CPU and NCCL on CUDA.
@@ -30,7 +34,7 @@ import torch
 import torch.distributed as dist
 
 from training import faults
-from training.checkpoint import Checkpointer, state_sha256
+from training.checkpoint import Checkpointer, RestoreInfo, state_sha256
 from training.config import RunConfig
 from training.data import SampleOrder, StepPlan, TokenShards, plan_step
 from training.goodput import Goodput
@@ -106,6 +110,16 @@ class Runtime:
                 local_world_size=self.local_world_size, node_id=self.node_id,
                 scratch_dir=Path(cfg.run_dir) / "scratch" / f"rank_{self.rank:05d}")
             self.checkpointer.register("lr_schedule", self.lr_schedule)
+        self.ft = None  # replica fault tolerance (training/ft/replica.py), switched by cfg.fault_tolerance
+        if cfg.fault_tolerance.mode == "replica":
+            if cfg.parallelism != "ddp":
+                raise ValueError(f"fault_tolerance: replica mode supports parallelism ddp, not {cfg.parallelism!r}")
+            from training.ft.replica import ReplicaGroup
+
+            self.ft = ReplicaGroup(cfg.fault_tolerance, group_rank=self.rank, group_world_size=self.world_size,
+                                   device=self.device)
+        elif cfg.fault_tolerance.mode != "restart":
+            raise ValueError(f"fault_tolerance.mode: {cfg.fault_tolerance.mode!r} is not one of restart, replica")
         self.heartbeat = None
         ft_dir = os.environ.get("OPENPOD_FT_DIR")  # set by the launcher (python -m training run)
         if ft_dir:
@@ -162,10 +176,23 @@ class Runtime:
         return model
 
     def restore(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
-        if self.checkpointer is not None:
+        """The step to start at: a live replica's (replica fault tolerance), else the newest checkpoint's, else 0."""
+        healed = False
+        if self.ft is not None:
+            self.ft.register(lambda: self._live_state(model, optimizer),
+                             lambda sd: self._load_live_state(model, optimizer, sd))
+            with self.goodput.phase("restore"):
+                healed = self.ft.join()  # a peer is ahead: its state is loaded, no checkpoint is read
+            if healed:
+                h = self.ft.healed
+                self.restored = RestoreInfo(step=h["step"], source="peer-replica:torchft", seconds=h["seconds"],
+                                            meta={"loss": self.last_loss})
+        if self.checkpointer is not None and not healed:
             with self.goodput.phase("restore"):
                 self.restored = self.checkpointer.restore(model, optimizer)
         start = self.restored.step if self.restored else 0
+        if self.ft is not None and not healed:
+            self.ft.set_step(start)  # the next quorum heals this group if another one restored a later step
         if self.restored:
             self.last_loss = self.restored.meta.get("loss")
             log.info("rank %d restored step %d from %s in %.3fs", self.rank, start, self.restored.source,
@@ -174,14 +201,54 @@ class Runtime:
         self._t_step = time.perf_counter()
         return start
 
+    def steps(self, start: int):
+        """The global steps to run, from ``start``. Under replica fault tolerance each one begins with the
+        replicas' quorum: a step that did not commit comes again, and a group that just healed from a peer
+        continues at the peer's step."""
+        step = start
+        while True:
+            if self.ft is not None:
+                step = self.ft.begin_step()
+            if step >= self.cfg.steps:
+                return
+            yield step
+            if self.ft is None:
+                step += 1
+
+    def _components(self) -> dict:
+        return self.checkpointer.components if self.checkpointer is not None else {"lr_schedule": self.lr_schedule}
+
+    def _live_state(self, model, optimizer) -> dict:
+        """The state a healing replica receives: what a checkpoint holds, plus the last loss."""
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        msd, osd = get_state_dict(model, optimizer)
+        return {"model": msd, "optim": osd, "components": {n: c.state_dict() for n, c in self._components().items()},
+                "loss": self.last_loss}
+
+    def _load_live_state(self, model, optimizer, sd: dict) -> None:
+        from torch.distributed.checkpoint.state_dict import set_state_dict
+
+        set_state_dict(model, optimizer, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+        for name, c in self._components().items():
+            c.load_state_dict(sd["components"][name])
+        self.last_loss = sd["loss"]
+
+    def commit(self) -> bool:
+        """Whether to apply this step (call after :meth:`sync_gradients`, before ``optimizer.step()``): False only
+        under replica fault tolerance, when the gradients of every replica in the quorum did not arrive."""
+        return self.ft.commit() if self.ft is not None else True
+
     def plan(self, step: int) -> StepPlan:
         faults.wait_point(step, self.world_size, self.rank)
         faults.hang_point(step, self.rank)
         self._t_step = time.perf_counter()
         self._step = step
-        p = plan_step(self.order, step, rank=self.rank, world_size=self.world_size,
+        rank, world = self.ft.data_rank() if self.ft is not None else (self.rank, self.world_size)
+        p = plan_step(self.order, step, rank=rank, world_size=world,
                       global_batch=self.cfg.data.global_batch, micro_batch=self.cfg.data.micro_batch)
-        if self._sample_log:
+        self._plan = (p, rank, world)
+        if self._sample_log and self.ft is None:  # under replica fault tolerance: logged when the step commits
             with open(self._sample_log, "a") as f:
                 f.write(f"{os.getpid()} {step} {self.world_size} {self.rank} {' '.join(map(str, p.sample_ids))}\n")
         return p
@@ -212,6 +279,8 @@ class Runtime:
                                                                               device=params[0].device)])
         if self.world_size > 1:
             dist.all_reduce(flat)
+        if self.ft is not None:  # then over the replica groups (a failure makes commit() return False)
+            self.ft.allreduce_sum(flat)
         self._stop_agreed = (getattr(self, "_step", -1), bool(flat[-1] > 0))
         off = 0
         for p in params:
@@ -232,6 +301,10 @@ class Runtime:
 
     def step_done(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: float) -> None:
         self.last_loss = loss
+        if self._sample_log and self.ft is not None:
+            p, rank, world = self._plan
+            with open(self._sample_log, "a") as f:
+                f.write(f"{os.getpid()} {step} {world} {rank} {' '.join(map(str, p.sample_ids))}\n")
         held = self.checkpointer.take_waited() if self.checkpointer is not None else 0.0
         self.goodput.add("checkpoint_blocking", held)  # the optimizer step waited for overlapped staging
         self.goodput.step_done(step, time.perf_counter() - self._t_step - held)
@@ -298,7 +371,10 @@ class Runtime:
                             "memory_tier_short": self.checkpointer.stats.memory_tier_short if self.checkpointer
                             else False},
             "goodput": self.goodput.summary(),
+            "fault_tolerance": self.ft.summary() if self.ft is not None else None,
         }
+        if self.ft is not None:
+            self.ft.shutdown()
         dist.barrier()
         dist.destroy_process_group()
         return result

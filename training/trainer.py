@@ -24,7 +24,7 @@ def train(cfg: RunConfig) -> dict:
                                   weight_decay=cfg.optim.weight_decay)
     start = rt.restore(model, optimizer)
 
-    for step in range(start, cfg.steps):
+    for step in rt.steps(start):  # range(start, cfg.steps), unless replica fault tolerance redoes or skips ahead
         plan = rt.plan(step)
         optimizer.zero_grad(set_to_none=True)
         loss_sum = torch.zeros((), device=rt.device)
@@ -36,8 +36,9 @@ def train(cfg: RunConfig) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
         for group in optimizer.param_groups:
             group["lr"] = rt.lr_schedule(step)
-        optimizer.step()
-        rt.step_done(step, model, optimizer, loss_value)
+        if rt.commit():  # False only if a replica group was lost during this step: it runs again
+            optimizer.step()
+            rt.step_done(step, model, optimizer, loss_value)
         if rt.should_stop:  # SIGTERM: this step is checkpointed durably
             break
 

@@ -1,0 +1,199 @@
+"""Losing one data-parallel replica: torchft replica healing vs today's restart from a checkpoint, side by side.
+
+    python -m benchmarks.replica_healing [--quick] [--model small] [--fault-step 13] [--every 5]
+
+Both jobs train the same model on 2 ranks with the same data plan and are hit by the
+same fault: the worker of rank 1 is SIGKILLed while it holds before step ``fault_step``
+(rank 0 is then inside that step's gradient all-reduce).
+
+* restart - one job of 2 workers (``--fault-tolerance restart``, ``--max-restarts 1``):
+  torchrun stops the survivor too, starts both workers again, they restore the newest
+  checkpoint (node memory, every ``--every`` steps) and replay the steps after it;
+* replica - 2 replica groups of 1 worker (``--fault-tolerance replica``) and a torchft
+  Lighthouse: only the killed group restarts; the survivor keeps its process and waits
+  at the quorum; the new worker heals from the survivor's live state and both go on.
+
+Reported per mode, from the workers' step heartbeats: seconds from the kill to the
+first step any restarted worker completes ("training again"), seconds to the first
+step beyond the one in flight at the kill ("new progress"), committed steps thrown
+away (replayed), whether the survivor kept its process, and whether the final state
+hash equals an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def env(**extra: str) -> dict:
+    e = {k: v for k, v in os.environ.items() if not k.startswith("OPENPOD_")}
+    e.update(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", **extra)
+    return e
+
+
+def base_args(tmp: Path, a, nproc: int, extra=()) -> list[str]:
+    return [PY, "-m", "training", "run", "--model", a.model, "--steps", str(a.steps), "--checkpoint-every",
+            str(a.every), "--checkpoint-dir", str(tmp / "ck"), "--memory-dir", str(tmp / "shm"),
+            "--data-dir", str(a.data), "--nproc-per-node", str(nproc), "--seed", "1", *extra]
+
+
+def beats(ft: Path) -> list[dict]:
+    out = []
+    for p in ft.rglob("rank-*.json"):
+        try:
+            out.append(json.loads(p.read_text()))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def wait_for(cond, what: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def measure(fts: list[Path], t_kill: float, fault_step: int) -> dict:
+    """After the kill: when a worker first completes a step (no survivor can complete one alone - the
+    all-reduce needs the lost rank - so any newer heartbeat is from after the recovery), and when every
+    rank is past the step that was in flight."""
+    again = progress = None
+    while again is None or progress is None:
+        now = [b for ft in fts for b in beats(ft)]
+        newer = [b["time"] for b in now if b["time"] > t_kill]
+        if again is None and newer:
+            again = min(newer) - t_kill
+        if progress is None and newer and len(now) >= 2 and min(b["step"] for b in now) > fault_step:
+            progress = time.time() - t_kill
+        time.sleep(0.02)
+    return {"training_again_s": again, "new_progress_s": progress}
+
+
+def run_restart(tmp: Path, a) -> dict:
+    go = tmp / "go"
+    log = open(tmp / "restart.err", "w")
+    p = subprocess.Popen(base_args(tmp, a, 2, ["--max-restarts", "1"]), cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=log, text=True, env=env(OPENPOD_HOOK_WAIT=f"{a.fault_step}@2@{go}"),
+                         start_new_session=True)
+    ft = tmp / "ck" / "run" / "ft"
+    wait_for(lambda: {b["rank"]: b["step"] for b in beats(ft)} == {0: a.fault_step, 1: a.fault_step},
+             "both ranks at the fault step")
+    time.sleep(0.5)
+    pid_files = sorted(ft.rglob("pid-*"))
+    survivor = int(next(f for f in pid_files if f.name == "pid-0").read_text())
+    t_kill = time.time()
+    os.kill(int(next(f for f in pid_files if f.name == "pid-1").read_text()), signal.SIGKILL)
+    go.touch()
+    m = measure([ft], t_kill, a.fault_step)
+    out, _ = p.communicate(timeout=600)
+    r = json.loads(out.strip().splitlines()[-1])
+    return {"mode": "restart (torchrun + checkpoint)", **m,
+            "committed_steps_lost": a.fault_step - r["restored_step"], "restored_from": r["restored_from"],
+            "survivor_kept_process": survivor in {int(f.read_text()) for f in ft.rglob("pid-*")},
+            "state_sha256": r["state_sha256"]}
+
+
+def run_replica(tmp: Path, a) -> dict:
+    port = free_port()
+    lh = subprocess.Popen([str(Path(PY).parent / "torchft_lighthouse"), "--bind", f"[::]:{port}", "--min_replicas",
+                           "2", "--heartbeat_timeout_ms", str(a.heartbeat_ms)], stdout=open(tmp / "lh.log", "w"),
+                          stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    go = tmp / "go"
+    procs = []
+    try:
+        for i in (0, 1):
+            extra = ["--fault-tolerance", "replica", "--replica-id", str(i), "--replicas", "2", "--lighthouse", url,
+                     "--max-restarts", "1"]
+            e = env(OPENPOD_HOOK_WAIT=f"{a.fault_step}@1@{go}") if i == 1 else env()
+            procs.append(subprocess.Popen(base_args(tmp, a, 1, extra), cwd=ROOT, stdout=subprocess.PIPE,
+                                          stderr=open(tmp / f"r{i}.err", "w"), text=True, env=e,
+                                          start_new_session=True))
+        fts = [tmp / "ck" / f"replica-{i}" / "run" / "ft" for i in (0, 1)]
+        wait_for(lambda: [max((b["step"] for b in beats(f)), default=-1) for f in fts] == [a.fault_step] * 2,
+                 "both replicas at the fault step")
+        time.sleep(0.5)
+        pid0, pid1 = (int(next(f.rglob("pid-0")).read_text()) for f in fts)
+        t_kill = time.time()
+        os.kill(pid1, signal.SIGKILL)
+        go.touch()
+        m = measure(fts, t_kill, a.fault_step)
+        outs = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+        lh.kill()
+        lh.wait()
+    r0, r1 = outs
+    assert r0["state_sha256"] == r1["state_sha256"]
+    return {"mode": "replica (torchft healing)", **m,
+            "committed_steps_lost": a.fault_step - r1["restored_step"], "restored_from": r1["restored_from"],
+            "survivor_kept_process": r0["fault_tolerance"]["pid"] == pid0,
+            "heal_transfer_s": r1["fault_tolerance"]["healed"]["seconds"], "state_sha256": r0["state_sha256"]}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny model, 16 steps")
+    ap.add_argument("--model", default="small")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--every", type=int, default=5)
+    ap.add_argument("--fault-step", type=int, default=13)
+    ap.add_argument("--heartbeat-ms", type=int, default=2000, help="the Lighthouse's --heartbeat_timeout_ms")
+    a = ap.parse_args(argv)
+    if a.quick:
+        a.model, a.steps = "tiny", 16
+    if not 0 < a.fault_step < a.steps:
+        ap.error("--fault-step must be inside the run")
+    work = Path(tempfile.mkdtemp(prefix="replica-healing-"))
+    a.data = work / "data"
+    try:
+        ref = subprocess.run(base_args(work / "ref", a, 2), cwd=ROOT, env=env(), capture_output=True, text=True)
+        if ref.returncode:
+            raise RuntimeError(ref.stderr[-3000:])
+        want = json.loads(ref.stdout.strip().splitlines()[-1])["state_sha256"]
+        rows = []
+        for name, fn in (("restart", run_restart), ("replica", run_replica)):
+            d = work / name
+            d.mkdir()
+            r = fn(d, a)
+            r["final_state_matches_uninterrupted"] = r.pop("state_sha256") == want
+            rows.append(r)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"model {a.model}, 2 ranks, checkpoint every {a.every} steps (node memory), fault before step "
+          f"{a.fault_step}, Lighthouse heartbeat timeout {a.heartbeat_ms} ms")
+    print("| mode | kill -> a restarted worker completes a step (s) | kill -> first step past the fault (s) | "
+          "committed steps replayed | survivor kept its process | final state = uninterrupted |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['mode']} | {r['training_again_s']:.2f} | {r['new_progress_s']:.2f} | "
+              f"{r['committed_steps_lost']} | {r['survivor_kept_process']} | "
+              f"{r['final_state_matches_uninterrupted']} |")
+    print(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
