@@ -160,8 +160,15 @@ def committed_steps(samples: Path) -> dict[int, dict]:
     for line in samples.read_text().splitlines():
         _pid, step, world, rank, *ids = line.split()
         s = steps.setdefault(int(step), {"world": int(world), "ranks": {}})
-        assert s["world"] == int(world) and int(rank) not in s["ranks"], f"step {step} committed twice"
-        s["ranks"][int(rank)] = [int(i) for i in ids]
+        got = [int(i) for i in ids]
+        if int(rank) in s["ranks"]:
+            # With a quorum of one allowed, two groups that start in the same moment can each commit the
+            # first steps alone before they meet; the one behind then heals from the other and its branch is
+            # dropped. Its plan was the same (same step, rank, world): tolerated, but never a different one.
+            assert (s["world"], s["ranks"][int(rank)]) == (int(world), got), f"step {step} committed differently"
+            continue
+        assert s["world"] == int(world), f"step {step} committed in two worlds"
+        s["ranks"][int(rank)] = got
     return steps
 
 
