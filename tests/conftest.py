@@ -16,6 +16,20 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def example_data(name: str = "default.yaml") -> dict:
+    """An example spec as plain data, to edit in a test."""
+    return yaml.safe_load((EXAMPLES / name).read_text())
+
+
+def spec_problems(data) -> list[str]:
+    """The problems parse_spec reports for ``data`` (it must refuse it), one string each."""
+    from infra.spec import SpecError, parse_spec
+
+    with pytest.raises(SpecError) as e:
+        parse_spec(data, "bad.yaml")
+    return [str(p) for p in e.value.problems]
+
+
 def free_port() -> int:
     """A loopback TCP port nothing listens on (the OS picked it free a moment ago)."""
     with socket.socket() as s:

@@ -10,8 +10,8 @@ import copy
 import pytest
 import yaml
 
-from infra.spec import SpecError, parse_spec
-from tests.conftest import EXAMPLES
+from infra.spec import parse_spec
+from tests.conftest import EXAMPLES, spec_problems as problems
 
 DEFAULT = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
 GROUPS = {g["name"]: i for i, g in enumerate(DEFAULT["instance_groups"])}
@@ -21,12 +21,6 @@ def with_group(name: str, **fields) -> dict:
     data = copy.deepcopy(DEFAULT)
     data["instance_groups"][GROUPS[name]].update(fields)
     return data
-
-
-def problems(data) -> list[str]:
-    with pytest.raises(SpecError) as e:
-        parse_spec(data, "bad.yaml")
-    return [str(p) for p in e.value.problems]
 
 
 def test_an_ultraserver_type_on_demand_is_refused_with_one_line_naming_the_field():

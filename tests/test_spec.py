@@ -11,8 +11,8 @@ import sys
 import pytest
 import yaml
 
-from infra.spec import SpecError, load_spec, parse_spec
-from tests.conftest import EXAMPLES, ROOT
+from infra.spec import load_spec, parse_spec
+from tests.conftest import EXAMPLES, ROOT, spec_problems as problems
 
 DEFAULT = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
 
@@ -30,12 +30,6 @@ def spec_with(**changes) -> dict:
         else:
             node[last] = value
     return data
-
-
-def problems(data) -> list[str]:
-    with pytest.raises(SpecError) as e:
-        parse_spec(data, "bad.yaml")
-    return [str(p) for p in e.value.problems]
 
 
 def group(name: str) -> int:

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
 import yaml
 
 from infra.governance import queues as q
 from infra.governance.install import kueue_manager_config, kueue_values
-from infra.spec import SpecError, load_spec, parse_spec
-from tests.conftest import EXAMPLES
-
-
-def base():
-    return yaml.safe_load((EXAMPLES / "default.yaml").read_text())
-
-
-def problems(data) -> list[str]:
-    with pytest.raises(SpecError) as e:
-        parse_spec(data)
-    return [str(p) for p in e.value.problems]
+from infra.spec import load_spec, parse_spec
+from tests.conftest import EXAMPLES, example_data as base, spec_problems as problems
 
 
 def test_wait_for_pods_ready_comes_from_the_spec():

@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 import yaml
 
-from infra.spec import SpecError, parse_spec
-from tests.conftest import EXAMPLES
-
-
-def base():
-    return yaml.safe_load((EXAMPLES / "default.yaml").read_text())
-
-
-def problems(data) -> list[str]:
-    with pytest.raises(SpecError) as e:
-        parse_spec(data)
-    return [str(p) for p in e.value.problems]
+from infra.spec import parse_spec
+from tests.conftest import EXAMPLES, example_data as base, spec_problems as problems
 
 
 def test_examples_are_valid():
