@@ -13,6 +13,8 @@ import sys
 
 import click
 
+from openpod_core import labels
+
 # EKS fails a managed node group update with PodEvictionFailure when a node's pods have not
 # left within 15 minutes (docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html,
 # "Upgrade phase", checked 2026-11-23): draining beforehand within the same bound keeps them in step.
@@ -68,7 +70,7 @@ def drain(spec_path, group, timeout_s, poll_s, undo, kubeconfig, kube_context) -
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_TIMEOUT)
     if not result.nodes:
-        click.echo(f"group {group}: no nodes (label {d.L.INSTANCE_GROUP}={group}); nothing to drain")
+        click.echo(f"group {group}: no nodes (label {labels.INSTANCE_GROUP}={group}); nothing to drain")
         return
     if not result.done:
         for node, pods in sorted(result.remaining.items()):

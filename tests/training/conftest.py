@@ -46,6 +46,17 @@ def last_json(stdout: str) -> dict:
     return json.loads(lines[-1])
 
 
+def wait_for(cond, what: str, timeout: float = 120.0, poll: float = 0.05) -> None:
+    """Poll ``cond`` until it is true; fail naming ``what`` after ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(poll)
+
+
 def spawn(args: list[str], *, env: dict, log: Path) -> subprocess.Popen:
     """Start a CLI in its own process group (kill the group to simulate losing the node)."""
     return subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=open(log, "w"), text=True,

@@ -1,13 +1,12 @@
 """Elastic data parallelism and peer recovery with separate torchrun agents on loopback (c10d rendezvous)."""
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.training.conftest import (PY, cli_env, failure_text, free_port, kill_group, last_json, run_cli, spawn,
-                                     train_args)
+                                     train_args, wait_for)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
 
@@ -18,14 +17,6 @@ def agent_args(tmp: Path, node: str, port: int, *, nnodes: str, steps: int, ever
             "--checkpoint-dir", str(tmp / "ck"), "--memory-dir", str(tmp / "shm"), "--nproc-per-node", "1",
             "--seed", str(seed), "--nnodes", nnodes, "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "job",
             "--node-id", node, "--max-restarts", "5", "--rdzv-last-call", "1", *extra]
-
-
-def wait_for(cond, what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def committed_world(ck: Path, step: int) -> int | None:

@@ -22,12 +22,13 @@ import socket
 import subprocess
 import time
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from tests.training.conftest import (PY, cli_env, failure_text, free_port, kill_group, last_json, run_cli, spawn,
-                                     train_args)
+from tests.training.conftest import (PY, cli_env, free_port, kill_group, last_json, run_cli, spawn,
+                                     train_args, wait_for)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
 
@@ -75,12 +76,17 @@ def worker_pid(tmp: Path, replica: int) -> int:
     return int(next((tmp / "ck" / f"replica-{replica}" / "run" / "ft").rglob("pid-0")).read_text())
 
 
-def wait_for(cond, what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+def results(procs: list, tmp: Path) -> list[dict]:
+    """Each replica's final JSON line, once all have exited 0 (else the failing one's log tail)."""
+    outs = []
+    for i, p in enumerate(procs):
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0, (tmp / f"r{i}.err").read_text()[-3000:]
+        outs.append(last_json(out))
+    return outs
+
+
+wait_for = partial(wait_for, timeout=90)  # each wait here is one step or one restart away
 
 
 def test_a_killed_replica_heals_from_its_live_peer_and_the_run_ends_bit_identical(tmp_path, baseline):
@@ -102,11 +108,7 @@ def test_a_killed_replica_heals_from_its_live_peer_and_the_run_ends_bit_identica
             go.touch()
             wait_for(lambda: (beat(tmp_path, 1) or {}).get("step", 0) > HOLD, "the healed replica to train")
             back_after = beat(tmp_path, 1)["time"] - killed_at
-            outs = []
-            for i, p in enumerate(procs):
-                out, _ = p.communicate(timeout=120)
-                assert p.returncode == 0, (tmp_path / f"r{i}.err").read_text()[-3000:]
-                outs.append(last_json(out))
+            outs = results(procs, tmp_path)
         finally:
             for p in procs:
                 kill_group(p) if p.poll() is None else None
@@ -195,11 +197,7 @@ def test_with_min_replicas_1_the_survivor_trains_on_alone_with_the_whole_global_
             wait_for(lambda: (beat(tmp_path, 0) or {}).get("step") == 16, "replica 0 alone at step 16")
             time.sleep(1.0)  # the new worker is waiting in the quorum
             back.touch()
-            outs = []
-            for i, p in enumerate(procs):
-                out, _ = p.communicate(timeout=120)
-                assert p.returncode == 0, (tmp_path / f"r{i}.err").read_text()[-3000:]
-                outs.append(last_json(out))
+            outs = results(procs, tmp_path)
         finally:
             for p in procs:
                 kill_group(p) if p.poll() is None else None

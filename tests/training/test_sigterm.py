@@ -15,31 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.training.conftest import cli_env, failure_text, last_json, run_cli, spawn, kill_group, train_args
+from tests.training.conftest import cli_env, failure_text, kill_group, last_json, run_cli, spawn, train_args, wait_for
+from training.ft.heartbeat import read_beats
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
 
 HOLD_AT = 12  # rank 0 holds before this step until the test lets it go
 
 
-def _wait_for(pred, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _beats(tmp: Path) -> dict[int, int]:
-    out = {}
-    for p in (tmp / "ck" / "run" / "ft").rglob("rank-*.json"):
-        try:
-            b = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue
-        out[b["rank"]] = b["step"]
-    return out
+    """rank -> the step its heartbeat last reported (every node's heartbeat directory)."""
+    ft = tmp / "ck" / "run" / "ft"
+    return {b.rank: b.step for d in (ft.iterdir() if ft.is_dir() else ()) for b in read_beats(d)}
 
 
 def test_sigterm_to_the_launcher_checkpoints_the_current_step_durably_and_a_rerun_resumes_exactly(
@@ -49,7 +36,7 @@ def test_sigterm_to_the_launcher_checkpoints_the_current_step_durably_and_a_reru
     env = cli_env(OPENPOD_HOOK_WAIT=f"{HOLD_AT}@2@{go}")
     p = spawn(args, env=env, log=tmp_path / "first.log")
     try:
-        _wait_for(lambda: _beats(tmp_path).get(0) == HOLD_AT, 120, f"rank 0 to reach step {HOLD_AT}")
+        wait_for(lambda: _beats(tmp_path).get(0) == HOLD_AT, f"rank 0 to reach step {HOLD_AT}")
         os.kill(p.pid, signal.SIGTERM)          # what the kubelet does on eviction: PID 1 only
         time.sleep(1.0)                          # the signal reaches every worker while rank 0 is held
         go.write_text("")
