@@ -137,6 +137,7 @@ class Runtime:
         self.preempted: dict | None = None   # {"step", "durable"} once stopped by SIGTERM
         self.restored = None
         self.last_loss: float | None = None
+        self._step = -1               # the step plan() was last called for
         self._sample_log = os.environ.get("OPENPOD_SAMPLE_LOG")
 
     def parallelize(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -267,7 +268,7 @@ class Runtime:
             t = torch.stack([loss_sum.detach().reshape(()).float(), torch.tensor(stop, device=loss_sum.device)])
             if self.world_size > 1:
                 dist.all_reduce(t)
-            self._stop_agreed = (getattr(self, "_step", -1), bool(t[1] > 0))
+            self._stop_agreed = (self._step, bool(t[1] > 0))
             return float(t[0])
         params = [p for p in model.parameters() if p.requires_grad]
         for p in params:
@@ -281,7 +282,7 @@ class Runtime:
             dist.all_reduce(flat)
         if self.ft is not None:  # then over the replica groups (a failure makes commit() return False)
             self.ft.allreduce_sum(flat)
-        self._stop_agreed = (getattr(self, "_step", -1), bool(flat[-1] > 0))
+        self._stop_agreed = (self._step, bool(flat[-1] > 0))
         off = 0
         for p in params:
             n = p.numel()
