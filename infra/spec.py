@@ -133,8 +133,8 @@ class InstanceGroupSpec(_Model):
         2, ge=1, le=4,
         description="DCGM diagnostics level (dcgmi diag -r) of the deep health check new and rebooted NVIDIA nodes "
                     "pass before taking work: 2 (the default) takes minutes; 4 (extended, hours) is what SageMaker "
-                    "HyperPod's opt-in deep health checks run - every reboot of a faulty node then keeps it out "
-                    "of service that long")
+                    "HyperPod's deep health checks run - every reboot of a faulty node then keeps it out of "
+                    "service that long")
     availability_zone: str | None = None
     capacity: Capacity = Capacity()
     placement_group: bool | None = Field(

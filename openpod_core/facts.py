@@ -235,6 +235,9 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
     ("aws-fsx-csi-driver add-on version", "pinned v1.7.0-eksbuild.1; no public listing of that string was found"),
     ("EKS add-on pins", "real versions, not checked as current for eks.version; `openpod preflight` checks them "
                         "against describe-addon-versions before a deploy"),
+    ("S3 gateway endpoint and ECR image layers", "ECR serves image layers from a bucket it owns, so the S3 "
+                                                 "gateway endpoint keeps its default policy "
+                                                 "(platform_constructs/network.py); not read in the ECR guide"),
     ("AMP scraper access entry", "the access entry names role/<name> of the scraper's service-linked role "
                                  "(its RoleArn without the aws-service-role/scraper.aps.amazonaws.com/ path), "
                                  "Kubernetes user aps-collector-user; not checked against a live scraper"),

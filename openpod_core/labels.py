@@ -68,5 +68,5 @@ JOB_SCRATCH_ROOTS = (HOST_MEMORY_TIER, NVME_JOB_ROOT)
 # `python -m training run --metrics-port`: each node's local rank 0 serves the runtime's Prometheus
 # metrics here; `openpod submit --runtime openpod` sets it and annotates the pods for scraping
 # (prometheus.io/scrape, prometheus.io/port: observability/scrape.py), and the team namespaces'
-# NetworkPolicies admit it from inside the VPC. 9400 is the DCGM exporter's.
+# NetworkPolicies admit it from inside the VPC. 9400 is the DCGM exporter's (facts: chart.dcgm-exporter).
 TRAINING_METRICS_PORT = 9409

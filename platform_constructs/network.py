@@ -91,8 +91,8 @@ class Network(Construct):
                                                       "HTTPS from the VPC")
         # Interface endpoints serve only this account's principals: credentials of another account (say,
         # stolen and replayed from a pod) cannot use the VPC's private path to AWS. The S3 gateway endpoint
-        # keeps its default policy: image layers come from ECR's own buckets through presigned URLs signed
-        # by ECR, not by a principal of this account.
+        # keeps its default policy: image layers come from a bucket ECR owns, not this account's (an
+        # account condition there would break image pulls; not verified - facts register, UNVERIFIED).
         self.interface_endpoints: dict[str, ec2.InterfaceVpcEndpoint] = {}
         for name in interface_endpoints:
             endpoint = self.vpc.add_interface_endpoint(

