@@ -70,3 +70,7 @@ JOB_SCRATCH_ROOTS = (HOST_MEMORY_TIER, NVME_JOB_ROOT)
 # (prometheus.io/scrape, prometheus.io/port: observability/scrape.py), and the team namespaces'
 # NetworkPolicies admit it from inside the VPC. 9400 is the DCGM exporter's (facts: chart.dcgm-exporter).
 TRAINING_METRICS_PORT = 9409
+
+# The job's peer-replication key (hex): the runtime signs its peer requests with it
+# (training/checkpoint/peer_auth.py); `openpod submit` delivers it from a per-job Secret.
+PEER_SECRET_ENV = "OPENPOD_PEER_SECRET"

@@ -60,7 +60,7 @@ RUNTIMES = ("torchrun", "openpod")
 # --runtime openpod: where the tiers live in the container, and the downward-API env the command expands.
 POD_IP_ENV = "POD_IP"        # status.podIP: agent address and peer side-channel (--bind-host)
 INIT_RESOURCES = {"cpu": "100m", "memory": "64Mi"}
-PEER_SECRET_ENV = "OPENPOD_PEER_SECRET"  # training.checkpoint.peer_auth.ENV
+PEER_SECRET_ENV = labels.PEER_SECRET_ENV
 NODE_NAME_ENV = "NODE_NAME"  # spec.nodeName: names the node-local tier directories (--node-id)
 # The memory tier lives in host memory (labels.HOST_MEMORY_TIER/<team>/<job>), not in
 # the pod's /dev/shm: JobSet recreates every pod after a node loss, and the survivors'

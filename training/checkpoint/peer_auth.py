@@ -15,7 +15,8 @@ import json
 import os
 import time
 
-ENV = "OPENPOD_PEER_SECRET"
+from openpod_core.labels import PEER_SECRET_ENV as ENV
+
 MAX_SKEW_S = 300
 
 
