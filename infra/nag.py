@@ -84,6 +84,20 @@ def acknowledge(stack: cdk.Stack) -> None:
              "The custom resource framework invokes every version/alias of its own kubectl handler and nothing "
              "else. Safe because the wildcard covers only that one function's versions.")
 
+    gate = stack.governance.webhook_gate
+    gate_why = ("The Kueue webhook readiness gate's function and the Provider framework's onEvent function carry the "
+                "AWS-managed {} policy CDK attaches. Safe because only those two Lambda service roles use it, they "
+                "run only during a deploy, and the gate's Kubernetes rights are one ClusterRole: create "
+                "ResourceFlavors (it only ever sends dry runs).")
+    for policy, what in (("service-role/AWSLambdaBasicExecutionRole", "basic execution (its own logs)"),
+                         ("service-role/AWSLambdaVPCAccessExecutionRole",
+                          "VPC access (ENIs in the private subnets, to reach the private API endpoint)")):
+        _ack(gate, f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{policy}]", gate_why.format(what))
+    gate_fn = stack.get_logical_id(gate.function.node.default_child)
+    _ack(gate, f"AwsSolutions-IAM5[Resource::<{gate_fn}.Arn>:*]",
+         "The Provider framework invokes every version/alias of the gate's own function and nothing else. Safe "
+         "because the wildcard covers only that one function's versions.")
+
     role = stack.training_access.role
     datasets_id = stack.get_logical_id(stack.buckets.datasets.node.default_child)
     read_only = ("Safe because the statement is read-only and names only the datasets bucket, which every team "

@@ -192,7 +192,8 @@ class PlatformStack(cdk.Stack):
                                              file=TRAINING_DOCKERFILE, architectures=archs)
 
         # -- task governance and node health (their own constructs)
-        self.governance = TaskGovernance(self, "Governance", cluster=cluster, spec=spec)
+        self.governance = TaskGovernance(self, "Governance", cluster=cluster, spec=spec,
+                                         subnets=self.network.private_subnets(), log_key=self.log_key)
         self.node_agent = NodeHealthAgent(self, "NodeAgent", cluster=cluster, spec=spec,
                                           image_directory=str(repo_root))
         for c in (self.governance, self.node_agent):

@@ -10,10 +10,12 @@ the API server rejects Kueue objects while it cannot call it):
    so Kueue's JobSet integration is set up at start.
 2. Kueue chart (``wait``): Helm returns once the controller Deployment is
    Ready; Kueue reports Ready only after its webhook certificates are in place.
-3. A readiness gate: a KubernetesObjectValue reads the first ready address of
-   the ``kueue-webhook-service`` Endpoints, polling until there is one (the
-   Service routes to a Ready pod, so the API server's webhook calls succeed).
-   Its id carries the Kueue version: an upgrade replaces it, so it polls again.
+3. A readiness gate (``WebhookGate``): a Lambda function dry-run creates a probe
+   ResourceFlavor through the API server, retried until accepted. An Endpoints
+   address is not enough: Kueue's webhook answers 502 for tens of seconds while
+   its certificates bootstrap (kubernetes-sigs/kueue#13036), and the kubectl
+   handler would not retry that. The Kueue version is one of its properties: an
+   upgrade re-runs it.
 4. Core objects (namespaces, RBAC, FSx claims, training service accounts) apply
    in parallel with 1-3: they need no webhook. Kueue objects depend on both 3
    and 4 (LocalQueues live in the team namespaces). ``core_manifest`` is public:
@@ -27,17 +29,23 @@ the API server rejects Kueue objects while it cannot call it):
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from aws_cdk import Duration
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from infra.governance import install
 from infra.governance import lifecycle
 from infra.governance.objects import CORE_KINDS, all_objects, stage
 from infra.spec import ClusterSpec
+from platform_constructs.webhook_gate import WebhookGate
 
 CHART_TIMEOUT = Duration.minutes(15)
 WEBHOOK_TIMEOUT = Duration.minutes(10)
+WEBHOOK_GATE_GROUP = "openpod:kueue-webhook-gate"
 
 
 class TaskGovernance(Construct):
@@ -45,9 +53,12 @@ class TaskGovernance(Construct):
 
     :param cluster: the EKS cluster (with a kubectl provider) to install into.
     :param spec: the cluster spec; its ``eks.chart_versions`` pin ``kueue`` and ``jobset``.
+    :param subnets: private subnets the webhook gate's function runs in (default: the VPC's private subnets).
+    :param log_key: KMS key for the gate function's log group.
     """
 
-    def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, spec: ClusterSpec) -> None:
+    def __init__(self, scope: Construct, id: str, *, cluster: eks.Cluster, spec: ClusterSpec,
+                 subnets: Sequence[ec2.ISubnet] | None = None, log_key: kms.IKey | None = None) -> None:
         super().__init__(scope, id)
         versions = spec.eks.chart_versions
         for chart in ("kueue", "jobset"):
@@ -68,13 +79,13 @@ class TaskGovernance(Construct):
         )
         self.kueue_chart.node.add_dependency(self.jobset_chart)
 
-        # The version in the id replaces the gate on a Kueue upgrade, so it polls again then.
-        self.webhook_ready = eks.KubernetesObjectValue(
-            self, f"KueueWebhookReady-{versions['kueue']}", cluster=cluster, object_type="endpoints",
-            object_name=install.KUEUE_WEBHOOK_SERVICE, object_namespace=install.KUEUE_NAMESPACE,
-            json_path=".subsets[0].addresses[0].ip", timeout=WEBHOOK_TIMEOUT,
+        self.webhook_gate = WebhookGate(
+            self, "KueueWebhookGate", cluster=cluster, probe=install.KUEUE_WEBHOOK_PROBE,
+            path=install.KUEUE_WEBHOOK_PROBE_PATH, plural="resourceflavors", group=WEBHOOK_GATE_GROUP,
+            subnets=subnets, timeout=WEBHOOK_TIMEOUT, log_key=log_key, trigger={"KueueVersion": versions["kueue"]},
         )
-        self.webhook_ready.node.add_dependency(self.kueue_chart)
+        self.webhook_gate.node.add_dependency(self.kueue_chart)
+        self.webhook_ready = self.webhook_gate.resource
 
         self.objects = objects = all_objects(spec)
         shared = [o for o in objects if not lifecycle.standalone(o)]

@@ -39,6 +39,12 @@ JOBSET_RELEASE = "jobset"
 # Objects the charts create that the CDK app waits on before applying queues.
 KUEUE_DEPLOYMENT = "kueue-controller-manager"
 KUEUE_WEBHOOK_SERVICE = "kueue-webhook-service"
+# The readiness gate's probe: a server-side dry-run create of this ResourceFlavor runs Kueue's
+# mutating and validating webhooks (kubernetes-sigs/kueue@v0.19.2:pkg/webhooks/resourceflavor_webhook.go:46,61)
+# and stores nothing (platform_constructs/webhook_gate.py).
+KUEUE_WEBHOOK_PROBE = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                       "metadata": {"name": "openpod-webhook-probe"}, "spec": {}}
+KUEUE_WEBHOOK_PROBE_PATH = "/apis/kueue.x-k8s.io/v1beta2/resourceflavors?dryRun=All"
 
 FEATURE_GATES = {"TopologyAwareScheduling": True}
 FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")

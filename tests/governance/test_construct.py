@@ -63,10 +63,13 @@ def test_charts_pinned_from_spec_with_wait(synth):
 
 
 def test_manifests_are_the_same_objects_as_openpod_manifests(synth):
-    spec, _, template = synth
+    spec, gov, template = synth
     manifests = _by_type(template, "Custom::AWSCDK-EKS-KubernetesResource")
+    gate_rbac = Stack_of(gov).resolve(gov.webhook_gate.rbac.node.default_child.logical_id)
     applied = []
-    for res in manifests.values():
+    for lid, res in manifests.items():
+        if lid == gate_rbac:  # the CDK-only gate's own RBAC (GitOps tools retry instead)
+            continue
         applied += json.loads(res["Properties"]["Manifest"])
     for obj in applied:  # the label CDK adds for `kubectl apply --prune`
         obj["metadata"]["labels"] = {k: v for k, v in obj["metadata"]["labels"].items()
@@ -80,8 +83,8 @@ def test_order_jobset_then_kueue_then_webhook_gate_then_queues(synth):
     res = template.to_json()["Resources"]
     kueue = _logical_id({k: v for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"}, "Kueue")
     jobset = _logical_id({k: v for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"}, "JobSet")
-    gate = _logical_id({k: v for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesObjectValue"},
-                       "KueueWebhookReady")
+    gate = _logical_id({k: v for k, v in res.items() if v["Type"] == "Custom::OpenpodWebhookGate"},
+                       "KueueWebhookGate")
     manifests = {k: v for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"}
     queues, core = _logical_id(manifests, "Queues"), _logical_id(manifests, "Core")
     deps = lambda lid: set(res[lid].get("DependsOn", []))  # noqa: E731
@@ -89,9 +92,8 @@ def test_order_jobset_then_kueue_then_webhook_gate_then_queues(synth):
     assert kueue in deps(gate)
     assert {gate, core} <= deps(queues)
     gate_props = res[gate]["Properties"]
-    assert gate_props["ObjectType"] == "endpoints"
-    assert gate_props["ObjectName"] == install.KUEUE_WEBHOOK_SERVICE
-    assert gate_props["ObjectNamespace"] == install.KUEUE_NAMESPACE
+    assert gate_props["Path"] == install.KUEUE_WEBHOOK_PROBE_PATH
+    assert json.loads(gate_props["Probe"]) == install.KUEUE_WEBHOOK_PROBE
     # Kueue objects never ride in the core manifest (the webhook would not be ready for them).
     core_kinds = {o["kind"] for o in json.loads(res[core]["Properties"]["Manifest"])}
     assert core_kinds <= {"Namespace", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
@@ -126,3 +128,61 @@ def test_missing_chart_version_names_the_prop():
                           kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV34Layer(stack, "K")))
     with pytest.raises(ValueError, match=r"spec\.eks\.charts\.kueue: a pinned version is required"):
         TaskGovernance(stack, "Governance", cluster=cluster, spec=parse_spec(data))
+
+
+def test_webhook_gate_asks_the_api_server_with_least_privilege(synth):
+    """The gate dry-run creates a probe through the API server (an Endpoints address is not a working
+    webhook: kubernetes-sigs/kueue#13036), from the private subnets, as a role that may only create flavors."""
+    from tests.governance.k8s_schema import validate
+
+    spec, gov, template = synth
+    res = template.to_json()["Resources"]
+    (gate_id,) = [k for k, v in res.items() if v["Type"] == "Custom::OpenpodWebhookGate"]
+    props = res[gate_id]["Properties"]
+    assert props["KueueVersion"] == spec.eks.chart_versions["kueue"]  # an upgrade re-runs the gate
+    assert int(props["TimeoutSeconds"]) == 600 and int(props["IntervalSeconds"]) == 5
+    assert validate(json.loads(props["Probe"])) == []  # a valid Kueue v0.19.2 ResourceFlavor
+    assert "dryRun=All" in props["Path"]
+    assert not template.find_resources("Custom::AWSCDK-EKS-KubernetesObjectValue")
+
+    fn_id = gov.webhook_gate.function.node.default_child.logical_id
+    fn = res[Stack_of(gov).resolve(fn_id)]["Properties"]
+    assert fn["Handler"] == "index.on_event" and fn["VpcConfig"]["SubnetIds"]
+    entry = next(v["Properties"] for v in res.values() if v["Type"] == "AWS::EKS::AccessEntry"
+                 and v["Properties"].get("KubernetesGroups") == ["openpod:kueue-webhook-gate"])
+    assert entry["Type"] == "STANDARD" and "AccessPolicies" not in entry  # RBAC below is all it may do
+    rbac = json.loads(res[Stack_of(gov).resolve(gov.webhook_gate.rbac.node.default_child.logical_id)]
+                      ["Properties"]["Manifest"])
+    role = next(o for o in rbac if o["kind"] == "ClusterRole")
+    assert role["rules"] == [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["resourceflavors"], "verbs": ["create"]}]
+    binding = next(o for o in rbac if o["kind"] == "ClusterRoleBinding")
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                                    "name": "openpod:kueue-webhook-gate"}]
+    deps = set(res[gate_id].get("DependsOn", []))
+    assert Stack_of(gov).resolve(gov.webhook_gate.rbac.node.default_child.logical_id) in deps
+
+
+def Stack_of(construct):  # noqa: N802
+    from aws_cdk import Stack
+
+    return Stack.of(construct)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"path": "/apis/kueue.x-k8s.io/v1beta2/resourceflavors"}, r"path: .* must ask for a dry run"),
+    ({"timeout_min": 20}, r"timeout: 20(\.0)? min exceeds the Lambda limit"),
+])
+def test_webhook_gate_props_are_validated(kwargs, message):
+    from aws_cdk import App, Duration, Stack
+    from aws_cdk import aws_eks_v2 as eks
+    from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
+
+    from platform_constructs.webhook_gate import WebhookGate
+
+    stack = Stack(App(), "Gate")
+    cluster = eks.Cluster(stack, "Cluster", version=eks.KubernetesVersion.V1_34,
+                          kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV34Layer(stack, "K")))
+    with pytest.raises(ValueError, match=message):
+        WebhookGate(stack, "Gate", cluster=cluster, probe=install.KUEUE_WEBHOOK_PROBE, plural="resourceflavors",
+                    group="g", path=kwargs.get("path", install.KUEUE_WEBHOOK_PROBE_PATH),
+                    timeout=Duration.minutes(kwargs.get("timeout_min", 10)))
