@@ -218,6 +218,23 @@ FACTS: tuple[Fact, ...] = (
         "2026-11-23", "the scrape job sends the scraper's token; the scraper's ClusterRole allows GET /metrics",
     ),
     Fact(
+        "amp.scraper.access-entry", "the scraper's role ARN from describe-scraper "
+        "(role/aws-service-role/scraper.aps.amazonaws.com/AWSServiceRoleForAmazonPrometheusScraper_<id>) rewritten "
+        "to role/AWSServiceRoleForAmazonPrometheusScraper_<id>, mapped to Kubernetes user aps-collector-user",
+        "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html "
+        "(Configuring your Amazon EKS cluster, steps 1-5)", "2026-11-23",
+        "platform_constructs/observability.py builds that ARN and the access entry with that user; the guide's "
+        "ClusterRole also grants nodes/proxy and configmaps, which our scrape jobs do not use",
+    ),
+    Fact(
+        "amp.scraper.authorization", "authorization, when used, must be type Bearer with credentials_file "
+        "/var/run/secrets/kubernetes.io/serviceaccount/token; scrape interval >= 30 s; targets other than "
+        "kubernetes.default.svc by IP",
+        "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html "
+        "(limitations specific to AWS managed collectors)", "2026-11-23",
+        "observability/scrape.py uses exactly that form for Kueue's authenticated endpoint",
+    ),
+    Fact(
         "hyperpod.deep-health-check.dcgm-level", "4",
         "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-deep-health-checks.html",
         "2026-11-23",
@@ -238,14 +255,17 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
     ("S3 gateway endpoint and ECR image layers", "ECR serves image layers from a bucket it owns, so the S3 "
                                                  "gateway endpoint keeps its default policy "
                                                  "(platform_constructs/network.py); not read in the ECR guide"),
-    ("AMP scraper access entry", "the access entry names role/<name> of the scraper's service-linked role "
-                                 "(its RoleArn without the aws-service-role/scraper.aps.amazonaws.com/ path), "
-                                 "Kubernetes user aps-collector-user; not checked against a live scraper"),
     ("EFA counters in node exporter", "node_exporter's infiniband collector (on by default) exports the EFA "
                                       "devices' counters from /sys/class/infiniband; not checked on an EFA node"),
-    ("AMP scraper and Kueue's metrics", "the managed scraper honours `authorization.credentials_file` "
-                                        "(/var/run/secrets/kubernetes.io/serviceaccount/token) with its own "
-                                        "cluster identity, so Kueue's authenticated endpoint accepts it"),
+    ("AMP scraper and tls_config", "the Kueue job sets tls_config.insecure_skip_verify (Kueue's self-signed "
+                                   "serving certificate); the AMP guide's list of allowed config sections (global, "
+                                   "scrape_config, static_config, relabel_config, metric_relabel_configs, "
+                                   "kubernetes_sd_config) does not name tls_config. If CreateScraper refuses it, the "
+                                   "scraper (and the deploy) fails; then set observability.collector to in-cluster"),
+    ("AMP scraper and Kueue's metrics", "the scraper's bearer token (the documented credentials_file form, see "
+                                        "fact amp.scraper.authorization) passes Kueue's TokenReview and "
+                                        "SubjectAccessReview as aps-collector-user; the AMP guide shows it only "
+                                        "against the API server, not a pod's endpoint"),
 )
 
 _BY_KEY = {f.key: f for f in FACTS}
