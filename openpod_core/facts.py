@@ -52,6 +52,53 @@ FACTS: tuple[Fact, ...] = (
         "NVIDIA's CUDA images hold libnccl2, so installing another version with apt-get -y needs "
         "--allow-change-held-packages",
     ),
+    # ------------------------------------------------------------------ instance figures (openpod_core/instance_types.py)
+    Fact(
+        "ec2.p6e-gb200.efa-layout", "17 network cards; NCI 0: ENA only, up to 100 Gbps; NCI 1,3,..,15: EFA-only, "
+        "up to 400 Gbps; NCI 2,4,..,16: ENA or EFA, up to 200 Gbps; [1,2] [3,4] .. share one 400 Gbps NIC; "
+        "[1,3] [5,7] [9,11] [13,15] feed one GPU (400 Gbps each); recommended: one EFA-only interface on NCI 1, 5, "
+        "9, 13 = 4 x 400 = 1600 Gbps EFA",
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html#efa-for-p6e", "2026-11-23",
+        "read in AWS's Simplified Chinese translation of the page (docs.aws.amazon.com/zh_cn/...); its example text "
+        "says an EFA interface on NCI 0 while the same page and the EKS guide say NCI 0 is ENA-only (type "
+        "interface). The 8 x 200 Gbps alternative puts EFA-only on all odd NCIs. No EC2 figure of 3200 Gbps was "
+        "found for this type",
+    ),
+    Fact(
+        "eks.p6e-gb200.efa-devices", "up to 17 network cards, primary NCI 0 of type interface (up to 100 Gbps ENA); "
+        "one efa-only interface per NCI group gives vpc.amazonaws.com/efa: 4 per node",
+        "awsdocs/amazon-eks-user-guide@00e3293d508eeb7886cd42987dd4624cb680f37c:latest/ug/ml/"
+        "ml-eks-nvidia-ultraserver.adoc (Install the EFA device plugin)", "2026-11-23",
+        "https://docs.aws.amazon.com/eks/latest/userguide/ml-eks-nvidia-ultraserver.html",
+    ),
+    Fact(
+        "eks.p6e-gb200.instance-store", "3 x 7.5 TB instance store per p6e-gb200.36xlarge (the table: 3 x 7500 GB)",
+        "awsdocs/amazon-eks-user-guide@00e3293d508eeb7886cd42987dd4624cb680f37c:latest/ug/ml/"
+        "ml-eks-nvidia-ultraserver.adoc (Considerations)", "2026-11-23",
+        "the guide writes 7.5TB; 7500 GB per device is that figure in the table's unit, not read in EC2's "
+        "instance-store table. The AL2023 AMI leaves them unformatted unless NodeConfig's local storage policy is RAID0",
+    ),
+    Fact(
+        "ec2.p5-p5e.efa", "p5.48xlarge and p5e.48xlarge: 32 network cards, 3200 Gbps total (up to 800 Gbps IP); "
+        "ENA primary at NCI 0/device 0, EFA-only at NCI 0/device 1 and NCI 1-31/device 0",
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html#efa-for-p5", "2026-11-23",
+        "read in the Simplified Chinese translation; the table's 32 x 100 Gbps is 3200 / 32",
+    ),
+    Fact(
+        "ec2.p6-b200.efa", "p6-b200.48xlarge: 8 network cards, each up to 400 Gbps EFA and 200 Gbps ENA; 3200 Gbps "
+        "total; ENA primary, EFA-only at NCI 0/device 1 and NCI 1-7/device 0",
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html#efa-for-p6-b200", "2026-11-23",
+        "read in the Simplified Chinese translation",
+    ),
+    Fact(
+        "vpc-cni.network-cards", "NetworkCards per type: p4d/p4de.24xlarge 4, p5.48xlarge 32, p5e.48xlarge 32, "
+        "p5en.48xlarge 16, p5.4xlarge 1, p6-b200.48xlarge 8, trn1.2xlarge 1, trn1.32xlarge 8, trn1n.32xlarge 16, "
+        "trn2.48xlarge 16, c6in.32xlarge 2",
+        "aws/amazon-vpc-cni-k8s@b52188387f2e2f10bf289ace929d6a63b176a4fa:pkg/vpc/vpc_ip_resource_limit.go:1638 "
+        "(c6in.32xlarge), 12162-12572 (p4d.24xlarge .. p6-b200.48xlarge), 17512-17652 (trn1.2xlarge .. trn2.48xlarge)", "2026-11-23",
+        "the VPC CNI's generated limits table (from DescribeInstanceTypes); it has no p6e-gb200.36xlarge or "
+        "trn2u.48xlarge row",
+    ),
     # ------------------------------------------------------------------ EKS add-ons
     Fact(
         "eks.vpc-cni.network-policy", '{"enableNetworkPolicy": "true"} in the vpc-cni add-on configuration values',
@@ -229,9 +276,13 @@ FACTS: tuple[Fact, ...] = (
 # Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody
 # mistakes them for checked ones. Each says what the code assumes today.
 UNVERIFIED: tuple[tuple[str, str], ...] = (
-    ("p6e-gb200 instance-store NVMe", "the instance table says 4 x 7500 GB; issue 8 quotes the EKS guide as 3 x 7.5 TB"),
-    ("p6e-gb200 EFA layout and bandwidth", "the table says 16 x 100 Gbps, efa-only on cards 1-16; public sources "
-                                           "say 3200 Gbps total and 4 EFA devices per node on EKS"),
+    ("trn2u.48xlarge network cards and EFA", "the table copies trn2.48xlarge (16 cards, 16 x 200 Gbps EFA, "
+                                             "4 x 1900 GB NVMe); the VPC CNI's limits table has no trn2u row and "
+                                             "EC2's EFA page was not read for it"),
+    ("p5en.48xlarge and trn2.48xlarge EFA bandwidth", "16 cards confirmed (fact vpc-cni.network-cards); the table's "
+                                                      "16 x 200 Gbps = 3200 Gbps per card was not read in EC2's pages"),
+    ("instance-store sizes other than p6e-gb200", "nvme_count x nvme_gb of the other rows (e.g. p5 8 x 3840 GB, "
+                                                  "trn2 4 x 1900 GB) not compared with EC2's instance-store table"),
     ("aws-fsx-csi-driver add-on version", "pinned v1.7.0-eksbuild.1; no public listing of that string was found"),
     ("EKS add-on pins", "real versions, not checked as current for eks.version; `openpod preflight` checks them "
                         "against describe-addon-versions before a deploy"),

@@ -13,7 +13,7 @@ EFA_TYPES = [t for t in it.INSTANCE_TYPES.values() if t.efa_supported]
 
 @pytest.mark.parametrize("name, efa, cards", [
     ("p4d.24xlarge", 4, 4), ("p5.48xlarge", 32, 32), ("p5e.48xlarge", 32, 32), ("p5en.48xlarge", 16, 16),
-    ("p6-b200.48xlarge", 8, 8), ("p6e-gb200.36xlarge", 16, 17), ("trn1.32xlarge", 8, 8),
+    ("p6-b200.48xlarge", 8, 8), ("p6e-gb200.36xlarge", 4, 17), ("trn1.32xlarge", 8, 8),
     ("trn1n.32xlarge", 16, 16), ("trn2.48xlarge", 16, 16), ("trn2u.48xlarge", 16, 16),
 ])
 def test_efa_devices_and_network_cards(name, efa, cards):
@@ -43,6 +43,27 @@ def test_gb200_card_0_is_ena_only_and_odd_cards_get_nothing_but_efa_only():
     assert [i for i in layout if i.network_card_index == 0] == [layout[0]]
     assert all(i.interface_type == "efa-only" for i in layout if i.network_card_index % 2)
     assert t.ultraserver and t.ultraserver.instances == 18 and t.arch == "arm64"
+
+
+def test_gb200_figures_follow_the_ec2_and_eks_guides():
+    # facts: ec2.p6e-gb200.efa-layout - 17 network cards; NCIs 1,3,..,15 take EFA-only at 400 Gbps; the pairs
+    # [1,3] [5,7] [9,11] [13,15] feed one GPU each (400 Gbps per GPU); EC2's example puts one EFA-only interface
+    # on NCI 1, 5, 9 and 13: 4 x 400 = 1600 Gbps, and the EKS guide expects vpc.amazonaws.com/efa: 4 per node.
+    # facts: eks.p6e-gb200.instance-store - 3 x 7.5 TB of instance store.
+    t = it.get("p6e-gb200.36xlarge")
+    assert t.network_cards == 17
+    assert t.efa_cards == (1, 5, 9, 13)
+    assert (t.efa_gbps_per_card, t.network_gbps) == (400, 1600)
+    assert (t.nvme_count, t.nvme_gb) == (3, 7500)
+    gpu_pairs = [(1, 3), (5, 7), (9, 11), (13, 15)]
+    assert all(sum(c in pair for c in t.efa_cards) == 1 for pair in gpu_pairs)
+
+
+def test_gb200_layout_refuses_efa_on_the_ena_only_primary_card():
+    from dataclasses import replace
+    bad = replace(it.get("p6e-gb200.36xlarge"), efa_cards=(0, 1, 5, 9))
+    with pytest.raises(ValueError, match="network card 0"):
+        network_interfaces(bad)
 
 
 def test_types_without_efa_get_only_the_primary_interface():
