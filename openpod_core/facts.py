@@ -100,6 +100,60 @@ FACTS: tuple[Fact, ...] = (
         "trn2u.48xlarge row",
     ),
     # ------------------------------------------------------------------ EKS add-ons
+    # Add-on pins: the "latest version of the Amazon EKS add-on type for each Kubernetes version" tables of the
+    # EKS user guide. Several copies of each page were found, of unknown crawl dates; each pin is from the copy that
+    # lists the most Kubernetes versions (the newest), named in the note. infra/spec.py reads these values.
+    Fact(
+        "eks.addon.vpc-cni", "v1.21.1-eksbuild.7",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-vpc-cni.html#vpc-cni-latest-available-version",
+        "2026-11-23",
+        "the same version for Kubernetes 1.29-1.35; read in https://docs.amazonaws.cn/eks/latest/userguide/"
+        "managing-vpc-cni.md (zh_cn copy listing 1.29-1.35); older copies listed v1.20.4-eksbuild.1 (the previous pin)",
+    ),
+    Fact(
+        "eks.addon.coredns.1.32", "v1.11.4-eksbuild.40",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html#coredns-versions", "2026-11-23",
+        "read in https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-coredns.md (copy listing 1.30-1.36); "
+        "CoreDNS differs by Kubernetes version, so its default follows eks.version",
+    ),
+    Fact(
+        "eks.addon.coredns.1.33", "v1.12.4-eksbuild.18",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html#coredns-versions", "2026-11-23",
+        "read in https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-coredns.md (copy listing 1.30-1.36); "
+        "CoreDNS differs by Kubernetes version, so its default follows eks.version",
+    ),
+    Fact(
+        "eks.addon.coredns.1.34", "v1.13.2-eksbuild.11",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html#coredns-versions", "2026-11-23",
+        "read in https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-coredns.md (copy listing 1.30-1.36); "
+        "CoreDNS differs by Kubernetes version, so its default follows eks.version",
+    ),
+    Fact(
+        "eks.addon.kube-proxy.1.32", "v1.32.13-eksbuild.16",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html#kube-proxy-versions", "2026-11-23",
+        "read in https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-kube-proxy.md (copy listing "
+        "1.31-1.36)",
+    ),
+    Fact(
+        "eks.addon.kube-proxy.1.33", "v1.33.10-eksbuild.13",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html#kube-proxy-versions", "2026-11-23",
+        "read in https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-kube-proxy.md (copy listing "
+        "1.31-1.36)",
+    ),
+    Fact(
+        "eks.addon.kube-proxy.1.34", "v1.34.6-eksbuild.13",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html#kube-proxy-versions", "2026-11-23",
+        "read in https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-kube-proxy.md (copy listing "
+        "1.31-1.36)",
+    ),
+    Fact(
+        "aws-fsx-csi-driver.releases", "v1.7.0 (tag 2025-11-13), v1.8.0 (2025-12-05), v1.9.0 (2026-04-20, "
+        "Kubernetes 1.20+)",
+        "kubernetes-sigs/aws-fsx-csi-driver@5b227125add708cd0b87c76abe1a4c074e71dfc5:docs/README.md:15-29,53-59",
+        "2026-11-23",
+        "the driver releases behind the EKS add-on aws-fsx-csi-driver; the add-on's own version strings "
+        "(vX.Y.Z-eksbuild.N) are not listed in this repository",
+    ),
     Fact(
         "eks.vpc-cni.network-policy", '{"enableNetworkPolicy": "true"} in the vpc-cni add-on configuration values',
         "https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html", "2026-11-23",
@@ -283,9 +337,17 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                                       "16 x 200 Gbps = 3200 Gbps per card was not read in EC2's pages"),
     ("instance-store sizes other than p6e-gb200", "nvme_count x nvme_gb of the other rows (e.g. p5 8 x 3840 GB, "
                                                   "trn2 4 x 1900 GB) not compared with EC2's instance-store table"),
-    ("aws-fsx-csi-driver add-on version", "pinned v1.7.0-eksbuild.1; no public listing of that string was found"),
-    ("EKS add-on pins", "real versions, not checked as current for eks.version; `openpod preflight` checks them "
-                        "against describe-addon-versions before a deploy"),
+    ("aws-fsx-csi-driver add-on version", "pinned v1.7.0-eksbuild.1: driver v1.7.0 exists (fact "
+                                          "aws-fsx-csi-driver.releases; newest v1.9.0) and EKS add-on versions read "
+                                          "vX.Y.Z-eksbuild.N, but no AWS page listing the add-on's versions was found, "
+                                          "so the build number and its availability for eks.version are unchecked "
+                                          "(aws/containers-roadmap#2625: the add-on once lagged a Kubernetes release); "
+                                          "`openpod preflight` checks it against describe-addon-versions"),
+    ("eks-pod-identity-agent add-on version", "pinned v1.3.9-eksbuild.3; the EKS guide's page for the agent was "
+                                              "not read, currency unchecked; `openpod preflight` checks it"),
+    ("currency of the add-on pins", "the guide's tables were read in copies of unknown crawl date (the newest "
+                                    "found is named in each fact); a live check is `openpod preflight` "
+                                    "(describe-addon-versions)"),
     ("S3 gateway endpoint and ECR image layers", "ECR serves image layers from a bucket it owns, so the S3 "
                                                  "gateway endpoint keeps its default policy "
                                                  "(platform_constructs/network.py); not read in the ECR guide"),
