@@ -47,6 +47,29 @@ FACTS: tuple[Fact, ...] = (
         "a wrong plugin path is silent at the default NCCL_DEBUG level: the image must name a file that exists",
     ),
     Fact(
+        "efa-installer.version", "1.38.1",
+        "aws/aws-parallelcluster-cookbook@05b17d78343991d12a429effa2c9cd5d6bcf173f:cookbooks/"
+        "aws-parallelcluster-environment/attributes/environment.rb:73", "2026-11-23",
+        "the EFA installer (libfabric, rdma-core) the training image installs; the version ParallelCluster pins "
+        "next to its checksum",
+    ),
+    Fact(
+        "efa-installer.sha256", "83923374afd388b1cfcf4b3a21a2b1ba7cf46a01a587f7b519b8386cb95e4f81",
+        "aws/aws-parallelcluster-cookbook@05b17d78343991d12a429effa2c9cd5d6bcf173f:cookbooks/"
+        "aws-parallelcluster-environment/attributes/environment.rb:74", "2026-11-23",
+        "SHA-256 of https://efa-installer.amazonaws.com/aws-efa-installer-1.38.1.tar.gz as AWS ParallelCluster "
+        "verifies it; the same value is the replaced line of aws/aws-parallelcluster-cookbook#2953 (1.38.1 -> "
+        "1.41.0). The training image checks the download with sha256sum -c",
+    ),
+    Fact(
+        "image.python-3.11-slim-bookworm.index-digest",
+        "sha256:fe556eaffd0d96abd8685b83bb8a69addd0dc730fa193669a7df0d49ddcfac02",
+        "docker-library/repo-info@bc9bbb47fc709dc4b29d3b128d66823b953b97a7:repos/python/remote/"
+        "3.11-slim-bookworm.md:4", "2026-11-23",
+        "the OCI image index of python:3.11-slim-bookworm (Python 3.11.16, built 2026-08-25; linux/amd64 and "
+        "linux/arm64 among its platforms): the node agent image's base, FROM ...@<digest>",
+    ),
+    Fact(
         "cuda-image.nccl-held", "apt-mark hold libnccl2",
         "gitlab.com/nvidia/container-images/cuda: dist/<distro>/<version>/runtime/Dockerfile", "2026-11-23",
         "NVIDIA's CUDA images hold libnccl2, so installing another version with apt-get -y needs "
@@ -348,6 +371,18 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
     ("currency of the add-on pins", "the guide's tables were read in copies of unknown crawl date (the newest "
                                     "found is named in each fact); a live check is `openpod preflight` "
                                     "(describe-addon-versions)"),
+    ("training image base images", "training/Dockerfile builds FROM nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04 "
+                                   "and runs FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04 by tag: no registry "
+                                   "listing of their digests was found to cite (third-party Dockerfiles pin "
+                                   "devel@sha256:24c8e358... and runtime@sha256:ac55d124..., others older digests of "
+                                   "the same tags; not confirmed against the registry)"),
+    ("aws-ofi-nccl tarball checksum", "the training image unpacks the v1.14.0 release tarball from GitHub without "
+                                      "a checksum: none is published in the repository at the tag (tag object "
+                                      "b917bcca, commit 08ad665d) and none was found elsewhere"),
+    ("ECR Public mirror of python", "node_agent/Dockerfile pins public.ecr.aws/docker/library/python:"
+                                    "3.11-slim-bookworm at Docker Hub's index digest (fact image.python-3.11-slim-"
+                                    "bookworm.index-digest); that the ECR Public mirror serves the same digest was "
+                                    "not checked (a missing digest fails the build, it cannot pull another image)"),
     ("S3 gateway endpoint and ECR image layers", "ECR serves image layers from a bucket it owns, so the S3 "
                                                  "gateway endpoint keeps its default policy "
                                                  "(platform_constructs/network.py); not read in the ECR guide"),
