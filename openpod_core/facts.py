@@ -114,6 +114,21 @@ FACTS: tuple[Fact, ...] = (
         "read in the Simplified Chinese translation",
     ),
     Fact(
+        "neuron.trn2.specs", "trn2(-16).48xlarge: 16 Trainium2, 192 vCPUs, 2,048 GiB host memory, 1,536 GiB device "
+        "memory (96 per device), 3,200 Gbps EFA; u-trn2x64 UltraServer = 4 such instances",
+        "aws-neuron/aws-neuron-sdk@2086a70af5c17f5d11e407e9c1df0afb8fb5965c:general/arch/neuron-hardware/"
+        "trn2-arch.rst (Trn2 instance specifications)", "2026-11-23",
+        "the table's trn2.48xlarge row; 16 cards (fact vpc-cni.network-cards) x 200 Gbps is 3,200 / 16. The page "
+        "does not name trn2u.48xlarge: the trn2u row assumes the UltraServer's instances are trn2-16 instances",
+    ),
+    Fact(
+        "neuron.trn1.specs", "trn1.2xlarge: 1 Trainium, 8 vCPUs, 32 GiB host memory; trn1.32xlarge / "
+        "trn1n.32xlarge: 16 Trainium, 128 vCPUs, 512 GiB host and 512 GiB device memory, EFA 800 / 1,600 Gbps",
+        "aws-neuron/aws-neuron-sdk@60224f42a7f48ab478ad85d864464345d7b3cefa:general/arch/neuron-hardware/"
+        "trn1-arch.rst (Trn1/Trn1n Architecture table)", "2026-11-23",
+        "the table's trn1 rows (8 x 100 and 16 x 100 Gbps)",
+    ),
+    Fact(
         "vpc-cni.network-cards", "NetworkCards per type: p4d/p4de.24xlarge 4, p5.48xlarge 32, p5e.48xlarge 32, "
         "p5en.48xlarge 16, p5.4xlarge 1, p6-b200.48xlarge 8, trn1.2xlarge 1, trn1.32xlarge 8, trn1n.32xlarge 16, "
         "trn2.48xlarge 16, c6in.32xlarge 2",
@@ -354,10 +369,11 @@ FACTS: tuple[Fact, ...] = (
 # mistakes them for checked ones. Each says what the code assumes today.
 UNVERIFIED: tuple[tuple[str, str], ...] = (
     ("trn2u.48xlarge network cards and EFA", "the table copies trn2.48xlarge (16 cards, 16 x 200 Gbps EFA, "
-                                             "4 x 1900 GB NVMe); the VPC CNI's limits table has no trn2u row and "
-                                             "EC2's EFA page was not read for it"),
-    ("p5en.48xlarge and trn2.48xlarge EFA bandwidth", "16 cards confirmed (fact vpc-cni.network-cards); the table's "
-                                                      "16 x 200 Gbps = 3200 Gbps per card was not read in EC2's pages"),
+                                             "4 x 1900 GB NVMe); the VPC CNI's limits table has no trn2u row, "
+                                             "EC2's EFA page was not read for it, and the Neuron page describes the "
+                                             "u-trn2x64 UltraServer as four trn2-16 instances without naming trn2u"),
+    ("p5en.48xlarge EFA bandwidth", "16 cards confirmed (fact vpc-cni.network-cards); the table's 16 x 200 = 3200 "
+                                    "Gbps was not read in EC2's pages"),
     ("instance-store sizes other than p6e-gb200", "nvme_count x nvme_gb of the other rows (e.g. p5 8 x 3840 GB, "
                                                   "trn2 4 x 1900 GB) not compared with EC2's instance-store table"),
     ("aws-fsx-csi-driver add-on version", "pinned v1.7.0-eksbuild.1: driver v1.7.0 exists (fact "

@@ -90,3 +90,24 @@ def test_unknown_type_suggests_the_nearest_names():
     with pytest.raises(it.UnknownInstanceType) as e:
         it.get("p5.48xlarg")
     assert "p5.48xlarge" in str(e.value)
+
+
+@pytest.mark.parametrize("name, vcpus, ram, count, mem, efa_gbps", [
+    # facts: neuron.trn2.specs, neuron.trn1.specs (aws-neuron-sdk architecture pages)
+    ("trn2.48xlarge", 192, 2048, 16, 96, 3200),
+    ("trn1.32xlarge", 128, 512, 16, 32, 800),
+    ("trn1n.32xlarge", 128, 512, 16, 32, 1600),
+])
+def test_trainium_rows_match_the_neuron_architecture_pages(name, vcpus, ram, count, mem, efa_gbps):
+    t = it.get(name)
+    assert (t.vcpus, t.memory_gib, t.accelerator_count, t.accelerator_memory_gib) == (vcpus, ram, count, mem)
+    assert t.efa_count * t.efa_gbps_per_card == t.network_gbps == efa_gbps
+
+
+def test_p5_and_p6_b200_efa_follow_the_ec2_guide():
+    # facts: ec2.p5-p5e.efa (32 cards, 3200 Gbps), ec2.p6-b200.efa (8 cards x 400 Gbps EFA)
+    for name in ("p5.48xlarge", "p5e.48xlarge"):
+        t = it.get(name)
+        assert (t.network_cards, t.efa_count, t.network_gbps) == (32, 32, 3200)
+    t = it.get("p6-b200.48xlarge")
+    assert (t.network_cards, t.efa_count, t.efa_gbps_per_card, t.network_gbps) == (8, 8, 400, 3200)
