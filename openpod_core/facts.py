@@ -54,6 +54,13 @@ FACTS: tuple[Fact, ...] = (
         "next to its checksum",
     ),
     Fact(
+        "efa-installer.prefix", "/opt/amazon/efa",
+        "aws/aws-ofi-nccl@v1.14.0:.github/workflows/distcheck.yaml:107", "2026-11-23",
+        "where the EFA installer puts libfabric: aws-ofi-nccl's own CI configures --with-libfabric=/opt/amazon/efa; "
+        "the training image links the plugin against it and puts <prefix>/lib on LD_LIBRARY_PATH, the node agent "
+        "finds the host's tools under /host<prefix>/bin",
+    ),
+    Fact(
         "efa-installer.sha256", "83923374afd388b1cfcf4b3a21a2b1ba7cf46a01a587f7b519b8386cb95e4f81",
         "aws/aws-parallelcluster-cookbook@05b17d78343991d12a429effa2c9cd5d6bcf173f:cookbooks/"
         "aws-parallelcluster-environment/attributes/environment.rb:74", "2026-11-23",

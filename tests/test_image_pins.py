@@ -76,3 +76,21 @@ def test_the_efa_installer_checksum_is_for_the_pinned_version():
     text = DOCKERFILES["training"].read_text()
     assert args(text)["EFA_INSTALLER_VERSION"] == value("efa-installer.version")
     assert args(text)["EFA_INSTALLER_SHA256"] == value("efa-installer.sha256")
+
+
+def test_final_stage_paths_are_the_ones_the_pinned_components_install():
+    # The training image: libfabric from the EFA installer's prefix, the NCCL plugin from aws-ofi-nccl's prefix,
+    # both on the runtime linker path of the final stage (facts: efa-installer.prefix,
+    # aws-ofi-nccl.nccl-plugin-library).
+    text = DOCKERFILES["training"].read_text()
+    final = text[text.rindex("\nFROM "):]
+    efa = value("efa-installer.prefix")
+    assert f"--with-libfabric={efa} " in text
+    ld_path = re.search(r"LD_LIBRARY_PATH=(\S+)", final).group(1).split(":")
+    plugin = re.search(r"NCCL_NET_PLUGIN=(\S+)", final).group(1)
+    assert plugin.rsplit("/", 1) == ["/opt/aws-ofi-nccl/lib", value("aws-ofi-nccl.nccl-plugin-library")]
+    assert "/opt/aws-ofi-nccl/lib" in ld_path and f"{efa}/lib" in ld_path
+    assert f"{efa}/bin" in re.search(r"PATH=(\S+)", final).group(1).split(":")
+    # The node agent uses the host's EFA tools through its /host mount.
+    agent = DOCKERFILES["node_agent"].read_text()
+    assert f"/host{efa}/bin" in re.search(r'PATH="([^"]+)"', agent).group(1).split(":")
