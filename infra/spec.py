@@ -281,7 +281,7 @@ DEFAULT_ADDONS: dict[str, str] = {
     "coredns": fact_value("eks.addon.coredns.1.34"),
     "kube-proxy": fact_value("eks.addon.kube-proxy.1.34"),
     "eks-pod-identity-agent": "v1.3.9-eksbuild.3",  # unverified: see openpod_core.facts.UNVERIFIED
-    "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",  # unverified: see openpod_core.facts.UNVERIFIED
+    "aws-fsx-csi-driver": fact_value("eks.addon.aws-fsx-csi-driver"),
 }
 # kube-proxy runs the cluster's own minor version, and CoreDNS's latest add-on differs by Kubernetes version, so
 # both defaults follow eks.version (the DEFAULT_ADDONS entries are the 1.34 rows).

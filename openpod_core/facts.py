@@ -192,6 +192,14 @@ FACTS: tuple[Fact, ...] = (
         "1.31-1.36)",
     ),
     Fact(
+        "eks.addon.aws-fsx-csi-driver", "v1.7.0-eksbuild.1",
+        "https://github.com/awsdocs/amazon-eks-user-guide/pull/1215", "2026-11-23",
+        "a 2026-01-27 pull request to the EKS guide (latest/ug/nodes/hybrid-nodes-add-ons.adoc) lists the Amazon "
+        "FSx CSI driver add-on as hybrid-node compatible from v1.7.0-eksbuild.1: the string is a real add-on "
+        "version. The PR shows as closed (merge not confirmed) and no AWS page listing the add-on's versions per "
+        "Kubernetes version was found, so availability for eks.version is unchecked (UNVERIFIED)",
+    ),
+    Fact(
         "aws-fsx-csi-driver.releases", "v1.7.0 (tag 2025-11-13), v1.8.0 (2025-12-05), v1.9.0 (2026-04-20, "
         "Kubernetes 1.20+)",
         "kubernetes-sigs/aws-fsx-csi-driver@5b227125add708cd0b87c76abe1a4c074e71dfc5:docs/README.md:15-29,53-59",
@@ -383,12 +391,12 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                     "Gbps was not read in EC2's pages"),
     ("instance-store sizes other than p6e-gb200", "nvme_count x nvme_gb of the other rows (e.g. p5 8 x 3840 GB, "
                                                   "trn2 4 x 1900 GB) not compared with EC2's instance-store table"),
-    ("aws-fsx-csi-driver add-on version", "pinned v1.7.0-eksbuild.1: driver v1.7.0 exists (fact "
-                                          "aws-fsx-csi-driver.releases; newest v1.9.0) and EKS add-on versions read "
-                                          "vX.Y.Z-eksbuild.N, but no AWS page listing the add-on's versions was found, "
-                                          "so the build number and its availability for eks.version are unchecked "
-                                          "(aws/containers-roadmap#2625: the add-on once lagged a Kubernetes release); "
-                                          "`openpod preflight` checks it against describe-addon-versions"),
+    ("aws-fsx-csi-driver add-on availability", "pinned v1.7.0-eksbuild.1 (fact eks.addon.aws-fsx-csi-driver) is "
+                                               "a real add-on version, but whether EKS offers it for each allowed "
+                                               "eks.version was not read anywhere (aws/containers-roadmap#2625: the "
+                                               "add-on once lagged a Kubernetes release; newer drivers v1.8.0 and "
+                                               "v1.9.0 exist, fact aws-fsx-csi-driver.releases); `openpod "
+                                               "preflight` checks it against describe-addon-versions"),
     ("eks-pod-identity-agent add-on version", "pinned v1.3.9-eksbuild.3; the EKS guide's page for the agent was "
                                               "not read, currency unchecked; `openpod preflight` checks it"),
     ("currency of the add-on pins", "the guide's tables were read in copies of unknown crawl date (the newest "
