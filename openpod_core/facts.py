@@ -397,8 +397,10 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                                "add-on once lagged a Kubernetes release; newer drivers v1.8.0 and "
                                                "v1.9.0 exist, fact aws-fsx-csi-driver.releases); `openpod "
                                                "preflight` checks it against describe-addon-versions"),
-    ("eks-pod-identity-agent add-on version", "pinned v1.3.9-eksbuild.3; the EKS guide's page for the agent was "
-                                              "not read, currency unchecked; `openpod preflight` checks it"),
+    ("eks-pod-identity-agent add-on version", "pinned v1.3.9-eksbuild.3; the EKS guide publishes no version "
+                                              "table for this add-on (pod-id-agent-setup and add-ons-pod-id pages "
+                                              "read), so neither the string nor its currency is checked; "
+                                              "`openpod preflight` checks it against describe-addon-versions"),
     ("currency of the add-on pins", "the guide's tables were read in copies of unknown crawl date (the newest "
                                     "found is named in each fact); a live check is `openpod preflight` "
                                     "(describe-addon-versions)"),
