@@ -389,6 +389,10 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                              "u-trn2x64 UltraServer as four trn2-16 instances without naming trn2u"),
     ("p5en.48xlarge EFA bandwidth", "16 cards confirmed (fact vpc-cni.network-cards); the table's 16 x 200 = 3200 "
                                     "Gbps was not read in EC2's pages"),
+    ("GPU rows' vCPUs, memory and GPU memory", "p4d/p4de/p5/p5e/p5en/p6-b200/p6e-gb200 vcpus, memory_gib and "
+                                               "accelerator_memory_gib (e.g. p6e-gb200 144 vCPUs, 960 GiB, 185 GiB "
+                                               "per GPU) were not compared with EC2's accelerated-computing "
+                                               "specifications table"),
     ("instance-store sizes other than p6e-gb200", "nvme_count x nvme_gb of the other rows (e.g. p5 8 x 3840 GB, "
                                                   "trn2 4 x 1900 GB) not compared with EC2's instance-store table"),
     ("aws-fsx-csi-driver add-on availability", "pinned v1.7.0-eksbuild.1 (fact eks.addon.aws-fsx-csi-driver) is "
