@@ -25,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from openpod_core import instance_types
+from openpod_core.facts import value as fact_value
 from openpod_core.instance_types import InstanceType
 from infra.pipeline_spec import PipelineSpec
 from infra.queueing_spec import QueueingSpec
@@ -273,22 +274,19 @@ class StorageSpec(_Model):
 # -------------------------------------------------------------------------------- EKS
 
 # Pinned by default; a spec may pin its own. Versions are EKS add-on versions
-# (``aws eks describe-addon-versions``) and Helm chart versions.
+# (``aws eks describe-addon-versions``) and Helm chart versions. The add-on pins are rows of the facts register
+# (openpod_core/facts.py, eks.addon.*: the EKS user guide's latest version per Kubernetes version).
 DEFAULT_ADDONS: dict[str, str] = {
-    "vpc-cni": "v1.20.4-eksbuild.1",
-    "coredns": "v1.12.4-eksbuild.1",
-    "kube-proxy": "v1.34.0-eksbuild.2",
-    "eks-pod-identity-agent": "v1.3.9-eksbuild.3",
-    "aws-fsx-csi-driver": "v1.7.0-eksbuild.1",
+    "vpc-cni": fact_value("eks.addon.vpc-cni"),
+    "coredns": fact_value("eks.addon.coredns.1.34"),
+    "kube-proxy": fact_value("eks.addon.kube-proxy.1.34"),
+    "eks-pod-identity-agent": "v1.3.9-eksbuild.3",  # unverified: see openpod_core.facts.UNVERIFIED
+    "aws-fsx-csi-driver": fact_value("eks.addon.aws-fsx-csi-driver"),
 }
-# kube-proxy runs the cluster's own minor version, so its default follows eks.version. Source: the
-# "kube-proxy versions" table of https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html
-# (checked 2026-11-23; 1.34 keeps the pin above).
-KUBE_PROXY_ADDON: dict[str, str] = {
-    "1.32": "v1.32.9-eksbuild.2",
-    "1.33": "v1.33.5-eksbuild.2",
-    "1.34": DEFAULT_ADDONS["kube-proxy"],
-}
+# kube-proxy runs the cluster's own minor version, and CoreDNS's latest add-on differs by Kubernetes version, so
+# both defaults follow eks.version (the DEFAULT_ADDONS entries are the 1.34 rows).
+KUBE_PROXY_ADDON: dict[str, str] = {v: fact_value(f"eks.addon.kube-proxy.{v}") for v in ("1.32", "1.33", "1.34")}
+COREDNS_ADDON: dict[str, str] = {v: fact_value(f"eks.addon.coredns.{v}") for v in ("1.32", "1.33", "1.34")}
 DEFAULT_CHARTS: dict[str, str] = {
     "aws-efa-k8s-device-plugin": "v0.5.14",
     "nvidia-device-plugin": "0.17.4",
@@ -355,7 +353,8 @@ class EksSpec(_Model):
 
     @property
     def addon_versions(self) -> dict[str, str]:
-        return {**DEFAULT_ADDONS, "kube-proxy": KUBE_PROXY_ADDON[self.version], **self.addons}
+        return {**DEFAULT_ADDONS, "coredns": COREDNS_ADDON[self.version], "kube-proxy": KUBE_PROXY_ADDON[self.version],
+                **self.addons}
 
     @property
     def chart_versions(self) -> dict[str, str]:

@@ -125,6 +125,9 @@ def spec_md() -> str:
         "kube-proxy follows `eks.version`: " + ", ".join(
             f"{k}: `{v}`" for k, v in spec_module.KUBE_PROXY_ADDON.items()) + ".",
         "",
+        "coredns follows `eks.version`: " + ", ".join(
+            f"{k}: `{v}`" for k, v in spec_module.COREDNS_ADDON.items()) + ".",
+        "",
         "| Helm chart | default version |", "|---|---|",
         *[f"| `{k}` | `{v}` |" for k, v in spec_module.DEFAULT_CHARTS.items()],
         "",

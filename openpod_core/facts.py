@@ -47,12 +47,166 @@ FACTS: tuple[Fact, ...] = (
         "a wrong plugin path is silent at the default NCCL_DEBUG level: the image must name a file that exists",
     ),
     Fact(
+        "efa-installer.version", "1.38.1",
+        "aws/aws-parallelcluster-cookbook@05b17d78343991d12a429effa2c9cd5d6bcf173f:cookbooks/"
+        "aws-parallelcluster-environment/attributes/environment.rb:73", "2026-11-23",
+        "the EFA installer (libfabric, rdma-core) the training image installs; the version ParallelCluster pins "
+        "next to its checksum",
+    ),
+    Fact(
+        "efa-installer.prefix", "/opt/amazon/efa",
+        "aws/aws-ofi-nccl@v1.14.0:.github/workflows/distcheck.yaml:107", "2026-11-23",
+        "where the EFA installer puts libfabric: aws-ofi-nccl's own CI configures --with-libfabric=/opt/amazon/efa; "
+        "the training image links the plugin against it and puts <prefix>/lib on LD_LIBRARY_PATH, the node agent "
+        "finds the host's tools under /host<prefix>/bin",
+    ),
+    Fact(
+        "efa-installer.sha256", "83923374afd388b1cfcf4b3a21a2b1ba7cf46a01a587f7b519b8386cb95e4f81",
+        "aws/aws-parallelcluster-cookbook@05b17d78343991d12a429effa2c9cd5d6bcf173f:cookbooks/"
+        "aws-parallelcluster-environment/attributes/environment.rb:74", "2026-11-23",
+        "SHA-256 of https://efa-installer.amazonaws.com/aws-efa-installer-1.38.1.tar.gz as AWS ParallelCluster "
+        "verifies it; the same value is the replaced line of aws/aws-parallelcluster-cookbook#2953 (1.38.1 -> "
+        "1.41.0). The training image checks the download with sha256sum -c",
+    ),
+    Fact(
+        "image.python-3.11-slim-bookworm.index-digest",
+        "sha256:fe556eaffd0d96abd8685b83bb8a69addd0dc730fa193669a7df0d49ddcfac02",
+        "docker-library/repo-info@bc9bbb47fc709dc4b29d3b128d66823b953b97a7:repos/python/remote/"
+        "3.11-slim-bookworm.md:4", "2026-11-23",
+        "the OCI image index of python:3.11-slim-bookworm (Python 3.11.16, built 2026-08-25; linux/amd64 and "
+        "linux/arm64 among its platforms): the node agent image's base, FROM ...@<digest>",
+    ),
+    Fact(
         "cuda-image.nccl-held", "apt-mark hold libnccl2",
         "gitlab.com/nvidia/container-images/cuda: dist/<distro>/<version>/runtime/Dockerfile", "2026-11-23",
         "NVIDIA's CUDA images hold libnccl2, so installing another version with apt-get -y needs "
         "--allow-change-held-packages",
     ),
+    # ------------------------------------------------------------------ instance figures (openpod_core/instance_types.py)
+    Fact(
+        "ec2.p6e-gb200.efa-layout", "17 network cards; NCI 0: ENA only, up to 100 Gbps; NCI 1,3,..,15: EFA-only, "
+        "up to 400 Gbps; NCI 2,4,..,16: ENA or EFA, up to 200 Gbps; [1,2] [3,4] .. share one 400 Gbps NIC; "
+        "[1,3] [5,7] [9,11] [13,15] feed one GPU (400 Gbps each); recommended: one EFA-only interface on NCI 1, 5, "
+        "9, 13 = 4 x 400 = 1600 Gbps EFA",
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html#efa-for-p6e", "2026-11-23",
+        "read in AWS's Simplified Chinese translation of the page (docs.aws.amazon.com/zh_cn/...); its example text "
+        "says an EFA interface on NCI 0 while the same page and the EKS guide say NCI 0 is ENA-only (type "
+        "interface). The 8 x 200 Gbps alternative puts EFA-only on all odd NCIs. No EC2 figure of 3200 Gbps was "
+        "found for this type",
+    ),
+    Fact(
+        "eks.p6e-gb200.efa-devices", "up to 17 network cards, primary NCI 0 of type interface (up to 100 Gbps ENA); "
+        "one efa-only interface per NCI group gives vpc.amazonaws.com/efa: 4 per node",
+        "awsdocs/amazon-eks-user-guide@00e3293d508eeb7886cd42987dd4624cb680f37c:latest/ug/ml/"
+        "ml-eks-nvidia-ultraserver.adoc (Install the EFA device plugin)", "2026-11-23",
+        "https://docs.aws.amazon.com/eks/latest/userguide/ml-eks-nvidia-ultraserver.html",
+    ),
+    Fact(
+        "eks.p6e-gb200.instance-store", "3 x 7.5 TB instance store per p6e-gb200.36xlarge (the table: 3 x 7500 GB)",
+        "awsdocs/amazon-eks-user-guide@00e3293d508eeb7886cd42987dd4624cb680f37c:latest/ug/ml/"
+        "ml-eks-nvidia-ultraserver.adoc (Considerations)", "2026-11-23",
+        "the guide writes 7.5TB; 7500 GB per device is that figure in the table's unit, not read in EC2's "
+        "instance-store table. The AL2023 AMI leaves them unformatted unless NodeConfig's local storage policy is RAID0",
+    ),
+    Fact(
+        "ec2.p5-p5e.efa", "p5.48xlarge and p5e.48xlarge: 32 network cards, 3200 Gbps total (up to 800 Gbps IP); "
+        "ENA primary at NCI 0/device 0, EFA-only at NCI 0/device 1 and NCI 1-31/device 0",
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html#efa-for-p5", "2026-11-23",
+        "read in the Simplified Chinese translation; the table's 32 x 100 Gbps is 3200 / 32",
+    ),
+    Fact(
+        "ec2.p6-b200.efa", "p6-b200.48xlarge: 8 network cards, each up to 400 Gbps EFA and 200 Gbps ENA; 3200 Gbps "
+        "total; ENA primary, EFA-only at NCI 0/device 1 and NCI 1-7/device 0",
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html#efa-for-p6-b200", "2026-11-23",
+        "read in the Simplified Chinese translation",
+    ),
+    Fact(
+        "neuron.trn2.specs", "trn2(-16).48xlarge: 16 Trainium2, 192 vCPUs, 2,048 GiB host memory, 1,536 GiB device "
+        "memory (96 per device), 3,200 Gbps EFA; u-trn2x64 UltraServer = 4 such instances",
+        "aws-neuron/aws-neuron-sdk@2086a70af5c17f5d11e407e9c1df0afb8fb5965c:general/arch/neuron-hardware/"
+        "trn2-arch.rst (Trn2 instance specifications)", "2026-11-23",
+        "the table's trn2.48xlarge row; 16 cards (fact vpc-cni.network-cards) x 200 Gbps is 3,200 / 16. The page "
+        "does not name trn2u.48xlarge: the trn2u row assumes the UltraServer's instances are trn2-16 instances",
+    ),
+    Fact(
+        "neuron.trn1.specs", "trn1.2xlarge: 1 Trainium, 8 vCPUs, 32 GiB host memory; trn1.32xlarge / "
+        "trn1n.32xlarge: 16 Trainium, 128 vCPUs, 512 GiB host and 512 GiB device memory, EFA 800 / 1,600 Gbps",
+        "aws-neuron/aws-neuron-sdk@60224f42a7f48ab478ad85d864464345d7b3cefa:general/arch/neuron-hardware/"
+        "trn1-arch.rst (Trn1/Trn1n Architecture table)", "2026-11-23",
+        "the table's trn1 rows (8 x 100 and 16 x 100 Gbps)",
+    ),
+    Fact(
+        "vpc-cni.network-cards", "NetworkCards per type: p4d/p4de.24xlarge 4, p5.48xlarge 32, p5e.48xlarge 32, "
+        "p5en.48xlarge 16, p5.4xlarge 1, p6-b200.48xlarge 8, trn1.2xlarge 1, trn1.32xlarge 8, trn1n.32xlarge 16, "
+        "trn2.48xlarge 16, c6in.32xlarge 2",
+        "aws/amazon-vpc-cni-k8s@b52188387f2e2f10bf289ace929d6a63b176a4fa:pkg/vpc/vpc_ip_resource_limit.go:1638 "
+        "(c6in.32xlarge), 12162-12572 (p4d.24xlarge .. p6-b200.48xlarge), 17512-17652 (trn1.2xlarge .. trn2.48xlarge)", "2026-11-23",
+        "the VPC CNI's generated limits table (from DescribeInstanceTypes); it has no p6e-gb200.36xlarge or "
+        "trn2u.48xlarge row",
+    ),
     # ------------------------------------------------------------------ EKS add-ons
+    # Add-on pins: the "latest version of the Amazon EKS add-on type for each Kubernetes version" tables of the
+    # EKS user guide. Several copies of each page were found, of unknown crawl dates; each pin is from the copy that
+    # lists the most Kubernetes versions (the newest), named in the note. infra/spec.py reads these values.
+    Fact(
+        "eks.addon.vpc-cni", "v1.21.1-eksbuild.7",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-vpc-cni.html#vpc-cni-latest-available-version",
+        "2026-11-23",
+        "the same version for Kubernetes 1.29-1.35; read in https://docs.amazonaws.cn/eks/latest/userguide/"
+        "managing-vpc-cni.md (zh_cn copy listing 1.29-1.35); older copies listed v1.20.4-eksbuild.1 (the previous pin)",
+    ),
+    Fact(
+        "eks.addon.coredns.1.32", "v1.11.4-eksbuild.40",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html#coredns-versions", "2026-11-23",
+        "read in https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-coredns.md (copy listing 1.30-1.36); "
+        "CoreDNS differs by Kubernetes version, so its default follows eks.version",
+    ),
+    Fact(
+        "eks.addon.coredns.1.33", "v1.12.4-eksbuild.18",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html#coredns-versions", "2026-11-23",
+        "read in https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-coredns.md (copy listing 1.30-1.36); "
+        "CoreDNS differs by Kubernetes version, so its default follows eks.version",
+    ),
+    Fact(
+        "eks.addon.coredns.1.34", "v1.13.2-eksbuild.11",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html#coredns-versions", "2026-11-23",
+        "read in https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-coredns.md (copy listing 1.30-1.36); "
+        "CoreDNS differs by Kubernetes version, so its default follows eks.version",
+    ),
+    Fact(
+        "eks.addon.kube-proxy.1.32", "v1.32.13-eksbuild.16",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html#kube-proxy-versions", "2026-11-23",
+        "read in https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-kube-proxy.md (copy listing "
+        "1.31-1.36)",
+    ),
+    Fact(
+        "eks.addon.kube-proxy.1.33", "v1.33.10-eksbuild.13",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html#kube-proxy-versions", "2026-11-23",
+        "read in https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-kube-proxy.md (copy listing "
+        "1.31-1.36)",
+    ),
+    Fact(
+        "eks.addon.kube-proxy.1.34", "v1.34.6-eksbuild.13",
+        "https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html#kube-proxy-versions", "2026-11-23",
+        "read in https://docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-kube-proxy.md (copy listing "
+        "1.31-1.36)",
+    ),
+    Fact(
+        "eks.addon.aws-fsx-csi-driver", "v1.7.0-eksbuild.1",
+        "https://github.com/awsdocs/amazon-eks-user-guide/pull/1215", "2026-11-23",
+        "a 2026-01-27 pull request to the EKS guide (latest/ug/nodes/hybrid-nodes-add-ons.adoc) lists the Amazon "
+        "FSx CSI driver add-on as hybrid-node compatible from v1.7.0-eksbuild.1: the string is a real add-on "
+        "version. The PR shows as closed (merge not confirmed) and no AWS page listing the add-on's versions per "
+        "Kubernetes version was found, so availability for eks.version is unchecked (UNVERIFIED)",
+    ),
+    Fact(
+        "aws-fsx-csi-driver.releases", "v1.7.0 (tag 2025-11-13), v1.8.0 (2025-12-05), v1.9.0 (2026-04-20, "
+        "Kubernetes 1.20+)",
+        "kubernetes-sigs/aws-fsx-csi-driver@5b227125add708cd0b87c76abe1a4c074e71dfc5:docs/README.md:15-29,53-59",
+        "2026-11-23",
+        "the driver releases behind the EKS add-on aws-fsx-csi-driver; the add-on's own version strings "
+        "(vX.Y.Z-eksbuild.N) are not listed in this repository",
+    ),
     Fact(
         "eks.vpc-cni.network-policy", '{"enableNetworkPolicy": "true"} in the vpc-cni add-on configuration values',
         "https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html", "2026-11-23",
@@ -246,12 +400,43 @@ FACTS: tuple[Fact, ...] = (
 # Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody
 # mistakes them for checked ones. Each says what the code assumes today.
 UNVERIFIED: tuple[tuple[str, str], ...] = (
-    ("p6e-gb200 instance-store NVMe", "the instance table says 4 x 7500 GB; issue 8 quotes the EKS guide as 3 x 7.5 TB"),
-    ("p6e-gb200 EFA layout and bandwidth", "the table says 16 x 100 Gbps, efa-only on cards 1-16; public sources "
-                                           "say 3200 Gbps total and 4 EFA devices per node on EKS"),
-    ("aws-fsx-csi-driver add-on version", "pinned v1.7.0-eksbuild.1; no public listing of that string was found"),
-    ("EKS add-on pins", "real versions, not checked as current for eks.version; `openpod preflight` checks them "
-                        "against describe-addon-versions before a deploy"),
+    ("trn2u.48xlarge network cards and EFA", "the table copies trn2.48xlarge (16 cards, 16 x 200 Gbps EFA, "
+                                             "4 x 1900 GB NVMe); the VPC CNI's limits table has no trn2u row, "
+                                             "EC2's EFA page was not read for it, and the Neuron page describes the "
+                                             "u-trn2x64 UltraServer as four trn2-16 instances without naming trn2u"),
+    ("p5en.48xlarge EFA bandwidth", "16 cards confirmed (fact vpc-cni.network-cards); the table's 16 x 200 = 3200 "
+                                    "Gbps was not read in EC2's pages"),
+    ("GPU rows' vCPUs, memory and GPU memory", "p4d/p4de/p5/p5e/p5en/p6-b200/p6e-gb200 vcpus, memory_gib and "
+                                               "accelerator_memory_gib (e.g. p6e-gb200 144 vCPUs, 960 GiB, 185 GiB "
+                                               "per GPU) were not compared with EC2's accelerated-computing "
+                                               "specifications table"),
+    ("instance-store sizes other than p6e-gb200", "nvme_count x nvme_gb of the other rows (e.g. p5 8 x 3840 GB, "
+                                                  "trn2 4 x 1900 GB) not compared with EC2's instance-store table"),
+    ("aws-fsx-csi-driver add-on availability", "pinned v1.7.0-eksbuild.1 (fact eks.addon.aws-fsx-csi-driver) is "
+                                               "a real add-on version, but whether EKS offers it for each allowed "
+                                               "eks.version was not read anywhere (aws/containers-roadmap#2625: the "
+                                               "add-on once lagged a Kubernetes release; newer drivers v1.8.0 and "
+                                               "v1.9.0 exist, fact aws-fsx-csi-driver.releases); `openpod "
+                                               "preflight` checks it against describe-addon-versions"),
+    ("eks-pod-identity-agent add-on version", "pinned v1.3.9-eksbuild.3; the EKS guide publishes no version "
+                                              "table for this add-on (pod-id-agent-setup and add-ons-pod-id pages "
+                                              "read), so neither the string nor its currency is checked; "
+                                              "`openpod preflight` checks it against describe-addon-versions"),
+    ("currency of the add-on pins", "the guide's tables were read in copies of unknown crawl date (the newest "
+                                    "found is named in each fact); a live check is `openpod preflight` "
+                                    "(describe-addon-versions)"),
+    ("training image base images", "training/Dockerfile builds FROM nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04 "
+                                   "and runs FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04 by tag: no registry "
+                                   "listing of their digests was found to cite (third-party Dockerfiles pin "
+                                   "devel@sha256:24c8e358... and runtime@sha256:ac55d124..., others older digests of "
+                                   "the same tags; not confirmed against the registry)"),
+    ("aws-ofi-nccl tarball checksum", "the training image unpacks the v1.14.0 release tarball from GitHub without "
+                                      "a checksum: none is published in the repository at the tag (tag object "
+                                      "b917bcca, commit 08ad665d) and none was found elsewhere"),
+    ("ECR Public mirror of python", "node_agent/Dockerfile pins public.ecr.aws/docker/library/python:"
+                                    "3.11-slim-bookworm at Docker Hub's index digest (fact image.python-3.11-slim-"
+                                    "bookworm.index-digest); that the ECR Public mirror serves the same digest was "
+                                    "not checked (a missing digest fails the build, it cannot pull another image)"),
     ("S3 gateway endpoint and ECR image layers", "ECR serves image layers from a bucket it owns, so the S3 "
                                                  "gateway endpoint keeps its default policy "
                                                  "(platform_constructs/network.py); not read in the ECR guide"),

@@ -30,12 +30,14 @@ class EfaLayout(str, Enum):
         efa-only interface when card 0 takes EFA; every further EFA-capable card
         gets one efa-only interface at device 0 (EC2's recommended layout for
         multi-card instances, including P5/P5e/P5en, P6-B200, Trn1/Trn2).
-    GB200: P6e-GB200 card rules: network card 0 has no EFA and holds only the
-        ENA primary interface; EFA lives on cards 1..16, where odd cards accept
-        nothing but efa-only interfaces and even cards accept ENA or EFA. EC2's
-        current recommendation (and ParallelCluster's current default) is one
-        efa-only interface on every card 1..16; the older "efa on even cards,
-        efa-only on odd" pairing is a legacy opt-out.
+    GB200: P6e-GB200 card rules (EC2 user guide, "EFA configuration for
+        P6e-GB200 instances"): network card 0 takes only the ENA primary
+        interface (up to 100 Gbps); odd cards 1..15 take EFA-only interfaces at
+        up to 400 Gbps, even cards 2..16 ENA or EFA at up to 200 Gbps; cards
+        [1,2], [3,4], ... share one physical 400 Gbps NIC and cards [1,3],
+        [5,7], [9,11], [13,15] feed one GPU (400 Gbps each). EC2 recommends one
+        EFA-only interface per GPU pair (NCI 1, 5, 9, 13: 4 x 400 = 1600 Gbps),
+        which is what ``efa_cards`` lists.
     NONE: no EFA; one ENA primary interface.
     """
 
@@ -152,7 +154,9 @@ _TABLE: tuple[InstanceType, ...] = (
     _nv("p5e.48xlarge", "H200", 8, 141, 192, 2048, 32, _cards(32), 100, 3200, _S, 8, 3840, busbw=380),
     _nv("p5en.48xlarge", "H200", 8, 141, 192, 2048, 16, _cards(16), 200, 3200, _S, 8, 3840, busbw=380),
     _nv("p6-b200.48xlarge", "B200", 8, 179, 192, 2048, 8, _cards(8), 400, 3200, _S, 8, 3840, busbw=650),
-    _nv("p6e-gb200.36xlarge", "GB200", 4, 185, 144, 960, 17, tuple(range(1, 17)), 100, 1600, _G, 4,
+    # 17 cards; one EFA-only interface per GPU on NCI 1, 5, 9, 13 (4 x 400 Gbps); 3 x 7.5 TB instance store
+    # (facts: ec2.p6e-gb200.efa-layout, eks.p6e-gb200.instance-store).
+    _nv("p6e-gb200.36xlarge", "GB200", 4, 185, 144, 960, 17, (1, 5, 9, 13), 400, 1600, _G, 3,
         7500, arch="arm64", ultra=GB200_NVL72, busbw=600),
     # AWS Trainium instances
     InstanceType("trn1.2xlarge", vcpus=8, memory_gib=32, arch="x86_64", accelerator=Accelerator.NEURON,

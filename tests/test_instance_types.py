@@ -13,7 +13,7 @@ EFA_TYPES = [t for t in it.INSTANCE_TYPES.values() if t.efa_supported]
 
 @pytest.mark.parametrize("name, efa, cards", [
     ("p4d.24xlarge", 4, 4), ("p5.48xlarge", 32, 32), ("p5e.48xlarge", 32, 32), ("p5en.48xlarge", 16, 16),
-    ("p6-b200.48xlarge", 8, 8), ("p6e-gb200.36xlarge", 16, 17), ("trn1.32xlarge", 8, 8),
+    ("p6-b200.48xlarge", 8, 8), ("p6e-gb200.36xlarge", 4, 17), ("trn1.32xlarge", 8, 8),
     ("trn1n.32xlarge", 16, 16), ("trn2.48xlarge", 16, 16), ("trn2u.48xlarge", 16, 16),
 ])
 def test_efa_devices_and_network_cards(name, efa, cards):
@@ -45,6 +45,27 @@ def test_gb200_card_0_is_ena_only_and_odd_cards_get_nothing_but_efa_only():
     assert t.ultraserver and t.ultraserver.instances == 18 and t.arch == "arm64"
 
 
+def test_gb200_figures_follow_the_ec2_and_eks_guides():
+    # facts: ec2.p6e-gb200.efa-layout - 17 network cards; NCIs 1,3,..,15 take EFA-only at 400 Gbps; the pairs
+    # [1,3] [5,7] [9,11] [13,15] feed one GPU each (400 Gbps per GPU); EC2's example puts one EFA-only interface
+    # on NCI 1, 5, 9 and 13: 4 x 400 = 1600 Gbps, and the EKS guide expects vpc.amazonaws.com/efa: 4 per node.
+    # facts: eks.p6e-gb200.instance-store - 3 x 7.5 TB of instance store.
+    t = it.get("p6e-gb200.36xlarge")
+    assert t.network_cards == 17
+    assert t.efa_cards == (1, 5, 9, 13)
+    assert (t.efa_gbps_per_card, t.network_gbps) == (400, 1600)
+    assert (t.nvme_count, t.nvme_gb) == (3, 7500)
+    gpu_pairs = [(1, 3), (5, 7), (9, 11), (13, 15)]
+    assert all(sum(c in pair for c in t.efa_cards) == 1 for pair in gpu_pairs)
+
+
+def test_gb200_layout_refuses_efa_on_the_ena_only_primary_card():
+    from dataclasses import replace
+    bad = replace(it.get("p6e-gb200.36xlarge"), efa_cards=(0, 1, 5, 9))
+    with pytest.raises(ValueError, match="network card 0"):
+        network_interfaces(bad)
+
+
 def test_types_without_efa_get_only_the_primary_interface():
     for name in ("m7i.2xlarge", "trn1.2xlarge", "m7g.xlarge"):
         assert [(i.network_card_index, i.device_index, i.interface_type)
@@ -69,3 +90,24 @@ def test_unknown_type_suggests_the_nearest_names():
     with pytest.raises(it.UnknownInstanceType) as e:
         it.get("p5.48xlarg")
     assert "p5.48xlarge" in str(e.value)
+
+
+@pytest.mark.parametrize("name, vcpus, ram, count, mem, efa_gbps", [
+    # facts: neuron.trn2.specs, neuron.trn1.specs (aws-neuron-sdk architecture pages)
+    ("trn2.48xlarge", 192, 2048, 16, 96, 3200),
+    ("trn1.32xlarge", 128, 512, 16, 32, 800),
+    ("trn1n.32xlarge", 128, 512, 16, 32, 1600),
+])
+def test_trainium_rows_match_the_neuron_architecture_pages(name, vcpus, ram, count, mem, efa_gbps):
+    t = it.get(name)
+    assert (t.vcpus, t.memory_gib, t.accelerator_count, t.accelerator_memory_gib) == (vcpus, ram, count, mem)
+    assert t.efa_count * t.efa_gbps_per_card == t.network_gbps == efa_gbps
+
+
+def test_p5_and_p6_b200_efa_follow_the_ec2_guide():
+    # facts: ec2.p5-p5e.efa (32 cards, 3200 Gbps), ec2.p6-b200.efa (8 cards x 400 Gbps EFA)
+    for name in ("p5.48xlarge", "p5e.48xlarge"):
+        t = it.get(name)
+        assert (t.network_cards, t.efa_count, t.network_gbps) == (32, 32, 3200)
+    t = it.get("p6-b200.48xlarge")
+    assert (t.network_cards, t.efa_count, t.efa_gbps_per_card, t.network_gbps) == (8, 8, 400, 3200)

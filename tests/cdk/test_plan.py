@@ -205,7 +205,10 @@ def test_eks_version_bump_plans_control_plane_then_add_ons_then_cpu_then_acceler
                         "checkpoints and stops once, not once per replaced node: openpod drain --group p5; "
                         "openpod drain --group trn2")
     assert steps[1] == "control plane EksClusterB2BDED5B: Kubernetes 1.33 -> 1.34, in place"
-    assert steps[2].startswith("add-ons, after the control plane: kube-proxy v1.33.")
+    # kube-proxy and CoreDNS defaults follow eks.version (facts eks.addon.kube-proxy.*, eks.addon.coredns.*)
+    assert steps[2].startswith("add-ons, after the control plane: ")
+    assert "coredns v1.12.4-eksbuild.18 -> v1.13.2-eksbuild.11" in steps[2]
+    assert "kube-proxy v1.33.10-eksbuild.13 -> v1.34.6-eksbuild.13" in steps[2]
     assert steps[3] == "CPU node groups, after the network add-ons: system (1 node(s) at a time)"
     assert steps[4].startswith("accelerator node groups, after the CPU groups, not force-updated")
     assert all(g in steps[4] for g in ("p5", "trn2")) and "gb200" not in steps[4]  # block not bought

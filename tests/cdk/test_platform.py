@@ -37,9 +37,10 @@ def test_trn2_launch_template_has_16_efa_interfaces(default):
                                                                                for c in range(1, 16)]
 
 
-def test_gb200_keeps_card_0_for_ena_and_puts_efa_only_on_cards_1_to_16(large):
+def test_gb200_keeps_card_0_for_ena_and_puts_one_efa_only_interface_per_gpu_on_cards_1_5_9_13(large):
+    # EC2's recommended P6e-GB200 layout (facts: ec2.p6e-gb200.efa-layout): 4 x 400 Gbps EFA, ENA on card 0.
     layout = efa_layout(large.launch_template("gb200"))
-    assert layout == [(0, 0, "interface")] + [(c, 0, "efa-only") for c in range(1, 17)]
+    assert layout == [(0, 0, "interface")] + [(c, 0, "efa-only") for c in (1, 5, 9, 13)]
 
 
 def test_every_interface_carries_the_cluster_and_efa_security_groups(default):
