@@ -135,7 +135,8 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
 DASHBOARDS += (
     DashboardSpec(
         "openpod-accelerators", "openpod / accelerators",
-        "NVIDIA GPUs per node (dcgm-exporter): utilization, tensor activity, memory, power, temperature, errors.",
+        "NVIDIA GPUs per node (dcgm-exporter): utilization, tensor activity, memory, power, temperature, errors; "
+        "Trainium per node (the Neuron monitor): NeuronCore utilization, device memory, execution errors, ECC.",
         rows=(
             ("Utilization", (
                 P("GPU utilization by node", (Q("avg by (node) (DCGM_FI_DEV_GPU_UTIL)", "{{node}}"),), unit="percent"),
@@ -151,6 +152,18 @@ DASHBOARDS += (
                                                               "{{node}}"),)),
                 P("NVLink bandwidth counter rate by node",
                   (Q("sum by (node) (rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL[5m]))", "{{node}}"),)),
+            )),
+            ("Trainium (Neuron monitor)", (
+                P("NeuronCore utilization by node", (Q("avg by (node) (neuroncore_utilization_ratio)", "{{node}}"),),
+                  unit="percentunit"),
+                P("Neuron memory used by node", (Q("sum by (node, memory_location) (neuron_runtime_memory_used_bytes)",
+                                                   "{{node}} {{memory_location}}"),), unit="bytes"),
+                P("Neuron execution errors (1h)", (Q("sum by (node, error_type) (increase(execution_errors_total[1h]))",
+                                                     "{{node}} {{error_type}}"),)),
+                P("Neuron ECC events (1h)",
+                  (Q("sum by (node, event_type) (increase(hardware_ecc_events_total[1h]))", "{{node}} {{event_type}}"),),
+                  description="Uncorrected events need a node action; the node agent reads the same faults "
+                              "from the Neuron driver's kernel log."),
             )),
         )),
 )

@@ -154,6 +154,25 @@ METRICS += (
     _dcgm("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "1", 72, "rows remapped for uncorrectable errors"),
 )
 
+
+def _neuron(name: str, typ: str, unit: str, labels: tuple[str, ...], help: str) -> Metric:
+    # Besides its own labels, each series carries the instance's (instance_id, instance_type, availability_zone,
+    # region, subnet_id, instance_name); the counters' types are read from their _total names.
+    return Metric(name, typ, unit, labels, JOB_EXPORTERS, "facts: neuron-monitor.metric-names",
+                  f"neuron-monitor-prometheus.py: {help}")
+
+
+METRICS += (
+    # ------------------------------------------------------------------ AWS Neuron (the Neuron monitor on Trainium nodes)
+    _neuron("neuroncore_utilization_ratio", "gauge", "ratio", ("neuroncore",), "NeuronCore utilization, 0..1"),
+    _neuron("neuron_runtime_memory_used_bytes", "gauge", "bytes", ("memory_location",),
+            "memory a Neuron application uses, on the host or the Neuron device"),
+    _neuron("execution_errors_total", "counter", "1", ("error_type",),
+            "Neuron executions that failed, by error type (generic, numerical, transient, model, runtime, hardware)"),
+    _neuron("hardware_ecc_events_total", "counter", "1", ("event_type", "neuron_device_index"),
+            "ECC events per Neuron device (mem_ecc_corrected/uncorrected, sram_ecc_corrected/uncorrected)"),
+)
+
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 assert len(BY_NAME) == len(METRICS), "duplicate metric names in METRICS"
 

@@ -200,6 +200,34 @@ FACTS: tuple[Fact, ...] = (
         "the platform turns the ServiceMonitor off (no Prometheus Operator CRDs) and annotates the pods",
     ),
     Fact(
+        "neuron-monitor.image", "public.ecr.aws/neuron/neuron-monitor:1.3.0",
+        "aws-neuron/aws-neuron-sdk@v2.32.0:src/k8/k8s-neuron-monitor-daemonset.yml:43-64", "2026-11-23",
+        "AWS's manifest for the Neuron monitor DaemonSet: command /opt/bin/entrypoint.sh, args --port 8000 "
+        "--neuron-monitor-config /opt/aws/neuron/bin/neuron-monitor.conf, privileged; the platform's copy is "
+        "platform_constructs/neuron_monitor.py (its affinity: our Trainium label, not AWS's list without trn2)",
+    ),
+    Fact(
+        "chart.neuron-helm-chart.monitor-template", "monitor.exporter.podAnnotations render as "
+        "spec.template.metadata.tolerations",
+        "aws-neuron/neuron-helm-charts@5c70d9d:charts/neuron-helm-chart/templates/monitor-exporter-daemonset.yaml:19-22",
+        "2026-11-23",
+        "so the chart's monitor pods cannot be annotated for the annotation-based scrape job; the platform "
+        "deploys the DaemonSet itself (platform_constructs/neuron_monitor.py). The only stored version of the "
+        "template; which chart release first ships it was not determined",
+    ),
+    Fact(
+        "neuron-monitor.metric-names", "neuroncore_utilization_ratio{neuroncore}, neuron_runtime_memory_used_bytes"
+        "{memory_location}, execution_status_total{status_type}, execution_errors_total{error_type}, "
+        "hardware_ecc_events_total{event_type,neuron_device_index}",
+        "aws-neuron/aws-neuron-sdk@v2.32.0:src/examples/neuron-monitor/neuron-monitor-grafana.json:524,580,1155 "
+        "(AWS's dashboard for neuron-monitor-prometheus.py); aws/amazon-cloudwatch-agent@c95b4fc:translator/"
+        "translate/otel/processor/metricstransformprocessor/translator.go (renameMapForNeuronMonitor)", "2026-11-23",
+        "the Neuron Monitor user guide documents the JSON, not the exporter's names; execution_errors_total and "
+        "hardware_ecc_events_total are read only in the CloudWatch agent, which consumes the exporter's endpoint; "
+        "labels as in open-telemetry/opentelemetry-collector-contrib receiver/awscontainerinsightreceiver/internal/"
+        "neuron tests' recorded output",
+    ),
+    Fact(
         "kueue.metrics.names", "kueue_pending_workloads{cluster_queue,status,replica_role}, "
         "kueue_admitted_workloads_total, kueue_admission_wait_time_seconds, kueue_cluster_queue_nominal_quota ...",
         "kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go:411-420,526-549,866-874", "2026-11-23",
