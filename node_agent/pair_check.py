@@ -1,0 +1,193 @@
+"""Two-node all-reduce check: a pair of nodes of one group all-reduce across the network, and the bus
+bandwidth is compared with a floor derived from the instance table.
+
+The single-node deep check (node_agent/deep_check.py) proves a node's GPUs and NVLink; only
+traffic between nodes proves its EFA devices, cabling and fabric path. :func:`job` renders an
+Indexed Job of two pods, one pinned to each node, that runs one of two tools:
+
+- ``nccl-tests`` (NVIDIA groups): nccl-tests' ``all_reduce_perf`` launched by ``mpirun`` from the
+  pod of index 0 over SSH to the other pod (nccl-tests runs across nodes only under MPI:
+  NVIDIA/nccl-tests@v2.19.6:README.md:30,40-46). The image must carry nccl-tests built with ``MPI=1``,
+  Open MPI, ``sshd`` and NCCL's EFA plugin; the platform builds none (``image`` is the caller's).
+  A per-check SSH key pair and host key are rendered into a Secret.
+- ``torch``: ``python -m training.allreduce_bench`` under ``torchrun`` in the training image
+  (CUDA, NCCL and aws-ofi-nccl over EFA: training/Dockerfile) with the NCCL backend on NVIDIA
+  groups, gloo on CPU groups. It prints nccl-tests' table, so one parser reads both.
+
+Neuron groups are refused: their collectives run through the Neuron runtime (``nccom-test`` or
+torch-neuronx), neither of which this module drives yet.
+
+Thresholds: :func:`floor_gbs` is ``FLOOR_FRACTION`` of the node's EFA bandwidth from the instance
+table (cards x Gbps per card / 8). The fraction is an engineering estimate, not a measured or published
+figure: no vendor number for two-node all_reduce_perf bus bandwidth per instance type was found. Treat a
+failure as "investigate this pair", and replace the fraction with measurements from healthy pairs.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from node_agent.deep_check import check_nccl, parse_all_reduce_perf
+from node_agent.findings import Finding
+from openpod_core import labels as L
+from openpod_core.instance_types import Accelerator, InstanceType
+
+NAMESPACE = "openpod-system"
+SELECTOR = f"{L.DOMAIN}/pair-check"
+FLOOR_FRACTION = 0.5      # of the node's EFA bandwidth; an estimate (module docstring)
+RENDEZVOUS_PORT = 29500
+SSH_PORT = 2222
+SSH_DIR = "/etc/openpod-ssh"
+MAX_BYTES = "8G"
+
+
+def floor_gbs(itype: InstanceType) -> float:
+    """Minimum bus bandwidth (GB/s) of a two-node all-reduce on ``itype``; 0 without EFA (not checked)."""
+    return FLOOR_FRACTION * itype.efa_count * itype.efa_gbps_per_card / 8
+
+
+@dataclass
+class PairCheckResult:
+    passed: bool
+    busbw_gbs: float
+    floor_gbs: float
+    findings: list[Finding] = field(default_factory=list)
+
+
+def decide(output: str, itype: InstanceType) -> PairCheckResult:
+    """Pass when no size has wrong results and the largest size's bus bandwidth reaches :func:`floor_gbs`.
+
+    ``output`` is rank 0's stdout (either tool); ValueError when it holds no result table.
+    """
+    floor = floor_gbs(itype)
+    rows, _ = parse_all_reduce_perf(output)
+    findings = check_nccl(output, floor)
+    top = max(rows, key=lambda r: r.size)
+    return PairCheckResult(passed=not findings, busbw_gbs=max(top.busbw_oop, top.busbw_ip), floor_gbs=floor,
+                           findings=findings)
+
+
+def tool_for(itype: InstanceType) -> str:
+    if itype.accelerator is Accelerator.NEURON:
+        raise ValueError(f"{itype.name}: the two-node check does not drive Neuron collectives yet "
+                         "(nccom-test or torch-neuronx); allowed: NVIDIA and CPU instance types")
+    return "nccl-tests" if itype.accelerator is Accelerator.NVIDIA else "torch"
+
+
+def _ranks_per_node(itype: InstanceType) -> int:
+    return itype.accelerator_count if itype.accelerator is Accelerator.NVIDIA else 1
+
+
+def _resources(itype: InstanceType) -> dict:
+    limits: dict[str, str] = {"memory": "64Gi"}
+    if itype.accelerator is Accelerator.NVIDIA:
+        limits[itype.device_resource] = str(itype.accelerator_count)
+    if itype.efa_supported:
+        limits[L.EFA_RESOURCE] = str(itype.efa_count)
+        limits[L.HUGEPAGES_RESOURCE] = f"{L.EFA_HUGEPAGES_MI}Mi"
+    return {"requests": dict(limits), "limits": dict(limits)}
+
+
+def _torch_command(name: str, itype: InstanceType) -> list[str]:
+    backend = "nccl" if itype.accelerator is Accelerator.NVIDIA else "gloo"
+    return ["torchrun", "--nnodes", "2", "--nproc-per-node", str(_ranks_per_node(itype)),
+            "--node-rank", "$(JOB_COMPLETION_INDEX)", "--master-addr", f"{name}-0.{name}",
+            "--master-port", str(RENDEZVOUS_PORT),
+            "-m", "training.allreduce_bench", "--backend", backend, "-b", "8", "-e", MAX_BYTES]
+
+
+def _nccl_tests_command(name: str, itype: InstanceType) -> list[str]:
+    n = _ranks_per_node(itype)
+    hosts = f"{name}-0.{name}:{n},{name}-1.{name}:{n}"
+    ssh = f"-p {SSH_PORT} -i {SSH_DIR}/id_ed25519 -o UserKnownHostsFile={SSH_DIR}/known_hosts"
+    mpirun = ["mpirun", "--allow-run-as-root", "-np", str(2 * n), "-H", hosts, "--bind-to", "none",
+              "--mca", "plm_rsh_args", ssh, "-x", "FI_PROVIDER=efa", "-x", "FI_EFA_USE_DEVICE_RDMA=1",
+              "-x", "NCCL_DEBUG=INFO", "all_reduce_perf", "-b", "8", "-e", MAX_BYTES, "-f", "2", "-g", "1"]
+    sshd = (f"mkdir -p /run/sshd && /usr/sbin/sshd -p {SSH_PORT} -h {SSH_DIR}/ssh_host_ed25519_key "
+            f"-o AuthorizedKeysFile={SSH_DIR}/authorized_keys -o PasswordAuthentication=no")
+    # Both pods serve SSH; index 0 waits until its peer answers, then launches all 2n ranks.
+    launch = (f'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then '
+              f"for i in $(seq 120); do (exec 3<>/dev/tcp/{name}-1.{name}/{SSH_PORT}) 2>/dev/null && break; sleep 5; done; "
+              f"exec {shlex.join(mpirun)}; else sleep infinity; fi")
+    return ["/bin/bash", "-c", f"{sshd} && {launch}"]
+
+
+def ssh_secret(name: str) -> dict:
+    """A Secret with a fresh SSH client key pair and host key for one check (never reused)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    def pair() -> tuple[str, str]:
+        k = Ed25519PrivateKey.generate()
+        private = k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                  serialization.NoEncryption()).decode()
+        public = k.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        return private, public.decode()
+
+    client, client_pub = pair()
+    host, host_pub = pair()
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": f"{name}-ssh", "namespace": NAMESPACE, "labels": {SELECTOR: name}},
+            "stringData": {"id_ed25519": client, "authorized_keys": client_pub + "\n",
+                           "ssh_host_ed25519_key": host, "known_hosts": f"[{name}-1.{name}]:{SSH_PORT} {host_pub}\n"
+                           f"[{name}-0.{name}]:{SSH_PORT} {host_pub}\n"}}
+
+
+def job(name: str, itype: InstanceType, nodes: tuple[str, str], image: str, *, tool: str | None = None,
+        timeout_seconds: int = 1800) -> list[dict]:
+    """The objects of one check of ``nodes`` (node names), in apply order: [Secret,] Service, Job.
+
+    ``tool`` defaults to :func:`tool_for`; ``torch`` is allowed on NVIDIA groups too.
+    """
+    if len(nodes) != 2 or nodes[0] == nodes[1]:
+        raise ValueError(f"nodes must be two different node names, got {list(nodes)}")
+    chosen = tool or tool_for(itype)
+    if chosen not in ("nccl-tests", "torch"):
+        raise ValueError(f"tool must be nccl-tests or torch, got {chosen!r}")
+    if chosen == "nccl-tests" and itype.accelerator is not Accelerator.NVIDIA:
+        raise ValueError(f"tool nccl-tests needs an NVIDIA instance type, {itype.name} is not")
+    tool_for(itype)  # refuses Neuron
+    if not image:
+        raise ValueError("image is required (the training image for torch; an nccl-tests + MPI image otherwise)")
+    match = {SELECTOR: name}
+    volumes = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    objects: list[dict] = []
+    if chosen == "nccl-tests":
+        secret = ssh_secret(name)
+        objects.append(secret)
+        volumes.append({"name": "ssh", "secret": {"secretName": secret["metadata"]["name"], "defaultMode": 0o400}})
+        mounts.append({"name": "ssh", "mountPath": SSH_DIR, "readOnly": True})
+        command = _nccl_tests_command(name, itype)
+    else:
+        command = _torch_command(name, itype)
+    objects.append({"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": name, "namespace": NAMESPACE, "labels": dict(match)},
+                    "spec": {"clusterIP": "None", "selector": dict(match), "publishNotReadyAddresses": True}})
+    pod_spec = {
+        "subdomain": name, "restartPolicy": "Never",
+        "affinity": {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": L.HOSTNAME, "operator": "In", "values": list(nodes)}]}]}},
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": dict(match)}, "topologyKey": L.HOSTNAME}]},
+        },
+        # a node fresh from its single-node check may still carry the startup taint; a spare is a fine peer
+        "tolerations": [{"key": L.STARTUP_TAINT, "operator": "Exists", "effect": "NoSchedule"},
+                        {"key": L.HOT_SPARE_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [{"name": "all-reduce", "image": image, "command": command,
+                        "resources": _resources(itype), "volumeMounts": mounts,
+                        "ports": [{"containerPort": SSH_PORT if chosen == "nccl-tests" else RENDEZVOUS_PORT}]}],
+        "volumes": volumes,
+    }
+    objects.append({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": dict(match)},
+        "spec": {"completionMode": "Indexed", "completions": 2, "parallelism": 2, "backoffLimit": 0,
+                 "activeDeadlineSeconds": timeout_seconds, "ttlSecondsAfterFinished": 3600,
+                 # index 0 holds the result; the other pod only serves (nccl-tests) or is a peer (torch)
+                 "successPolicy": {"rules": [{"succeededIndexes": "0"}]},
+                 "template": {"metadata": {"labels": dict(match)}, "spec": pod_spec}},
+    })
+    return objects

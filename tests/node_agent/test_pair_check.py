@@ -1,0 +1,146 @@
+"""The two-node all-reduce check: its Job's shape, the parsing of all_reduce_perf's table and the decision.
+
+The recorded outputs (fixtures/deep/all_reduce_perf-2node-*.txt) follow nccl-tests v2.19.6's stdout layout:
+NVIDIA/nccl-tests@v2.19.6:src/util.cu:457 (size count type redop root), 497-513 (time algbw busbw #wrong per
+half, the timestamp after the in-place half with -S 1), 739-760 (headers, including -I 1's per-iteration
+columns i_min i_max i_p99 i_cv% after each half) and 777-780 (footer). Their bandwidth figures are
+illustrative, not measured.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from node_agent import deep_check as dc
+from node_agent import pair_check as pc
+from openpod_core import labels as L
+from openpod_core.instance_types import get
+from tests.node_agent.conftest import fixture_text
+
+P5, TRN2, C6IN, M7I = get("p5.48xlarge"), get("trn2.48xlarge"), get("c6in.32xlarge"), get("m7i.2xlarge")
+PAIR = ("ip-10-0-1-17.ec2.internal", "ip-10-0-2-9.ec2.internal")
+
+
+# ------------------------------------------------------------------ parsing
+def test_the_per_iteration_columns_are_not_read_as_bandwidth():
+    rows, oob = dc.parse_all_reduce_perf(fixture_text("deep", "all_reduce_perf-2node-p5-slow-per-iter.txt"))
+    top = max(rows, key=lambda r: r.size)
+    assert (top.size, top.busbw_oop, top.busbw_ip, top.wrong) == (8589934592, 121.00, 120.39, 0) and oob == 0
+    assert len(rows) == 31
+
+
+def test_a_timestamped_table_parses():
+    rows, _ = dc.parse_all_reduce_perf(fixture_text("deep", "all_reduce_perf-2node-p5-pass-timestamps.txt"))
+    assert len(rows) == 31 and max(rows, key=lambda r: r.size).busbw_oop == 362.0
+
+
+# ------------------------------------------------------------------ decision
+def test_the_floor_is_half_the_nodes_efa_bandwidth():
+    assert pc.floor_gbs(P5) == 0.5 * 32 * 100 / 8 == 200.0
+    assert pc.floor_gbs(M7I) == 0  # no EFA: only correctness is checked
+
+
+def test_a_healthy_pair_passes_and_a_slow_one_fails():
+    ok = pc.decide(fixture_text("deep", "all_reduce_perf-2node-p5-pass.txt"), P5)
+    assert ok.passed and ok.busbw_gbs == 362.0 and ok.floor_gbs == 200.0
+    slow = pc.decide(fixture_text("deep", "all_reduce_perf-2node-p5-slow-per-iter.txt"), P5)
+    assert not slow.passed and slow.busbw_gbs == 121.0
+    assert [f.rule for f in slow.findings] == ["nccl-busbw-low"]
+
+
+def test_wrong_results_fail_whatever_the_speed():
+    text = fixture_text("deep", "all_reduce_perf-2node-p5-pass.txt")
+    lines = text.splitlines()
+    i = max(i for i, line in enumerate(lines) if line.strip().startswith("8589934592"))
+    parts = lines[i].split()
+    parts[8] = "1024"  # out-of-place #wrong of the largest size
+    lines[i] = "  ".join(parts)
+    assert [f.rule for f in pc.decide("\n".join(lines), P5).findings] == ["nccl-wrong"]
+
+
+def test_a_crashed_run_is_an_error_not_a_pass():
+    with pytest.raises(ValueError, match="all_reduce_perf"):
+        pc.decide("mpirun noticed that process rank 3 ... exited on signal 11 (Segmentation fault).\n", P5)
+
+
+# ------------------------------------------------------------------ the Job
+def _by_kind(objs):
+    return {o["kind"]: o for o in objs}
+
+
+def test_the_nvidia_job_pins_one_pod_to_each_node_with_gpus_efa_and_hugepages():
+    objs = pc.job("pair-p5-1", P5, PAIR, "example.com/nccl-tests:2.19.6")
+    assert [o["kind"] for o in objs] == ["Secret", "Service", "Job"]
+    j = _by_kind(objs)["Job"]
+    s = j["spec"]
+    assert (s["completionMode"], s["completions"], s["parallelism"], s["backoffLimit"]) == ("Indexed", 2, 2, 0)
+    pod = s["template"]["spec"]
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": L.HOSTNAME, "operator": "In", "values": list(PAIR)}]
+    (anti,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert anti["topologyKey"] == L.HOSTNAME and anti["labelSelector"]["matchLabels"] == s["template"]["metadata"]["labels"]
+    (c,) = pod["containers"]
+    assert c["image"] == "example.com/nccl-tests:2.19.6"
+    assert c["resources"]["limits"] == c["resources"]["requests"] == {
+        "nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32", "hugepages-2Mi": "5120Mi", "memory": "64Gi"}
+    script = c["command"][-1]
+    assert "mpirun" in script and "-np 16" in script and "all_reduce_perf -b 8 -e 8G -f 2 -g 1" in script
+    assert "FI_PROVIDER=efa" in script and f"pair-p5-1-1.pair-p5-1:8" in script
+    assert pod["subdomain"] == _by_kind(objs)["Service"]["metadata"]["name"] == "pair-p5-1"
+    assert _by_kind(objs)["Service"]["spec"]["clusterIP"] == "None"
+    assert {t["key"] for t in pod["tolerations"]} == {L.STARTUP_TAINT, L.HOT_SPARE_TAINT}
+    assert s["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
+
+
+def test_the_ssh_secret_holds_a_fresh_openssh_key_pair_per_check():
+    from cryptography.hazmat.primitives import serialization
+
+    a, b = pc.ssh_secret("x")["stringData"], pc.ssh_secret("x")["stringData"]
+    assert a["id_ed25519"] != b["id_ed25519"]
+    key = serialization.load_ssh_private_key(a["id_ed25519"].encode(), None)
+    pub = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    assert a["authorized_keys"].strip() == pub
+    host = serialization.load_ssh_private_key(a["ssh_host_ed25519_key"].encode(), None)
+    host_pub = host.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                              serialization.PublicFormat.OpenSSH).decode()
+    assert f"[x-1.x]:{pc.SSH_PORT} {host_pub}" in a["known_hosts"]
+
+
+def test_cpu_groups_run_torch_with_gloo_and_no_gpu():
+    j = _by_kind(pc.job("pair-c6in", C6IN, PAIR, "example.com/training:1"))["Job"]
+    (c,) = j["spec"]["template"]["spec"]["containers"]
+    assert c["command"][:2] == ["torchrun", "--nnodes"] and c["command"][c["command"].index("--backend") + 1] == "gloo"
+    assert "nvidia.com/gpu" not in c["resources"]["limits"] and c["resources"]["limits"]["vpc.amazonaws.com/efa"] == "1"
+
+
+@pytest.mark.parametrize("kwargs,msg", [
+    (dict(itype=TRN2), "does not drive Neuron collectives"),
+    (dict(nodes=(PAIR[0], PAIR[0])), "two different node names"),
+    (dict(itype=C6IN, tool="nccl-tests"), "needs an NVIDIA instance type"),
+    (dict(image=""), "image is required"),
+])
+def test_bad_requests_are_refused_with_the_reason(kwargs, msg):
+    args = dict(name="p", itype=P5, nodes=PAIR, image="i") | kwargs
+    with pytest.raises(ValueError, match=msg):
+        pc.job(**args)
+
+
+# ------------------------------------------------------------------ the torch tool, run for real (gloo, 2 ranks)
+def test_the_torch_tool_prints_a_table_the_same_parser_reads_and_the_decision_applies(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          "-m", "training.allreduce_bench", "--backend", "gloo", "-b", "8", "-e", "256K",
+                          "-n", "3", "-w", "1"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows, oob = dc.parse_all_reduce_perf(out.stdout)
+    assert [r.size for r in rows] == [8 << i for i in range(16)] and oob == 0
+    assert all(r.wrong == 0 and r.busbw_oop > 0 for r in rows[-4:])
+    assert pc.decide(out.stdout, M7I).passed                 # no EFA: correctness only
+    slow = pc.decide(out.stdout, C6IN)                        # gloo on one host is far below an EFA floor
+    assert not slow.passed and slow.floor_gbs == 12.5
