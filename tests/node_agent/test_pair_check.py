@@ -144,3 +144,26 @@ def test_the_torch_tool_prints_a_table_the_same_parser_reads_and_the_decision_ap
     assert pc.decide(out.stdout, M7I).passed                 # no EFA: correctness only
     slow = pc.decide(out.stdout, C6IN)                        # gloo on one host is far below an EFA floor
     assert not slow.passed and slow.floor_gbs == 12.5
+
+
+# ------------------------------------------------------------------ openpod pair-check
+def test_the_cli_renders_the_job_and_decides_from_a_log(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from infra.cli import main
+    from tests.node_agent.conftest import FIXTURES
+
+    r = CliRunner().invoke(main, ["pair-check", "render", "--group", "p5", "--nodes", ",".join(PAIR),
+                                  "--image", "example.com/nccl-tests:2.19.6"])
+    assert r.exit_code == 0, r.output
+    assert [o["kind"] for o in yaml.safe_load_all(r.output)] == ["Secret", "Service", "Job"]
+    ok = CliRunner().invoke(main, ["pair-check", "decide", "--group", "p5",
+                                   str(FIXTURES / "deep" / "all_reduce_perf-2node-p5-pass.txt")])
+    assert ok.exit_code == 0 and ok.output.startswith("pass: busbw 362.0 GB/s, floor 200.0 GB/s"), ok.output
+    slow = CliRunner().invoke(main, ["pair-check", "decide", "--group", "p5",
+                                     str(FIXTURES / "deep" / "all_reduce_perf-2node-p5-slow-per-iter.txt")])
+    assert slow.exit_code == 1 and "nccl-busbw-low" in slow.output
+    bad = CliRunner().invoke(main, ["pair-check", "render", "--group", "trn2", "--nodes", ",".join(PAIR),
+                                    "--image", "i"])
+    assert bad.exit_code != 0 and "Neuron" in bad.output and "Traceback" not in bad.output
