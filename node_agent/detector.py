@@ -172,7 +172,8 @@ class Detector:
                 return [rule("neuron-tool-missing").finding(f"neuron-ls not installed on {self.itype.name}")]
             if rc != 0:
                 return [rule("neuron-tool-missing").finding(f"neuron-ls exit {rc}: {out.strip()[-200:]}")]
-            return neuron.check_neuron(neuron.parse_neuron_ls(out), self.itype)
+            return (neuron.check_neuron(neuron.parse_neuron_ls(out), self.itype)
+                    + neuron.check_hw_counters(neuron.read_hw_counters(Path(self.config.neuron.sys_root))))
         return self._guard("neuron", run)
 
     def poll_efa(self) -> list[Finding]:
