@@ -182,6 +182,10 @@ class Detector:
             found = efa.check_efa(devices, self.itype, previous=self._prev_efa,
                                   counter_threshold=self.config.efa.counter_threshold)
             self._prev_efa = devices
+            for d in devices:
+                self.metrics.efa_port_active.labels(d.name).set(1 if d.active else 0)
+                for name, v in {**d.counters, **d.traffic}.items():
+                    self.metrics.efa_counter.labels(d.name, name).set(v)
             return found
         return self._guard("efa", run)
 

@@ -136,7 +136,8 @@ DASHBOARDS += (
     DashboardSpec(
         "openpod-accelerators", "openpod / accelerators",
         "NVIDIA GPUs per node (dcgm-exporter): utilization, tensor activity, memory, power, temperature, errors; "
-        "Trainium per node (the Neuron monitor): NeuronCore utilization, device memory, execution errors, ECC.",
+        "EFA per node (the node agent); Trainium per node (the Neuron monitor): NeuronCore utilization, device memory, "
+        "execution errors, ECC.",
         rows=(
             ("Utilization", (
                 P("GPU utilization by node", (Q("avg by (node) (DCGM_FI_DEV_GPU_UTIL)", "{{node}}"),), unit="percent"),
@@ -152,6 +153,15 @@ DASHBOARDS += (
                                                               "{{node}}"),)),
                 P("NVLink bandwidth counter rate by node",
                   (Q("sum by (node) (rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL[5m]))", "{{node}}"),)),
+            )),
+            ("EFA (node agent)", (
+                P("EFA traffic by node", (Q('sum by (node) (rate(openpod_node_agent_efa_counter{counter=~"tx_bytes|rx_bytes"}'
+                                            "[5m]))", "{{node}}"),), unit="Bps"),
+                P("EFA receive drops and errors (1h)",
+                  (Q('sum by (node, counter) (increase(openpod_node_agent_efa_counter{counter=~"rx_drops|.*_err|'
+                     '.*_events"}[1h])) > 0', "{{node}} {{counter}}"),)),
+                P("EFA ports not active", (Q("count(openpod_node_agent_efa_port_active == 0) or vector(0)", "ports"),),
+                  kind="stat"),
             )),
             ("Trainium (Neuron monitor)", (
                 P("NeuronCore utilization by node", (Q("avg by (node) (neuroncore_utilization_ratio)", "{{node}}"),),

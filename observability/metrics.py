@@ -73,6 +73,12 @@ METRICS: tuple[Metric, ...] = (
     Metric("openpod_node_agent_deep_check_passed", "gauge", "enum", (), JOB_DETECTOR,
            "node_agent/metrics.py (DetectorMetrics.deep_check_passed)",
            "1 if the last deep check passed, 0 if it failed or has not run"),
+    Metric("openpod_node_agent_efa_counter", "gauge", "1", ("device", "counter"), JOB_DETECTOR,
+           "node_agent/metrics.py (DetectorMetrics.efa_counter)",
+           "An EFA device's cumulative hw_counters value (bytes for *_bytes, else events); node_exporter "
+           "does not export these (facts: node-exporter.infiniband-efa)"),
+    Metric("openpod_node_agent_efa_port_active", "gauge", "enum", ("device",), JOB_DETECTOR,
+           "node_agent/metrics.py (DetectorMetrics.efa_port_active)", "1 if the EFA device's port 1 is ACTIVE"),
     # ------------------------------------------------------------------ node agent: remediation controller
     Metric("openpod_remediations_total", "counter", "1", ("group", "action"), JOB_CONTROLLER,
            "node_agent/metrics.py (ControllerMetrics.remediations)", "Remediation actions taken (reboot, replace)"),

@@ -188,6 +188,17 @@ FACTS: tuple[Fact, ...] = (
         "2026-11-23", "the platform tolerates every taint so nodes in their startup health check are watched too",
     ),
     Fact(
+        "node-exporter.infiniband-efa", "node_exporter 1.12.1's infiniband collector exports for an EFA device only "
+        "node_infiniband_info, state_id, physical_state_id, rate_bytes_per_second and lifespan_seconds: none of "
+        "the efa driver's hw_counters (tx_bytes, rx_bytes, rx_drops, rdma_read_bytes, ...)",
+        "prometheus/node_exporter@v1.12.1:collector/infiniband_linux.go:44,184-240 (go.mod: procfs v0.21.1); "
+        "prometheus/procfs@v0.21.1:sysfs/class_infiniband.go:71-103,294-312 (hw_counters parsed by a fixed list "
+        "of names); torvalds/linux drivers/infiniband/hw/efa/efa_verbs.c EFA_DEFINE_PORT_STATS (the efa names)",
+        "2026-11-23",
+        "so the node agent exports them (openpod_node_agent_efa_counter{device,counter}); procfs's "
+        "class_amazon_efa.go (commit 4b4cb05) is in no procfs tag and node_exporter has no EFA collector",
+    ),
+    Fact(
         "chart.kube-state-metrics", "8.4.0 (kube-state-metrics 2.20.0); values service.port 8080, nodeSelector, "
         "podAnnotations",
         "prometheus-community/helm-charts@kube-state-metrics-8.4.0:charts/kube-state-metrics/values.yaml:64,360,389",
@@ -269,8 +280,9 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
     ("AMP scraper access entry", "the access entry names role/<name> of the scraper's service-linked role "
                                  "(its RoleArn without the aws-service-role/scraper.aps.amazonaws.com/ path), "
                                  "Kubernetes user aps-collector-user; not checked against a live scraper"),
-    ("EFA counters in node exporter", "node_exporter's infiniband collector (on by default) exports the EFA "
-                                      "devices' counters from /sys/class/infiniband; not checked on an EFA node"),
+    ("Neuron sysfs hardware counters path", "read as /sys/devices/virtual/neuron_device/neuron<N>/stats/hardware/"
+                                            "<counter>/total (the guide's text, line 119); its tree draws stats/ at "
+                                            "the top level; not checked on a Trainium node"),
     ("AMP scraper and Kueue's metrics", "the managed scraper honours `authorization.credentials_file` "
                                         "(/var/run/secrets/kubernetes.io/serviceaccount/token) with its own "
                                         "cluster identity, so Kueue's authenticated endpoint accepts it"),

@@ -1,7 +1,8 @@
 """MetricsExporters: the pinned Helm charts that export node and cluster-object metrics to Prometheus.
 
-- prometheus-node-exporter on every node (host CPU, memory, disks, network; its infiniband collector
-  reads the RDMA devices under /sys/class/infiniband, where EFA devices appear);
+- prometheus-node-exporter on every node (host CPU, memory, disks, network; for EFA devices its infiniband
+  collector gives only port state and rate, none of the efa driver's counters - the node agent exports
+  those: facts node-exporter.infiniband-efa);
 - kube-state-metrics on the system group (pods, nodes, jobs as series);
 - dcgm-exporter on NVIDIA nodes, when the spec has any (GPU utilization, memory, temperature, power,
   NVLink and ECC counters, Xid errors).

@@ -292,3 +292,18 @@ def test_the_detector_reads_the_neuron_counters(tmp_path):
     cfg = AgentConfig.model_validate({"neuron": {"sys_root": str(_neuron_sysfs(tmp_path, sram_ecc_uncorrected_2=1))}})
     _, d = make(TRN2, config=cfg, runner=Replay({"neuron-ls": (0, fixture_text("neuron", "neuron-ls-trn2-healthy.json"))}))
     assert [f.rule for f in d.poll_neuron()] == ["neuron-sram-ecc-uncorrected"]
+
+
+def test_the_detector_exports_each_efa_devices_counters(tmp_path):
+    """node_exporter 1.12.1 does not export EFA's hw_counters (facts: node-exporter.infiniband-efa), so the agent does."""
+    from node_agent.config import AgentConfig
+    from tests.node_agent.test_detector import make
+
+    root = materialize_sysfs(fixture_text("efa", "p5-sysfs-healthy.txt"), tmp_path)
+    cfg = AgentConfig.model_validate({"efa": {"sys_root": str(root)}})
+    _, d = make(P5, config=cfg)
+    assert d.poll_efa() == []
+    value = d.metrics.registry.get_sample_value
+    assert value("openpod_node_agent_efa_counter", {"device": "rdmap79s0", "counter": "rx_bytes"}) == 91823719283
+    assert value("openpod_node_agent_efa_counter", {"device": "rdmap79s0", "counter": "rdma_read_wr_err"}) == 0
+    assert value("openpod_node_agent_efa_port_active", {"device": "rdmap79s0"}) == 1
