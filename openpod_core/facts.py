@@ -191,7 +191,7 @@ FACTS: tuple[Fact, ...] = (
         "node-exporter.infiniband-efa", "node_exporter 1.12.1's infiniband collector exports for an EFA device only "
         "node_infiniband_info, state_id, physical_state_id, rate_bytes_per_second and lifespan_seconds: none of "
         "the efa driver's hw_counters (tx_bytes, rx_bytes, rx_drops, rdma_read_bytes, ...)",
-        "prometheus/node_exporter@v1.12.1:collector/infiniband_linux.go:44,184-240 (go.mod: procfs v0.21.1); "
+        "prometheus/node_exporter@v1.12.1:collector/infiniband_linux.go:44,184-255 (go.mod: procfs v0.21.1); "
         "prometheus/procfs@v0.21.1:sysfs/class_infiniband.go:71-103,294-312 (hw_counters parsed by a fixed list "
         "of names); torvalds/linux drivers/infiniband/hw/efa/efa_verbs.c EFA_DEFINE_PORT_STATS (the efa names)",
         "2026-11-23",
