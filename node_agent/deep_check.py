@@ -158,6 +158,12 @@ def check_fi_pingpong(text: str, returncode: int) -> list[Finding]:
 
 # ---------------------------------------------------------------------------- Neuron
 
+# nccom-test ranks per Neuron device: its logical NeuronCores. Trn1: 2; Trn2: 8 physical cores grouped as 4 logical
+# by the default LNC=2 (aws-neuron/aws-neuron-sdk@v2.32.0:about-neuron/arch/neuron-features/
+# logical-neuroncore-config.rst:14, deploy/eks/prerequisites.rst:46; checked 2026-11-23). A node set to LNC=1
+# has 8 per device: the check then runs on half of them.
+NEURON_CORES_PER_DEVICE = {"Trainium": 2, "Trainium2": 4}
+
 
 def check_nccom(text: str, returncode: int) -> list[Finding]:
     """``nccom-test -r N allr``: a size/busbw table and an 'Avg bus bandwidth' line."""
@@ -251,7 +257,7 @@ class DeepCheck:
                                      "-g", str(t.accelerator_count)],
                             lambda o, rc: check_nccl(o, t.allreduce_busbw_floor_gbs)))
         if t.accelerator is Accelerator.NEURON:
-            cores = {"Trainium": 2, "Trainium2": 8}.get(t.accelerator_model, 2) * t.accelerator_count
+            cores = NEURON_CORES_PER_DEVICE.get(t.accelerator_model, 2) * t.accelerator_count
             out.append(("nccom", ["nccom-test", "-r", str(cores), "allr"], check_nccom))
         if t.efa_supported and c.efa_loopback:
             # The agent starts the fi_pingpong server itself; the client talks to it over EFA.

@@ -119,15 +119,40 @@ def test_cpu_groups_run_torch_with_gloo_and_no_gpu():
 
 
 @pytest.mark.parametrize("kwargs,msg", [
-    (dict(itype=TRN2), "does not drive Neuron collectives"),
+    (dict(itype=TRN2, tool="torch"), "does not drive Neuron devices"),
+    (dict(itype=TRN2, tool="nccl-tests"), "needs a nvidia instance type"),
     (dict(nodes=(PAIR[0], PAIR[0])), "two different node names"),
-    (dict(itype=C6IN, tool="nccl-tests"), "needs an NVIDIA instance type"),
+    (dict(itype=C6IN, tool="nccl-tests"), "needs a nvidia instance type"),
     (dict(image=""), "image is required"),
 ])
 def test_bad_requests_are_refused_with_the_reason(kwargs, msg):
     args = dict(name="p", itype=P5, nodes=PAIR, image="i") | kwargs
     with pytest.raises(ValueError, match=msg):
         pc.job(**args)
+
+
+# ------------------------------------------------------------------ Neuron: nccom-test across the pair
+# nccom-test-2node-*.txt follow nccom-test's documented table (aws-neuron/aws-neuron-sdk@v2.32.0:
+# tools/neuron-sys-tools/nccom-test.rst:620-634) and its failure output (lines 604-608); figures illustrative.
+def test_the_neuron_job_runs_nccom_test_across_both_hosts_over_mpi():
+    objs = pc.job("pair-trn2", TRN2, PAIR, "example.com/neuron-tools:2.x")
+    assert [o["kind"] for o in objs] == ["Secret", "Service", "Job"]
+    (c,) = _by_kind(objs)["Job"]["spec"]["template"]["spec"]["containers"]
+    assert c["resources"]["limits"] == {"aws.amazon.com/neuron": "16", "vpc.amazonaws.com/efa": "16",
+                                        "hugepages-2Mi": "5120Mi", "memory": "64Gi"}
+    script = c["command"][-1]
+    assert "nccom-test -r 128 -N 2" in script and "--hosts pair-trn2-0.pair-trn2 pair-trn2-1.pair-trn2" in script
+    assert "NEURON_RT_ROOT_COMM_ID=" in script and "OMPI_MCA_plm_rsh_args=" in script
+
+
+def test_a_neuron_pair_is_judged_on_nccom_tests_table():
+    assert pc.floor_gbs(TRN2) == 0.5 * 16 * 200 / 8 == 200.0
+    ok = pc.decide(fixture_text("deep", "nccom-test-2node-trn2-pass.txt"), TRN2)
+    assert ok.passed and ok.busbw_gbs == 262.0
+    slow = pc.decide(fixture_text("deep", "nccom-test-2node-trn2-slow.txt"), TRN2)
+    assert not slow.passed and slow.busbw_gbs == 91.0 and [f.rule for f in slow.findings] == ["neuron-check-fail"]
+    with pytest.raises(ValueError, match="nccom-test failed: 1 errors found"):
+        pc.decide(fixture_text("deep", "nccom-test-2node-trn2-fail.txt"), TRN2)
 
 
 # ------------------------------------------------------------------ the torch tool, run for real (gloo, 2 ranks)
@@ -165,5 +190,5 @@ def test_the_cli_renders_the_job_and_decides_from_a_log(tmp_path):
                                      str(FIXTURES / "deep" / "all_reduce_perf-2node-p5-slow-per-iter.txt")])
     assert slow.exit_code == 1 and "nccl-busbw-low" in slow.output
     bad = CliRunner().invoke(main, ["pair-check", "render", "--group", "trn2", "--nodes", ",".join(PAIR),
-                                    "--image", "i"])
+                                    "--image", "i", "--tool", "torch"])
     assert bad.exit_code != 0 and "Neuron" in bad.output and "Traceback" not in bad.output
