@@ -192,3 +192,11 @@ def test_the_cli_renders_the_job_and_decides_from_a_log(tmp_path):
     bad = CliRunner().invoke(main, ["pair-check", "render", "--group", "trn2", "--nodes", ",".join(PAIR),
                                     "--image", "i", "--tool", "torch"])
     assert bad.exit_code != 0 and "Neuron" in bad.output and "Traceback" not in bad.output
+
+
+def test_the_torch_tool_reports_bus_bandwidth_as_nccl_tests_defines_it():
+    from training.allreduce_bench import bus_bandwidth, sizes
+
+    # NVIDIA/nccl-tests@v2.19.6:doc/PERFORMANCE.md:63: busbw = algbw * 2(n-1)/n for all-reduce
+    assert bus_bandwidth(8 << 30, 0.05, 16) == pytest.approx(((8 << 30) / 0.05 / 1e9, (8 << 30) / 0.05 / 1e9 * 30 / 16))
+    assert sizes(8, 64) == [8, 16, 32, 64]
