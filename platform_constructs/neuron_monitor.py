@@ -21,7 +21,9 @@ checked 2026-11-23. What differs, and why:
   label.
 
 The container is privileged as in AWS's manifest: the monitor reads the Neuron devices. It runs in the
-platform's monitoring namespace, which team users cannot create pods in.
+platform's monitoring namespace, which team users cannot create pods in. AWS states the monitor does not
+support clusters that allocate Neuron devices with the Neuron DRA driver (deploy/infrastructure/monitoring.rst:9):
+the platform uses the device plugin.
 """
 
 from __future__ import annotations
