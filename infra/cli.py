@@ -248,3 +248,7 @@ main.add_command(_rules)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+from infra.pair_check_cli import pair_check as _pair_check  # noqa: E402
+
+main.add_command(_pair_check)

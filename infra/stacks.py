@@ -244,7 +244,8 @@ def _observability(stack: PlatformStack, spec: ClusterSpec, cluster) -> Platform
     topic = sns.Topic.from_topic_arn(stack, "AlertTopic", o.alert_topic_arn) if o.alert_topic_arn else None
     stack.exporters = MetricsExporters(stack, "Exporters", cluster=cluster, chart_versions=spec.eks.chart_versions,
                                        system_node_selector=system_node_selector(spec),
-                                       nvidia=any(g.type.accelerator == Accelerator.NVIDIA for g in spec.instance_groups))
+                                       nvidia=any(g.type.accelerator == Accelerator.NVIDIA for g in spec.instance_groups),
+                                       neuron=any(g.type.accelerator == Accelerator.NEURON for g in spec.instance_groups))
     for g in spec.instance_groups:  # the charts' pods need the system nodes up (as the other charts)
         if not g.type.is_accelerated and g.min_size >= 1 and g.name in stack.instance_groups:
             for chart in stack.exporters.charts.values():

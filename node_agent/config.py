@@ -37,6 +37,7 @@ class GpuConfig(_Section):
 
 class NeuronConfig(_Section):
     interval_seconds: float = Field(60.0, gt=0)
+    sys_root: str = Field("/host/sys", description="the host's /sys inside the agent container (hardware counters)")
 
 
 class EfaConfig(_Section):

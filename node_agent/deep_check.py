@@ -83,7 +83,12 @@ class NcclRow:
 
 
 def parse_all_reduce_perf(text: str) -> tuple[list[NcclRow], int | None]:
-    """Rows of nccl-tests ``all_reduce_perf`` output and its "Out of bounds values" count."""
+    """Rows of nccl-tests ``all_reduce_perf`` output and its "Out of bounds values" count.
+
+    Columns are found by name in the header (NVIDIA/nccl-tests@v2.19.6:src/util.cu:739-760): the first
+    ``busbw``/``#wrong`` are out-of-place, the second in-place. Counting from the end of the row would read
+    ``-I 1``'s per-iteration columns (i_min i_max i_p99 i_cv%) or ``-S 1``'s timestamp as bandwidth.
+    """
     header = None
     for line in text.splitlines():
         if line.startswith("#") and "busbw" in line and "size" in line:
@@ -91,16 +96,19 @@ def parse_all_reduce_perf(text: str) -> tuple[list[NcclRow], int | None]:
             break
     if header is None:
         raise ValueError("not all_reduce_perf output (no '#  size count type ... busbw' header)")
-    # Columns: size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
+    busbw = [i for i, h in enumerate(header) if h == "busbw"]
+    wrong = [i for i, h in enumerate(header) if h in ("#wrong", "error")]  # "error" (max error): older releases
+    if len(busbw) != 2 or len(wrong) != 2:
+        raise ValueError(f"all_reduce_perf header without two busbw and #wrong columns: {' '.join(header)}")
+    need = max(busbw + wrong) + 1
     rows = []
     for line in text.splitlines():
         parts = line.split()
-        if not parts or line.lstrip().startswith("#") or not parts[0].isdigit() or len(parts) < 12:
+        if not parts or line.lstrip().startswith("#") or not parts[0].isdigit() or len(parts) < need:
             continue
         try:
-            tail = parts[-8:]
-            rows.append(NcclRow(size=int(parts[0]), busbw_oop=float(tail[2]), busbw_ip=float(tail[6]),
-                                wrong=max(_num(tail[3]), _num(tail[7]))))
+            rows.append(NcclRow(size=int(parts[0]), busbw_oop=float(parts[busbw[0]]), busbw_ip=float(parts[busbw[1]]),
+                                wrong=max(_num(parts[wrong[0]]), _num(parts[wrong[1]]))))
         except ValueError:
             continue
     m = re.search(r"Out of bounds values\s*:\s*(\d+)", text)
@@ -149,6 +157,12 @@ def check_fi_pingpong(text: str, returncode: int) -> list[Finding]:
 
 
 # ---------------------------------------------------------------------------- Neuron
+
+# nccom-test ranks per Neuron device: its logical NeuronCores. Trn1: 2; Trn2: 8 physical cores grouped as 4 logical
+# by the default LNC=2 (aws-neuron/aws-neuron-sdk@v2.32.0:about-neuron/arch/neuron-features/
+# logical-neuroncore-config.rst:14, deploy/eks/prerequisites.rst:46; checked 2026-11-23). A node set to LNC=1
+# has 8 per device: the check then runs on half of them.
+NEURON_CORES_PER_DEVICE = {"Trainium": 2, "Trainium2": 4}
 
 
 def check_nccom(text: str, returncode: int) -> list[Finding]:
@@ -243,7 +257,7 @@ class DeepCheck:
                                      "-g", str(t.accelerator_count)],
                             lambda o, rc: check_nccl(o, t.allreduce_busbw_floor_gbs)))
         if t.accelerator is Accelerator.NEURON:
-            cores = {"Trainium": 2, "Trainium2": 8}.get(t.accelerator_model, 2) * t.accelerator_count
+            cores = NEURON_CORES_PER_DEVICE.get(t.accelerator_model, 2) * t.accelerator_count
             out.append(("nccom", ["nccom-test", "-r", str(cores), "allr"], check_nccom))
         if t.efa_supported and c.efa_loopback:
             # The agent starts the fi_pingpong server itself; the client talks to it over EFA.

@@ -172,7 +172,8 @@ class Detector:
                 return [rule("neuron-tool-missing").finding(f"neuron-ls not installed on {self.itype.name}")]
             if rc != 0:
                 return [rule("neuron-tool-missing").finding(f"neuron-ls exit {rc}: {out.strip()[-200:]}")]
-            return neuron.check_neuron(neuron.parse_neuron_ls(out), self.itype)
+            return (neuron.check_neuron(neuron.parse_neuron_ls(out), self.itype)
+                    + neuron.check_hw_counters(neuron.read_hw_counters(Path(self.config.neuron.sys_root))))
         return self._guard("neuron", run)
 
     def poll_efa(self) -> list[Finding]:
@@ -181,6 +182,10 @@ class Detector:
             found = efa.check_efa(devices, self.itype, previous=self._prev_efa,
                                   counter_threshold=self.config.efa.counter_threshold)
             self._prev_efa = devices
+            for d in devices:
+                self.metrics.efa_port_active.labels(d.name).set(1 if d.active else 0)
+                for name, v in {**d.counters, **d.traffic}.items():
+                    self.metrics.efa_counter.labels(d.name, name).set(v)
             return found
         return self._guard("efa", run)
 

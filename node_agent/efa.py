@@ -17,6 +17,11 @@ from node_agent.rules import rule
 # Counters that only rise when something is wrong (the efa driver's hw_counters).
 ERROR_COUNTERS = ("rdma_read_wr_err", "rdma_write_wr_err", "rdma_read_resp_wr_err", "retrans_timeout_events",
                   "unresponsive_remote_events", "impaired_remote_conn_events")
+# Traffic counters of the efa driver's port hw_counters (Linux drivers/infiniband/hw/efa/efa_verbs.c,
+# EFA_DEFINE_PORT_STATS), exported as metrics only: node_exporter does not export them (facts:
+# node-exporter.infiniband-efa).
+TRAFFIC_COUNTERS = ("tx_bytes", "tx_pkts", "rx_bytes", "rx_pkts", "rx_drops", "send_bytes", "recv_bytes",
+                    "rdma_read_bytes", "rdma_write_bytes")
 
 
 @dataclass
@@ -24,6 +29,7 @@ class EfaDevice:
     name: str
     state: str                       # e.g. "4: ACTIVE"
     counters: dict[str, int] = field(default_factory=dict)
+    traffic: dict[str, int] = field(default_factory=dict)   # TRAFFIC_COUNTERS (not judged, exported)
 
     @property
     def active(self) -> bool:
@@ -42,17 +48,22 @@ def read_efa(sys_root: Path) -> list[EfaDevice]:
         if not (dev.name.startswith(("rdmap", "efa")) or (driver.exists() and driver.resolve().name == "efa")):
             continue
         state = (port / "state").read_text().strip() if (port / "state").exists() else "unknown"
-        counters = {}
         hw = port / "hw_counters"
-        for name in ERROR_COUNTERS:
-            f = hw / name
-            if f.exists():
-                try:
-                    counters[name] = int(f.read_text().strip())
-                except ValueError:
-                    pass
-        devices.append(EfaDevice(dev.name, state, counters))
+        devices.append(EfaDevice(dev.name, state, _read_counters(hw, ERROR_COUNTERS),
+                                 _read_counters(hw, TRAFFIC_COUNTERS)))
     return devices
+
+
+def _read_counters(hw: Path, names: tuple[str, ...]) -> dict[str, int]:
+    out = {}
+    for name in names:
+        f = hw / name
+        if f.exists():
+            try:
+                out[name] = int(f.read_text().strip())
+            except ValueError:
+                pass
+    return out
 
 
 def check_efa(devices: list[EfaDevice], itype: InstanceType | None, *, previous: list[EfaDevice] | None = None,

@@ -24,6 +24,12 @@ class DetectorMetrics:
                                              "Bytes freed by removing job scratch directories", registry=r)
         self.deep_check_passed = Gauge("openpod_node_agent_deep_check_passed", "1 if the last deep check passed",
                                        registry=r)
+        # The efa driver's cumulative hw_counters (bytes or events, per counter): a gauge holding the driver's
+        # value, so rate() reads it; node_exporter does not export these (facts: node-exporter.infiniband-efa).
+        self.efa_counter = Gauge("openpod_node_agent_efa_counter", "An EFA device's hw_counters value",
+                                 ["device", "counter"], registry=r)
+        self.efa_port_active = Gauge("openpod_node_agent_efa_port_active", "1 if the EFA device's port 1 is ACTIVE",
+                                     ["device"], registry=r)
 
 
 # Remediations take minutes (reboot + deep check) to hours (DCGM level 4, a drain deadline, an ASG launch).

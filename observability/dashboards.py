@@ -135,7 +135,9 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
 DASHBOARDS += (
     DashboardSpec(
         "openpod-accelerators", "openpod / accelerators",
-        "NVIDIA GPUs per node (dcgm-exporter): utilization, tensor activity, memory, power, temperature, errors.",
+        "NVIDIA GPUs per node (dcgm-exporter): utilization, tensor activity, memory, power, temperature, errors; "
+        "EFA per node (the node agent); Trainium per node (the Neuron monitor): NeuronCore utilization, device memory, "
+        "execution errors, ECC.",
         rows=(
             ("Utilization", (
                 P("GPU utilization by node", (Q("avg by (node) (DCGM_FI_DEV_GPU_UTIL)", "{{node}}"),), unit="percent"),
@@ -151,6 +153,27 @@ DASHBOARDS += (
                                                               "{{node}}"),)),
                 P("NVLink bandwidth counter rate by node",
                   (Q("sum by (node) (rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL[5m]))", "{{node}}"),)),
+            )),
+            ("EFA (node agent)", (
+                P("EFA traffic by node", (Q('sum by (node) (rate(openpod_node_agent_efa_counter{counter=~"tx_bytes|rx_bytes"}'
+                                            "[5m]))", "{{node}}"),), unit="Bps"),
+                P("EFA receive drops and errors (1h)",
+                  (Q('sum by (node, counter) (increase(openpod_node_agent_efa_counter{counter=~"rx_drops|.*_err|'
+                     '.*_events"}[1h])) > 0', "{{node}} {{counter}}"),)),
+                P("EFA ports not active", (Q("count(openpod_node_agent_efa_port_active == 0) or vector(0)", "ports"),),
+                  kind="stat"),
+            )),
+            ("Trainium (Neuron monitor)", (
+                P("NeuronCore utilization by node", (Q("avg by (node) (neuroncore_utilization_ratio)", "{{node}}"),),
+                  unit="percentunit"),
+                P("Neuron memory used by node", (Q("sum by (node, memory_location) (neuron_runtime_memory_used_bytes)",
+                                                   "{{node}} {{memory_location}}"),), unit="bytes"),
+                P("Neuron execution errors (1h)", (Q("sum by (node, error_type) (increase(execution_errors_total[1h]))",
+                                                     "{{node}} {{error_type}}"),)),
+                P("Neuron ECC events (1h)",
+                  (Q("sum by (node, event_type) (increase(hardware_ecc_events_total[1h]))", "{{node}} {{event_type}}"),),
+                  description="Uncorrected events need a node action; the node agent reads the same faults "
+                              "from the Neuron driver's kernel log."),
             )),
         )),
 )

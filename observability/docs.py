@@ -85,7 +85,9 @@ def observability_md() -> str:
         "- The straggler score compares a rank with the other ranks of its own node (each node's local rank 0 "
         "serves it); a whole slow node shows in the job's step time (`OpenpodStepTimeRegression`), not here.",
         "- node exporter, kube-state-metrics and (with NVIDIA groups) the DCGM exporter are deployed as pinned "
-        "charts (platform_constructs/exporters.py); the Neuron monitor (Trainium groups) is not yet: the "
-        "`kubernetes-pods` job scrapes it once it runs with the `prometheus.io/scrape` annotation.",
+        "charts (platform_constructs/exporters.py); the Neuron monitor (with Trainium groups) is our own DaemonSet "
+        "from AWS's manifest (platform_constructs/neuron_monitor.py: the chart's template drops pod annotations). "
+        "Its metric names are read in AWS's dashboard and the CloudWatch agent, not in the exporter's own source "
+        "(facts: neuron-monitor.metric-names); not yet seen on a live Trainium node.",
     ]
     return "\n".join(out) + "\n"

@@ -73,6 +73,12 @@ METRICS: tuple[Metric, ...] = (
     Metric("openpod_node_agent_deep_check_passed", "gauge", "enum", (), JOB_DETECTOR,
            "node_agent/metrics.py (DetectorMetrics.deep_check_passed)",
            "1 if the last deep check passed, 0 if it failed or has not run"),
+    Metric("openpod_node_agent_efa_counter", "gauge", "1", ("device", "counter"), JOB_DETECTOR,
+           "node_agent/metrics.py (DetectorMetrics.efa_counter)",
+           "An EFA device's cumulative hw_counters value (bytes for *_bytes, else events); node_exporter "
+           "does not export these (facts: node-exporter.infiniband-efa)"),
+    Metric("openpod_node_agent_efa_port_active", "gauge", "enum", ("device",), JOB_DETECTOR,
+           "node_agent/metrics.py (DetectorMetrics.efa_port_active)", "1 if the EFA device's port 1 is ACTIVE"),
     # ------------------------------------------------------------------ node agent: remediation controller
     Metric("openpod_remediations_total", "counter", "1", ("group", "action"), JOB_CONTROLLER,
            "node_agent/metrics.py (ControllerMetrics.remediations)", "Remediation actions taken (reboot, replace)"),
@@ -152,6 +158,25 @@ METRICS += (
     _dcgm("DCGM_FI_DEV_XID_ERRORS", "gauge", "enum", 29, "value of the last Xid error"),
     _dcgm("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "1", 65, "NVLink bandwidth counters, all lanes"),
     _dcgm("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "1", 72, "rows remapped for uncorrectable errors"),
+)
+
+
+def _neuron(name: str, typ: str, unit: str, labels: tuple[str, ...], help: str) -> Metric:
+    # Besides its own labels, each series carries the instance's (instance_id, instance_type, availability_zone,
+    # region, subnet_id, instance_name); the counters' types are read from their _total names.
+    return Metric(name, typ, unit, labels, JOB_EXPORTERS, "facts: neuron-monitor.metric-names",
+                  f"neuron-monitor-prometheus.py: {help}")
+
+
+METRICS += (
+    # ------------------------------------------------------------------ AWS Neuron (the Neuron monitor on Trainium nodes)
+    _neuron("neuroncore_utilization_ratio", "gauge", "ratio", ("neuroncore",), "NeuronCore utilization, 0..1"),
+    _neuron("neuron_runtime_memory_used_bytes", "gauge", "bytes", ("memory_location",),
+            "memory a Neuron application uses, on the host or the Neuron device"),
+    _neuron("execution_errors_total", "counter", "1", ("error_type",),
+            "Neuron executions that failed, by error type (generic, numerical, transient, model, runtime, hardware)"),
+    _neuron("hardware_ecc_events_total", "counter", "1", ("event_type", "neuron_device_index"),
+            "ECC events per Neuron device (mem_ecc_corrected/uncorrected, sram_ecc_corrected/uncorrected)"),
 )
 
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}

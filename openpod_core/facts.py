@@ -342,6 +342,17 @@ FACTS: tuple[Fact, ...] = (
         "2026-11-23", "the platform tolerates every taint so nodes in their startup health check are watched too",
     ),
     Fact(
+        "node-exporter.infiniband-efa", "node_exporter 1.12.1's infiniband collector exports for an EFA device only "
+        "node_infiniband_info, state_id, physical_state_id, rate_bytes_per_second and lifespan_seconds: none of "
+        "the efa driver's hw_counters (tx_bytes, rx_bytes, rx_drops, rdma_read_bytes, ...)",
+        "prometheus/node_exporter@v1.12.1:collector/infiniband_linux.go:44,184-255 (go.mod: procfs v0.21.1); "
+        "prometheus/procfs@v0.21.1:sysfs/class_infiniband.go:71-103,294-312 (hw_counters parsed by a fixed list "
+        "of names); torvalds/linux drivers/infiniband/hw/efa/efa_verbs.c EFA_DEFINE_PORT_STATS (the efa names)",
+        "2026-11-23",
+        "so the node agent exports them (openpod_node_agent_efa_counter{device,counter}); procfs's "
+        "class_amazon_efa.go (commit 4b4cb05) is in no procfs tag and node_exporter has no EFA collector",
+    ),
+    Fact(
         "chart.kube-state-metrics", "8.4.0 (kube-state-metrics 2.20.0); values service.port 8080, nodeSelector, "
         "podAnnotations",
         "prometheus-community/helm-charts@kube-state-metrics-8.4.0:charts/kube-state-metrics/values.yaml:64,360,389",
@@ -352,6 +363,34 @@ FACTS: tuple[Fact, ...] = (
         "values podAnnotations, service.port 9400, serviceMonitor.enabled true by default",
         "NVIDIA/dcgm-exporter@4.5.3-4.8.2:deployment/values.yaml:85,114,129 and README.md:38-39", "2026-11-23",
         "the platform turns the ServiceMonitor off (no Prometheus Operator CRDs) and annotates the pods",
+    ),
+    Fact(
+        "neuron-monitor.image", "public.ecr.aws/neuron/neuron-monitor:1.3.0",
+        "aws-neuron/aws-neuron-sdk@v2.32.0:src/k8/k8s-neuron-monitor-daemonset.yml:43-64", "2026-11-23",
+        "AWS's manifest for the Neuron monitor DaemonSet: command /opt/bin/entrypoint.sh, args --port 8000 "
+        "--neuron-monitor-config /opt/aws/neuron/bin/neuron-monitor.conf, privileged; the platform's copy is "
+        "platform_constructs/neuron_monitor.py (its affinity: our Trainium label, not AWS's list without trn2)",
+    ),
+    Fact(
+        "chart.neuron-helm-chart.monitor-template", "monitor.exporter.podAnnotations render as "
+        "spec.template.metadata.tolerations",
+        "aws-neuron/neuron-helm-charts@5c70d9d:charts/neuron-helm-chart/templates/monitor-exporter-daemonset.yaml:19-22",
+        "2026-11-23",
+        "so the chart's monitor pods cannot be annotated for the annotation-based scrape job; the platform "
+        "deploys the DaemonSet itself (platform_constructs/neuron_monitor.py). The only stored version of the "
+        "template; which chart release first ships it was not determined",
+    ),
+    Fact(
+        "neuron-monitor.metric-names", "neuroncore_utilization_ratio{neuroncore}, neuron_runtime_memory_used_bytes"
+        "{memory_location}, execution_status_total{status_type}, execution_errors_total{error_type}, "
+        "hardware_ecc_events_total{event_type,neuron_device_index}",
+        "aws-neuron/aws-neuron-sdk@v2.32.0:src/examples/neuron-monitor/neuron-monitor-grafana.json:524,580,1155 "
+        "(AWS's dashboard for neuron-monitor-prometheus.py); aws/amazon-cloudwatch-agent@c95b4fc:translator/"
+        "translate/otel/processor/metricstransformprocessor/translator.go (renameMapForNeuronMonitor)", "2026-11-23",
+        "the Neuron Monitor user guide documents the JSON, not the exporter's names; execution_errors_total and "
+        "hardware_ecc_events_total are read only in the CloudWatch agent, which consumes the exporter's endpoint; "
+        "labels as in open-telemetry/opentelemetry-collector-contrib receiver/awscontainerinsightreceiver/internal/"
+        "neuron tests' recorded output",
     ),
     Fact(
         "kueue.metrics.names", "kueue_pending_workloads{cluster_queue,status,replica_role}, "
@@ -440,8 +479,9 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
     ("S3 gateway endpoint and ECR image layers", "ECR serves image layers from a bucket it owns, so the S3 "
                                                  "gateway endpoint keeps its default policy "
                                                  "(platform_constructs/network.py); not read in the ECR guide"),
-    ("EFA counters in node exporter", "node_exporter's infiniband collector (on by default) exports the EFA "
-                                      "devices' counters from /sys/class/infiniband; not checked on an EFA node"),
+    ("Neuron sysfs hardware counters path", "read as /sys/devices/virtual/neuron_device/neuron<N>/stats/hardware/"
+                                            "<counter>/total (the guide's text, line 119); its tree draws stats/ at "
+                                            "the top level; not checked on a Trainium node"),
     ("AMP scraper and tls_config", "the Kueue job sets tls_config.insecure_skip_verify (Kueue's self-signed "
                                    "serving certificate); the AMP guide's list of allowed config sections (global, "
                                    "scrape_config, static_config, relabel_config, metric_relabel_configs, "

@@ -1,7 +1,8 @@
 """MetricsExporters: the pinned Helm charts that export node and cluster-object metrics to Prometheus.
 
-- prometheus-node-exporter on every node (host CPU, memory, disks, network; its infiniband collector
-  reads the RDMA devices under /sys/class/infiniband, where EFA devices appear);
+- prometheus-node-exporter on every node (host CPU, memory, disks, network; for EFA devices its infiniband
+  collector gives only port state and rate, none of the efa driver's counters - the node agent exports
+  those: facts node-exporter.infiniband-efa);
 - kube-state-metrics on the system group (pods, nodes, jobs as series);
 - dcgm-exporter on NVIDIA nodes, when the spec has any (GPU utilization, memory, temperature, power,
   NVLink and ECC counters, Xid errors).
@@ -14,7 +15,9 @@ prometheus-community/helm-charts@kube-state-metrics-8.4.0:charts/kube-state-metr
 (service.port 64, nodeSelector 360, podAnnotations 389), and
 NVIDIA/dcgm-exporter@4.5.3-4.8.2:deployment/values.yaml (podAnnotations 85, service.port 114,
 serviceMonitor.enabled 129 - true by default, which needs the Prometheus Operator CRDs, so off here), checked 2026-11-23.
-The Neuron monitor is not deployed yet (see docs/observability.md, "Known gaps").
+- the Neuron monitor on Trainium nodes, when the spec has any (NeuronCore utilization, device memory,
+  execution errors, hardware ECC events): our own DaemonSet from AWS's manifest, not the chart
+  (platform_constructs/neuron_monitor.py says why).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from openpod_core import labels
+from platform_constructs import neuron_monitor
 
 NAMESPACE = "openpod-monitoring"
 REPOSITORY = "https://prometheus-community.github.io/helm-charts"
@@ -61,10 +65,11 @@ REPOSITORIES = {"prometheus-node-exporter": REPOSITORY, "kube-state-metrics": RE
 
 class MetricsExporters(Construct):
     """Installs ``CHARTS`` (and ``NVIDIA_CHARTS`` when ``nvidia``) at the versions of ``chart_versions`` into the
-    ``openpod-monitoring`` namespace."""
+    ``openpod-monitoring`` namespace, and the Neuron monitor DaemonSet when ``neuron``."""
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, chart_versions: Mapping[str, str],
-                 system_node_selector: Mapping[str, str] | None = None, nvidia: bool = False) -> None:
+                 system_node_selector: Mapping[str, str] | None = None, nvidia: bool = False,
+                 neuron: bool = False) -> None:
         super().__init__(scope, id)
         wanted = list(CHARTS) + (list(NVIDIA_CHARTS) if nvidia else [])
         missing = [c for c in wanted if c not in chart_versions]
@@ -77,3 +82,8 @@ class MetricsExporters(Construct):
                 self, name, cluster=cluster, namespace=NAMESPACE, create_namespace=True,
                 version=chart_versions[name], repository=REPOSITORIES[name], chart=name, release=name,
                 values=values[name], wait=False, timeout=Duration.minutes(10))
+        self.neuron_monitor: eks.KubernetesManifest | None = None
+        if neuron:
+            self.neuron_monitor = cluster.add_manifest("NeuronMonitor", neuron_monitor.daemonset(NAMESPACE))
+            # the node exporter's release creates the namespace (create_namespace)
+            self.neuron_monitor.node.add_dependency(self.charts["prometheus-node-exporter"])

@@ -215,3 +215,53 @@ def test_managed_grafana_may_only_query_this_workspace_and_passes_cdk_nag(tmp_pa
     role = next(iter(t.find_resources("AWS::IAM::Role").values()))["Properties"]["AssumeRolePolicyDocument"]
     assert role["Statement"][0]["Principal"] == {"Service": "grafana.amazonaws.com"}
     assert role["Statement"][0]["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+
+
+# ---------------------------------------------------------------------------- Neuron monitor (Trainium groups)
+def _selects(affinity: dict, node_labels: dict) -> bool:
+    """Whether a required node affinity admits a node with ``node_labels`` (In / Exists terms, ORed)."""
+    terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+
+    def ok(e: dict) -> bool:
+        if e["operator"] == "In":
+            return node_labels.get(e["key"]) in e["values"]
+        if e["operator"] == "Exists":
+            return e["key"] in node_labels
+        raise AssertionError(f"operator {e['operator']} not handled by this test")
+    return any(all(ok(e) for e in t["matchExpressions"]) for t in terms)
+
+
+def _tolerates(tolerations: list[dict], taint: dict) -> bool:
+    return any(t.get("operator") == "Exists" and not t.get("key")
+               or (t.get("key") == taint["Key"] and t.get("operator") == "Exists") for t in tolerations)
+
+
+def test_the_neuron_monitor_runs_on_every_trainium_node_and_nowhere_else(default):
+    from openpod_core.facts import value
+    from openpod_core.instance_types import INSTANCE_TYPES, Accelerator
+    from tests.cdk.test_platform import applied
+
+    (ds,) = [o for _, o, _ in applied(default) if o["kind"] == "DaemonSet" and o["metadata"]["name"] == "neuron-monitor"]
+    pod = ds["spec"]["template"]
+    groups = {g.name: g for g in default.stack.spec.instance_groups}
+    trn = [n for n, g in groups.items() if g.type.accelerator is Accelerator.NEURON]
+    assert trn, "the default example has a Trainium group"
+    for name, g in groups.items():
+        ng = default.nodegroup(name)["Properties"] if name in default.stack.instance_groups else None
+        if ng is None:
+            continue  # a group without a managed node group in this example
+        on = _selects(pod["spec"]["affinity"], ng["Labels"])
+        assert on == (INSTANCE_TYPES[g.instance_type].accelerator is Accelerator.NEURON), name
+        if on:  # scheduled despite the startup health-check taint and any other taint of the group
+            assert all(_tolerates(pod["spec"]["tolerations"], t) for t in ng.get("Taints", [])), name
+    (c,) = pod["spec"]["containers"]
+    assert c["image"] == value("neuron-monitor.image") == "public.ecr.aws/neuron/neuron-monitor:1.3.0"
+    assert c["command"] == ["/opt/bin/entrypoint.sh"] and c["args"][:2] == ["--port", "8000"]
+    ann = pod["metadata"]["annotations"]
+    assert ann == {"prometheus.io/scrape": "true", "prometheus.io/port": "8000"}
+    assert [p["containerPort"] for p in c["ports"]] == [8000]
+    # the kubernetes-pods scrape job drops only the node agent's namespace and team pods
+    from observability.scrape import OPENPOD_NAMESPACE
+    assert ds["metadata"]["namespace"] != OPENPOD_NAMESPACE
+    assert not any(k.startswith("openpod.io/team") for k in pod["metadata"]["labels"])
+

@@ -49,6 +49,7 @@ def test_every_rule_is_exercised(tmp_path):
     seen |= {f.rule for f in dc.check_nccl(fixture_text("deep", "all_reduce_perf-p5-wrong.txt"), 380)}
     seen |= {f.rule for f in dc.check_fi_pingpong(fixture_text("deep", "fi_pingpong-efa-fail.txt"), 1)}
     seen |= {f.rule for f in dc.check_nccom(fixture_text("deep", "nccom-test-allr-fail.txt"), 1)}
+    seen |= {f.rule for f in neuron.check_hw_counters({0: {c: 1 for c in neuron.HW_COUNTERS}})}
     seen |= {f.rule for f in dc.DeepCheck(P5, runner=Replay({"all_reduce_perf": (0, "garbage")})).run_all().findings}
     # Missing tools on the hardware that needs them.
     c = InMemoryCluster()

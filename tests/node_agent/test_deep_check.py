@@ -108,7 +108,10 @@ def test_neuron_and_cpu_efa_steps():
                   "efa-loopback": (0, fixture_text("deep", "fi_pingpong-efa-pass.txt"))})
     r = dc.DeepCheck(TRN2, runner=run).run_all()
     assert r.passed and r.steps == {"nccom": "pass", "efa-loopback": "pass"}
-    assert ["nccom-test", "-r", "128", "allr"] in run.calls
+    # nccom-test ranks are logical NeuronCores: trn2 runs LNC=2 by default, 8 physical cores as 4 logical per
+    # device (aws-neuron/aws-neuron-sdk@v2.32.0:about-neuron/arch/neuron-features/logical-neuroncore-config.rst:14;
+    # neuron-ls -j shows "nc_count": 4, tools/neuron-sys-tools/neuron-ls.rst:216-228), so 16 x 4 = 64
+    assert ["nccom-test", "-r", "64", "allr"] in run.calls
     assert dc.DeepCheck(CPU_EFA, runner=run).run_all().steps == {"efa-loopback": "pass"}
     assert dc.DeepCheck(get("m7i.xlarge"), runner=run).run_all().steps == {}
 

@@ -255,3 +255,55 @@ def test_nvml_gpu_is_lost_and_a_fabric_error():
     assert found["gpu-lost"].action is Action.REBOOT and "GPU is lost" in found["gpu-lost"].evidence
     assert found["gpu-fabric-error"].fault == "nvlink-fabric-error" and found["gpu-fabric-error"].device.endswith(
         "19:00.0")
+
+
+# Neuron hardware counters in sysfs, laid out as aws-neuron/aws-neuron-sdk@v2.32.0:tools/neuron-sys-tools/
+# neuron-sysfs-user-guide.rst documents them: /sys/devices/virtual/neuron_device/neuron<N>/stats/hardware/<counter>/
+# {total,present} (lines 24-52, 119-123), counters mem_ecc_uncorrected, mem_ecc_repairable_uncorrected,
+# sram_ecc_uncorrected (185-191).
+def _neuron_sysfs(root, devices=16, **totals):
+    for n in range(devices):
+        for c in ("mem_ecc_uncorrected", "mem_ecc_repairable_uncorrected", "sram_ecc_uncorrected"):
+            d = root / "devices" / "virtual" / "neuron_device" / f"neuron{n}" / "stats" / "hardware" / c
+            d.mkdir(parents=True)
+            (d / "total").write_text(f"{totals.get(f'{c}_{n}', 0)}\n")
+            (d / "present").write_text("0\n")
+    return root
+
+
+def test_neuron_hardware_counters_from_sysfs(tmp_path):
+    healthy = neuron.read_hw_counters(_neuron_sysfs(tmp_path / "a"))
+    assert len(healthy) == 16 and healthy[3] == {"mem_ecc_uncorrected": 0, "mem_ecc_repairable_uncorrected": 0,
+                                                "sram_ecc_uncorrected": 0}
+    assert neuron.check_hw_counters(healthy) == []
+    bad = neuron.read_hw_counters(_neuron_sysfs(tmp_path / "b", mem_ecc_uncorrected_5=2, sram_ecc_uncorrected_7=1,
+                                                mem_ecc_repairable_uncorrected_1=3))
+    found = {(f.rule, f.device, f.action.value) for f in neuron.check_hw_counters(bad)}
+    assert found == {("neuron-hbm-ecc-uncorrected", "5", "replace"), ("neuron-sram-ecc-uncorrected", "7", "replace"),
+                     ("neuron-hbm-ecc-repairable", "1", "none")}
+    assert neuron.read_hw_counters(tmp_path / "no-driver") == {}  # no sysfs tree: nothing to read
+
+
+def test_the_detector_reads_the_neuron_counters(tmp_path):
+    from node_agent.config import AgentConfig
+    from tests.node_agent.test_detector import make
+    from tests.node_agent.test_deep_check import Replay
+
+    cfg = AgentConfig.model_validate({"neuron": {"sys_root": str(_neuron_sysfs(tmp_path, sram_ecc_uncorrected_2=1))}})
+    _, d = make(TRN2, config=cfg, runner=Replay({"neuron-ls": (0, fixture_text("neuron", "neuron-ls-trn2-healthy.json"))}))
+    assert [f.rule for f in d.poll_neuron()] == ["neuron-sram-ecc-uncorrected"]
+
+
+def test_the_detector_exports_each_efa_devices_counters(tmp_path):
+    """node_exporter 1.12.1 does not export EFA's hw_counters (facts: node-exporter.infiniband-efa), so the agent does."""
+    from node_agent.config import AgentConfig
+    from tests.node_agent.test_detector import make
+
+    root = materialize_sysfs(fixture_text("efa", "p5-sysfs-healthy.txt"), tmp_path)
+    cfg = AgentConfig.model_validate({"efa": {"sys_root": str(root)}})
+    _, d = make(P5, config=cfg)
+    assert d.poll_efa() == []
+    value = d.metrics.registry.get_sample_value
+    assert value("openpod_node_agent_efa_counter", {"device": "rdmap79s0", "counter": "rx_bytes"}) == 91823719283
+    assert value("openpod_node_agent_efa_counter", {"device": "rdmap79s0", "counter": "rdma_read_wr_err"}) == 0
+    assert value("openpod_node_agent_efa_port_active", {"device": "rdmap79s0"}) == 1

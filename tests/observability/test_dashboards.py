@@ -81,3 +81,22 @@ def test_openpod_rules_writes_the_rule_file_at_the_spec_thresholds(tmp_path, pro
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert yaml.safe_load((tmp_path / "p" / "openpod-scrape.yaml").read_text())["scrape_configs"]
+
+
+def test_the_accelerator_dashboard_shows_the_neuron_monitors_metrics():
+    """Trainium nodes have their panels, reading names the Neuron monitor's exporter is documented to serve."""
+    from observability.metrics import BY_NAME, JOB_EXPORTERS
+    from openpod_core.facts import fact
+
+    (acc,) = [d for d in DASHBOARDS if d.uid == "openpod-accelerators"]
+    used = {n for e in expressions(acc) for n in BY_NAME if n in e}
+    neuron = {"neuroncore_utilization_ratio", "neuron_runtime_memory_used_bytes", "execution_errors_total",
+              "hardware_ecc_events_total"}
+    assert neuron <= used
+    documented = fact("neuron-monitor.metric-names").value
+    for name in neuron:
+        m = BY_NAME[name]
+        assert m.exporter == JOB_EXPORTERS and name in documented, name
+        assert m.source.startswith("facts: neuron-monitor.metric-names"), name
+        for label in m.labels:
+            assert label in documented, (name, label)

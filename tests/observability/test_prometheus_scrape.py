@@ -68,6 +68,8 @@ def detector_endpoint():
     m.check_errors.labels("efa").inc()
     m.last_run.labels("gpu").set_to_current_time()
     m.kernel_lines.inc(10)
+    m.efa_counter.labels("rdmap79s0", "rx_bytes").set(91823719283)
+    m.efa_port_active.labels("rdmap79s0").set(1)
     port = free_port()
     server, thread = start_http_server(port, addr="127.0.0.1", registry=m.registry)
     yield port, m

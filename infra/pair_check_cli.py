@@ -1,0 +1,74 @@
+"""``openpod pair-check``: the two-node all-reduce check of node_agent/pair_check.py, on demand.
+
+``render`` writes the check's objects (apply them with ``kubectl apply -f``); once the Job's pod of
+index 0 has finished, ``decide`` reads that pod's log and says
+pass or fail against the group's floor.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import yaml
+
+
+@click.group("pair-check")
+def pair_check() -> None:
+    """Two-node all-reduce over EFA between two nodes of an instance group."""
+
+
+def _group(spec_path, group):
+    from infra.cli import fail, load_or_exit
+
+    s = load_or_exit(spec_path)
+    by_name = {g.name: g for g in s.instance_groups}
+    if group not in by_name:
+        fail(f"--group {group!r} is not an instance group of this spec; groups are: {', '.join(by_name)}")
+    return by_name[group]
+
+
+@pair_check.command()
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
+              help="cluster spec file (default: the embedded example)")
+@click.option("--group", required=True, help="instance group of both nodes")
+@click.option("--nodes", required=True, help="two node names, comma-separated (e.g. the new node and a healthy peer)")
+@click.option("--image", required=True,
+              help="the training image (torch) or an image with nccl-tests built with MPI=1, Open MPI and sshd")
+@click.option("--tool", type=click.Choice(["nccl-tests", "torch"]), default=None,
+              help="default: nccl-tests on NVIDIA groups, torch otherwise")
+@click.option("--name", default=None, help="object name (default: pair-<group>)")
+def render(spec_path, group, nodes, image, tool, name) -> None:
+    """Print the check's Secret/Service/Job as YAML."""
+    from infra.cli import fail
+    from node_agent import pair_check as pc
+
+    g = _group(spec_path, group)
+    pair = tuple(n.strip() for n in nodes.split(",") if n.strip())
+    try:
+        objs = pc.job(name or f"pair-{group}", g.type, pair, image, tool=tool)
+    except ValueError as e:
+        fail(f"--nodes/--tool/--image: {e}")
+    click.echo(yaml.safe_dump_all(objs, sort_keys=False), nl=False)
+
+
+@pair_check.command()
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
+              help="cluster spec file (default: the embedded example)")
+@click.option("--group", required=True, help="instance group of both nodes")
+@click.argument("log", type=click.File("r"))
+def decide(spec_path, group, log) -> None:
+    """Read rank 0's log (a file, or - for stdin); exit 0 on pass, 1 on fail."""
+    from infra.cli import fail
+    from node_agent import pair_check as pc
+
+    g = _group(spec_path, group)
+    try:
+        r = pc.decide(log.read(), g.type)
+    except ValueError as e:
+        fail(f"{log.name}: {e}")
+    verdict = "pass" if r.passed else "fail"
+    click.echo(f"{verdict}: busbw {r.busbw_gbs:.1f} GB/s, floor {r.floor_gbs:.1f} GB/s ({g.instance_type})")
+    for f in r.findings:
+        click.echo(f"  {f.rule}: {f.evidence}")
+    sys.exit(0 if r.passed else 1)
