@@ -73,6 +73,48 @@ FACTS: tuple[Fact, ...] = (
         "templates/daemonset.yaml:47-61", "2026-11-23",
         "the platform passes every EFA type of its instance table instead",
     ),
+    Fact(
+        "chart.nvidia-dra-driver-gpu", "25.12.0 (chart nvidia-dra-driver-gpu, repository "
+        "https://helm.ngc.nvidia.com/nvidia; kubeVersion >=1.32.0-0)",
+        "NVIDIA/k8s-dra-driver-gpu@v25.12.0:deployments/helm/nvidia-dra-driver-gpu/Chart.yaml:23,35; repository "
+        "and chart name from https://docs.aws.amazon.com/eks/latest/userguide/ml-eks-nvidia-ultraserver.html "
+        "(which installs 25.8.0 and asks for 25.8.0+)", "2026-11-23",
+        "the newest tag of NVIDIA's repository; the project continues as kubernetes-sigs/dra-driver-nvidia-gpu "
+        "(chart dra-driver-nvidia-gpu, oci://registry.k8s.io/dra-driver-nvidia/charts, 0.x versions), not "
+        "evaluated yet",
+    ),
+    Fact(
+        "chart.nvidia-dra-driver-gpu.values", "resources.gpus.enabled / resources.computeDomains.enabled (both "
+        "true by default); controller.nodeSelector/affinity/tolerations (default affinity: "
+        "node-role.kubernetes.io/control-plane Exists); kubeletPlugin.nodeSelector/affinity/tolerations (default "
+        "affinity: NFD pci-10de / cpu vendor NVIDIA or nvidia.com/gpu.present=true; no tolerations); "
+        "nvidiaDriverRoot / (driver on the host root, as on the EKS AL2023 NVIDIA AMI)",
+        "NVIDIA/k8s-dra-driver-gpu@v25.12.0:deployments/helm/nvidia-dra-driver-gpu/values.yaml:23,70-74,187-265",
+        "2026-11-23",
+        "the platform turns GPUs off (the device plugin keeps them, as the EKS guide's dra-values.yaml does), puts "
+        "the controller on the system group (EKS shows no control-plane node) and the kubelet plugin on the "
+        "multi-node-NVLink instance types, tolerating every taint; recorded in "
+        "tests/fixtures/charts/nvidia-dra-driver-gpu-25.12.0.yaml",
+    ),
+    Fact(
+        "dra.compute-domain.clique-and-imex-daemon", "the kubelet plugin reads each GPU's NVLink clique from NVML "
+        "(GetGpuFabricInfo: ClusterUuid + CliqueId), labels the node resource.nvidia.com/computeDomain=<uid> when "
+        "it prepares a channel claim, and the controller's per-ComputeDomain IMEX DaemonSet selects that label and "
+        "tolerates every NoSchedule/NoExecute taint",
+        "NVIDIA/k8s-dra-driver-gpu@v25.12.0:cmd/compute-domain-kubelet-plugin/nvlib.go:221-231, "
+        "cmd/compute-domain-kubelet-plugin/computedomain.go:318-331, cmd/compute-domain-controller/daemonset.go:79, "
+        "templates/compute-domain-daemon.tmpl.yaml:96-100", "2026-11-23",
+        "so ComputeDomains need no NFD/GFD labels; the EKS guide's nvidia.com/gpu.clique label (from GFD) is only "
+        "for pod affinity, which the platform's Kueue UltraServer topology replaces",
+    ),
+    Fact(
+        "eks.al2023-nvidia.gpu-present-label", "nodeadm labels nodes of the EKS-optimized AL2023 NVIDIA AMI "
+        "nvidia.com/gpu.present=true at boot",
+        "https://docs.aws.amazon.com/eks/latest/userguide/device-management-nvidia-dra-device-plugin.html "
+        "(awsdocs/amazon-eks-user-guide@43d79bd:latest/ug/ml/device-management-nvidia-dra-device-plugin.adoc, "
+        "'Optional: enable GPU Feature Discovery')", "2026-11-23",
+        "not relied on: placements use the platform's own labels, which the node group sets",
+    ),
     # ------------------------------------------------------------------ capacity
     Fact(
         "ec2.ultraservers.capacity-blocks-only", "p6e-gb200 and trn2u come only as UltraServer Capacity Blocks",
@@ -90,7 +132,8 @@ FACTS: tuple[Fact, ...] = (
         "eks.p6e-gb200", "P6e-GB200 on EKS: capacity blocks only, custom launch template, desired size 0 before a "
         "node-group upgrade, Kubernetes >= 1.33 and NVIDIA's DRA driver (IMEX ComputeDomains) for cross-node NVLink",
         "https://docs.aws.amazon.com/eks/latest/userguide/ml-eks-nvidia-ultraserver.html", "2026-11-23",
-        "the DRA driver is not installed yet (open item)",
+        "the platform installs the DRA driver (ComputeDomains only) when a group has such a type and refuses "
+        "eks.version < 1.33 for it (platform_constructs/device_plugins.py, openpod_core/accelerator_stack.py)",
     ),
     Fact(
         "ec2.quota-codes.on-demand-vcpus", "P L-417A185B, Trn L-2C3B7624, G and VT L-DB2E81BA, "

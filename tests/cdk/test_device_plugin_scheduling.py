@@ -129,3 +129,57 @@ def test_the_model_rejects_what_kubernetes_rejects():
     assert not schedulable({"a": "1"}, pod)           # affinity unmet
     assert not schedulable({"b": "x"}, pod)           # nodeSelector unmet
     assert coalesce({"m": {"x": 1, "l": [1]}}, {"m": {"l": [2]}}) == {"m": {"x": 1, "l": [2]}}
+
+
+# ------------------------------------------------------------------ NVIDIA DRA driver (IMEX ComputeDomains)
+DRA = "nvidia-dra-driver-gpu"
+
+
+def dra_values(synth) -> dict:
+    version = synth.stack.spec.eks.chart_versions[DRA]
+    defaults = yaml.safe_load((FIXTURES / f"{DRA}-{version}.yaml").read_text())
+    return coalesce(defaults, chart_values(synth, DRA))
+
+
+def _multi_node_nvlink(t) -> bool:
+    return t.accelerator.value == "nvidia" and t.ultraserver is not None
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_the_dra_driver_is_installed_for_gb200_groups_with_compute_domains_only(synthesized, example):
+    """facts: eks.p6e-gb200 - the EKS guide installs NVIDIA's DRA driver for ComputeDomains (IMEX) and keeps
+    GPU allocation on the device plugin (resources.gpus.enabled false); both example specs declare a GB200 group."""
+    values = dra_values(synthesized[example])
+    assert values["resources"] == {"gpus": {"enabled": False}, "computeDomains": {"enabled": True}}
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_the_dra_kubelet_plugin_lands_on_every_gb200_node_and_nowhere_else(synthesized, example):
+    synth = synthesized[example]
+    pod = dra_values(synth)["kubeletPlugin"]
+    for name, node in nodes(synth).items():
+        assert schedulable(node, pod) is _multi_node_nvlink(synth.stack.spec.group(name).type), (name, node)
+    # it must run while the node still carries the startup taint (like the device plugins)
+    assert {"operator": "Exists"} in pod["tolerations"]
+
+
+def test_the_dra_kubelet_plugin_matches_every_multi_node_nvlink_type_of_the_table(default):
+    """Against a node of every type in the table, not only the examples' groups (the default example's GB200
+    group awaits a capacity block, so no GB200 node of it is created)."""
+    from openpod_core.instance_types import INSTANCE_TYPES
+
+    pod = dra_values(default)["kubeletPlugin"]
+    for t in INSTANCE_TYPES.values():
+        node = {**node_labels("g", t), labels.INSTANCE_TYPE: t.name}
+        assert schedulable(node, pod) is _multi_node_nvlink(t), t.name
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_the_dra_controller_runs_on_the_system_group(synthesized, example):
+    """The chart's default controller affinity wants a control-plane node, which EKS never shows
+    (fixture: values.yaml:201-207): the controller would stay Pending and no IMEX domain would ever form."""
+    synth = synthesized[example]
+    pod = dra_values(synth)["controller"]
+    for name, node in nodes(synth).items():
+        g = synth.stack.spec.group(name)
+        assert schedulable(node, pod) is (name == "system"), (name, pod)
