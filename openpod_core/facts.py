@@ -108,6 +108,27 @@ FACTS: tuple[Fact, ...] = (
         "for pod affinity, which the platform's Kueue UltraServer topology replaces",
     ),
     Fact(
+        "chart.neuron-helm-chart.device-plugin-affinity", "required node.kubernetes.io/instance-type In "
+        "neuronInstances (and eks.amazonaws.com/compute-type NotIn fargate, hybrid, auto); the 1.1.2 list has "
+        "trn2.48xlarge and trn2u.48xlarge, the 1.0.0 list no trn2 type",
+        "aws-neuron/neuron-helm-charts@1a1d41e:charts/neuron-helm-chart/values.yaml:1,29-60 and "
+        "templates/_helpers.tpl (neuron-device-plugin.affinity), chart 1.1.2; @8172e5e (1.0.0):values.yaml:1",
+        "2026-11-23",
+        "the pinned 1.3.0's values were not found (see the unverified list); the platform passes neuronInstances "
+        "from its instance table",
+    ),
+    Fact(
+        "neuron.scheduler-extension", "contiguous Neuron device allocation with the device plugin needs the Neuron "
+        "scheduler extension; the Neuron DRA driver (Kubernetes >= 1.34) does it without one",
+        "https://docs.aws.amazon.com/eks/latest/userguide/device-management-neuron.html "
+        "(awsdocs/amazon-eks-user-guide@43d79bd:latest/ug/ml/device-management-neuron.adoc)", "2026-11-23",
+        "on EKS the chart's extension is a second scheduler: scheduler.customScheduler runs kube-scheduler "
+        "public.ecr.aws/eks-distro/kubernetes/kube-scheduler:v1.28.5-eks-1-28-latest by default "
+        "(aws-neuron/neuron-helm-charts@1a1d41e:charts/neuron-helm-chart/values.yaml, "
+        "scheduler.customScheduler.image) and pods must name it; "
+        "the platform leaves scheduler.enabled false",
+    ),
+    Fact(
         "eks.al2023-nvidia.gpu-present-label", "nodeadm labels nodes of the EKS-optimized AL2023 NVIDIA AMI "
         "nvidia.com/gpu.present=true at boot",
         "https://docs.aws.amazon.com/eks/latest/userguide/device-management-nvidia-dra-device-plugin.html "
@@ -275,6 +296,10 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
     ("p6e-gb200 instance-store NVMe", "the instance table says 4 x 7500 GB; issue 8 quotes the EKS guide as 3 x 7.5 TB"),
     ("p6e-gb200 EFA layout and bandwidth", "the table says 16 x 100 Gbps, efa-only on cards 1-16; public sources "
                                            "say 3200 Gbps total and 4 EFA devices per node on EKS"),
+    ("neuron-helm-chart 1.3.0 values", "the device-plugin placement keys (neuronInstances, devicePlugin.nodeSelector, "
+                                       "devicePlugin.tolerations, devicePlugin.affinity) are read at 1.1.2; no "
+                                       "stored copy of 1.3.0 was found (tests/fixtures/charts/"
+                                       "neuron-helm-chart-1.3.0.yaml)"),
     ("aws-fsx-csi-driver add-on version", "pinned v1.7.0-eksbuild.1; no public listing of that string was found"),
     ("EKS add-on pins", "real versions, not checked as current for eks.version; `openpod preflight` checks them "
                         "against describe-addon-versions before a deploy"),

@@ -10,7 +10,7 @@ from constructs import Construct
 
 from openpod_core import labels
 from openpod_core.accelerator_stack import multi_node_nvlink
-from openpod_core.instance_types import INSTANCE_TYPES
+from openpod_core.instance_types import INSTANCE_TYPES, Accelerator
 
 # Device plugins must run on nodes that still carry the startup taint: the deep
 # health check that removes it counts the devices they advertise.
@@ -26,6 +26,8 @@ def _require(key: str, *values: str) -> dict:
 # aws-efa-k8s-device-plugin builds its required node affinity from this list; the chart's own list
 # (aws/eks-charts, v0.5.14) lacks some types in the table, e.g. p5.4xlarge. The table is the source.
 EFA_INSTANCE_TYPES = sorted(t.name for t in INSTANCE_TYPES.values() if t.efa_supported)
+
+NEURON_INSTANCE_TYPES = sorted(t.name for t in INSTANCE_TYPES.values() if t.accelerator is Accelerator.NEURON)
 
 CHARTS: dict[str, dict] = {
     "aws-efa-k8s-device-plugin": dict(
@@ -47,7 +49,12 @@ CHARTS: dict[str, dict] = {
     "neuron-helm-chart": dict(
         repository="oci://public.ecr.aws/neuron/neuron-helm-chart", chart="neuron-helm-chart",
         release="neuron",
-        values={"npd": {"enabled": False},
+        # The DaemonSet's required affinity is node.kubernetes.io/instance-type In neuronInstances (values.yaml:1,
+        # 47-60 and templates/_helpers.tpl "neuron-device-plugin.affinity" at 1.1.2; hard-coded from the same list
+        # at 1.0.0, which had no trn2 type): the table is the source, as for EFA. The scheduler extension stays
+        # off (docs/platform.md, "Accelerator stack"): on EKS it is a second kube-scheduler.
+        values={"npd": {"enabled": False}, "neuronInstances": NEURON_INSTANCE_TYPES,
+                "scheduler": {"enabled": False},
                 "devicePlugin": {"tolerations": _TOLERATE_ALL, "nodeSelector": {labels.ACCELERATOR: "neuron"}}},
     ),
     # NVIDIA's DRA driver, ComputeDomains only (facts: chart.nvidia-dra-driver-gpu, eks.p6e-gb200): a ComputeDomain

@@ -183,3 +183,64 @@ def test_the_dra_controller_runs_on_the_system_group(synthesized, example):
     for name, node in nodes(synth).items():
         g = synth.stack.spec.group(name)
         assert schedulable(node, pod) is (name == "system"), (name, pod)
+
+
+# ------------------------------------------------------------------ Neuron device plugin
+def neuron_chart_pod(values: dict) -> dict:
+    """What the Neuron chart's DaemonSet renders (see the fixture): its nodeSelector as given, its affinity with
+    the two placeholders replaced by the instance-type key and ``neuronInstances``."""
+    dp = values["devicePlugin"]
+    text = json.dumps(dp.get("affinity") or {})
+    text = text.replace('"__INSTANCE_TYPE_KEY__"', json.dumps(labels.INSTANCE_TYPE))
+    text = text.replace('"__NEURON_INSTANCES__"', json.dumps(values["neuronInstances"]))
+    return {"nodeSelector": dp.get("nodeSelector"), "affinity": json.loads(text), "tolerations": dp["tolerations"]}
+
+
+def neuron_pod(synth) -> dict:
+    return neuron_chart_pod(pod_placement(synth, "neuron-helm-chart"))
+
+
+@pytest.mark.parametrize("example", ["default", "large"])
+def test_the_neuron_device_plugin_lands_on_every_trainium_node_and_nowhere_else(synthesized, example):
+    synth = synthesized[example]
+    pod = neuron_pod(synth)
+    for name, node in nodes(synth).items():
+        neuron = synth.stack.spec.group(name).type.accelerator.value == "neuron"
+        assert schedulable(node, pod) is neuron, (name, node, pod["affinity"])
+    assert {"operator": "Exists"} in pod["tolerations"]  # up while the startup taint is on
+
+
+def test_the_neuron_device_plugin_knows_every_neuron_type_in_the_table(default):
+    """trn2u.48xlarge groups await a capacity block in the examples, so check every Neuron type of the table."""
+    from openpod_core.instance_types import INSTANCE_TYPES
+
+    pod = neuron_pod(default)
+    for t in INSTANCE_TYPES.values():
+        node = {**node_labels("g", t), labels.INSTANCE_TYPE: t.name}
+        assert schedulable(node, pod) is (t.accelerator.value == "neuron"), t.name
+
+
+def test_the_neuron_scheduler_extension_is_not_installed(default):
+    """On EKS the chart's extension runs a second kube-scheduler (docs/platform.md, "Accelerator stack"): off."""
+    assert not pod_placement(default, "neuron-helm-chart")["scheduler"]["enabled"]
+
+
+# neuronInstances of chart 1.0.0 (aws-neuron/neuron-helm-charts@8172e5e:charts/neuron-helm-chart/values.yaml:1), where
+# the DaemonSet's affinity is that list, hard-coded in templates/device-plugin-daemonset.yaml: no trn2 type at all.
+NEURON_1_0_0_INSTANCES = ["trn1.2xlarge", "trn1.32xlarge", "trn1n.32xlarge", "inf1.xlarge", "inf1.2xlarge",
+                          "inf1.6xlarge", "inf1.24xlarge", "inf2.xlarge", "inf2.8xlarge", "inf2.24xlarge",
+                          "inf2.48xlarge", "inf2e.32xlarge"]
+
+
+def test_neuron_placement_does_not_rest_on_the_charts_own_instance_list(default):
+    """The pinned version's values were not read (fixture header); charts before 1.1 listed no trn2 type. The
+    platform passes the table's Neuron types, so a chart list without trn2 still places the plugin on trn2."""
+    from openpod_core.instance_types import INSTANCE_TYPES
+
+    version = default.stack.spec.eks.chart_versions["neuron-helm-chart"]
+    defaults = yaml.safe_load((FIXTURES / f"neuron-helm-chart-{version}.yaml").read_text())
+    defaults["neuronInstances"] = NEURON_1_0_0_INSTANCES
+    pod = neuron_chart_pod(coalesce(defaults, chart_values(default, "neuron-helm-chart")))
+    for t in INSTANCE_TYPES.values():
+        if t.accelerator.value == "neuron":
+            assert schedulable({**node_labels("g", t), labels.INSTANCE_TYPE: t.name}, pod), t.name
