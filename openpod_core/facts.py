@@ -129,6 +129,29 @@ FACTS: tuple[Fact, ...] = (
         "the platform leaves scheduler.enabled false",
     ),
     Fact(
+        "ec2.instance-topology.capacity-block-id", "DescribeInstanceTopology's InstanceTopology.CapacityBlockId: "
+        "\"only supported for UltraServer instances and identifies instances within the UltraServer domain\"; "
+        "at most 100 InstanceIds per call, MaxResults not with InstanceIds",
+        "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceTopology.html; botocore 1.44.5 "
+        "ec2/2016-11-15/service-2.json (InstanceTopology, DescribeInstanceTopologyRequest)", "2026-11-23",
+        "the node agent's controller labels UltraServer nodes with it (node_agent/topology.py). botocore models "
+        "before 1.40.0 lack the field (1.35.99 has none; 1.40.0 has it; not bisected further). A Capacity Block "
+        "may hold several UltraServers (CapacityBlockOffering.UltraserverCount), so the id can be coarser than "
+        "one NVLink domain: the controller reports that case. NVIDIA's topograph derives its AWS accelerator "
+        "domain from the same field (NVIDIA/topograph pkg/providers/aws/instance_topology.go, per its issue #293)",
+    ),
+    Fact(
+        "eks.native-topology-labels", "EKS labels nodes topology.k8s.aws/zone-id (since 1.30) and, on instance "
+        "types with network topology, topology.k8s.aws/network-node-layer-1..3 (-4 on four-layer types); no "
+        "UltraServer label on plain EKS was found in the EKS user guide; topology.k8s.aws/ultraserver-id is "
+        "documented for SageMaker HyperPod",
+        "awsdocs/amazon-eks-user-guide@4d52b4d:latest/ug/clusters/kubernetes-versions-standard.adoc:61; "
+        "https://docs.aws.amazon.com/eks/latest/userguide/ml-workload-topology.html (read in part); "
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-topology.html", "2026-11-23",
+        "the platform's controller adds topology.k8s.aws/ultraserver-id itself (HyperPod's key, so HyperPod "
+        "manifests place the same way)",
+    ),
+    Fact(
         "eks.al2023-nvidia.gpu-present-label", "nodeadm labels nodes of the EKS-optimized AL2023 NVIDIA AMI "
         "nvidia.com/gpu.present=true at boot",
         "https://docs.aws.amazon.com/eks/latest/userguide/device-management-nvidia-dra-device-plugin.html "
