@@ -227,6 +227,16 @@ FACTS: tuple[Fact, ...] = (
         "the idle pool: nodes beyond the teams' quotas (infra/governance/queues.py cohort)",
     ),
     Fact(
+        "kueue.dra-device-class-mapping", "KueueDRAIntegration is beta and on by default (0.18+): a workload whose "
+        "pod template claims a ResourceClaimTemplate is inadmissible unless every device class in it is mapped "
+        "in Configuration resources.deviceClassMappings[] {name, deviceClassNames}",
+        "kubernetes-sigs/kueue@v0.19.2:pkg/features/kube_features.go:745-746,753-754; pkg/dra/claims.go:155-222; "
+        "pkg/controller/core/workload_controller.go:431-500; apis/config/v1beta2/configuration_types.go:589-653",
+        "2026-11-23",
+        "so an IMEX channel claim (compute-domain-default-channel.nvidia.com) needs a mapping and quota before a "
+        "GB200 job using a ComputeDomain can be admitted; not configured yet (docs/platform.md, Accelerator stack)",
+    ),
+    Fact(
         "kubectl.default-prune-allowlist", "namespaced ConfigMap, Endpoints, PersistentVolumeClaim, Pod, "
         "ReplicationController, Secret, Service, Job, CronJob, Ingress, DaemonSet, Deployment, ReplicaSet, "
         "StatefulSet; cluster-scoped Namespace, PersistentVolume",
