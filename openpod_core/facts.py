@@ -176,8 +176,10 @@ FACTS: tuple[Fact, ...] = (
         "eks.p6e-gb200", "P6e-GB200 on EKS: capacity blocks only, custom launch template, desired size 0 before a "
         "node-group upgrade, Kubernetes >= 1.33 and NVIDIA's DRA driver (IMEX ComputeDomains) for cross-node NVLink",
         "https://docs.aws.amazon.com/eks/latest/userguide/ml-eks-nvidia-ultraserver.html", "2026-11-23",
-        "the platform installs the DRA driver (ComputeDomains only) when a group has such a type and refuses "
-        "eks.version < 1.33 for it (platform_constructs/device_plugins.py, openpod_core/accelerator_stack.py)",
+        "the platform installs the DRA driver (ComputeDomains only) when a group has such a type, refuses "
+        "eks.version < 1.33 for it, and openpod submit gives each multi-node job a ComputeDomain "
+        "(platform_constructs/device_plugins.py, openpod_core/accelerator_stack.py, "
+        "infra/governance/compute_domain.py)",
     ),
     Fact(
         "ec2.quota-codes.on-demand-vcpus", "P L-417A185B, Trn L-2C3B7624, G and VT L-DB2E81BA, "
@@ -233,8 +235,8 @@ FACTS: tuple[Fact, ...] = (
         "kubernetes-sigs/kueue@v0.19.2:pkg/features/kube_features.go:745-746,753-754; pkg/dra/claims.go:155-222; "
         "pkg/controller/core/workload_controller.go:431-500; apis/config/v1beta2/configuration_types.go:589-653",
         "2026-11-23",
-        "so an IMEX channel claim (compute-domain-default-channel.nvidia.com) needs a mapping and quota before a "
-        "GB200 job using a ComputeDomain can be admitted; not configured yet (docs/platform.md, Accelerator stack)",
+        "the platform maps compute-domain-default-channel.nvidia.com to openpod.io/imex-channel and gives each "
+        "multi-node-NVLink flavor one per node of quota (infra/governance/compute_domain.py, queues.py)",
     ),
     Fact(
         "kubectl.default-prune-allowlist", "namespaced ConfigMap, Endpoints, PersistentVolumeClaim, Pod, "
