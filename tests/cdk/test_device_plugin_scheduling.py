@@ -244,3 +244,29 @@ def test_neuron_placement_does_not_rest_on_the_charts_own_instance_list(default)
     for t in INSTANCE_TYPES.values():
         if t.accelerator.value == "neuron":
             assert schedulable({**node_labels("g", t), labels.INSTANCE_TYPE: t.name}, pod), t.name
+
+
+def test_no_dra_driver_without_a_multi_node_nvlink_group(tmp_path):
+    from infra.spec import parse_spec
+    from infra.stacks import build_app
+    from tests.conftest import example_data
+
+    data = example_data()
+    data["instance_groups"] = [g for g in data["instance_groups"] if g["name"] != "gb200"]
+    for t in data["teams"]:
+        t["quotas"].pop("gb200", None)
+    _, stack = build_app(parse_spec(data), outdir=str(tmp_path))   # constructed, not synthesized
+    assert set(stack.device_plugins.charts) == {"aws-efa-k8s-device-plugin", "nvidia-device-plugin",
+                                                "neuron-helm-chart"}
+
+
+def test_the_dra_controller_needs_one_node_label():
+    import aws_cdk as cdk
+    from aws_cdk import aws_eks_v2 as eks
+
+    from platform_constructs.device_plugins import DevicePlugins
+
+    stack = cdk.Stack(cdk.App(), "Probe", env=cdk.Environment(region="us-east-2"))
+    cluster = eks.Cluster.from_cluster_attributes(stack, "C", cluster_name="probe")
+    with pytest.raises(ValueError, match="compute_domains needs controller_node_selector, one label"):
+        DevicePlugins(stack, "D", cluster=cluster, chart_versions={DRA: "25.12.0"}, compute_domains=True)
