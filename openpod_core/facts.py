@@ -94,7 +94,9 @@ FACTS: tuple[Fact, ...] = (
         "the platform turns GPUs off (the device plugin keeps them, as the EKS guide's dra-values.yaml does), puts "
         "the controller on the system group (EKS shows no control-plane node) and the kubelet plugin on the "
         "multi-node-NVLink instance types, tolerating every taint; recorded in "
-        "tests/fixtures/charts/nvidia-dra-driver-gpu-25.12.0.yaml",
+        "tests/fixtures/charts/nvidia-dra-driver-gpu-25.12.0.yaml. The chart refuses to render with "
+        "resources.gpus.enabled and no gpuResourcesEnabledOverride, and with a 'namespace' value "
+        "(templates/validation.yaml at v25.12.0)",
     ),
     Fact(
         "dra.compute-domain.clique-and-imex-daemon", "the kubelet plugin reads each GPU's NVLink clique from NVML "
