@@ -313,7 +313,8 @@ EKS_VERSIONS: tuple[str, ...] = EksVersion.__args__
 
 
 class EksSpec(_Model):
-    version: EksVersion = "1.34"
+    version: EksVersion = Field("1.34", description="Kubernetes minor version; P6e-GB200 groups need >= 1.33 "
+                                                     "(DRA, for NVIDIA's IMEX ComputeDomains)")
     endpoint_public: bool = Field(False, description="private endpoint only unless set")
     endpoint_public_cidrs: list[str] = Field(
         [], validate_default=True,
