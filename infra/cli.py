@@ -203,10 +203,15 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
         fail(str(e))
     obj = jobset.build(s, req)
     secret = jobset.peer_secret(req) if runtime == "openpod" else None
+    from infra.governance import compute_domain
+
+    owned = []
+    if compute_domain.needed(s, req):  # GB200 across nodes: the job's IMEX domain (cross-node NVLink)
+        obj, owned = compute_domain.attach(obj, req), [compute_domain.compute_domain(req)]
     if dry_run:
         from infra.governance.objects import to_yaml
 
-        click.echo(to_yaml(obj), nl=False)
+        click.echo("---\n".join(to_yaml(o) for o in (obj, *owned)), nl=False)
         if secret is not None:
             click.echo(f"note: without --dry-run, submit also creates Secret {secret['metadata']['name']} "
                        "(the job's peer-replication key, owned by the JobSet); applied without it, the peer "
@@ -215,12 +220,15 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
     from infra.governance import apply
 
     try:
-        apply.create_jobset(obj, kubeconfig=kubeconfig, context=kube_context, secret=secret)
+        apply.create_jobset(obj, kubeconfig=kubeconfig, context=kube_context, secret=secret, owned=owned)
     except apply.ClusterError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
     click.echo(f"jobset.jobset.x-k8s.io/{name} created in namespace {team} "
                f"(queue {team}, priority {priority}); watch: kubectl -n {team} get workloads,jobsets")
+    for o in owned:
+        click.echo(f"{o['kind'].lower()}.{o['apiVersion'].split('/')[0]}/{o['metadata']['name']} created "
+                   f"(owned by the JobSet)")
 
 
 from infra.plan import command as _plan  # noqa: E402

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Iterator, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from openpod_core import instance_types
+from openpod_core import accelerator_stack, instance_types
 from openpod_core.facts import value as fact_value
 from openpod_core.instance_types import InstanceType
 from infra.pipeline_spec import PipelineSpec
@@ -291,6 +291,7 @@ DEFAULT_CHARTS: dict[str, str] = {
     "aws-efa-k8s-device-plugin": "v0.5.14",
     "nvidia-device-plugin": "0.17.4",
     "neuron-helm-chart": "1.3.0",
+    "nvidia-dra-driver-gpu": "25.12.0",  # facts: chart.nvidia-dra-driver-gpu
     "kueue": "0.19.2",
     "jobset": "0.12.0",
     "prometheus-node-exporter": "4.56.1",
@@ -305,8 +306,13 @@ class AccessEntry(_Model):
     namespaces: list[str] = Field([], description="empty = whole cluster")
 
 
+EksVersion = Literal["1.32", "1.33", "1.34"]
+EKS_VERSIONS: tuple[str, ...] = EksVersion.__args__
+
+
 class EksSpec(_Model):
-    version: Literal["1.32", "1.33", "1.34"] = "1.34"
+    version: EksVersion = Field("1.34", description="Kubernetes minor version; P6e-GB200 groups need >= 1.33 "
+                                                     "(DRA, for NVIDIA's IMEX ComputeDomains)")
     endpoint_public: bool = Field(False, description="private endpoint only unless set")
     endpoint_public_cidrs: list[str] = Field(
         [], validate_default=True,
@@ -608,6 +614,15 @@ def _check_eks(spec: ClusterSpec) -> Iterator[Problem]:
     for d in _dupes([e.principal_arn for e in spec.eks.access_entries]):
         yield Problem("eks.access_entries", f"{d!r} is listed twice; EKS allows one access entry per principal "
                                             "(give it the broader access)")
+    for i, g in enumerate(spec.instance_groups):
+        if not accelerator_stack.kubernetes_supports(g.type, spec.eks.version):
+            # facts: eks.p6e-gb200 (DRA, hence NVIDIA's IMEX ComputeDomains, needs it)
+            allowed = [v for v in EKS_VERSIONS if accelerator_stack.kubernetes_supports(g.type, v)]
+            yield Problem("eks.version", f"{spec.eks.version} is too old for instance_groups[{i}] ({g.name}): "
+                                         f"{g.instance_type} needs Kubernetes >= "
+                                         f"{accelerator_stack.min_kubernetes(g.type)} on EKS (Dynamic Resource "
+                                         f"Allocation for NVIDIA's IMEX ComputeDomains); allowed: "
+                                         f"{', '.join(allowed)}")
 
 
 def _check_buckets(spec: ClusterSpec) -> Iterator[Problem]:

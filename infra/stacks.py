@@ -23,6 +23,8 @@ from infra.spec import ClusterSpec
 from platform_constructs.buckets import PlatformBuckets
 from platform_constructs.cluster import PlatformCluster
 from platform_constructs.device_plugins import DevicePlugins
+from infra.governance.install import system_node_selector
+from openpod_core.accelerator_stack import multi_node_nvlink
 from platform_constructs.governance import TaskGovernance
 from platform_constructs.images import ContainerImage
 from platform_constructs.instance_group import InstanceGroup
@@ -176,6 +178,8 @@ class PlatformStack(cdk.Stack):
             self, "DevicePlugins", cluster=cluster, chart_versions=spec.eks.chart_versions,
             efa=any(g.type.efa_supported for g in spec.instance_groups),
             nvidia=Accelerator.NVIDIA in accel, neuron=Accelerator.NEURON in accel,
+            compute_domains=any(multi_node_nvlink(g.type) for g in spec.instance_groups),
+            controller_node_selector=system_node_selector(spec),
         )
         for chart in self.device_plugins.charts.values():
             for ig in system_groups:

@@ -75,3 +75,15 @@ class AwsCloud:
         except Exception as e:
             gone = self._gone(instance_id, need_group=True)
             raise (gone or e) from e
+
+    def instance_topology(self, instance_ids: list[str]) -> list[dict]:
+        """EC2 DescribeInstanceTopology for at most 100 instances, all pages (MaxResults may not be combined
+        with InstanceIds). Its ``CapacityBlockId`` needs botocore >= 1.40 (older models drop the field)."""
+        out: list[dict] = []
+        kw: dict = {"InstanceIds": list(instance_ids)}
+        while True:
+            page = self.ec2.describe_instance_topology(**kw)
+            out += page.get("Instances", [])
+            if not page.get("NextToken"):
+                return out
+            kw["NextToken"] = page["NextToken"]

@@ -36,6 +36,7 @@ from node_agent.drain import evict_pods
 from node_agent.kube import Cluster, Condition, Conflict, Node, NotFound
 from node_agent.marking import FAULT, REBOOTS, REMEDIATION, current_action, with_taint, without_taint
 from node_agent.metrics import ControllerMetrics
+from node_agent.topology import label_ultraservers
 
 log = logging.getLogger("node_agent.controller")
 
@@ -123,12 +124,22 @@ class Controller:
     # -------------------------------------------------------------- reconcile
     def reconcile_once(self) -> None:
         nodes = self.cluster.list_nodes()
+        self._label_ultraservers(nodes)
         self._replacements_done({n.name for n in nodes})
         groups: dict[str, list[Node]] = {}
         for n in nodes:
             groups.setdefault(group_of(n), []).append(n)
         for group, members in sorted(groups.items()):
             self._reconcile_group(group, members)
+
+    def _label_ultraservers(self, nodes: list[Node]) -> None:
+        """UltraServer domain labels from EC2 (node_agent/topology.py); a failure never blocks remediation."""
+        if not hasattr(self.cloud, "instance_topology"):
+            return
+        try:
+            label_ultraservers(self.cluster, self.cloud, nodes)
+        except Exception:  # noqa: BLE001 (EC2/API hiccups: the next pass retries)
+            log.exception("UltraServer labels: pass failed; retrying next pass")
 
     def _reconcile_group(self, group: str, members: list[Node]) -> None:
         now = self.clock()

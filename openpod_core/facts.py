@@ -227,6 +227,94 @@ FACTS: tuple[Fact, ...] = (
         "templates/daemonset.yaml:47-61", "2026-11-23",
         "the platform passes every EFA type of its instance table instead",
     ),
+    Fact(
+        "chart.nvidia-dra-driver-gpu", "25.12.0 (chart nvidia-dra-driver-gpu, repository "
+        "https://helm.ngc.nvidia.com/nvidia; kubeVersion >=1.32.0-0)",
+        "NVIDIA/k8s-dra-driver-gpu@v25.12.0:deployments/helm/nvidia-dra-driver-gpu/Chart.yaml:23,35; repository "
+        "and chart name from https://docs.aws.amazon.com/eks/latest/userguide/ml-eks-nvidia-ultraserver.html "
+        "(which installs 25.8.0 and asks for 25.8.0+)", "2026-11-23",
+        "the newest tag of NVIDIA's repository; the project continues as kubernetes-sigs/dra-driver-nvidia-gpu "
+        "(chart dra-driver-nvidia-gpu, oci://registry.k8s.io/dra-driver-nvidia/charts, 0.x versions), not "
+        "evaluated yet",
+    ),
+    Fact(
+        "chart.nvidia-dra-driver-gpu.values", "resources.gpus.enabled / resources.computeDomains.enabled (both "
+        "true by default); controller.nodeSelector/affinity/tolerations (default affinity: "
+        "node-role.kubernetes.io/control-plane Exists); kubeletPlugin.nodeSelector/affinity/tolerations (default "
+        "affinity: NFD pci-10de / cpu vendor NVIDIA or nvidia.com/gpu.present=true; no tolerations); "
+        "nvidiaDriverRoot / (driver on the host root, as on the EKS AL2023 NVIDIA AMI)",
+        "NVIDIA/k8s-dra-driver-gpu@v25.12.0:deployments/helm/nvidia-dra-driver-gpu/values.yaml:23,70-74,187-265",
+        "2026-11-23",
+        "the platform turns GPUs off (the device plugin keeps them, as the EKS guide's dra-values.yaml does), puts "
+        "the controller on the system group (EKS shows no control-plane node) and the kubelet plugin on the "
+        "multi-node-NVLink instance types, tolerating every taint; recorded in "
+        "tests/fixtures/charts/nvidia-dra-driver-gpu-25.12.0.yaml. The chart refuses to render with "
+        "resources.gpus.enabled and no gpuResourcesEnabledOverride, and with a 'namespace' value "
+        "(templates/validation.yaml at v25.12.0)",
+    ),
+    Fact(
+        "dra.compute-domain.clique-and-imex-daemon", "the kubelet plugin reads each GPU's NVLink clique from NVML "
+        "(GetGpuFabricInfo: ClusterUuid + CliqueId), labels the node resource.nvidia.com/computeDomain=<uid> when "
+        "it prepares a channel claim, and the controller's per-ComputeDomain IMEX DaemonSet selects that label and "
+        "tolerates every NoSchedule/NoExecute taint",
+        "NVIDIA/k8s-dra-driver-gpu@v25.12.0:cmd/compute-domain-kubelet-plugin/nvlib.go:221-231, "
+        "cmd/compute-domain-kubelet-plugin/computedomain.go:318-331, cmd/compute-domain-controller/daemonset.go:79, "
+        "templates/compute-domain-daemon.tmpl.yaml:96-100", "2026-11-23",
+        "so ComputeDomains need no NFD/GFD labels; the EKS guide's nvidia.com/gpu.clique label (from GFD) is only "
+        "for pod affinity, which the platform's Kueue UltraServer topology replaces",
+    ),
+    Fact(
+        "chart.neuron-helm-chart.device-plugin-affinity", "required node.kubernetes.io/instance-type In "
+        "neuronInstances (and eks.amazonaws.com/compute-type NotIn fargate, hybrid, auto); the 1.1.2 list has "
+        "trn2.48xlarge and trn2u.48xlarge, the 1.0.0 list no trn2 type",
+        "aws-neuron/neuron-helm-charts@1a1d41e:charts/neuron-helm-chart/values.yaml:1,29-60 and "
+        "templates/_helpers.tpl (neuron-device-plugin.affinity), chart 1.1.2; @8172e5e (1.0.0):values.yaml:1",
+        "2026-11-23",
+        "the pinned 1.3.0's values were not found (see the unverified list); the platform passes neuronInstances "
+        "from its instance table",
+    ),
+    Fact(
+        "neuron.scheduler-extension", "contiguous Neuron device allocation with the device plugin needs the Neuron "
+        "scheduler extension; the Neuron DRA driver (Kubernetes >= 1.34) does it without one",
+        "https://docs.aws.amazon.com/eks/latest/userguide/device-management-neuron.html "
+        "(awsdocs/amazon-eks-user-guide@43d79bd:latest/ug/ml/device-management-neuron.adoc)", "2026-11-23",
+        "on EKS the chart's extension is a second scheduler: scheduler.customScheduler runs kube-scheduler "
+        "public.ecr.aws/eks-distro/kubernetes/kube-scheduler:v1.28.5-eks-1-28-latest by default "
+        "(aws-neuron/neuron-helm-charts@1a1d41e:charts/neuron-helm-chart/values.yaml, "
+        "scheduler.customScheduler.image) and pods must name it; "
+        "the platform leaves scheduler.enabled false",
+    ),
+    Fact(
+        "ec2.instance-topology.capacity-block-id", "DescribeInstanceTopology's InstanceTopology.CapacityBlockId: "
+        "\"only supported for UltraServer instances and identifies instances within the UltraServer domain\"; "
+        "at most 100 InstanceIds per call, MaxResults not with InstanceIds",
+        "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceTopology.html; botocore 1.44.5 "
+        "ec2/2016-11-15/service-2.json (InstanceTopology, DescribeInstanceTopologyRequest)", "2026-11-23",
+        "the node agent's controller labels UltraServer nodes with it (node_agent/topology.py). botocore models "
+        "before 1.40.0 lack the field (1.35.99 has none; 1.40.0 has it; not bisected further). A Capacity Block "
+        "may hold several UltraServers (CapacityBlockOffering.UltraserverCount), so the id can be coarser than "
+        "one NVLink domain: the controller reports that case. NVIDIA's topograph derives its AWS accelerator "
+        "domain from the same field (NVIDIA/topograph pkg/providers/aws/instance_topology.go, per its issue #293)",
+    ),
+    Fact(
+        "eks.native-topology-labels", "EKS labels nodes topology.k8s.aws/zone-id (since 1.30) and, on instance "
+        "types with network topology, topology.k8s.aws/network-node-layer-1..3 (-4 on four-layer types); no "
+        "UltraServer label on plain EKS was found in the EKS user guide; topology.k8s.aws/ultraserver-id is "
+        "documented for SageMaker HyperPod",
+        "awsdocs/amazon-eks-user-guide@4d52b4d:latest/ug/clusters/kubernetes-versions-standard.adoc:61; "
+        "https://docs.aws.amazon.com/eks/latest/userguide/ml-workload-topology.html (read in part); "
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-topology.html", "2026-11-23",
+        "the platform's controller adds topology.k8s.aws/ultraserver-id itself (HyperPod's key, so HyperPod "
+        "manifests place the same way)",
+    ),
+    Fact(
+        "eks.al2023-nvidia.gpu-present-label", "nodeadm labels nodes of the EKS-optimized AL2023 NVIDIA AMI "
+        "nvidia.com/gpu.present=true at boot",
+        "https://docs.aws.amazon.com/eks/latest/userguide/device-management-nvidia-dra-device-plugin.html "
+        "(awsdocs/amazon-eks-user-guide@43d79bd:latest/ug/ml/device-management-nvidia-dra-device-plugin.adoc, "
+        "'Optional: enable GPU Feature Discovery')", "2026-11-23",
+        "not relied on: placements use the platform's own labels, which the node group sets",
+    ),
     # ------------------------------------------------------------------ capacity
     Fact(
         "ec2.ultraservers.capacity-blocks-only", "p6e-gb200 and trn2u come only as UltraServer Capacity Blocks",
@@ -244,7 +332,10 @@ FACTS: tuple[Fact, ...] = (
         "eks.p6e-gb200", "P6e-GB200 on EKS: capacity blocks only, custom launch template, desired size 0 before a "
         "node-group upgrade, Kubernetes >= 1.33 and NVIDIA's DRA driver (IMEX ComputeDomains) for cross-node NVLink",
         "https://docs.aws.amazon.com/eks/latest/userguide/ml-eks-nvidia-ultraserver.html", "2026-11-23",
-        "the DRA driver is not installed yet (open item)",
+        "the platform installs the DRA driver (ComputeDomains only) when a group has such a type, refuses "
+        "eks.version < 1.33 for it, and openpod submit gives each multi-node job a ComputeDomain "
+        "(platform_constructs/device_plugins.py, openpod_core/accelerator_stack.py, "
+        "infra/governance/compute_domain.py)",
     ),
     Fact(
         "ec2.quota-codes.on-demand-vcpus", "P L-417A185B, Trn L-2C3B7624, G and VT L-DB2E81BA, "
@@ -292,6 +383,16 @@ FACTS: tuple[Fact, ...] = (
         "kueue.cohort-nominal-quota", "a Cohort's own nominalQuota is a shared pool for the ClusterQueues in it",
         "kubernetes-sigs/kueue@v0.19.2:apis/kueue/v1beta2/cohort_types.go:38-65", "2026-11-23",
         "the idle pool: nodes beyond the teams' quotas (infra/governance/queues.py cohort)",
+    ),
+    Fact(
+        "kueue.dra-device-class-mapping", "KueueDRAIntegration is beta and on by default (0.18+): a workload whose "
+        "pod template claims a ResourceClaimTemplate is inadmissible unless every device class in it is mapped "
+        "in Configuration resources.deviceClassMappings[] {name, deviceClassNames}",
+        "kubernetes-sigs/kueue@v0.19.2:pkg/features/kube_features.go:745-746,753-754; pkg/dra/claims.go:155-222; "
+        "pkg/controller/core/workload_controller.go:431-500; apis/config/v1beta2/configuration_types.go:589-653",
+        "2026-11-23",
+        "the platform maps compute-domain-default-channel.nvidia.com to openpod.io/imex-channel and gives each "
+        "multi-node-NVLink flavor one per node of quota (infra/governance/compute_domain.py, queues.py)",
     ),
     Fact(
         "kubectl.default-prune-allowlist", "namespaced ConfigMap, Endpoints, PersistentVolumeClaim, Pod, "
@@ -476,6 +577,10 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                     "3.11-slim-bookworm at Docker Hub's index digest (fact image.python-3.11-slim-"
                                     "bookworm.index-digest); that the ECR Public mirror serves the same digest was "
                                     "not checked (a missing digest fails the build, it cannot pull another image)"),
+    ("neuron-helm-chart 1.3.0 values", "the device-plugin placement keys (neuronInstances, devicePlugin.nodeSelector, "
+                                       "devicePlugin.tolerations, devicePlugin.affinity) are read at 1.1.2; no "
+                                       "stored copy of 1.3.0 was found (tests/fixtures/charts/"
+                                       "neuron-helm-chart-1.3.0.yaml)"),
     ("S3 gateway endpoint and ECR image layers", "ECR serves image layers from a bucket it owns, so the S3 "
                                                  "gateway endpoint keeps its default policy "
                                                  "(platform_constructs/network.py); not read in the ECR guide"),

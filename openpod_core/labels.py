@@ -33,6 +33,8 @@ TOPOLOGY_LAYERS = (
     "topology.k8s.aws/network-node-layer-2",
     "topology.k8s.aws/network-node-layer-3",
 )
+# HyperPod sets the UltraServer one; plain EKS does not, so the node agent's controller does (node_agent/topology.py,
+# the instance's EC2 CapacityBlockId; facts: eks.native-topology-labels).
 ULTRASERVER_ID = "topology.k8s.aws/ultraserver-id"
 HOSTNAME = "kubernetes.io/hostname"
 

@@ -9,7 +9,8 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from openpod_core import labels
-from openpod_core.instance_types import INSTANCE_TYPES
+from openpod_core.accelerator_stack import multi_node_nvlink
+from openpod_core.instance_types import INSTANCE_TYPES, Accelerator
 
 # Device plugins must run on nodes that still carry the startup taint: the deep
 # health check that removes it counts the devices they advertise.
@@ -25,6 +26,8 @@ def _require(key: str, *values: str) -> dict:
 # aws-efa-k8s-device-plugin builds its required node affinity from this list; the chart's own list
 # (aws/eks-charts, v0.5.14) lacks some types in the table, e.g. p5.4xlarge. The table is the source.
 EFA_INSTANCE_TYPES = sorted(t.name for t in INSTANCE_TYPES.values() if t.efa_supported)
+
+NEURON_INSTANCE_TYPES = sorted(t.name for t in INSTANCE_TYPES.values() if t.accelerator is Accelerator.NEURON)
 
 CHARTS: dict[str, dict] = {
     "aws-efa-k8s-device-plugin": dict(
@@ -46,32 +49,69 @@ CHARTS: dict[str, dict] = {
     "neuron-helm-chart": dict(
         repository="oci://public.ecr.aws/neuron/neuron-helm-chart", chart="neuron-helm-chart",
         release="neuron",
-        values={"npd": {"enabled": False},
+        # The DaemonSet's required affinity is node.kubernetes.io/instance-type In neuronInstances (values.yaml:1,
+        # 47-60 and templates/_helpers.tpl "neuron-device-plugin.affinity" at 1.1.2; hard-coded from the same list
+        # at 1.0.0, which had no trn2 type): the table is the source, as for EFA. The scheduler extension stays
+        # off (docs/platform.md, "Accelerator stack"): on EKS it is a second kube-scheduler.
+        values={"npd": {"enabled": False}, "neuronInstances": NEURON_INSTANCE_TYPES,
+                "scheduler": {"enabled": False},
                 "devicePlugin": {"tolerations": _TOLERATE_ALL, "nodeSelector": {labels.ACCELERATOR: "neuron"}}},
     ),
+    # NVIDIA's DRA driver, ComputeDomains only (facts: chart.nvidia-dra-driver-gpu, eks.p6e-gb200): a ComputeDomain
+    # makes an IMEX domain over the nodes its pods land on, so GPUs of one UltraServer share memory over NVLink.
+    # GPU allocation stays with the device plugin, as the EKS guide says (resources.gpus.enabled false).
+    "nvidia-dra-driver-gpu": dict(
+        repository="https://helm.ngc.nvidia.com/nvidia", chart="nvidia-dra-driver-gpu",
+        release="nvidia-dra-driver-gpu", values={},  # dra_values(): the controller's placement depends on the spec
+    ),
 }
+
+# The chart's default kubelet-plugin affinity wants NFD/GFD labels or nvidia.com/gpu.present (values.yaml:245-265
+# at v25.12.0); the platform pins it to the instance types with multi-node NVLink instead, from the table.
+MULTI_NODE_NVLINK_TYPES = sorted(t.name for t in INSTANCE_TYPES.values() if multi_node_nvlink(t))
+
+
+def dra_values(controller_node_selector: Mapping[str, str]) -> dict:
+    """Values of ``nvidia-dra-driver-gpu``: the controller on the system group (the chart's default wants a
+    control-plane node, which EKS never shows: values.yaml:187-207), the kubelet plugin on every node with
+    multi-node NVLink, tolerating every taint (it must be up before the startup taint goes)."""
+    return {
+        "resources": {"gpus": {"enabled": False}, "computeDomains": {"enabled": True}},
+        "controller": {"nodeSelector": dict(controller_node_selector),
+                       "affinity": _require(*next(iter(controller_node_selector.items())))},
+        "kubeletPlugin": {"tolerations": _TOLERATE_ALL,
+                          "affinity": _require(labels.INSTANCE_TYPE, *MULTI_NODE_NVLINK_TYPES)},
+    }
 
 
 class DevicePlugins(Construct):
     """Installs the device plugin charts the cluster's instance groups need, at pinned versions.
 
-    Props: ``efa`` / ``nvidia`` / ``neuron`` switch each chart; ``chart_versions``
-    maps chart name (keys of ``CHARTS``) to version.
+    Props: ``efa`` / ``nvidia`` / ``neuron`` / ``compute_domains`` switch each chart (``compute_domains``: NVIDIA's
+    DRA driver for IMEX ComputeDomains, for groups with multi-node NVLink; its controller runs on the nodes
+    ``controller_node_selector`` selects, one label); ``chart_versions`` maps chart name (keys of ``CHARTS``)
+    to version.
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, chart_versions: Mapping[str, str],
-                 efa: bool = False, nvidia: bool = False, neuron: bool = False) -> None:
+                 efa: bool = False, nvidia: bool = False, neuron: bool = False, compute_domains: bool = False,
+                 controller_node_selector: Mapping[str, str] | None = None) -> None:
         super().__init__(scope, id)
         wanted = [name for name, on in (("aws-efa-k8s-device-plugin", efa), ("nvidia-device-plugin", nvidia),
-                                        ("neuron-helm-chart", neuron)) if on]
+                                        ("neuron-helm-chart", neuron), ("nvidia-dra-driver-gpu", compute_domains))
+                  if on]
         missing = [n for n in wanted if n not in chart_versions]
         if missing:
             raise ValueError(f"DevicePlugins: chart_versions lacks a version for {', '.join(missing)}")
+        if compute_domains and (not controller_node_selector or len(controller_node_selector) != 1):
+            raise ValueError("DevicePlugins: compute_domains needs controller_node_selector, one label of the "
+                             "nodes the DRA controller runs on (e.g. the system group's)")
         self.charts: dict[str, eks.HelmChart] = {}
         for name in wanted:
             c = CHARTS[name]
+            values = dra_values(controller_node_selector) if name == "nvidia-dra-driver-gpu" else c["values"]
             self.charts[name] = eks.HelmChart(
                 self, name, cluster=cluster, namespace="kube-system", version=chart_versions[name],
-                repository=c["repository"], chart=c["chart"], release=c["release"], values=c["values"],
+                repository=c["repository"], chart=c["chart"], release=c["release"], values=values,
                 wait=False, timeout=Duration.minutes(10),
             )

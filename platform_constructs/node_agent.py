@@ -77,11 +77,12 @@ class NodeHealthAgent(Construct):
             # eks:cluster-name can be set by anyone with ec2:CreateTags; aws:autoscaling:groupName only by
             # Auto Scaling (the aws: prefix is reserved), so only group members of this cluster qualify.
             conditions={**on_cluster, "Null": {"aws:ResourceTag/aws:autoscaling:groupName": "false"}}))
-        # Describe calls support no resource scoping; read-only.
+        # Describe calls support no resource scoping; read-only. DescribeInstanceTopology: the UltraServer
+        # labels (node_agent/topology.py).
         self.role.add_to_principal_policy(iam.PolicyStatement(
             sid="DescribeInstances",
             actions=["autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeAutoScalingInstances",
-                     "ec2:DescribeInstances"],
+                     "ec2:DescribeInstances", "ec2:DescribeInstanceTopology"],
             resources=["*"]))
         # Acknowledged for cdk-nag (v3 reads CDK's native acknowledgements, one per finding).
         region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region

@@ -28,9 +28,10 @@ def _client(kubeconfig: str | None, context: str | None):
 
 
 def create_jobset(obj: dict[str, Any], *, kubeconfig: str | None = None, context: str | None = None,
-                  secret: dict[str, Any] | None = None) -> None:
-    """Create the JobSet, then ``secret`` owned by it (deleted with it); if the Secret is refused, the
-    JobSet is deleted again, so nothing half-made is left."""
+                  secret: dict[str, Any] | None = None, owned: list[dict[str, Any]] = ()) -> None:
+    """Create the JobSet, then ``secret`` and the custom objects ``owned`` (``plural`` taken from
+    ``OWNED_PLURALS``), each owned by it (deleted with it); if one is refused, the JobSet is deleted again,
+    so nothing half-made is left."""
     client = _client(kubeconfig, context)
     api = client.CustomObjectsApi()
     group, version = obj["apiVersion"].split("/")
@@ -41,21 +42,29 @@ def create_jobset(obj: dict[str, Any], *, kubeconfig: str | None = None, context
         raise ClusterError(f"the API server refused the JobSet ({e.status}): {_reason(e)}") from None
     except Exception as e:  # urllib3 connection errors carry no common base worth importing
         _unreachable(e)
-    if secret is None:
-        return
-    owned = {**secret, "metadata": {**secret["metadata"], "ownerReferences": [{
-        "apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": name,
-        "uid": (created.get("metadata") or {}).get("uid", "")}]}}
-    try:
-        client.CoreV1Api().create_namespaced_secret(ns, owned, _request_timeout=20)
-    except Exception as e:  # noqa: BLE001 - undo the JobSet whatever went wrong
+    owner = [{"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": name,
+              "uid": (created.get("metadata") or {}).get("uid", "")}]
+    for extra in ([secret] if secret is not None else []) + list(owned):
+        mine = {**extra, "metadata": {**extra["metadata"], "ownerReferences": owner}}
         try:
-            api.delete_namespaced_custom_object(group, version, ns, "jobsets", name, _request_timeout=20)
-        except Exception:  # noqa: BLE001 - reported below
-            pass
-        what = f"({e.status}): {_reason(e)}" if isinstance(e, client.ApiException) else f"({type(e).__name__})"
-        raise ClusterError(f"the API server refused the Secret {secret['metadata']['name']} {what}; "
-                           f"the JobSet {name} was deleted again") from None
+            if extra["kind"] == "Secret":
+                client.CoreV1Api().create_namespaced_secret(ns, mine, _request_timeout=20)
+            else:
+                g, v = extra["apiVersion"].split("/")
+                api.create_namespaced_custom_object(g, v, ns, OWNED_PLURALS[extra["kind"]], mine,
+                                                    _request_timeout=20)
+        except Exception as e:  # noqa: BLE001 - undo the JobSet whatever went wrong
+            try:
+                api.delete_namespaced_custom_object(group, version, ns, "jobsets", name, _request_timeout=20)
+            except Exception:  # noqa: BLE001 - reported below
+                pass
+            what = f"({e.status}): {_reason(e)}" if isinstance(e, client.ApiException) else f"({type(e).__name__})"
+            raise ClusterError(f"the API server refused the {extra['kind']} {extra['metadata']['name']} {what}; "
+                               f"the JobSet {name} was deleted again") from None
+
+
+# Custom objects `create_jobset` may create next to a JobSet: kind -> plural.
+OWNED_PLURALS = {"ComputeDomain": "computedomains"}
 
 
 def _reason(e) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from openpod_core import labels
+from infra.governance import compute_domain
 from infra.governance.queues import TEAM_LABEL
 from infra.queueing_spec import QueueingSpec
 from infra.spec import ClusterSpec
@@ -108,6 +109,9 @@ def kueue_manager_config(spec: ClusterSpec | None = None) -> dict[str, Any]:
         "waitForPodsReady": wait_for_pods_ready(queueing),
         "resources": {"excludeResourcePrefixes": list(EXCLUDED_RESOURCE_PREFIXES)},
     }
+    mappings = compute_domain.device_class_mappings(spec) if spec is not None else []
+    if mappings:  # IMEX channel claims of GB200 jobs (infra/governance/compute_domain.py)
+        cfg["resources"]["deviceClassMappings"] = mappings
     if queueing.fair_sharing:
         # Present = fair sharing on (kueue@v0.19.2 pkg/scheduler/preemption/fairsharing/strategy.go:50-52).
         cfg["fairSharing"] = {"preemptionStrategies": list(FAIR_SHARING_STRATEGIES)}

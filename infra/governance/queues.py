@@ -17,7 +17,9 @@ from decimal import Decimal
 from typing import Any
 
 from openpod_core import labels
+from infra.governance import compute_domain
 from infra.governance import resources as res
+from openpod_core.accelerator_stack import multi_node_nvlink
 from openpod_core.instance_types import InstanceType
 from infra.spec import ClusterSpec, GroupQuota, InstanceGroupSpec, TeamSpec
 
@@ -60,6 +62,9 @@ SUBMITTER_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create"]},
     # `openpod submit --runtime openpod` creates the job's peer-replication Secret (owned by its JobSet).
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "delete", "get"]},
+    # `openpod submit` on a multi-node-NVLink group creates the job's IMEX ComputeDomain (owned by its JobSet).
+    {"apiGroups": ["resource.nvidia.com"], "resources": ["computedomains"],
+     "verbs": ["create", "delete", "get", "list", "watch"]},
 )
 QUEUE_VIEWER_RULES: tuple[dict[str, Any], ...] = (
     {"apiGroups": ["kueue.x-k8s.io"],
@@ -220,12 +225,21 @@ def cohort(spec: ClusterSpec) -> dict[str, Any]:
 def covered_resources(groups: list[InstanceGroupSpec]) -> list[str]:
     present: set[str] = set()
     for g in groups:
-        present |= set(res.node_share(g.type).quantities(g.type))
-    return [r for r in res.RESOURCE_ORDER if r in present]
+        present |= set(_node_quantities(g.type))
+    return [r for r in (*res.RESOURCE_ORDER, compute_domain.IMEX_CHANNEL) if r in present]
+
+
+def _node_quantities(t: InstanceType) -> dict[str, int]:
+    """What one node of type ``t`` counts for in quota: its pod share, plus one IMEX channel on multi-node-NVLink
+    types (a DRA claim, mapped to a quota resource in Kueue's configuration: infra/governance/compute_domain.py)."""
+    have = res.node_share(t).quantities(t)
+    if multi_node_nvlink(t):
+        have[compute_domain.IMEX_CHANNEL] = 1
+    return have
 
 
 def _per_node(t: InstanceType, covered: list[str]) -> dict[str, int]:
-    have = res.node_share(t).quantities(t)
+    have = _node_quantities(t)
     return {r: have.get(r, 0) for r in covered}
 
 

@@ -35,7 +35,7 @@ def api_server(tmp_path):
         def do_POST(self):  # noqa: N802 - http.server's naming
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append((self.path, self.headers.get("Authorization", ""), body))
-            status = answer["secrets"] if self.path.endswith("/secrets") else answer["status"]
+            status = answer.get(self.path.rsplit("/", 1)[-1], answer["status"])  # per collection, e.g. "secrets"
             if status == 201:
                 payload = {**body, "metadata": {**body["metadata"], "uid": "6f1c0e2a-uid"}}
             else:

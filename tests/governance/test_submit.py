@@ -21,7 +21,7 @@ def dry_run(*args: str) -> dict:
     result = CliRunner().invoke(main, ["submit", "--spec", SPEC, "--image", "registry.example/train:1", "--dry-run",
                                        *args, "--", "train.py", "--steps", "100"])
     assert result.exit_code == 0, result.output
-    return yaml.safe_load(result.stdout)
+    return next(yaml.safe_load_all(result.stdout))  # the JobSet (a GB200 job's ComputeDomain follows it)
 
 
 def pod(js: dict) -> dict:

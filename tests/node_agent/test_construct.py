@@ -71,6 +71,8 @@ def test_controller_role_is_scoped_to_the_cluster_by_tag(synth):
     for sid in ("ReplaceClusterInstances", "RebootClusterInstances"):
         assert st[sid]["Resource"] != "*"
     assert all(a.startswith(("autoscaling:Describe", "ec2:Describe")) for a in st["DescribeInstances"]["Action"])
+    # UltraServer labels (node_agent/topology.py) read EC2's instance topology
+    assert "ec2:DescribeInstanceTopology" in st["DescribeInstances"]["Action"]
     actions = {a for s in st.values() for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
     assert not any(a.endswith("*") or "Terminate" in a for a in actions)
 
