@@ -21,6 +21,21 @@ def example_data(name: str = "default.yaml") -> dict:
     return yaml.safe_load((EXAMPLES / name).read_text())
 
 
+def on_kubernetes(data: dict, version: str) -> dict:
+    """``data`` at ``eks.version`` ``version``, without the groups (and their quotas) that version cannot run
+    (multi-node NVLink needs Kubernetes >= 1.33: openpod_core/accelerator_stack.py)."""
+    from openpod_core import accelerator_stack, instance_types
+
+    data["eks"]["version"] = version
+    dropped = {g["name"] for g in data["instance_groups"]
+               if not accelerator_stack.kubernetes_supports(instance_types.get(g["instance_type"]), version)}
+    data["instance_groups"] = [g for g in data["instance_groups"] if g["name"] not in dropped]
+    for t in data.get("teams", []):
+        for name in dropped:
+            t.get("quotas", {}).pop(name, None)
+    return data
+
+
 def spec_problems(data) -> list[str]:
     """The problems parse_spec reports for ``data`` (it must refuse it), one string each."""
     from infra.spec import SpecError, parse_spec

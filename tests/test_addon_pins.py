@@ -7,7 +7,7 @@ import pytest
 
 from infra.spec import parse_spec
 from openpod_core.facts import FACTS, UNVERIFIED
-from tests.conftest import example_data
+from tests.conftest import example_data, on_kubernetes
 
 # The "latest version of the Amazon EKS add-on type for each Kubernetes version" tables of the EKS user guide
 # (managing-coredns, managing-kube-proxy, managing-vpc-cni), as read on 2026-11-23; sources in the facts register.
@@ -19,9 +19,7 @@ GUIDE = {
 
 
 def addons_for(version: str) -> dict[str, str]:
-    data = example_data()
-    data["eks"]["version"] = version
-    return parse_spec(data, "v.yaml").eks.addon_versions
+    return parse_spec(on_kubernetes(example_data(), version), "v.yaml").eks.addon_versions
 
 
 @pytest.mark.parametrize("version", sorted(GUIDE))

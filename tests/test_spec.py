@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from infra.spec import load_spec, parse_spec
-from tests.conftest import EXAMPLES, ROOT, spec_problems as problems
+from tests.conftest import EXAMPLES, ROOT, on_kubernetes, spec_problems as problems
 
 DEFAULT = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
 
@@ -189,12 +189,7 @@ def test_spec_reference_doc_is_generated_from_the_models():
 
 @pytest.mark.parametrize("version", ["1.32", "1.33", "1.34"])
 def test_kube_proxy_follows_the_cluster_version(version):
-    data = spec_with(eks__version=version)
-    if version == "1.32":   # GB200 needs >= 1.33 (tests/test_accelerator_stack_rules.py)
-        data["instance_groups"] = [g for g in data["instance_groups"] if g["name"] != "gb200"]
-        for t in data["teams"]:
-            t["quotas"].pop("gb200", None)
-    spec = parse_spec(data, "v.yaml")
+    spec = parse_spec(on_kubernetes(spec_with(), version), "v.yaml")  # GB200 needs >= 1.33
     assert spec.eks.addon_versions["kube-proxy"].startswith(f"v{version}.")
 
 
