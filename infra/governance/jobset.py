@@ -543,6 +543,10 @@ def lighthouse_job(req: JobRequest, trainer_pod: dict[str, Any]) -> dict[str, An
         "automountServiceAccountToken": False,
         "nodeSelector": dict(trainer_pod["nodeSelector"]),
         "containers": [container],
+        # The Lighthouse is PID 1 without a SIGTERM handler, so an eviction's SIGTERM is not delivered to it
+        # (pid_namespaces(7)): it serves the groups' quorums while they agree to stop and checkpoint, until
+        # SIGKILL this long after. Longer would hold every JobSet restart (BlockingRecreate) as long.
+        "terminationGracePeriodSeconds": STOP_MARGIN_S,
     }
     if "tolerations" in trainer_pod:
         spec["tolerations"] = list(trainer_pod["tolerations"])
