@@ -100,7 +100,8 @@ class Runtime:
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         self.node_id = os.environ.get("OPENPOD_NODE_ID") or socket.gethostname()
-        self.data = TokenShards(cfg.data.data_dir)
+        self.data = TokenShards(cfg.data.data_dir, cache_dir=cfg.data.cache_dir,
+                                cache_max_bytes=int(cfg.data.cache_max_gib * (1 << 30)))
         self.order = SampleOrder(len(self.data), cfg.seed)
         self.checkpointer = None
         self.lr_schedule = LRSchedule.from_config(cfg)  # replaced by the saved one on restore
@@ -373,6 +374,7 @@ class Runtime:
                             else False},
             "goodput": self.goodput.summary(),
             "fault_tolerance": self.ft.summary() if self.ft is not None else None,
+            "data_cache": self.data.cache_stats,  # this rank's shards: found in node memory, copied, uncached
         }
         if self.ft is not None:
             self.ft.shutdown()
