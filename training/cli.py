@@ -110,11 +110,14 @@ def main() -> None:
                    "the Lighthouse the same --min_replicas")
 @click.option("--lighthouse", envvar="TORCHFT_LIGHTHOUSE", default=None,
               help="replica: the torchft Lighthouse, http://host:port [env TORCHFT_LIGHTHOUSE]")
+@click.option("--lighthouse-wait", type=float, default=600.0, show_default=True,
+              help="replica: seconds to wait for the Lighthouse to accept connections before starting the workers "
+                   "(on Kubernetes its pod may start after this one)")
 def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, global_batch, micro_batch,
         num_samples, data_dir, memory_dir, nvme_dir, s3_uri, s3_endpoint_url, fsx_every, s3_every, keep,
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
         bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
-        fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None) -> None:
+        fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = usage_problems(click.get_current_context().params)
     if problems:
@@ -174,6 +177,14 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     config_path = run_dir / f"config-{node_id or socket.gethostname()}.json"
     write_json_atomic(config_path, json.loads(cfg.to_json()))
 
+    if fault_tolerance == "replica":
+        try:
+            waited = wait_for_lighthouse(lighthouse, lighthouse_wait)
+        except TimeoutError as e:
+            click.echo(f"error: --lighthouse: {e}", err=True)
+            sys.exit(1)
+        if waited >= 1:
+            click.echo(f"the Lighthouse {lighthouse} accepted connections after {waited:.0f}s", err=True)
     results = Path(tempfile.mkdtemp(prefix="openpod-results-"))
     cmd = [sys.executable, "-m", "torch.distributed.run",
            f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}",
@@ -264,6 +275,25 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
             for stale in [*ft_dir.glob("rank-*.json"), *ft_dir.glob("pid-*")]:
                 stale.unlink(missing_ok=True)
     return proc.wait(), bool(signalled)
+
+
+def wait_for_lighthouse(url: str, timeout: float, *, poll: float = 0.5) -> float:
+    """Seconds until the torchft Lighthouse at ``url`` accepted a TCP connection (its name may not resolve
+    yet: a JobSet pod's DNS record appears with its IP); TimeoutError after ``timeout``."""
+    from urllib.parse import urlsplit
+
+    import time
+
+    u = urlsplit(url)
+    t0 = time.monotonic()
+    while True:
+        try:
+            socket.create_connection((u.hostname, u.port), timeout=min(5.0, max(timeout, 0.1))).close()
+            return time.monotonic() - t0
+        except OSError as e:
+            if time.monotonic() - t0 >= timeout:
+                raise TimeoutError(f"{url} did not accept connections within {timeout:g}s ({e})") from None
+            time.sleep(poll)
 
 
 def default_data_cache_gib() -> float:

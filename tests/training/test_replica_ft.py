@@ -218,3 +218,31 @@ def test_with_min_replicas_1_the_survivor_trains_on_alone_with_the_whole_global_
 
     order = SampleOrder(1536, seed=1)
     assert seen == [order[p] for p in range(20 * 12)]  # the same 12 samples per step, alone or not
+
+
+def test_the_launcher_waits_for_a_lighthouse_that_starts_later_and_gives_up_with_a_clear_error(tmp_path):
+    """On EKS the Lighthouse is its own pod, which may start after a group's: the launcher waits for it."""
+    import threading
+
+    from training.cli import wait_for_lighthouse
+
+    port = free_port()
+    srv = socket.socket()
+
+    def listen_later():
+        time.sleep(1.0)
+        srv.bind(("127.0.0.1", port))
+        srv.listen()
+
+    t = threading.Thread(target=listen_later)
+    t.start()
+    try:
+        assert 0.9 <= wait_for_lighthouse(f"http://127.0.0.1:{port}", 20, poll=0.1) < 20
+    finally:
+        t.join()
+        srv.close()
+    r = run_cli([PY, "-m", "training", "run", "--checkpoint-dir", str(tmp_path / "ck"), "--steps", "5",
+                 "--fault-tolerance", "replica", "--replicas", "2", "--max-restarts", "1",
+                 "--lighthouse", f"http://127.0.0.1:{free_port()}", "--lighthouse-wait", "1"], env=cli_env())
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "error: --lighthouse: http://127.0.0.1:" in r.stderr and "did not accept connections within 1s" in r.stderr
