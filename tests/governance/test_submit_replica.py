@@ -159,7 +159,8 @@ def _amount(quantity: str) -> float:
 
 
 def _pod_requests(spec: dict) -> dict[str, float]:
-    """Kueue's pod request (and the scheduler's): max(sum of the containers, each init container)."""
+    """A pod's effective request (the scheduler's and Kueue's): max(sum of the containers, each init container)
+    (kubernetes.io/docs/concepts/workloads/pods/init-containers/#resource-sharing-within-containers)."""
     total: dict[str, float] = {}
     for c in spec["containers"]:
         for r, v in c["resources"]["requests"].items():
@@ -171,10 +172,13 @@ def _pod_requests(spec: dict) -> dict[str, float]:
 
 
 def workload_requests(js: dict) -> dict[str, float]:
-    """The Workload Kueue makes of a JobSet: one PodSet per replicated job, count = replicas x parallelism."""
+    """The one Workload Kueue makes of a JobSet: one PodSet per replicated job, count = replicas x
+    min(parallelism, completions) (kubernetes-sigs/kueue@v0.19.2
+    pkg/controller/jobs/jobset/jobset_controller.go:115-121, 231-243), admitted together (one gang)."""
     total: dict[str, float] = {}
     for r in js["spec"]["replicatedJobs"]:
-        count = r["replicas"] * r["template"]["spec"]["parallelism"]
+        spec = r["template"]["spec"]
+        count = r["replicas"] * min(spec["parallelism"], spec["completions"])
         for k, v in _pod_requests(pod(r)).items():
             total[k] = total.get(k, 0) + count * v
     return total
