@@ -376,8 +376,9 @@ def _replica_problems(p: dict, max_nodes: int | None) -> list[str]:
                         "Lighthouse, or env TORCHFT_LIGHTHOUSE)")
     elif not (lighthouse.startswith(("http://", "https://")) and _is_host_port(lighthouse.split("://", 1)[1])):
         problems.append(f"--lighthouse: must look like http://host:port, got {lighthouse!r}")
-    if p.get("parallelism", "ddp") != "ddp":
-        problems.append(f"--parallelism: --fault-tolerance replica supports ddp only, got {p['parallelism']}")
+    if p.get("parallelism", "ddp") not in ("ddp", "fsdp"):
+        problems.append(f"--parallelism: --fault-tolerance replica supports ddp or fsdp (FSDP2 inside each group, "
+                        f"the groups replicate it: HSDP), got {p['parallelism']}")
     if p.get("max_restarts", 0) < 1:
         problems.append("--max-restarts: --fault-tolerance replica needs >= 1 (a failed group restarts its own "
                         "workers, which heal from a live peer)")
