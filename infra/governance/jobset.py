@@ -273,6 +273,9 @@ def _validate_fault_tolerance(spec: ClusterSpec, req: JobRequest) -> None:
     if req.runtime != "openpod":
         raise JobError("--fault-tolerance replica needs --runtime openpod (the platform's runtime runs the "
                        "replica groups and heals a restarted one from a live peer)")
+    if REPLICA_ID_ENV in req.env:
+        raise JobError(f"--env {REPLICA_ID_ENV} not allowed with --fault-tolerance replica: it is the child Job's "
+                       "index, set from the pod itself")
     r = req.groups
     if r < 2 or req.nodes % r:
         raise JobError(f"--replicas {r} not allowed with --nodes {req.nodes}; use a divisor of --nodes from 2 "

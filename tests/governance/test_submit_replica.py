@@ -237,7 +237,9 @@ def test_the_lighthouse_port_is_reachable_from_the_teams_pods_only():
     (("--nodes", "2", *REPLICA, "--", "--steps", "5", "--global-batch", "8"),
      "training args after -- not accepted by python -m training run: --global-batch: 8 is smaller than the ranks "
      "of all replica groups (2 x 8)"),
-], ids=["torchrun", "divisor", "one-node", "min-replicas", "replicas-alone", "lighthouse-flag", "batch"])
+    (("--nodes", "2", *REPLICA, "--env", "REPLICA_ID=1", "--", *TRAINING_ARGS),
+     "--env REPLICA_ID not allowed with --fault-tolerance replica: it is the child Job's index"),
+], ids=["torchrun", "divisor", "one-node", "min-replicas", "replicas-alone", "lighthouse-flag", "batch", "env"])
 def test_bad_replica_requests_are_one_line_exit_2(args, message):
     r = submit("--group", "p5", *args)
     assert r.exit_code == 2, r.output
