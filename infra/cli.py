@@ -169,13 +169,21 @@ def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_cont
 @click.option("--grace-seconds", type=int, default=None,
               help="seconds a pod gets after SIGTERM (eviction, preemption) before it is killed; --runtime openpod "
                    "checkpoints the current step durably in that time [default: 300 for openpod, 60 for torchrun]")
+@click.option("--fault-tolerance", type=click.Choice(["restart", "replica"]), default="restart", show_default=True,
+              help="--runtime openpod: restart = every worker restarts from the newest checkpoint; replica = "
+                   "--replicas replica groups (one child Job each) and a torchft Lighthouse: a group whose worker "
+                   "fails restarts alone and heals from a live peer")
+@click.option("--replicas", type=int, default=None,
+              help="--fault-tolerance replica: replica groups, a divisor of --nodes [default: one per node]")
+@click.option("--min-replicas", type=int, default=0,
+              help="--fault-tolerance replica: groups a step needs [0: all - survivors wait for a lost group]")
 @click.option("--dry-run", is_flag=True, help="print the JobSet YAML instead of creating it")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="default: $KUBECONFIG or ~/.kube/config")
 @click.option("--context", "kube_context", default=None, help="kubeconfig context")
 @click.argument("script", nargs=-1, type=click.UNPROCESSED)
 def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, priority, require_topology,
            prefer_topology, max_restarts, hugepages_mi, shm_gi, env, runtime, s3_uri, grace_seconds, dry_run,
-           kubeconfig, kube_context, script) -> None:
+           kubeconfig, kube_context, script, fault_tolerance="restart", replicas=None, min_replicas=0) -> None:
     """Submit a multi-node PyTorch job as a Kueue-managed JobSet.
 
     The training script and its arguments follow `--`, e.g.
@@ -196,6 +204,7 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
         accelerators_per_node=accelerators_per_node, priority=priority, require_topology=require_topology,
         prefer_topology=prefer_topology, max_restarts=max_restarts, hugepages_mi=hugepages_mi, shm_gi=shm_gi,
         env=env_map, runtime=runtime, s3_uri=s3_uri, grace_seconds=grace_seconds,
+        fault_tolerance=fault_tolerance, replicas=replicas, min_replicas=min_replicas,
     )
     try:
         jobset.validate(s, req)

@@ -59,6 +59,10 @@ def main() -> None:
 @click.option("--micro-batch", type=int, default=2, help="samples per forward pass on a rank")
 @click.option("--num-samples", type=int, default=1536, help="samples in the synthetic data set")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="[default: CHECKPOINT_DIR/data]")
+@click.option("--data-cache-gib", type=float, default=None,
+              help="copy the data set's shards into node memory (MEMORY_DIR/data-cache), up to this many GiB, so "
+                   "a restarted worker maps them instead of reading DATA_DIR again (0: off) "
+                   "[default: 1/8 of the container's memory limit, at most 16]")
 @click.option("--memory-dir", type=click.Path(file_okay=False), default=None,
               help="node-memory tier [default: /dev/shm/openpod/<hash of CHECKPOINT_DIR>]")
 @click.option("--nvme-dir", type=click.Path(file_okay=False), default=None, help="local NVMe tier (optional)")
@@ -106,11 +110,14 @@ def main() -> None:
                    "the Lighthouse the same --min_replicas")
 @click.option("--lighthouse", envvar="TORCHFT_LIGHTHOUSE", default=None,
               help="replica: the torchft Lighthouse, http://host:port [env TORCHFT_LIGHTHOUSE]")
+@click.option("--lighthouse-wait", type=float, default=600.0, show_default=True,
+              help="replica: seconds to wait for the Lighthouse to accept connections before starting the workers "
+                   "(on Kubernetes its pod may start after this one)")
 def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, global_batch, micro_batch,
         num_samples, data_dir, memory_dir, nvme_dir, s3_uri, s3_endpoint_url, fsx_every, s3_every, keep,
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
         bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
-        fault_tolerance, replica_id, replicas, min_replicas, lighthouse) -> None:
+        fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = usage_problems(click.get_current_context().params)
     if problems:
@@ -140,10 +147,14 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         fail(f"--checkpoint-dir: {ckpt_dir} is not a writable directory ({e.strerror})")
     m = MODELS[model]
     run_dir = ckpt_dir / "run"
+    memory = Path(memory_dir).resolve() if memory_dir else Path("/dev/shm/openpod") / job
+    if data_cache_gib is None:
+        data_cache_gib = default_data_cache_gib()
     data = DataConfig(data_dir=str(Path(data_dir).resolve() if data_dir else shared_dir / "data"),
-                      num_samples=num_samples, global_batch=global_batch, micro_batch=micro_batch)
-    tiers = [TierConfig("memory", str(Path(memory_dir).resolve() if memory_dir else Path("/dev/shm/openpod") / job),
-                        keep=keep)]
+                      num_samples=num_samples, global_batch=global_batch, micro_batch=micro_batch,
+                      cache_dir=str(memory / "data-cache") if data_cache_gib > 0 else None,
+                      cache_max_gib=data_cache_gib)
+    tiers = [TierConfig("memory", str(memory), keep=keep)]
     if nvme_dir:
         tiers.append(TierConfig("nvme", str(Path(nvme_dir).resolve()), keep=keep))
     tiers.append(TierConfig("fsx", str(ckpt_dir), keep=keep, every=fsx_every))
@@ -166,6 +177,14 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     config_path = run_dir / f"config-{node_id or socket.gethostname()}.json"
     write_json_atomic(config_path, json.loads(cfg.to_json()))
 
+    if fault_tolerance == "replica":
+        try:
+            waited = wait_for_lighthouse(lighthouse, lighthouse_wait)
+        except TimeoutError as e:
+            click.echo(f"error: --lighthouse: {e}", err=True)
+            sys.exit(1)
+        if waited >= 1:
+            click.echo(f"the Lighthouse {lighthouse} accepted connections after {waited:.0f}s", err=True)
     results = Path(tempfile.mkdtemp(prefix="openpod-results-"))
     cmd = [sys.executable, "-m", "torch.distributed.run",
            f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}",
@@ -258,6 +277,39 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
     return proc.wait(), bool(signalled)
 
 
+def wait_for_lighthouse(url: str, timeout: float, *, poll: float = 0.5) -> float:
+    """Seconds until the torchft Lighthouse at ``url`` accepted a TCP connection (its name may not resolve
+    yet: a JobSet pod's DNS record appears with its IP); TimeoutError after ``timeout``."""
+    from urllib.parse import urlsplit
+
+    import time
+
+    u = urlsplit(url)
+    t0 = time.monotonic()
+    while True:
+        try:
+            socket.create_connection((u.hostname, u.port), timeout=min(5.0, max(timeout, 0.1))).close()
+            return time.monotonic() - t0
+        except OSError as e:
+            if time.monotonic() - t0 >= timeout:
+                raise TimeoutError(f"{url} did not accept connections within {timeout:g}s ({e})") from None
+            time.sleep(poll)
+
+
+def default_data_cache_gib() -> float:
+    """1/8 of the memory this container may use (cgroup v2 ``memory.max``, else the machine's), at most 16 GiB:
+    the cache's pages are charged to the pod that writes them."""
+    limit = None
+    try:
+        raw = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        limit = int(raw) if raw != "max" else None
+    except (OSError, ValueError):
+        pass
+    if limit is None:
+        limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return min(16.0, round(limit / 8 / (1 << 30), 3))
+
+
 def usage_problems(params: dict) -> list[str]:
     """Bad values and combinations among ``run``'s parsed ``params`` (click checked the types), one line each."""
     p = params
@@ -281,6 +333,8 @@ def usage_problems(params: dict) -> list[str]:
         problems.append(f"--s3-uri: must look like s3://bucket/prefix, got {s3_uri!r}")
     if rdzv_endpoint is not None and not _is_host_port(rdzv_endpoint):
         problems.append(f"--rdzv-endpoint: must be host:port, got {rdzv_endpoint!r}")
+    if (p.get("data_cache_gib") or 0.0) < 0:
+        problems.append(f"--data-cache-gib: must be >= 0 (0: off), got {p['data_cache_gib']}")
     if p.get("hang_floor", 1.0) <= 0:
         problems.append(f"--hang-floor: must be > 0 seconds, got {p['hang_floor']}")
     if p.get("stop_timeout", 0) < 0:
@@ -322,8 +376,9 @@ def _replica_problems(p: dict, max_nodes: int | None) -> list[str]:
                         "Lighthouse, or env TORCHFT_LIGHTHOUSE)")
     elif not (lighthouse.startswith(("http://", "https://")) and _is_host_port(lighthouse.split("://", 1)[1])):
         problems.append(f"--lighthouse: must look like http://host:port, got {lighthouse!r}")
-    if p.get("parallelism", "ddp") != "ddp":
-        problems.append(f"--parallelism: --fault-tolerance replica supports ddp only, got {p['parallelism']}")
+    if p.get("parallelism", "ddp") not in ("ddp", "fsdp"):
+        problems.append(f"--parallelism: --fault-tolerance replica supports ddp or fsdp (FSDP2 inside each group, "
+                        f"the groups replicate it: HSDP), got {p['parallelism']}")
     if p.get("max_restarts", 0) < 1:
         problems.append("--max-restarts: --fault-tolerance replica needs >= 1 (a failed group restarts its own "
                         "workers, which heal from a live peer)")

@@ -38,6 +38,8 @@ class DataConfig:
     samples_per_shard: int = 256
     global_batch: int = 12           # samples per optimizer step, whatever the world size
     micro_batch: int = 2             # samples per forward/backward on one rank
+    cache_dir: str | None = None     # node-memory copies of the shards (training/data.py ShardCache); None: off
+    cache_max_gib: float = 16.0      # beyond this the shards are mapped from data_dir
 
 
 @dataclass

@@ -7,6 +7,10 @@
   contiguous slice of that window sized by the current world size. So a resume at
   step ``s`` starts reading exactly where the interrupted run stopped, and a change of
   world size changes who reads a sample, never which samples a step reads.
+* Optionally (:class:`ShardCache`) each shard is copied once into a per-job directory in node
+  memory (``/dev/shm``) and mapped from there: the node's ranks share it, and a restarted rank
+  maps the cached copy instead of reading the source (FSx) again. The cache is keyed by the data
+  set's index, so a changed data set is never served from a stale copy.
 """
 
 from __future__ import annotations
@@ -70,24 +74,85 @@ def ensure_dataset(data_dir: str | Path, *, seed: int, num_samples: int, samples
     return data_dir
 
 
-class TokenShards:
-    """Random access to samples in memory-mapped shards (nothing is read until indexed)."""
+class ShardCache:
+    """Node-local copies of a data set's shards, for :class:`TokenShards`; outlives the processes.
 
-    def __init__(self, data_dir: str | Path):
+    ``root/<key>/shard_*.bin``, ``key`` = SHA-256 of the data set's ``index.json`` (which holds every
+    shard's SHA-256), so a changed data set gets a new directory and the old one is removed on open.
+    A shard is copied on first use (verified against its SHA-256, then renamed into place: a present
+    file is complete); beyond ``max_bytes`` shards are mapped from the source instead.
+    """
+
+    def __init__(self, root: str | Path, index: bytes, *, max_bytes: int):
+        self.root = Path(root)
+        self.key = hashlib.sha256(index).hexdigest()[:16]
+        self.dir = self.root / self.key
+        self.max_bytes = max_bytes
+        self.root.mkdir(parents=True, exist_ok=True)
+        for d in self.root.iterdir():  # another data set's copies (or an older version of this one)
+            if d.name != self.key and d.is_dir():
+                shutil.rmtree(d, ignore_errors=True)
+        self.dir.mkdir(exist_ok=True)
+
+    def _used(self) -> int:
+        return sum(f.stat().st_size for f in self.dir.glob("shard_*.bin"))
+
+    def get(self, source: Path, *, size: int, sha256: str) -> tuple[Path, str]:
+        """(path to map, "hit" | "filled" | "uncached") for the shard at ``source``."""
+        cached = self.dir / source.name
+        try:
+            if cached.stat().st_size == size:
+                return cached, "hit"
+        except FileNotFoundError:
+            pass
+        if self._used() + size > self.max_bytes:
+            return source, "uncached"
+        raw = source.read_bytes()
+        if hashlib.sha256(raw).hexdigest() != sha256:
+            raise ValueError(f"{source}: contents differ from {INDEX} (the data set changed while in use)")
+        tmp = self.dir / f".{source.name}.{os.getpid()}"
+        tmp.write_bytes(raw)
+        os.replace(tmp, cached)
+        return cached, "filled"
+
+
+class TokenShards:
+    """Random access to samples in memory-mapped shards (nothing is read until indexed).
+
+    With ``cache_dir``, shards are mapped from a :class:`ShardCache` there (``cache_max_bytes`` at most);
+    ``cache_stats`` counts this process's shards found in the cache, copied into it, or left uncached.
+    """
+
+    def __init__(self, data_dir: str | Path, *, cache_dir: str | Path | None = None,
+                 cache_max_bytes: int = 16 << 30):
         self.dir = Path(data_dir)
-        idx = json.loads((self.dir / INDEX).read_text())
+        raw = (self.dir / INDEX).read_bytes()
+        idx = json.loads(raw)
         self.sample_tokens = idx["sample_tokens"]
         self.samples_per_shard = idx["samples_per_shard"]
         self.num_samples = idx["num_samples"]
-        self._maps = [np.memmap(self.dir / s["name"], dtype="<u2", mode="r").reshape(-1, self.sample_tokens)
-                      for s in idx["shards"]]
+        self._shards = idx["shards"]
+        self._maps: list[np.memmap | None] = [None] * len(self._shards)
+        self.cache = ShardCache(cache_dir, raw, max_bytes=cache_max_bytes) if cache_dir else None
+        self.cache_stats = {"dir": str(self.cache.dir) if self.cache else None, "hit": 0, "filled": 0, "uncached": 0}
 
     def __len__(self) -> int:
         return self.num_samples
 
+    def _map(self, shard: int) -> np.memmap:
+        m = self._maps[shard]
+        if m is None:
+            s = self._shards[shard]
+            path = self.dir / s["name"]
+            if self.cache is not None:
+                path, how = self.cache.get(path, size=s["samples"] * self.sample_tokens * 2, sha256=s["sha256"])
+                self.cache_stats[how] += 1
+            m = self._maps[shard] = np.memmap(path, dtype="<u2", mode="r").reshape(-1, self.sample_tokens)
+        return m
+
     def sample(self, i: int) -> torch.Tensor:
         shard, off = divmod(i, self.samples_per_shard)
-        return torch.from_numpy(self._maps[shard][off].astype(np.int64))
+        return torch.from_numpy(self._map(shard)[off].astype(np.int64))
 
     def batch(self, ids: list[int]) -> torch.Tensor:
         return torch.stack([self.sample(i) for i in ids])

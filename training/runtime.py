@@ -100,7 +100,8 @@ class Runtime:
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         self.node_id = os.environ.get("OPENPOD_NODE_ID") or socket.gethostname()
-        self.data = TokenShards(cfg.data.data_dir)
+        self.data = TokenShards(cfg.data.data_dir, cache_dir=cfg.data.cache_dir,
+                                cache_max_bytes=int(cfg.data.cache_max_gib * (1 << 30)))
         self.order = SampleOrder(len(self.data), cfg.seed)
         self.checkpointer = None
         self.lr_schedule = LRSchedule.from_config(cfg)  # replaced by the saved one on restore
@@ -112,8 +113,9 @@ class Runtime:
             self.checkpointer.register("lr_schedule", self.lr_schedule)
         self.ft = None  # replica fault tolerance (training/ft/replica.py), switched by cfg.fault_tolerance
         if cfg.fault_tolerance.mode == "replica":
-            if cfg.parallelism != "ddp":
-                raise ValueError(f"fault_tolerance: replica mode supports parallelism ddp, not {cfg.parallelism!r}")
+            if cfg.parallelism not in ("ddp", "fsdp"):  # fsdp inside a group + replica groups = HSDP
+                raise ValueError(f"fault_tolerance: replica mode supports parallelism ddp or fsdp, not "
+                                 f"{cfg.parallelism!r}")
             from training.ft.replica import ReplicaGroup
 
             self.ft = ReplicaGroup(cfg.fault_tolerance, group_rank=self.rank, group_world_size=self.world_size,
@@ -224,13 +226,19 @@ class Runtime:
         from torch.distributed.checkpoint.state_dict import get_state_dict
 
         msd, osd = get_state_dict(model, optimizer)
-        return {"model": msd, "optim": osd, "components": {n: c.state_dict() for n, c in self._components().items()},
-                "loss": self.last_loss}
+        # FSDP2: this rank's shards as plain tensors; the receiver (same group rank, same group size) puts them
+        # back into its own DTensors
+        return {"model": _to_local(msd), "optim": _to_local(osd),
+                "components": {n: c.state_dict() for n, c in self._components().items()}, "loss": self.last_loss}
 
     def _load_live_state(self, model, optimizer, sd: dict) -> None:
         from torch.distributed.checkpoint.state_dict import set_state_dict
 
-        set_state_dict(model, optimizer, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        msd, osd = get_state_dict(model, optimizer)  # templates: this rank's DTensors (mesh, placements)
+        set_state_dict(model, optimizer, model_state_dict=_from_local(msd, sd["model"]),
+                       optim_state_dict=_from_local(osd, sd["optim"]))
         for name, c in self._components().items():
             c.load_state_dict(sd["components"][name])
         self.last_loss = sd["loss"]
@@ -268,6 +276,8 @@ class Runtime:
             t = torch.stack([loss_sum.detach().reshape(()).float(), torch.tensor(stop, device=loss_sum.device)])
             if self.world_size > 1:
                 dist.all_reduce(t)
+            if self.ft is not None:  # the group's gradient shards (reduce-scattered in it), then over the groups
+                t = self._sum_shards_over_groups(model, t)
             self._stop_agreed = (self._step, bool(t[1] > 0))
             return float(t[0])
         params = [p for p in model.parameters() if p.requires_grad]
@@ -289,6 +299,23 @@ class Runtime:
             p.grad.copy_(flat[off:off + n].view_as(p))
             off += n
         return float(flat[-2])
+
+    def _sum_shards_over_groups(self, model: torch.nn.Module, t: torch.Tensor) -> torch.Tensor:
+        """Replica groups over FSDP2 (HSDP with torchft as the replicate dimension): rank r of every group holds
+        the same shard of each gradient; sum those shards, the loss and the stop flag over the groups in one
+        all-reduce. Returns the summed (loss, stop)."""
+        from training.checkpoint.staging import local_tensor
+
+        grads = [local_tensor(p.grad) for p in model.parameters() if p.requires_grad and p.grad is not None]
+        dtype = grads[0].dtype if grads else t.dtype
+        flat = torch.cat([g.reshape(-1) for g in grads] + [t.to(dtype)])
+        self.ft.allreduce_sum(flat)
+        off = 0
+        for g in grads:
+            n = g.numel()
+            g.copy_(flat[off:off + n].view_as(g))
+            off += n
+        return flat[off:].float()
 
     def _stop_now(self, step: int) -> bool:
         """Whether any rank got SIGTERM, agreed by all ranks at ``step`` (an all-reduce of its own if the
@@ -373,12 +400,41 @@ class Runtime:
                             else False},
             "goodput": self.goodput.summary(),
             "fault_tolerance": self.ft.summary() if self.ft is not None else None,
+            "data_cache": self.data.cache_stats,  # this rank's shards: found in node memory, copied, uncached
         }
         if self.ft is not None:
             self.ft.shutdown()
         dist.barrier()
         dist.destroy_process_group()
         return result
+
+
+def _to_local(obj):
+    """``obj`` with every DTensor replaced by its local shard."""
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(obj, DTensor):
+        return obj.to_local()
+    if isinstance(obj, dict):
+        return {k: _to_local(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to_local(v) for v in obj]
+    return obj
+
+
+def _from_local(template, obj):
+    """``obj`` (from :func:`_to_local`) with each shard re-wrapped like the DTensor at the same place in
+    ``template``."""
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(template, DTensor):
+        return DTensor.from_local(obj.to(template.device), template.device_mesh, template.placements,
+                                  shape=template.shape, stride=template.stride())
+    if isinstance(template, dict) and isinstance(obj, dict):
+        return {k: _from_local(template[k], v) if k in template else v for k, v in obj.items()}
+    if isinstance(template, list) and isinstance(obj, list) and len(template) == len(obj):
+        return [_from_local(t, v) for t, v in zip(template, obj)]
+    return obj
 
 
 def _free_port() -> int:

@@ -12,6 +12,9 @@ team's LocalQueue at the chosen priority, and places it by topology: required
 (all pods in one domain, e.g. one UltraServer) or preferred (as few domains as
 possible, e.g. under one network spine).
 
+With ``--fault-tolerance replica`` (runtime ``openpod``) the replicated job has one child Job per replica
+group, and a second replicated job runs the job's torchft Lighthouse (``lighthouse_job``).
+
 A node failure makes its pod fail; the JobSet then recreates all its jobs
 (``failurePolicy.maxRestarts``) and torchrun resumes from the last checkpoint
 once the Auto Scaling group's replacement node has passed its health check.
@@ -74,7 +77,27 @@ LAUNCHER_RESTARTS = 3
 # `python -m training run` flags submit sets; the args after -- may not repeat them.
 LAUNCHER_FLAGS = ("--nnodes", "--nproc-per-node", "--rdzv-endpoint", "--rdzv-id", "--node-id", "--bind-host",
                   "--max-restarts", "--checkpoint-dir", "--memory-dir", "--nvme-dir", "--s3-uri", "--stop-timeout",
-                  "--metrics-port")
+                  "--metrics-port", "--fault-tolerance", "--replica-id", "--replicas", "--min-replicas",
+                  "--lighthouse")
+
+# --fault-tolerance replica (docs/training.md, "Replica healing"): one child Job per replica group
+# (replicatedJob REPLICATED_JOB with `replicas: R`), the group index from the label JobSet puts on every
+# pod of a child Job (jobset.sigs.k8s.io/job-index: kubernetes-sigs/jobset@v0.12.0
+# api/jobset/v1alpha2/jobset_types.go:33-36, set on the pod template in
+# pkg/controllers/jobset_controller.go:1014-1029), and the job's torchft Lighthouse as a replicated job of
+# one pod. torchft 0.2.0's `torchft_lighthouse` (console script of the torchft wheel, in the training
+# image): --bind [default [::]:29510], --min_replicas (required), --heartbeat_timeout_ms [5000],
+# --join_timeout_ms [60000] (its --help, read 2026-11-23).
+FAULT_TOLERANCE = ("restart", "replica")
+LIGHTHOUSE_JOB = "lighthouse"
+LIGHTHOUSE_CONTAINER = "lighthouse"
+LIGHTHOUSE_PORT = 29510
+REPLICA_ID_ENV = "REPLICA_ID"
+JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+# What the Lighthouse pod requests. It is carved out of every trainer pod's share (each asks for this much
+# less CPU and memory than a whole node gives), so the job's quota charge stays within nodes x node share
+# and the Lighthouse fits on any node the job holds.
+LIGHTHOUSE_SHARE = res.NodeShare(cpu=1, memory_gib=1)
 
 
 class JobError(ValueError):
@@ -100,10 +123,24 @@ class JobRequest:
     runtime: str = "torchrun"                   # a RUNTIMES value
     s3_uri: str | None = None                   # runtime openpod: optional S3 checkpoint tier
     grace_seconds: int | None = None            # default: DEFAULT_GRACE_SECONDS[runtime]
+    fault_tolerance: str = "restart"            # a FAULT_TOLERANCE value; replica needs runtime openpod
+    replicas: int | None = None                 # replica: replica groups [default: one per node]
+    min_replicas: int = 0                       # replica: groups a step needs [0: all]
 
     @property
     def grace(self) -> int:
         return self.grace_seconds if self.grace_seconds is not None else DEFAULT_GRACE_SECONDS[self.runtime]
+
+    @property
+    def replica_mode(self) -> bool:
+        return self.fault_tolerance == "replica"
+
+    @property
+    def groups(self) -> int:
+        """Replica groups: one child Job each (1 without replica mode)."""
+        if not self.replica_mode:
+            return 1
+        return self.replicas if self.replicas is not None else self.nodes
 
 
 # Placement when the user asks for none: pack into one UltraServer / layer-3
@@ -188,6 +225,7 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
                            f"memory: use 1 to {memory - 1} GiB")
     if req.runtime not in RUNTIMES:
         raise JobError(f"--runtime {req.runtime!r} not allowed; use one of: {', '.join(RUNTIMES)}")
+    _validate_fault_tolerance(spec, req)
     if req.runtime == "openpod":
         _validate_openpod(spec, req)
     elif req.s3_uri is not None:
@@ -217,14 +255,51 @@ def _validate_openpod(spec: ClusterSpec, req: JobRequest) -> None:
                            f"(set by submit: {', '.join(LAUNCHER_FLAGS)})")
     from training.cli import check_run_args  # the runtime's own parser: no torch import
 
-    problems = check_run_args(launch_command(spec, req)[4:])
+    problems = check_run_args([a.replace(f"$({REPLICA_ID_ENV})", "0") for a in launch_command(spec, req)[4:]])
     if problems:
         raise JobError(f"training args after -- not accepted by python -m training run: {'; '.join(problems)}")
 
 
-def leader_host(name: str) -> str:
-    """DNS name of pod 0: <jobset>-<replicatedJob>-<job index>-<pod index>.<headless service>."""
-    return f"{name}-{REPLICATED_JOB}-0-0.{name}"
+def _validate_fault_tolerance(spec: ClusterSpec, req: JobRequest) -> None:
+    if req.fault_tolerance not in FAULT_TOLERANCE:
+        raise JobError(f"--fault-tolerance {req.fault_tolerance!r} not allowed; use one of: "
+                       f"{', '.join(FAULT_TOLERANCE)}")
+    if not req.replica_mode:
+        given = [f for f, v in (("--replicas", req.replicas), ("--min-replicas", req.min_replicas or None))
+                 if v is not None]
+        if given:
+            raise JobError(f"{given[0]} only applies with --fault-tolerance replica")
+        return
+    if req.runtime != "openpod":
+        raise JobError("--fault-tolerance replica needs --runtime openpod (the platform's runtime runs the "
+                       "replica groups and heals a restarted one from a live peer)")
+    if REPLICA_ID_ENV in req.env:
+        raise JobError(f"--env {REPLICA_ID_ENV} not allowed with --fault-tolerance replica: it is the child Job's "
+                       "index, set from the pod itself")
+    r = req.groups
+    if r < 2 or req.nodes % r:
+        raise JobError(f"--replicas {r} not allowed with --nodes {req.nodes}; use a divisor of --nodes from 2 "
+                       f"to {req.nodes} (every replica group has the same number of nodes)" if req.nodes > 1 else
+                       f"--fault-tolerance replica needs at least 2 replica groups: --nodes {req.nodes} has one "
+                       "(use --nodes 2 or more)")
+    if not 0 <= req.min_replicas <= r:
+        raise JobError(f"--min-replicas {req.min_replicas} not allowed; use 0 (all {r} groups) to {r}")
+    t = spec.group(req.group).type
+    share = res.pod_share(t, req.accelerators_per_node or t.accelerator_count)
+    if share.cpu <= LIGHTHOUSE_SHARE.cpu or share.memory_gib <= LIGHTHOUSE_SHARE.memory_gib:
+        raise JobError(f"--fault-tolerance replica not available with {share.cpu} vCPU / {share.memory_gib} GiB "
+                       f"per pod: the Lighthouse takes {LIGHTHOUSE_SHARE.cpu} vCPU and "
+                       f"{LIGHTHOUSE_SHARE.memory_gib} GiB of it; use more --accelerators-per-node")
+
+
+def leader_host(name: str, job_index: int | str = 0) -> str:
+    """DNS name of a child Job's pod 0: <jobset>-<replicatedJob>-<job index>-<pod index>.<headless service>."""
+    return f"{name}-{REPLICATED_JOB}-{job_index}-0.{name}"
+
+
+def lighthouse_url(name: str) -> str:
+    """The job's torchft Lighthouse: the one pod of the replicated job LIGHTHOUSE_JOB."""
+    return f"http://{name}-{LIGHTHOUSE_JOB}-0-0.{name}:{LIGHTHOUSE_PORT}"
 
 
 def nvme_available(spec: ClusterSpec, group: str) -> bool:
@@ -271,8 +346,16 @@ def launch_command(spec: ClusterSpec, req: JobRequest) -> list[str]:
     """The container command on every node; ``$(VAR)`` is expanded by the kubelet from the container's env."""
     t = spec.group(req.group).type
     nproc = res.processes_per_node(t, req.accelerators_per_node or t.accelerator_count)
-    rendezvous = [f"--nnodes={req.nodes}", f"--nproc-per-node={nproc}"]
+    rendezvous = [f"--nnodes={req.nodes // req.groups}", f"--nproc-per-node={nproc}"]
     endpoint = f"--rdzv-endpoint={leader_host(req.name)}:{RDZV_PORT}"
+    rdzv_id = f"--rdzv-id={req.name}"
+    replica: list[str] = []
+    if req.replica_mode:  # each group its own torchrun rendezvous, on its own child Job's pod 0
+        group = f"$({REPLICA_ID_ENV})"
+        endpoint = f"--rdzv-endpoint={leader_host(req.name, group)}:{RDZV_PORT}"
+        rdzv_id = f"--rdzv-id={req.name}-{group}"
+        replica = ["--fault-tolerance=replica", f"--replica-id={group}", f"--replicas={req.groups}",
+                   f"--min-replicas={req.min_replicas}", f"--lighthouse={lighthouse_url(req.name)}"]
     if req.runtime == "torchrun":
         return ["torchrun", *rendezvous, "--rdzv-backend=c10d", endpoint, f"--rdzv-id={req.name}",
                 "--max-restarts=0", *req.script]
@@ -281,10 +364,10 @@ def launch_command(spec: ClusterSpec, req: JobRequest) -> list[str]:
         tiers.append(f"--nvme-dir={labels.LOCAL_NVME_MOUNT}")
     if req.s3_uri:
         tiers.append(f"--s3-uri={req.s3_uri}")
-    return ["python", "-m", "training", "run", *rendezvous, endpoint, f"--rdzv-id={req.name}",
+    return ["python", "-m", "training", "run", *rendezvous, endpoint, rdzv_id,
             f"--node-id=$({NODE_NAME_ENV})", f"--bind-host=$({POD_IP_ENV})", f"--max-restarts={LAUNCHER_RESTARTS}",
             f"--stop-timeout={req.grace - STOP_MARGIN_S}", f"--metrics-port={labels.TRAINING_METRICS_PORT}",
-            *tiers, *req.script]
+            *replica, *tiers, *req.script]
 
 
 def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
@@ -293,6 +376,10 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     t = group.type
     accelerators = req.accelerators_per_node or t.accelerator_count
     share = res.pod_share(t, accelerators)
+    if req.replica_mode:  # the Lighthouse's share comes out of every trainer pod (LIGHTHOUSE_SHARE)
+        share = res.NodeShare(cpu=share.cpu - LIGHTHOUSE_SHARE.cpu,
+                              memory_gib=share.memory_gib - LIGHTHOUSE_SHARE.memory_gib,
+                              accelerators=share.accelerators, efa=share.efa)
     amounts = share.quantities(t)
     resources = {r: res.quantity(r, n) for r, n in amounts.items()}
     hugepages_mi = res.hugepages_share_mi(t, accelerators) if req.hugepages_mi is None else req.hugepages_mi
@@ -323,6 +410,9 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
                              # optional: applied without submit's Secret, the peer server runs unauthenticated
                              {"name": PEER_SECRET_ENV, "valueFrom": {"secretKeyRef": {
                                  "name": peer_secret_name(req.name), "key": PEER_SECRET_ENV, "optional": True}}}]
+    if req.replica_mode:  # the child Job's index in the replicated job = the replica group
+        container["env"].append({"name": REPLICA_ID_ENV, "valueFrom": {"fieldRef": {
+            "fieldPath": f"metadata.labels['{JOB_INDEX_LABEL}']"}}})
     # Per-job host directories: (volume, host path, mount path in the container).
     scratch = []
     if openpod:
@@ -407,17 +497,64 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
             # written before the new pods restore. With today's single child Job, Recreate waits the
             # same way; BlockingRecreate keeps it so if more replicated jobs are added.
             "failurePolicy": {"maxRestarts": req.max_restarts, "restartStrategy": "BlockingRecreate"},
+            # Replica mode: every group's child Job must complete; the Lighthouse's Job is deleted with the
+            # other active Jobs once the JobSet is finished (jobset@v0.12.0 pkg/controllers/jobset_controller.go:162-164).
+            # A failed child Job restarts the whole JobSet: JobSet v0.12.0 can restart only the failed Job
+            # (failurePolicy.rules[].action RestartJob), but behind the alpha feature gate RestartJob, off by
+            # default (pkg/features/features.go:73), and its webhook refuses a JobSet with that action while the
+            # gate is off (pkg/webhooks/jobset_webhook.go:440-443); the v0.12.0 chart has no value that sets
+            # the controller's featureGates (charts/jobset/templates/controller/configmap.yaml). So a replica
+            # group heals in place after a worker failure (its launcher restarts its workers), and after the
+            # loss of its pod (node) the whole job restarts from checkpoints.
             "successPolicy": {"operator": "All", "targetReplicatedJobs": [REPLICATED_JOB]},
             "replicatedJobs": [{
                 "name": REPLICATED_JOB,
-                "replicas": 1,
+                "replicas": req.groups,
                 "template": {"spec": {
-                    "parallelism": req.nodes,
-                    "completions": req.nodes,
+                    "parallelism": req.nodes // req.groups,
+                    "completions": req.nodes // req.groups,
                     "completionMode": "Indexed",
                     "backoffLimit": 0,
                     "template": {"metadata": pod_meta, "spec": pod_spec},
                 }},
-            }],
+            }, *([lighthouse_job(req, pod_spec)] if req.replica_mode else [])],
         },
     }
+
+
+def lighthouse_job(req: JobRequest, trainer_pod: dict[str, Any]) -> dict[str, Any]:
+    """The replicated job running the job's torchft Lighthouse: one pod on one of the job's nodes (same
+    group, same taints tolerated), the share LIGHTHOUSE_SHARE, ready once its port accepts connections.
+    A crash restarts the container in place (same pod, same DNS name); the replica groups' managers
+    reconnect on their next quorum."""
+    amounts = {res.CPU: res.quantity(res.CPU, LIGHTHOUSE_SHARE.cpu),
+               res.MEMORY: res.quantity(res.MEMORY, LIGHTHOUSE_SHARE.memory_gib)}
+    required = req.min_replicas or req.groups
+    container = {
+        "name": LIGHTHOUSE_CONTAINER,
+        "image": req.image,
+        "command": ["torchft_lighthouse", "--bind", f"[::]:{LIGHTHOUSE_PORT}", "--min_replicas", str(required)],
+        "ports": [{"name": "lighthouse", "containerPort": LIGHTHOUSE_PORT, "protocol": "TCP"}],
+        "readinessProbe": {"tcpSocket": {"port": LIGHTHOUSE_PORT}, "periodSeconds": 2},
+        "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+        "securityContext": {"allowPrivilegeEscalation": False, "runAsNonRoot": True,
+                            "capabilities": {"drop": ["ALL"]}},
+    }
+    spec: dict[str, Any] = {
+        "restartPolicy": "OnFailure",
+        "serviceAccountName": labels.TRAINING_SERVICE_ACCOUNT,
+        "automountServiceAccountToken": False,
+        "nodeSelector": dict(trainer_pod["nodeSelector"]),
+        "containers": [container],
+        # The Lighthouse is PID 1 without a SIGTERM handler, so an eviction's SIGTERM is not delivered to it
+        # (pid_namespaces(7)): it serves the groups' quorums while they agree to stop and checkpoint, until
+        # SIGKILL this long after. Longer would hold every JobSet restart (BlockingRecreate) as long.
+        "terminationGracePeriodSeconds": STOP_MARGIN_S,
+    }
+    if "tolerations" in trainer_pod:
+        spec["tolerations"] = list(trainer_pod["tolerations"])
+    meta = {"labels": {"app.kubernetes.io/name": req.name, "app.kubernetes.io/component": LIGHTHOUSE_JOB,
+                       q.TEAM_LABEL: req.team}}
+    return {"name": LIGHTHOUSE_JOB, "replicas": 1,
+            "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": LAUNCHER_RESTARTS,
+                                  "template": {"metadata": meta, "spec": spec}}}}

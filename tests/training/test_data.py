@@ -1,6 +1,7 @@
 """Data: deterministic memory-mapped shards and a world-size independent sample order."""
 
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,51 @@ def test_resume_from_any_position_without_replaying():
 def test_world_larger_than_global_batch_is_refused():
     with pytest.raises(ValueError, match="exceeds the global batch"):
         plan_step(SampleOrder(10, 0), 0, rank=0, world_size=5, global_batch=4, micro_batch=1)
+
+
+def test_a_new_process_reads_cached_shards_from_node_memory_not_the_source(tmp_path):
+    """The cache outlives the process that filled it: a restarted rank maps the copies, even with the
+    source gone (nothing of it is read again but the index)."""
+    import subprocess
+    import sys
+
+    src = make(tmp_path, "src")
+    first = TokenShards(src, cache_dir=tmp_path / "shm")
+    want = first.batch(list(range(100))).tolist()
+    assert first.cache_stats | {"dir": None} == {"dir": None, "hit": 0, "filled": 4, "uncached": 0}
+    for shard in src.glob("shard_*.bin"):
+        shard.unlink()  # the source is unreachable now
+    code = ("import json, sys; from training.data import TokenShards; "
+            f"d = TokenShards({str(src)!r}, cache_dir={str(tmp_path / 'shm')!r}); "
+            "print(json.dumps([d.batch(list(range(100))).tolist(), d.cache_stats]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parents[2]).stdout
+    import json
+
+    got, stats = json.loads(out)
+    assert got == want
+    assert (stats["hit"], stats["filled"], stats["uncached"]) == (4, 0, 0)
+
+
+def test_a_changed_data_set_is_never_served_from_the_old_cache(tmp_path):
+    import shutil
+
+    src = make(tmp_path, "src", seed=7)
+    old = TokenShards(src, cache_dir=tmp_path / "shm")
+    old_samples = old.batch([0, 50, 99]).tolist()
+    old_dir = Path(old.cache_stats["dir"])
+    shutil.rmtree(src)
+    make(tmp_path, "src", seed=8)  # same path, same shape, other tokens
+    new = TokenShards(src, cache_dir=tmp_path / "shm")
+    got = new.batch([0, 50, 99]).tolist()
+    assert got == TokenShards(src).batch([0, 50, 99]).tolist() != old_samples
+    assert new.cache_stats["filled"] == 3 and new.cache_stats["hit"] == 0
+    assert not old_dir.exists()  # the stale copies are gone (node memory is not leaked)
+
+
+def test_beyond_its_size_cap_the_cache_maps_the_source(tmp_path):
+    src = make(tmp_path, "src")
+    shard_bytes = 32 * 16 * 2
+    d = TokenShards(src, cache_dir=tmp_path / "shm", cache_max_bytes=2 * shard_bytes)
+    assert d.batch(list(range(100))).tolist() == TokenShards(src).batch(list(range(100))).tolist()
+    assert (d.cache_stats["filled"], d.cache_stats["uncached"]) == (2, 2)
