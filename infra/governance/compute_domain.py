@@ -54,9 +54,15 @@ def compute_domain(req) -> dict[str, Any]:
 
 
 def attach(jobset: dict[str, Any], req) -> dict[str, Any]:
-    """``jobset`` with every pod claiming the job's IMEX channel (a copy; the trainer container holds the claim)."""
+    """``jobset`` with every trainer pod claiming the job's IMEX channel (a copy; the trainer container holds the
+    claim). Other replicated jobs (replica mode's torchft Lighthouse) need no NVLink and claim none: each claim
+    is charged one channel of the per-node quota."""
+    from infra.governance.jobset import REPLICATED_JOB
+
     out = copy.deepcopy(jobset)
     for rj in out["spec"]["replicatedJobs"]:
+        if rj["name"] != REPLICATED_JOB:
+            continue
         pod = rj["template"]["spec"]["template"]["spec"]
         pod.setdefault("resourceClaims", []).append(
             {"name": CLAIM, "resourceClaimTemplateName": channel_template(req.name)})

@@ -111,3 +111,15 @@ def test_a_refused_compute_domain_deletes_the_jobset_again(api_server):  # noqa:
     assert "refused the ComputeDomain llama-imex (404)" in result.stderr
     assert "the JobSet llama was deleted again" in result.stderr
     assert seen[-1][0] == "DELETE /apis/jobset.x-k8s.io/v1alpha2/namespaces/pretraining/jobsets/llama"
+
+
+def test_in_replica_mode_only_trainer_pods_claim_a_channel():
+    # The torchft Lighthouse needs no NVLink: a channel claim of its own would be charged one channel of the
+    # per-node quota more than the job's nodes (a job of every node of the quota would never be admitted).
+    r = req(runtime="openpod", fault_tolerance="replica", replicas=3, script=("--global-batch", "288"))
+    obj = cd.attach(jobset.build(SPEC, r), r)
+    by_name = {rj["name"]: rj["template"]["spec"]["template"]["spec"] for rj in obj["spec"]["replicatedJobs"]}
+    assert set(by_name) == {jobset.REPLICATED_JOB, jobset.LIGHTHOUSE_JOB}
+    assert "resourceClaims" not in by_name[jobset.LIGHTHOUSE_JOB]
+    assert all("claims" not in c.get("resources", {}) for c in by_name[jobset.LIGHTHOUSE_JOB]["containers"])
+    assert by_name[jobset.REPLICATED_JOB]["resourceClaims"][0]["name"] == cd.CLAIM

@@ -42,7 +42,7 @@ def submit(*args: str):
 def dry_run(*args: str) -> dict:
     r = submit(*args)
     assert r.exit_code == 0, r.output
-    return yaml.safe_load(r.stdout)
+    return next(yaml.safe_load_all(r.stdout))  # the JobSet; a multi-node GB200 job adds its ComputeDomain
 
 
 def rjobs(js: dict) -> dict[str, dict]:
