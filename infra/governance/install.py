@@ -15,12 +15,17 @@ Kueue is configured for this platform:
   kernel setting every EFA pod asks for, not a scarce shared resource;
 * the controller runs on the system group (CPU nodes with min_size >= 1).
 
+JobSet is configured for replica fault tolerance: its ``RestartJob`` feature
+gate on, so a failed replica group's child Job restarts alone
+(``jobset_manager_config``, ``jobset_controller_patch``).
+
 The chart version pins the controller image (released charts default the
 image tag to their own version), so only the chart version is set.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import yaml
@@ -132,3 +137,67 @@ def jobset_values(spec: ClusterSpec) -> dict[str, Any]:
     # prometheus.enable would render a ServiceMonitor, whose CRD the cluster may not have:
     # the install would fail. The controller still serves /metrics.
     return {"controller": {"nodeSelector": system_node_selector(spec)}, "prometheus": {"enable": False}}
+
+
+# JobSet's controller configuration. The v0.12.0 chart renders its own (templates/controller/configmap.yaml:24-37)
+# with no featureGates and no value to add them, and passes it to the controller only as the file
+# --config=/controller_manager_config.yaml (templates/controller/deployment.yaml:51-53, 62-65, 113-116); the controller
+# has no --feature-gates flag and reads gates only from that file (main.go:77-93, 111-120). So the platform ships
+# the whole file as a ConfigMap of its own and points the chart's volume at it (facts jobset.*).
+JOBSET_FEATURE_GATES = {"RestartJob": True}
+JOBSET_CONTROLLER = "jobset-controller"          # <release>-controller (templates/controller/_helpers.tpl:20-22,57-59)
+JOBSET_CONFIG_VOLUME = "manager-config"          # templates/controller/deployment.yaml:63,114
+JOBSET_CONFIG_KEY = "controller_manager_config.yaml"
+JOBSET_CHART_CONFIG_MAP = "jobset-controller-config"  # _helpers.tpl:50-52: the chart's own, left in place
+JOBSET_CONFIG_MAP = "openpod-jobset-config"
+CONFIG_HASH_ANNOTATION = "openpod.io/config-sha256"
+CHART_VERSION_ANNOTATION = "openpod.io/jobset-chart-version"
+
+
+def jobset_manager_config() -> dict[str, Any]:
+    """JobSet's Configuration (config.jobset.x-k8s.io/v1alpha1): the chart's own at its defaults
+    (configmap.yaml:27-37 with values.yaml:36-43, release ``jobset``), plus ``featureGates``
+    (api/config/v1alpha1/configuration_types.go:39-41)."""
+    return {
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": True},
+        "clientConnection": {"qps": 500, "burst": 500},
+        "internalCertManagement": {"enable": True, "webhookServiceName": f"{JOBSET_RELEASE}-webhook-service",
+                                   "webhookSecretName": f"{JOBSET_RELEASE}-webhook-server-cert"},
+        "featureGates": dict(JOBSET_FEATURE_GATES),
+    }
+
+
+def jobset_config_text() -> str:
+    return yaml.safe_dump(jobset_manager_config(), sort_keys=False)
+
+
+def jobset_config_map() -> dict[str, Any]:
+    """The ConfigMap the JobSet controller reads its configuration from (in the chart's namespace)."""
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": JOBSET_CONFIG_MAP, "namespace": JOBSET_NAMESPACE,
+                         "labels": {"app.kubernetes.io/part-of": "openpod"}},
+            "data": {JOBSET_CONFIG_KEY: jobset_config_text()}}
+
+
+def jobset_controller_patch(chart_version: str) -> dict[str, Any]:
+    """Strategic-merge patch of the chart's controller Deployment: its config volume reads
+    ``JOBSET_CONFIG_MAP``, and the pod template carries that file's hash, so a changed file rolls the
+    controller (the file is a subPath mount, which the kubelet never refreshes). The chart version on the
+    Deployment makes a chart upgrade re-apply the patch. Helm's three-way merge on upgrade keeps a live
+    change to a field the chart itself did not change."""
+    digest = hashlib.sha256(jobset_config_text().encode()).hexdigest()
+    return {"metadata": {"annotations": {CHART_VERSION_ANNOTATION: chart_version.lstrip("v")}},
+            "spec": {"template": {
+                "metadata": {"annotations": {CONFIG_HASH_ANNOTATION: digest}},
+                "spec": {"volumes": [{"name": JOBSET_CONFIG_VOLUME, "configMap": {"name": JOBSET_CONFIG_MAP}}]}}}}
+
+
+def jobset_controller_restore_patch() -> dict[str, Any]:
+    """The chart's own configuration back (applied when the patch is removed)."""
+    return {"metadata": {"annotations": {CHART_VERSION_ANNOTATION: None}},
+            "spec": {"template": {
+                "metadata": {"annotations": {CONFIG_HASH_ANNOTATION: None}},
+                "spec": {"volumes": [{"name": JOBSET_CONFIG_VOLUME,
+                                      "configMap": {"name": JOBSET_CHART_CONFIG_MAP}}]}}}}
