@@ -195,9 +195,10 @@ def jobset_controller_patch(chart_version: str) -> dict[str, Any]:
 
 
 def jobset_controller_restore_patch() -> dict[str, Any]:
-    """The chart's own configuration back (applied when the patch is removed)."""
-    return {"metadata": {"annotations": {CHART_VERSION_ANNOTATION: None}},
+    """The chart's own configuration back (applied when the patch is removed). The annotations are emptied,
+    not removed: CloudFormation properties cannot carry the null a merge patch deletes with."""
+    return {"metadata": {"annotations": {CHART_VERSION_ANNOTATION: ""}},
             "spec": {"template": {
-                "metadata": {"annotations": {CONFIG_HASH_ANNOTATION: None}},
+                "metadata": {"annotations": {CONFIG_HASH_ANNOTATION: ""}},
                 "spec": {"volumes": [{"name": JOBSET_CONFIG_VOLUME,
                                       "configMap": {"name": JOBSET_CHART_CONFIG_MAP}}]}}}}
