@@ -502,8 +502,8 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True, "subdomain": req.name},
             # BlockingRecreate: new pods only once every old pod is deleted (jobset@v0.12.0
             # api/jobset/v1alpha2/jobset_types.go:500-508), so a terminating pod's SIGTERM checkpoint is
-            # written before the new pods restore. With today's single child Job, Recreate waits the
-            # same way; BlockingRecreate keeps it so if more replicated jobs are added.
+            # written before the new pods restore. In replica mode a lost group's Job restarting alone
+            # (failure_policy) waits the same way for its own old Job (pkg/controllers/jobset_controller.go:920-925).
             "failurePolicy": failure_policy(req),
             # Replica mode: every group's child Job must complete; the Lighthouse's Job is deleted with the
             # other active Jobs once the JobSet is finished (jobset@v0.12.0 pkg/controllers/jobset_controller.go:162-164).
