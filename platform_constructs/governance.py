@@ -7,7 +7,11 @@ First-deploy ordering (Kueue's webhook is not ready right after install, and
 the API server rejects Kueue objects while it cannot call it):
 
 1. JobSet chart (``wait``): its CRDs and controller exist before Kueue starts,
-   so Kueue's JobSet integration is set up at start.
+   so Kueue's JobSet integration is set up at start. Then the controller's
+   configuration with the ``RestartJob`` feature gate (a key added to the
+   chart's ConfigMap) and the patch of its Deployment that reads it
+   (``infra/governance/install.py``); the controller rolls while Kueue
+   installs, before any team can submit.
 2. Kueue chart (``wait``): Helm returns once the controller Deployment is
    Ready; Kueue reports Ready only after its webhook certificates are in place.
 3. A readiness gate (``WebhookGate``): a Lambda function dry-run creates a probe
@@ -78,6 +82,23 @@ class TaskGovernance(Construct):
             wait=True, timeout=CHART_TIMEOUT,
         )
         self.kueue_chart.node.add_dependency(self.jobset_chart)
+
+        # The JobSet chart has no value for feature gates: its controller reads our file (infra/governance/install.py).
+        self.jobset_config = eks.KubernetesPatch(
+            self, "JobSetConfig", cluster=cluster, resource_name=f"configmap/{install.JOBSET_CONFIG_MAP}",
+            resource_namespace=install.JOBSET_NAMESPACE, patch_type=eks.PatchType.MERGE,
+            apply_patch=install.jobset_config_patch(versions["jobset"]),
+            restore_patch={"metadata": {"annotations": {install.CHART_VERSION_ANNOTATION: ""}}},
+        )
+        self.jobset_config.node.add_dependency(self.jobset_chart)
+        self.jobset_feature_gates = eks.KubernetesPatch(
+            self, "JobSetFeatureGates", cluster=cluster, resource_name=f"deployment/{install.JOBSET_CONTROLLER}",
+            resource_namespace=install.JOBSET_NAMESPACE, patch_type=eks.PatchType.STRATEGIC,
+            apply_patch=install.jobset_controller_patch(versions["jobset"]),
+            restore_patch=install.jobset_controller_restore_patch(),
+        )
+        self.jobset_feature_gates.node.add_dependency(self.jobset_config)
+        self.kueue_chart.node.add_dependency(self.jobset_feature_gates)
 
         self.webhook_gate = WebhookGate(
             self, "KueueWebhookGate", cluster=cluster, probe=install.KUEUE_WEBHOOK_PROBE,

@@ -15,12 +15,17 @@ Kueue is configured for this platform:
   kernel setting every EFA pod asks for, not a scarce shared resource;
 * the controller runs on the system group (CPU nodes with min_size >= 1).
 
+JobSet is configured for replica fault tolerance: its ``RestartJob`` feature
+gate on, so a failed replica group's child Job restarts alone
+(``jobset_manager_config``, ``jobset_controller_patch``).
+
 The chart version pins the controller image (released charts default the
 image tag to their own version), so only the chart version is set.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import yaml
@@ -132,3 +137,73 @@ def jobset_values(spec: ClusterSpec) -> dict[str, Any]:
     # prometheus.enable would render a ServiceMonitor, whose CRD the cluster may not have:
     # the install would fail. The controller still serves /metrics.
     return {"controller": {"nodeSelector": system_node_selector(spec)}, "prometheus": {"enable": False}}
+
+
+# JobSet's controller configuration. The v0.12.0 chart renders its own (templates/controller/configmap.yaml:24-37)
+# with no featureGates and no value to add them or extra args, and passes it to the controller only as the file
+# --config=/controller_manager_config.yaml (templates/controller/deployment.yaml:49-53, 62-65, 113-116); the
+# controller has no --feature-gates flag and reads gates only from that file (main.go:77-93, 111-120).
+#
+# So two patches after the chart, each setting only fields the chart does not render: a second key in the chart's
+# ConfigMap holding the whole file with the gate, and ``items`` on the chart's config volume that projects that key
+# as controller_manager_config.yaml. Touching a field the chart renders (the volume's ConfigMap name, the chart's
+# key, the args) would make the next ``helm upgrade`` fail: the CDK's kubectl layer runs Helm 4.1.3, which installs
+# and upgrades by server-side apply without --force-conflicts (helm/helm@v4.1.3:pkg/cmd/upgrade.go:156-157,279-280;
+# pkg/action/upgrade.go:664-668), and a field another manager (kubectl patch) changed is a conflict.
+JOBSET_FEATURE_GATES = {"RestartJob": True}
+JOBSET_CONTROLLER = "jobset-controller"          # <release>-controller (templates/controller/_helpers.tpl:20-22,57-59)
+JOBSET_CONFIG_MAP = "jobset-controller-config"   # <release>-controller-config (_helpers.tpl:50-52)
+JOBSET_CONFIG_VOLUME = "manager-config"          # templates/controller/deployment.yaml:63,114-116
+JOBSET_CONFIG_FILE = "controller_manager_config.yaml"  # the chart's key and the mount's subPath (configmap.yaml:25,
+                                                       # deployment.yaml:64)
+JOBSET_OPENPOD_KEY = "openpod_controller_manager_config.yaml"  # ours, next to the chart's
+CONFIG_HASH_ANNOTATION = "openpod.io/config-sha256"
+CHART_VERSION_ANNOTATION = "openpod.io/jobset-chart-version"
+
+
+def jobset_manager_config() -> dict[str, Any]:
+    """JobSet's Configuration (config.jobset.x-k8s.io/v1alpha1): the chart's own at its defaults
+    (configmap.yaml:27-37 with values.yaml:36-43, release ``jobset``), plus ``featureGates``
+    (api/config/v1alpha1/configuration_types.go:39-41)."""
+    return {
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": True},
+        "clientConnection": {"qps": 500, "burst": 500},
+        "internalCertManagement": {"enable": True, "webhookServiceName": f"{JOBSET_RELEASE}-webhook-service",
+                                   "webhookSecretName": f"{JOBSET_RELEASE}-webhook-server-cert"},
+        "featureGates": dict(JOBSET_FEATURE_GATES),
+    }
+
+
+def jobset_config_text() -> str:
+    return yaml.safe_dump(jobset_manager_config(), sort_keys=False)
+
+
+def jobset_config_patch(chart_version: str) -> dict[str, Any]:
+    """Merge patch of the chart's ConfigMap: our file under a key of its own (the chart's key is left as rendered)."""
+    return {"metadata": {"annotations": {CHART_VERSION_ANNOTATION: chart_version.lstrip("v")}},
+            "data": {JOBSET_OPENPOD_KEY: jobset_config_text()}}
+
+
+def jobset_controller_patch(chart_version: str) -> dict[str, Any]:
+    """Strategic-merge patch of the chart's controller Deployment: its config volume projects our key as the
+    file the controller reads, and the pod template carries that file's hash, so a changed file rolls the
+    controller (the file is a subPath mount, which the kubelet never refreshes). The chart version on the
+    Deployment makes a chart upgrade re-apply the patch."""
+    digest = hashlib.sha256(jobset_config_text().encode()).hexdigest()
+    return {"metadata": {"annotations": {CHART_VERSION_ANNOTATION: chart_version.lstrip("v")}},
+            "spec": {"template": {
+                "metadata": {"annotations": {CONFIG_HASH_ANNOTATION: digest}},
+                "spec": {"volumes": [{"name": JOBSET_CONFIG_VOLUME, "configMap": {
+                    "items": [{"key": JOBSET_OPENPOD_KEY, "path": JOBSET_CONFIG_FILE}]}}]}}}}
+
+
+def jobset_controller_restore_patch() -> dict[str, Any]:
+    """The chart's own file back (applied when the patch is removed): no ``items``, every key projected. The
+    annotations are emptied, not removed: CloudFormation properties cannot carry the null a merge patch deletes
+    with."""
+    return {"metadata": {"annotations": {CHART_VERSION_ANNOTATION: ""}},
+            "spec": {"template": {
+                "metadata": {"annotations": {CONFIG_HASH_ANNOTATION: ""}},
+                "spec": {"volumes": [{"name": JOBSET_CONFIG_VOLUME, "configMap": {"items": []}}]}}}}

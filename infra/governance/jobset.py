@@ -90,6 +90,10 @@ LAUNCHER_FLAGS = ("--nnodes", "--nproc-per-node", "--rdzv-endpoint", "--rdzv-id"
 # --join_timeout_ms [60000] (its --help, read 2026-11-23).
 FAULT_TOLERANCE = ("restart", "replica")
 LIGHTHOUSE_JOB = "lighthouse"
+# Replica mode's failure-policy rule, and the most replicas a replicated job may have with a RestartJob rule
+# (jobset@v0.12.0 pkg/webhooks/jobset_webhook.go:73-76, 445-450).
+RESTART_GROUP_RULE = "restartFailedGroup"
+MAX_RESTARTABLE_GROUPS = 1024
 LIGHTHOUSE_CONTAINER = "lighthouse"
 LIGHTHOUSE_PORT = 29510
 REPLICA_ID_ENV = "REPLICA_ID"
@@ -282,6 +286,10 @@ def _validate_fault_tolerance(spec: ClusterSpec, req: JobRequest) -> None:
                        f"to {req.nodes} (every replica group has the same number of nodes)" if req.nodes > 1 else
                        f"--fault-tolerance replica needs at least 2 replica groups: --nodes {req.nodes} has one "
                        "(use --nodes 2 or more)")
+    if r > MAX_RESTARTABLE_GROUPS:
+        raise JobError(f"--replicas {r} not allowed: JobSet restarts a lost replica group alone only for at most "
+                       f"{MAX_RESTARTABLE_GROUPS} groups per job; use a divisor of --nodes {req.nodes} up to "
+                       f"{MAX_RESTARTABLE_GROUPS} (groups of several nodes)")
     if not 0 <= req.min_replicas <= r:
         raise JobError(f"--min-replicas {req.min_replicas} not allowed; use 0 (all {r} groups) to {r}")
     t = spec.group(req.group).type
@@ -494,18 +502,11 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True, "subdomain": req.name},
             # BlockingRecreate: new pods only once every old pod is deleted (jobset@v0.12.0
             # api/jobset/v1alpha2/jobset_types.go:500-508), so a terminating pod's SIGTERM checkpoint is
-            # written before the new pods restore. With today's single child Job, Recreate waits the
-            # same way; BlockingRecreate keeps it so if more replicated jobs are added.
-            "failurePolicy": {"maxRestarts": req.max_restarts, "restartStrategy": "BlockingRecreate"},
+            # written before the new pods restore. In replica mode a lost group's Job restarting alone
+            # (failure_policy) waits the same way for its own old Job (pkg/controllers/jobset_controller.go:920-925).
+            "failurePolicy": failure_policy(req),
             # Replica mode: every group's child Job must complete; the Lighthouse's Job is deleted with the
             # other active Jobs once the JobSet is finished (jobset@v0.12.0 pkg/controllers/jobset_controller.go:162-164).
-            # A failed child Job restarts the whole JobSet: JobSet v0.12.0 can restart only the failed Job
-            # (failurePolicy.rules[].action RestartJob), but behind the alpha feature gate RestartJob, off by
-            # default (pkg/features/features.go:73), and its webhook refuses a JobSet with that action while the
-            # gate is off (pkg/webhooks/jobset_webhook.go:440-443); the v0.12.0 chart has no value that sets
-            # the controller's featureGates (charts/jobset/templates/controller/configmap.yaml). So a replica
-            # group heals in place after a worker failure (its launcher restarts its workers), and after the
-            # loss of its pod (node) the whole job restarts from checkpoints.
             "successPolicy": {"operator": "All", "targetReplicatedJobs": [REPLICATED_JOB]},
             "replicatedJobs": [{
                 "name": REPLICATED_JOB,
@@ -520,6 +521,28 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
             }, *([lighthouse_job(req, pod_spec)] if req.replica_mode else [])],
         },
     }
+
+
+def failure_policy(req: JobRequest) -> dict[str, Any]:
+    """The JobSet's failure policy: a failed child Job restarts the whole JobSet, at most ``max_restarts`` times;
+    in replica mode a failed replica group's Job restarts alone (RESTART_GROUP_RULE).
+
+    A trainer pod that fails (a lost node, a launcher out of restarts) fails its child Job with reason
+    BackoffLimitExceeded (``backoffLimit: 0``, no podFailurePolicy). The rule restarts only that Job
+    (jobset@v0.12.0 api/jobset/v1alpha2/jobset_types.go:425-429; pkg/controllers/failure_policy.go:345-369,
+    299-342): the other groups keep their pods and processes, and the new Job's pods heal from them. Any other
+    failure, and a failed Lighthouse Job, matches no rule and restarts the JobSet (failure_policy.go:44-45,
+    64-74). Every restart, of one Job or of all, counts against ``maxRestarts`` (failure_policy.go:226, 350,
+    367, 546-550). JobSet acts on the rule only with its RestartJob feature gate on, which the platform's
+    JobSet install sets (infra/governance/install.py); its webhook refuses the JobSet otherwise
+    (pkg/webhooks/jobset_webhook.go:440-444), so a cluster without the gate fails the submit, not the run.
+    """
+    policy: dict[str, Any] = {"maxRestarts": req.max_restarts, "restartStrategy": "BlockingRecreate"}
+    if req.replica_mode:
+        policy["rules"] = [{"name": RESTART_GROUP_RULE, "action": "RestartJob",
+                            "onJobFailureReasons": ["BackoffLimitExceeded"],
+                            "targetReplicatedJobs": [REPLICATED_JOB]}]
+    return policy
 
 
 def lighthouse_job(req: JobRequest, trainer_pod: dict[str, Any]) -> dict[str, Any]:

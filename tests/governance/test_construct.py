@@ -113,6 +113,30 @@ def test_order_jobset_then_kueue_then_webhook_gate_then_queues(synth):
             assert m["Properties"]["Overwrite"] is True
 
 
+def test_jobset_controller_runs_with_the_restart_job_gate_before_kueue_installs(synth):
+    """The chart has no value for feature gates (kubernetes-sigs/jobset@v0.12.0:charts/jobset/templates/controller/
+    configmap.yaml:24-37): after the chart, our file goes into the chart's ConfigMap under a key of its own, the
+    controller's config volume is patched to read it, and Kueue (then the queues teams submit to) waits for that."""
+    spec, gov, template = synth
+    res = template.to_json()["Resources"]
+    stack = Stack_of(gov)
+    version = spec.eks.chart_versions["jobset"]
+    patches = {k: v["Properties"] for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesPatch"}
+    config, gates = (stack.resolve(c.node.default_child.node.default_child.logical_id)
+                     for c in (gov.jobset_config, gov.jobset_feature_gates))
+    assert set(patches) == {config, gates}
+    assert (patches[config]["ResourceName"], patches[config]["PatchType"]) == ("configmap/jobset-controller-config", "merge")
+    assert json.loads(patches[config]["ApplyPatchJson"]) == install.jobset_config_patch(version)
+    assert (patches[gates]["ResourceName"], patches[gates]["PatchType"]) == ("deployment/jobset-controller", "strategic")
+    assert json.loads(patches[gates]["ApplyPatchJson"]) == install.jobset_controller_patch(version)
+    assert json.loads(patches[gates]["RestorePatchJson"]) == install.jobset_controller_restore_patch()
+    assert {p["ResourceNamespace"] for p in patches.values()} == {"jobset-system"}
+    charts = {k: v for k, v in res.items() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
+    kueue, jobset = _logical_id(charts, "Kueue"), _logical_id(charts, "JobSet")
+    deps = lambda lid: set(res[lid].get("DependsOn", []))  # noqa: E731
+    assert jobset in deps(config) and config in deps(gates) and gates in deps(kueue)
+
+
 def test_missing_chart_version_names_the_prop():
     from aws_cdk import App, Stack
     from aws_cdk import aws_eks_v2 as eks

@@ -50,6 +50,8 @@ def applied(data: dict) -> tuple[dict, dict]:
     for lid, res in resources.items():
         if "KueueWebhookGate" in lid:  # the deploy-time gate's own RBAC, not a spec object
             continue
+        if "JobSetConfig" in lid:  # JobSet's controller configuration, part of its install (install.py)
+            continue
         for o in json.loads(res["Properties"]["Manifest"]):
             objs[(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])] = (lid, o)
     return resources, objs
