@@ -79,6 +79,24 @@ def controller_lease_rbac(lease_name: str = ControllerConfig().leader_election.l
     ]
 
 
+def controller_pair_check_rbac() -> list[dict]:
+    """The two-node check (node_agent/pair_runner.py), in the controller's namespace only: create, read and delete
+    its Jobs; create their Secret (SSH keys) and headless Service, owned by the Job so the garbage collector deletes
+    them (no delete, get or list on Secrets); read the index-0 pod's log. Pods are listed by the cluster role."""
+    name = f"openpod-{CONTROLLER}-pair-check"
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": name, "namespace": NAMESPACE},
+         "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "delete"]},
+                   {"apiGroups": [""], "resources": ["secrets", "services"], "verbs": ["create"]},
+                   {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": name, "namespace": NAMESPACE},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": NAMESPACE}]},
+    ]
+
+
 def agent_config(spec: ClusterSpec | None = None) -> dict:
     """The agent's config file: the defaults, written out so operators see and edit every knob, with each
     group's deep-check DCGM level from the spec."""
@@ -93,7 +111,9 @@ def controller_config(spec: ClusterSpec, **overrides) -> dict:
     cfg = ControllerConfig(region=spec.region,
                            groups={g.name: GroupConfig(hot_spares=g.hot_spares,
                                                        dcgm_level=g.dcgm_level
-                                                       if g.type.accelerator is Accelerator.NVIDIA else None)
+                                                       if g.type.accelerator is Accelerator.NVIDIA else None,
+                                                       instance_type=g.instance_type,
+                                                       pair_check_image=g.pair_check_image)
                                    for g in spec.instance_groups},
                            **overrides)
     return cfg.model_dump(mode="json")
@@ -252,6 +272,8 @@ def manifests(spec: ClusterSpec, images: dict[str, str], *, controller_service_a
     if controller_service_account:
         out.append(service_account(CONTROLLER))
     out += detector_rbac() + controller_rbac() + controller_lease_rbac()
+    if any(g.pair_check_image for g in spec.instance_groups):
+        out += controller_pair_check_rbac()  # only where a group runs the two-node check
     out.append(config_map(f"{DETECTOR}-config", "agent.yaml", agent_config(spec)))
     out.append(config_map(f"{CONTROLLER}-config", "controller.yaml", controller_config(spec)))
     for arch in detector_arches(spec):

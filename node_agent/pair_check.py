@@ -220,6 +220,7 @@ def job(name: str, itype: InstanceType, nodes: tuple[str, str], image: str, *, t
                     "spec": {"clusterIP": "None", "selector": dict(match), "publishNotReadyAddresses": True}})
     pod_spec = {
         "subdomain": name, "restartPolicy": "Never",
+        "automountServiceAccountToken": False,  # the check needs no Kubernetes API
         "affinity": {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": L.HOSTNAME, "operator": "In", "values": list(nodes)}]}]}},

@@ -134,3 +134,30 @@ def test_each_nvidia_groups_dcgm_level_reaches_the_agent_and_the_controller(tmp_
     ctl = Controller(InMemoryCluster(), None, load_controller_config(tmp_path / "controller.yaml"))
     assert ctl.dcgm_level("p5en") == 4 and ctl.dcgm_level("trn2") == ctl.config.dcgm_level
     assert await_health_seconds(ctl.dcgm_level("p5en")) > await_health_seconds(ctl.dcgm_level("trn2"))
+
+
+def test_the_pair_check_rbac_is_namespaced_minimal_and_only_where_a_group_uses_it(tmp_path):
+    spec = load_spec(None)
+    assert not [o for o in deploy.manifests(spec, IMAGES) if "pair-check" in o["metadata"]["name"]]
+    groups = [g.model_copy(update={"pair_check_image": "repo/nccl-tests:2.19.6"}) if g.name == "p5" else g
+              for g in spec.instance_groups]
+    spec = spec.model_copy(update={"instance_groups": groups})
+    objs = deploy.manifests(spec, IMAGES)
+    (role,) = [o for o in objs if o["kind"] == "Role" and "pair-check" in o["metadata"]["name"]]
+    (binding,) = [o for o in objs if o["kind"] == "RoleBinding" and "pair-check" in o["metadata"]["name"]]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == deploy.NAMESPACE
+    verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
+    # Secrets: create only (the Job owns them; the garbage collector deletes them); never read
+    assert verbs == {("batch", "jobs"): {"create", "get", "delete"}, ("", "secrets"): {"create"},
+                     ("", "services"): {"create"}, ("", "pods/log"): {"get"}}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": deploy.CONTROLLER,
+                                    "namespace": deploy.NAMESPACE}]
+    # the group's image and instance type reach the controller, through its config file
+    (cm,) = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "node-remediation-config"]
+    (tmp_path / "controller.yaml").write_text(cm["data"]["controller.yaml"])
+    from node_agent.controller import Controller
+    from node_agent.kube import InMemoryCluster
+
+    ctl = Controller(InMemoryCluster(), None, load_controller_config(tmp_path / "controller.yaml"))
+    assert ctl.pairs.enabled("p5") and not ctl.pairs.enabled("system")
+    assert ctl.config.groups["p5"].instance_type == "p5.48xlarge"
