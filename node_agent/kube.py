@@ -103,6 +103,7 @@ class JobState:
     failed: str | None = None   # reason of the Job's Failed=True condition (DeadlineExceeded, BackoffLimitExceeded)
     pod: str = ""               # the index-0 pod's name ("" while none exists)
     pod_phase: str = ""         # Pending | Running | Succeeded | Failed
+    unscheduled: int = 0        # the Job's pods no node took (no spec.nodeName): the check never ran on them
 
 
 def owned_by(obj: dict, kind: str, name: str, uid: str) -> dict:
@@ -313,10 +314,11 @@ class InMemoryCluster:
 
     # test helper: what the Job controller and the kubelet would do
     def set_job(self, namespace: str, name: str, *, pod_phase: str = "Running", log: str | None = None,
-                failed: str | None = None) -> None:
+                failed: str | None = None, unscheduled: int = 0) -> None:
         with self._lock:
             pod = f"{name}-0-abcde"
-            self.job_pods[(namespace, name)] = JobState(failed=failed, pod=pod, pod_phase=pod_phase)
+            self.job_pods[(namespace, name)] = JobState(failed=failed, pod=pod, pod_phase=pod_phase,
+                                                        unscheduled=unscheduled)
             if log is not None:
                 self.logs[(namespace, pod)] = log
 
@@ -479,12 +481,14 @@ class KubeCluster:
             self._not_found(e, f"job {namespace}/{name}")
         conditions = (job.status.conditions or []) if job.status else []
         failed = next((c.reason or "Failed" for c in conditions if c.type == "Failed" and c.status == "True"), None)
-        pods = self.core.list_namespaced_pod(
-            namespace, label_selector=f"{L.JOB_NAME_LABEL}={name},{L.JOB_COMPLETION_INDEX_LABEL}=0").items
-        if not pods:
-            return JobState(failed=failed)
-        pod = pods[0]  # backoffLimit 0: one pod per index
-        return JobState(failed=failed, pod=pod.metadata.name, pod_phase=(pod.status.phase if pod.status else "") or "")
+        pods = self.core.list_namespaced_pod(namespace, label_selector=f"{L.JOB_NAME_LABEL}={name}").items
+        unscheduled = sum(1 for p in pods if not (p.spec and p.spec.node_name))
+        first = [p for p in pods if (p.metadata.labels or {}).get(L.JOB_COMPLETION_INDEX_LABEL) == "0"]
+        if not first:
+            return JobState(failed=failed, unscheduled=unscheduled)
+        pod = first[0]  # backoffLimit 0: one pod per index
+        return JobState(failed=failed, pod=pod.metadata.name, pod_phase=(pod.status.phase if pod.status else "") or "",
+                        unscheduled=unscheduled)
 
     def pod_log(self, namespace: str, name: str) -> str:
         try:

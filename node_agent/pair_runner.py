@@ -15,6 +15,8 @@ so a restarted controller resumes:
               taint stays (value ``failed``), condition ``PairCheckFailed``, Event, metric. Not replaced
               automatically: the floor is an estimate and the peer may be the bad half. An operator
               removes the annotation to run it again, or the taint to put the node in service.
+    (retry)   a check that did not run - a pod of its Job no node took (the peer got busy), or its Job
+              deleted - goes back to held, with a ``PairCheckRetry`` Event
 
 A group of one node has no peer: its node is released with a ``PairCheckSkipped`` Event. While no
 peer is idle the node stays held (``PairCheckWaiting`` Event once). Each step of each node runs in
@@ -78,6 +80,7 @@ class PairChecks:
     def __init__(self, controller) -> None:
         self.ctl = controller
         self._waiting_told: set[str] = set()
+        self._running: dict[str, str | None] = {}   # group -> the node whose check runs
 
     # ----------------------------------------------------------------- settings
     def image(self, group: str) -> str | None:
@@ -100,6 +103,9 @@ class PairChecks:
                 if self._is_new(n):
                     self.ctl._isolated(n, group, lambda fresh: self._hold_new(fresh, group), reread=True)
         states = {n.name: PairState.of(n) for n in members}
+        # The group's one check slot, as listed at the start of the pass and kept up to date by this pass's steps.
+        self._running[group] = next((n for n, st in states.items() if st is not None and st.phase == "running"),
+                                    None)
         self.ctl.metrics.pair_held.labels(group).set(
             sum(1 for s in states.values() if s is not None and s.phase in ("held", "running")))
         # Running checks first (they may finish and free the group's slot), then the oldest held node.
@@ -123,9 +129,6 @@ class PairChecks:
         return PAIR_CHECK not in n.annotations and REMEDIATION not in n.annotations \
             and (n.has_taint(L.STARTUP_TAINT) or n.has_taint(L.PAIR_CHECK_TAINT))
 
-    def _running_in(self, group: str, exclude: str) -> bool:
-        return any(s is not None and s.phase == "running" and n.name != exclude
-                   for n in self.ctl.cluster.list_nodes({L.INSTANCE_GROUP: group}) for s in [PairState.of(n)])
 
     # -------------------------------------------------------------------- steps
     def _hold_new(self, node: Node, group: str) -> None:
@@ -173,7 +176,7 @@ class PairChecks:
         return None, len(healthy)
 
     def _maybe_start(self, node: Node, s: PairState, group: str, members: list[Node]) -> None:
-        if not self._ready(node) or self._running_in(group, node.name):
+        if not self._ready(node) or self._running.get(group) not in (None, node.name):
             return
         peer, healthy = self._peer(node, group)
         if peer is None:
@@ -191,6 +194,7 @@ class PairChecks:
         # Intent first: a restarted controller finds the Job by this name instead of starting a second one.
         node = self.ctl._patch(node.name, annotations={PAIR_CHECK: run.dump()},
                                resource_version=node.resource_version)
+        self._running[group] = node.name
         self._waiting_told.discard(node.name)
         self._create(node, run, group)
         self.ctl.cluster.create_event(node.name, "PairCheckStarted",
@@ -214,39 +218,56 @@ class PairChecks:
         timeout = self.ctl.config.pair_check_timeout_seconds
         if not s.created:
             return self._create(node, s, group)
-        if now - s.since > timeout + GRACE_SECONDS:
-            return self._fail(node, s, group, "TimedOut", f"no result {now - s.since:.0f}s after the start "
-                              f"(timeout {timeout:.0f}s)")
         try:
             st = self.ctl.cluster.job_state(pc.NAMESPACE, s.job)
         except NotFound:
             # deleted by someone else: run it again
-            self.ctl._patch(node.name, annotations={PAIR_CHECK: held("job deleted", now)},
-                            resource_version=node.resource_version)
-            self.ctl.cluster.create_event(node.name, "PairCheckRestarted", f"Job {s.job} disappeared; starting again")
-            return
+            return self._retry(node, s, group, "JobDeleted", f"Job {s.job} disappeared")
+        outcome = None
         if st.pod_phase in ("Succeeded", "Failed") and st.pod:
             output = self.ctl.cluster.pod_log(pc.NAMESPACE, st.pod)
             try:
                 r = pc.decide(output, self.itype(group, node))
             except ValueError as e:
-                return self._fail(node, s, group, "NoResult", f"{st.pod} ({st.pod_phase}): {e}")
-            if r.passed:
-                return self._pass(node, s, group, f"busbw {r.busbw_gbs:.1f} GB/s >= floor {r.floor_gbs:.1f} GB/s")
-            why = "; ".join(f.evidence for f in r.findings) or f"busbw {r.busbw_gbs:.1f} GB/s"
-            return self._fail(node, s, group, "BelowFloor", why)
-        if st.failed == "DeadlineExceeded":
-            return self._fail(node, s, group, "TimedOut", f"Job {s.job} hit its activeDeadlineSeconds ({timeout:.0f}s)"
-                              f"; pod of index 0: {st.pod_phase or 'never created'}")
-        if st.failed:
-            return self._fail(node, s, group, "JobFailed", f"Job {s.job} failed ({st.failed})")
+                outcome = ("NoResult", f"{st.pod} ({st.pod_phase}): {e}")
+            else:
+                if r.passed:
+                    return self._pass(node, s, group,
+                                      f"busbw {r.busbw_gbs:.1f} GB/s >= floor {r.floor_gbs:.1f} GB/s")
+                why = "; ".join(f.evidence for f in r.findings) or f"busbw {r.busbw_gbs:.1f} GB/s"
+                return self._fail(node, s, group, "BelowFloor", why)
+        elif st.failed == "DeadlineExceeded" or now - s.since > timeout + GRACE_SECONDS:
+            outcome = ("TimedOut", f"no result {now - s.since:.0f}s after the start (timeout {timeout:.0f}s); "
+                                   f"pod of index 0: {st.pod_phase or 'never created'}")
+        elif st.failed:
+            outcome = ("JobFailed", f"Job {s.job} failed ({st.failed})")
+        if outcome is None:
+            return  # still running
+        if st.unscheduled:
+            # A pod no node took (the peer got busy, say) ran nothing: that says nothing about this node.
+            return self._retry(node, s, group, "NotScheduled",
+                               f"{outcome[0]} with {st.unscheduled} pod(s) of Job {s.job} never scheduled "
+                               f"(peer {s.peer} busy?)")
+        return self._fail(node, s, group, *outcome)
 
     # ----------------------------------------------------------------- outcomes
+    def _retry(self, node: Node, s: PairState, group: str, reason: str, message: str) -> None:
+        """The check did not run: back to held, to start again (with whichever peer is idle then)."""
+        self.ctl._guard()
+        self.ctl.cluster.delete_job(pc.NAMESPACE, s.job)
+        self.ctl._patch(node.name, annotations={PAIR_CHECK: held(f"retry: {reason}", self.ctl.clock())},
+                        resource_version=node.resource_version)
+        self._running[group] = None
+        self.ctl.metrics.pair_checks.labels(group, reason).inc()
+        self.ctl.cluster.create_event(node.name, "PairCheckRetry", f"{message}; held, and checked again")
+
     def _pass(self, node: Node, s: PairState, group: str, result: str) -> None:
+        self.ctl._guard()
         self.ctl.cluster.delete_job(pc.NAMESPACE, s.job)  # frees the peer's devices now
         done = PairState("passed", self.ctl.clock(), job=s.job, peer=s.peer, created=s.created, result=result)
         self.ctl._patch(node.name, annotations={PAIR_CHECK: done.dump()},
                         taints=without_taint(node.taints, L.PAIR_CHECK_TAINT), resource_version=node.resource_version)
+        self._running[group] = None
         self.ctl.metrics.pair_checks.labels(group, "passed").inc()
         old = node.condition(FAILED_CONDITION)
         if old is not None and old.status == "True":
@@ -254,12 +275,14 @@ class PairChecks:
         self.ctl.cluster.create_event(node.name, "PairCheckPassed", f"with {s.peer}: {result}; in service", "Normal")
 
     def _fail(self, node: Node, s: PairState, group: str, reason: str, message: str) -> None:
+        self.ctl._guard()
         self.ctl.cluster.delete_job(pc.NAMESPACE, s.job)
         done = PairState("failed", self.ctl.clock(), job=s.job, peer=s.peer, created=s.created,
                          result=f"{reason}: {message}")
         taints = with_taint(without_taint(node.taints, L.PAIR_CHECK_TAINT), L.PAIR_CHECK_TAINT, FAILED_TAINT_VALUE)
         self.ctl._patch(node.name, annotations={PAIR_CHECK: done.dump()}, taints=taints,
                         resource_version=node.resource_version)
+        self._running[group] = None
         self.ctl.metrics.pair_checks.labels(group, reason).inc()
         self.ctl.cluster.set_condition(node.name, Condition(FAILED_CONDITION, "True", reason,
                                                             f"with {s.peer}: {message}"))

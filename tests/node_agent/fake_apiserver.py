@@ -147,17 +147,19 @@ class FakeApiServer:
                 "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]},
                 "status": {"phase": "Running"}}
 
-    def run_job_pod(self, namespace: str, job: str, phase: str, log: str | None = None) -> str:
-        """What the Job controller and the kubelet would do: the Job's pod of index 0 exists, in ``phase``."""
+    def run_job_pod(self, namespace: str, job: str, phase: str, log: str | None = None, index: int = 0,
+                    node: str = "node-new") -> str:
+        """What the Job controller, the scheduler and the kubelet would do: the Job's pod of ``index`` exists,
+        in ``phase``, on ``node`` ("": not scheduled)."""
         with self.lock:
-            name = f"{job}-0-xk2p9"
+            name = f"{job}-{index}-xk2p9"
             self.pods[(namespace, name)] = {
                 "metadata": {"name": name, "namespace": namespace,
                              "labels": {"batch.kubernetes.io/job-name": job,
-                                        "batch.kubernetes.io/job-completion-index": "0"},
+                                        "batch.kubernetes.io/job-completion-index": str(index)},
                              "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
                                                   "uid": self.objects[("Job", namespace, job)]["metadata"]["uid"]}]},
-                "spec": {"nodeName": "", "containers": [{"name": "all-reduce", "image": "x"}]},
+                "spec": {"nodeName": node, "containers": [{"name": "all-reduce", "image": "x"}]},
                 "status": {"phase": phase}}
             if log is not None:
                 self.logs[(namespace, name)] = log

@@ -158,6 +158,21 @@ def test_the_jobs_own_deadline_is_a_timeout(world):
     assert c.get_node("node-new").condition(FAILED_CONDITION).reason == "TimedOut"
 
 
+def test_a_check_whose_pods_never_got_a_node_is_run_again_not_failed(world):
+    c, clock, ctl = world
+    deep_check_passes(c, ctl)
+    first = state(c, "node-new").job
+    c.set_job(NS, first, pod_phase="Running", failed="DeadlineExceeded", unscheduled=1)  # the peer got busy
+    ctl.reconcile_once()
+    n = c.get_node("node-new")
+    assert not in_service(n) and n.condition(FAILED_CONDITION) is None
+    assert state(c, "node-new").phase == "held" and events(c, "PairCheckRetry", "node-new")
+    assert metric(ctl, "NotScheduled") == 1 and not c.objects
+    clock.t += 10
+    ctl.reconcile_once()
+    assert state(c, "node-new").phase == "running" and state(c, "node-new").job != first
+
+
 def test_unparsable_output_fails_the_check(world):
     c, clock, ctl = world
     deep_check_passes(c, ctl)
@@ -343,3 +358,20 @@ def test_a_job_deadline_through_the_kubernetes_api():
         n = c.get_node("node-new")
         assert n.condition(FAILED_CONDITION).reason == "TimedOut" and "Pending" in n.condition(FAILED_CONDITION).message
         assert json.loads(n.annotations[PAIR_CHECK])["phase"] == "failed"
+
+
+def test_an_unscheduled_peer_pod_through_the_kubernetes_api_is_a_retry():
+    with FakeApiServer() as api:
+        api.add_node("node-0", {L.INSTANCE_GROUP: "p5", L.HEALTH_STATUS: L.HEALTH_SCHEDULABLE})
+        api.add_node("node-new", {L.INSTANCE_GROUP: "p5"}, taints=[Taint(L.STARTUP_TAINT, L.STARTUP_TAINT_VALUE)])
+        c = KubeCluster(api.client())
+        ctl = Controller(c, None, ControllerConfig(groups=groups()), clock=Clock())
+        deep_check_passes(c, ctl)
+        job = PairState.of(c.get_node("node-new")).job
+        api.run_job_pod(NS, job, "Running")
+        api.run_job_pod(NS, job, "Pending", index=1, node="")  # no node took the peer's pod
+        api.fail_job(NS, job, "DeadlineExceeded")
+        ctl.reconcile_once()
+        n = c.get_node("node-new")
+        assert PairState.of(n).phase == "held" and n.condition(FAILED_CONDITION) is None
+        assert any(e["reason"] == "PairCheckRetry" for e in api.events)
