@@ -103,7 +103,7 @@ class JobState:
     failed: str | None = None   # reason of the Job's Failed=True condition (DeadlineExceeded, BackoffLimitExceeded)
     pod: str = ""               # the index-0 pod's name ("" while none exists)
     pod_phase: str = ""         # Pending | Running | Succeeded | Failed
-    unscheduled: int = 0        # the Job's pods no node took (no spec.nodeName): the check never ran on them
+    unscheduled: int = 0        # the Job's pods no node took (no spec.nodeName) or never created: they ran nothing
 
 
 def owned_by(obj: dict, kind: str, name: str, uid: str) -> dict:
@@ -482,7 +482,9 @@ class KubeCluster:
         conditions = (job.status.conditions or []) if job.status else []
         failed = next((c.reason or "Failed" for c in conditions if c.type == "Failed" and c.status == "True"), None)
         pods = self.core.list_namespaced_pod(namespace, label_selector=f"{L.JOB_NAME_LABEL}={name}").items
-        unscheduled = sum(1 for p in pods if not (p.spec and p.spec.node_name))
+        # pods no node took, and pods the Job controller could not create (quota, admission)
+        unscheduled = sum(1 for p in pods if not (p.spec and p.spec.node_name)) \
+            + max(0, ((job.spec.parallelism or 0) if job.spec else 0) - len(pods))
         first = [p for p in pods if (p.metadata.labels or {}).get(L.JOB_COMPLETION_INDEX_LABEL) == "0"]
         if not first:
             return JobState(failed=failed, unscheduled=unscheduled)

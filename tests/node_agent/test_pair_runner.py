@@ -352,7 +352,8 @@ def test_a_job_deadline_through_the_kubernetes_api():
         ctl = Controller(c, None, ControllerConfig(groups=groups()), clock=Clock())
         deep_check_passes(c, ctl)
         job = PairState.of(c.get_node("node-new")).job
-        api.run_job_pod(NS, job, "Pending")
+        api.run_job_pod(NS, job, "Pending")  # on node-new, its containers never started
+        api.run_job_pod(NS, job, "Running", index=1, node="node-0")
         api.fail_job(NS, job, "DeadlineExceeded")
         ctl.reconcile_once()
         n = c.get_node("node-new")
@@ -375,3 +376,16 @@ def test_an_unscheduled_peer_pod_through_the_kubernetes_api_is_a_retry():
         n = c.get_node("node-new")
         assert PairState.of(n).phase == "held" and n.condition(FAILED_CONDITION) is None
         assert any(e["reason"] == "PairCheckRetry" for e in api.events)
+
+
+def test_a_job_whose_pods_were_never_created_through_the_kubernetes_api_is_a_retry():
+    with FakeApiServer() as api:
+        api.add_node("node-0", {L.INSTANCE_GROUP: "p5", L.HEALTH_STATUS: L.HEALTH_SCHEDULABLE})
+        api.add_node("node-new", {L.INSTANCE_GROUP: "p5"}, taints=[Taint(L.STARTUP_TAINT, L.STARTUP_TAINT_VALUE)])
+        c, clock = KubeCluster(api.client()), Clock()
+        ctl = Controller(c, None, ControllerConfig(groups=groups()), clock=clock)
+        deep_check_passes(c, ctl)
+        clock.t += ctl.config.pair_check_timeout_seconds + 301  # no pod ever appeared (a quota, an admission hook)
+        ctl.reconcile_once()
+        n = c.get_node("node-new")
+        assert PairState.of(n).phase == "held" and n.condition(FAILED_CONDITION) is None
