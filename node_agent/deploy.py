@@ -97,6 +97,59 @@ def controller_pair_check_rbac() -> list[dict]:
     ]
 
 
+PAIR_CHECK_POLICY = "openpod-node-remediation-pair-check"
+
+
+def pair_check_policy(images: list[str]) -> list[dict]:
+    """What the controller may create in its namespace for the two-node check, enforced by the API server
+    (a ValidatingAdmissionPolicy, like the detector's own-node one in infra/governance/admission.py): Jobs named
+    ``pair-*`` whose pods run only the spec's pair-check images, without host namespaces, hostPath volumes,
+    privileged containers or a service-account token; ``Opaque`` Secrets (never a token request); headless
+    ClusterIP Services without external IPs. So its create rights cannot start anything else on a node."""
+    user = f"system:serviceaccount:{NAMESPACE}:{CONTROLLER}"
+    meta = {"name": PAIR_CHECK_POLICY, "labels": {"app.kubernetes.io/managed-by": "openpod"}}
+    allowed = "[" + ", ".join(f"'{i}'" for i in sorted(set(images))) + "]"
+    pod = "object.spec.template.spec"
+    job_ok = (f"object.kind != 'Job' || ("
+              f"has({pod}.automountServiceAccountToken) && {pod}.automountServiceAccountToken == false"
+              f" && (!has({pod}.serviceAccountName) || {pod}.serviceAccountName == 'default')"
+              f" && !(has({pod}.hostNetwork) && {pod}.hostNetwork) && !(has({pod}.hostPID) && {pod}.hostPID)"
+              f" && !(has({pod}.hostIPC) && {pod}.hostIPC) && !has({pod}.initContainers)"
+              f" && !has({pod}.ephemeralContainers)"
+              f" && (!has({pod}.volumes) || {pod}.volumes.all(v, !has(v.hostPath)))"
+              f" && {pod}.containers.all(c, c.image in {allowed} && !(has(c.securityContext)"
+              f" && has(c.securityContext.privileged) && c.securityContext.privileged)))")
+    validations = [
+        {"expression": "object.metadata.name.startsWith('pair-')", "reason": "Forbidden",
+         "messageExpression": f"'{CONTROLLER} may create only pair-* objects, not ' + object.metadata.name"},
+        {"expression": job_ok, "reason": "Forbidden",
+         "messageExpression": f"'{CONTROLLER}: a pair-check Job runs only the pair-check images of the spec, without "
+                              "host access, privilege or a service-account token'"},
+        {"expression": "object.kind != 'Secret' || (has(object.type) && object.type == 'Opaque')",
+         "reason": "Forbidden", "messageExpression": f"'{CONTROLLER} may create only Opaque Secrets'"},
+        {"expression": "object.kind != 'Service' || (has(object.spec.clusterIP) && object.spec.clusterIP == 'None'"
+                       " && !has(object.spec.externalIPs) && (!has(object.spec.type) || object.spec.type == "
+                       "'ClusterIP'))",
+         "reason": "Forbidden", "messageExpression": f"'{CONTROLLER} may create only headless Services'"},
+    ]
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": meta,
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [
+                {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"], "operations": ["CREATE"]},
+                {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["secrets", "services"],
+                 "operations": ["CREATE"]}]},
+            "matchConditions": [{"name": "the-remediation-controller",
+                                 "expression": f"request.userInfo.username == '{user}'"}],
+            "validations": validations,
+        },
+    }
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": dict(meta), "spec": {"policyName": PAIR_CHECK_POLICY, "validationActions": ["Deny"]}}
+    return [policy, binding]
+
+
 def agent_config(spec: ClusterSpec | None = None) -> dict:
     """The agent's config file: the defaults, written out so operators see and edit every knob, with each
     group's deep-check DCGM level from the spec."""
@@ -272,8 +325,9 @@ def manifests(spec: ClusterSpec, images: dict[str, str], *, controller_service_a
     if controller_service_account:
         out.append(service_account(CONTROLLER))
     out += detector_rbac() + controller_rbac() + controller_lease_rbac()
-    if any(g.pair_check_image for g in spec.instance_groups):
-        out += controller_pair_check_rbac()  # only where a group runs the two-node check
+    pair_images = [g.pair_check_image for g in spec.instance_groups if g.pair_check_image]
+    if pair_images:  # only where a group runs the two-node check
+        out += controller_pair_check_rbac() + pair_check_policy(pair_images)
     out.append(config_map(f"{DETECTOR}-config", "agent.yaml", agent_config(spec)))
     out.append(config_map(f"{CONTROLLER}-config", "controller.yaml", controller_config(spec)))
     for arch in detector_arches(spec):
