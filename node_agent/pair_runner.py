@@ -57,8 +57,15 @@ class PairState:
 
     @classmethod
     def of(cls, node: Node) -> PairState | None:
+        """The node's state; an annotation that does not parse (a hand edit) reads as held: checked again."""
         raw = node.annotations.get(PAIR_CHECK)
-        return cls(**json.loads(raw)) if raw else None
+        if not raw:
+            return None
+        try:
+            return cls(**json.loads(raw))
+        except (ValueError, TypeError):
+            log.warning("node %s: unreadable %s annotation %r; checking it again", node.name, PAIR_CHECK, raw[:200])
+            return cls("held", 0.0, why="unreadable annotation")
 
     def dump(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

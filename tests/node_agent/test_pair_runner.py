@@ -250,6 +250,16 @@ def test_removing_the_annotation_runs_the_check_again(world):
     assert in_service(n) and n.condition(FAILED_CONDITION).status == "False"
 
 
+def test_an_unreadable_annotation_is_checked_again_and_blocks_nothing(world):
+    c, clock, ctl = world
+    c.add_node(new_node("node-new2"))
+    ctl.reconcile_once()
+    c.patch_node("node-new", annotations={PAIR_CHECK: "{hand-edited"})
+    mark_healthy(c, "node-new", "ok")
+    ctl.reconcile_once()  # no exception: the group's pass goes on
+    assert state(c, "node-new").phase == "running" and state(c, "node-new2").phase == "held"
+
+
 # -------------------------------------------------------------- with remediations (moto)
 def cluster_with(ids) -> InMemoryCluster:
     c = InMemoryCluster()
