@@ -136,6 +136,13 @@ class InstanceGroupSpec(_Model):
                     "pass before taking work: 2 (the default) takes minutes; 4 (extended, hours) is what SageMaker "
                     "HyperPod's deep health checks run - every reboot of a faulty node then keeps it out of "
                     "service that long")
+    pair_check_image: str | None = Field(
+        None, min_length=1,
+        description="turns on the two-node all-reduce check for this group: the remediation controller holds every "
+                    "new or rebooted node out of service until it all-reduces over EFA with an idle healthy peer at "
+                    "the floor (docs/node-agent.md). The image runs nccl-tests built with MPI=1, Open MPI, sshd and "
+                    "NCCL's EFA plugin (NVIDIA); the Neuron tools, Open MPI and sshd (Neuron); the training image "
+                    "(CPU). The platform builds none of the first two, so the default is off; EFA groups only")
     availability_zone: str | None = None
     capacity: Capacity = Capacity()
     placement_group: bool | None = Field(
@@ -498,6 +505,9 @@ def _check_groups(spec: ClusterSpec) -> Iterator[Problem]:
                               f"(got {g.min_size} <= {g.desired_size} <= {g.max_size})")
         if g.hot_spares > g.max_size:
             yield Problem(f"{at}.hot_spares", f"{g.hot_spares} exceeds max_size {g.max_size}")
+        if g.pair_check_image and not g.type.efa_supported:
+            yield Problem(f"{at}.pair_check_image", f"{g.instance_type} has no EFA: the two-node check measures EFA "
+                                                    "bandwidth; allowed only on EFA groups")
         if g.availability_zone and g.availability_zone not in spec.availability_zones:
             yield Problem(f"{at}.availability_zone", f"{g.availability_zone!r} is not one of "
                                                      f"availability_zones ({', '.join(spec.availability_zones)})")

@@ -96,6 +96,11 @@ class GroupConfig(BaseModel):
     hot_spares: int = Field(0, ge=0)
     dcgm_level: int | None = Field(None, ge=1, le=4, description="the group's deep-check DCGM level (sets its "
                                                                  "post-reboot wait); default: dcgm_level")
+    instance_type: str | None = Field(None, description="the group's instance type (the two-node check's tool and "
+                                                        "floor); default: the node's instance-type label")
+    pair_check_image: str | None = Field(None, description="set: new and rebooted nodes are held until a two-node "
+                                                           "all-reduce in this image passes "
+                                                           "(node_agent/pair_runner.py)")
 
 
 class LeaderElectionConfig(BaseModel):
@@ -137,6 +142,9 @@ class ControllerConfig(BaseModel):
                                                               "(doubling, jittered)")
     retry_max_seconds: float = Field(600.0, gt=0, description="cap of that wait")
     groups: dict[str, GroupConfig] = {}
+    pair_check_timeout_seconds: float = Field(1800.0, gt=0, description="the two-node check's Job deadline "
+                                              "(image pull, SSH start-up, the all-reduce); past it the node fails "
+                                              "the check")
     metrics_port: int = Field(9102, ge=1, le=65535)
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
 

@@ -7,7 +7,8 @@ annotation, so a restarted controller resumes where the last one stopped:
       -> draining        cordon; evict pods (PDBs honoured, 429 = retry); until no pods or the deadline
       -> rebooting       reboot history recorded; EC2 RebootInstances
       -> awaiting-health startup taint back on; the node's deep check decides:
-                         pass -> uncordon, done; fail -> replace
+                         pass -> uncordon, done (held by the pair-check taint first where the group
+                         has a two-node check: node_agent/pair_runner.py); fail -> replace
       -> replacing       hot spare promoted (if the group has one ready); Auto Scaling
                          SetInstanceHealth Unhealthy; done when the node object goes away
 
@@ -15,7 +16,8 @@ A reboot for the same fault within the escalation window becomes a
 replacement. Starting a remediation takes a slot of the group's budget (at most
 N nodes and X% of the group in flight): over budget the controller alerts
 (Event + metric) and waits, so a storm of false positives cannot drain a group.
-New nodes (still under the startup taint) refill each group's hot-spare pool.
+New nodes (still under the startup taint) refill each group's hot-spare pool, and,
+where the group has a two-node check, are held until it passes (node_agent/pair_runner.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from node_agent.drain import evict_pods
 from node_agent.kube import Cluster, Condition, Conflict, Node, NotFound
 from node_agent.marking import FAULT, REBOOTS, REMEDIATION, current_action, with_taint, without_taint
 from node_agent.metrics import ControllerMetrics
+from node_agent.pair_runner import PAIR_CHECK, PairChecks, held
 from node_agent.topology import label_ultraservers
 
 log = logging.getLogger("node_agent.controller")
@@ -110,6 +113,7 @@ class Controller:
         self._failures: dict[str, int] = {}      # node -> consecutive failed steps
         self._retry_at: dict[str, float] = {}    # node -> not before (backoff)
         self._replacing: dict[str, tuple[str, Remediation]] = {}  # nodes whose replacement we wait to see done
+        self.pairs = PairChecks(self)
 
     # ----------------------------------------------------------------- budget
     def budget(self, group_size: int) -> int:
@@ -176,6 +180,7 @@ class Controller:
             self._isolated(n, group, lambda fresh: self._advance(fresh, Remediation.of(fresh), group), reread=True)
         self.metrics.in_flight.labels(group).set(in_flight)
         self.metrics.budget_blocked.labels(group).set(blocked)
+        self.pairs.reconcile(group, members)
         self._refill_spares(group, members)
 
     def _backoff(self, failures: int) -> float:
@@ -347,11 +352,16 @@ class Controller:
             return
         if status == L.HEALTH_SCHEDULABLE and not node.has_taint(L.STARTUP_TAINT):
             self._observe(group, r, "recovered", now)
-            self._patch(node.name, annotations={REMEDIATION: None, FAULT: None}, unschedulable=False,
-                                    taints=without_taint(node.taints, L.UNHEALTHY_TAINT),
-                                    resource_version=node.resource_version)
-            self.cluster.create_event(node.name, "Remediated", f"{r.fault}: rebooted and passed the deep check",
-                                      "Normal")
+            taints = without_taint(node.taints, L.UNHEALTHY_TAINT)
+            annotations = {REMEDIATION: None, FAULT: None}
+            pair = self.pairs.enabled(group)
+            if pair:  # uncordoned, but held by the pair-check taint until the two-node check passes
+                taints = with_taint(without_taint(taints, L.PAIR_CHECK_TAINT), L.PAIR_CHECK_TAINT, "pending")
+                annotations[PAIR_CHECK] = held("rebooted", now)
+            self._patch(node.name, annotations=annotations, unschedulable=False, taints=taints,
+                        resource_version=node.resource_version)
+            self.cluster.create_event(node.name, "Remediated", f"{r.fault}: rebooted and passed the deep check"
+                                      + ("; held until the two-node check passes" if pair else ""), "Normal")
 
     def _replace(self, node: Node, r: Remediation, group: str, now: float) -> None:
         if r.spare is None:
@@ -412,7 +422,8 @@ class Controller:
     def _ready_spare(self, group: str, exclude: str) -> Node | None:
         for n in sorted(self._spares(group), key=lambda n: n.name):
             if n.name != exclude and REMEDIATION not in n.annotations and FAULT not in n.annotations \
-                    and not n.has_taint(L.STARTUP_TAINT) and current_action(n.labels) is Action.NONE:
+                    and not n.has_taint(L.STARTUP_TAINT) and not n.has_taint(L.PAIR_CHECK_TAINT) \
+                    and current_action(n.labels) is Action.NONE:
                 return n
         return None
 

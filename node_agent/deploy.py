@@ -79,6 +79,77 @@ def controller_lease_rbac(lease_name: str = ControllerConfig().leader_election.l
     ]
 
 
+def controller_pair_check_rbac() -> list[dict]:
+    """The two-node check (node_agent/pair_runner.py), in the controller's namespace only: create, read and delete
+    its Jobs; create their Secret (SSH keys) and headless Service, owned by the Job so the garbage collector deletes
+    them (no delete, get or list on Secrets); read the index-0 pod's log. Pods are listed by the cluster role."""
+    name = f"openpod-{CONTROLLER}-pair-check"
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": name, "namespace": NAMESPACE},
+         "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "delete"]},
+                   {"apiGroups": [""], "resources": ["secrets", "services"], "verbs": ["create"]},
+                   {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": name, "namespace": NAMESPACE},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": NAMESPACE}]},
+    ]
+
+
+PAIR_CHECK_POLICY = "openpod-node-remediation-pair-check"
+
+
+def pair_check_policy(images: list[str]) -> list[dict]:
+    """What the controller may create in its namespace for the two-node check, enforced by the API server
+    (a ValidatingAdmissionPolicy, like the detector's own-node one in infra/governance/admission.py): Jobs named
+    ``pair-*`` whose pods run only the spec's pair-check images, without host namespaces, hostPath volumes,
+    privileged containers or a service-account token; ``Opaque`` Secrets (never a token request); headless
+    ClusterIP Services without external IPs. So its create rights cannot start anything else on a node."""
+    user = f"system:serviceaccount:{NAMESPACE}:{CONTROLLER}"
+    meta = {"name": PAIR_CHECK_POLICY, "labels": {"app.kubernetes.io/managed-by": "openpod"}}
+    allowed = "[" + ", ".join(f"'{i}'" for i in sorted(set(images))) + "]"
+    pod = "object.spec.template.spec"
+    job_ok = (f"object.kind != 'Job' || ("
+              f"has({pod}.automountServiceAccountToken) && {pod}.automountServiceAccountToken == false"
+              f" && (!has({pod}.serviceAccountName) || {pod}.serviceAccountName == 'default')"
+              f" && !(has({pod}.hostNetwork) && {pod}.hostNetwork) && !(has({pod}.hostPID) && {pod}.hostPID)"
+              f" && !(has({pod}.hostIPC) && {pod}.hostIPC) && !has({pod}.initContainers)"
+              f" && !has({pod}.ephemeralContainers)"
+              f" && (!has({pod}.volumes) || {pod}.volumes.all(v, !has(v.hostPath)))"
+              f" && {pod}.containers.all(c, c.image in {allowed} && !(has(c.securityContext)"
+              f" && has(c.securityContext.privileged) && c.securityContext.privileged)))")
+    validations = [
+        {"expression": "object.metadata.name.startsWith('pair-')", "reason": "Forbidden",
+         "messageExpression": f"'{CONTROLLER} may create only pair-* objects, not ' + object.metadata.name"},
+        {"expression": job_ok, "reason": "Forbidden",
+         "messageExpression": f"'{CONTROLLER}: a pair-check Job runs only the pair-check images of the spec, without "
+                              "host access, privilege or a service-account token'"},
+        {"expression": "object.kind != 'Secret' || (has(object.type) && object.type == 'Opaque')",
+         "reason": "Forbidden", "messageExpression": f"'{CONTROLLER} may create only Opaque Secrets'"},
+        {"expression": "object.kind != 'Service' || (has(object.spec.clusterIP) && object.spec.clusterIP == 'None'"
+                       " && !has(object.spec.externalIPs) && (!has(object.spec.type) || object.spec.type == "
+                       "'ClusterIP'))",
+         "reason": "Forbidden", "messageExpression": f"'{CONTROLLER} may create only headless Services'"},
+    ]
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": meta,
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [
+                {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"], "operations": ["CREATE"]},
+                {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["secrets", "services"],
+                 "operations": ["CREATE"]}]},
+            "matchConditions": [{"name": "the-remediation-controller",
+                                 "expression": f"request.userInfo.username == '{user}'"}],
+            "validations": validations,
+        },
+    }
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": dict(meta), "spec": {"policyName": PAIR_CHECK_POLICY, "validationActions": ["Deny"]}}
+    return [policy, binding]
+
+
 def agent_config(spec: ClusterSpec | None = None) -> dict:
     """The agent's config file: the defaults, written out so operators see and edit every knob, with each
     group's deep-check DCGM level from the spec."""
@@ -93,7 +164,9 @@ def controller_config(spec: ClusterSpec, **overrides) -> dict:
     cfg = ControllerConfig(region=spec.region,
                            groups={g.name: GroupConfig(hot_spares=g.hot_spares,
                                                        dcgm_level=g.dcgm_level
-                                                       if g.type.accelerator is Accelerator.NVIDIA else None)
+                                                       if g.type.accelerator is Accelerator.NVIDIA else None,
+                                                       instance_type=g.instance_type,
+                                                       pair_check_image=g.pair_check_image)
                                    for g in spec.instance_groups},
                            **overrides)
     return cfg.model_dump(mode="json")
@@ -252,6 +325,9 @@ def manifests(spec: ClusterSpec, images: dict[str, str], *, controller_service_a
     if controller_service_account:
         out.append(service_account(CONTROLLER))
     out += detector_rbac() + controller_rbac() + controller_lease_rbac()
+    pair_images = [g.pair_check_image for g in spec.instance_groups if g.pair_check_image]
+    if pair_images:  # only where a group runs the two-node check
+        out += controller_pair_check_rbac() + pair_check_policy(pair_images)
     out.append(config_map(f"{DETECTOR}-config", "agent.yaml", agent_config(spec)))
     out.append(config_map(f"{CONTROLLER}-config", "controller.yaml", controller_config(spec)))
     for arch in detector_arches(spec):

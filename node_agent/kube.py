@@ -3,7 +3,10 @@
 Everything the node agent does to Kubernetes goes through :class:`Cluster`:
 read nodes, patch labels / annotations / taints / cordon, set a node
 condition, create Events, list a node's pods and evict one (honouring
-PodDisruptionBudgets: the API answers 429 while a budget forbids it).
+PodDisruptionBudgets: the API answers 429 while a budget forbids it), and,
+for the two-node check (node_agent/pair_runner.py), create and delete its
+Job (with its Secret and Service, owned by the Job so the garbage collector
+removes them), read the Job's state and its index-0 pod's log.
 :class:`KubeCluster` is the real one (kubernetes client); :class:`InMemoryCluster`
 keeps the same semantics in memory for tests and benchmarks.
 """
@@ -93,6 +96,23 @@ class Conflict(RuntimeError):
     """409: the object changed since it was read (resourceVersion precondition failed). Re-read and re-decide."""
 
 
+@dataclass
+class JobState:
+    """What the controller needs of a Job: did it fail as a whole, and how is its pod of index 0."""
+
+    failed: str | None = None   # reason of the Job's Failed=True condition (DeadlineExceeded, BackoffLimitExceeded)
+    pod: str = ""               # the index-0 pod's name ("" while none exists)
+    pod_phase: str = ""         # Pending | Running | Succeeded | Failed
+    unscheduled: int = 0        # the Job's pods no node took (no spec.nodeName) or never created: they ran nothing
+
+
+def owned_by(obj: dict, kind: str, name: str, uid: str) -> dict:
+    """``obj`` with an ownerReference to the object ``uid``: deleting that owner garbage-collects ``obj``."""
+    out = copy.deepcopy(obj)
+    out["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": kind, "name": name, "uid": uid}]
+    return out
+
+
 class Cluster(Protocol):
     def get_node(self, name: str) -> Node: ...
     def list_nodes(self, selector: dict[str, str] | None = None) -> list[Node]: ...
@@ -105,6 +125,15 @@ class Cluster(Protocol):
     def create_event(self, node: str, reason: str, message: str, type: str = "Warning") -> None: ...
     def list_pods_on_node(self, name: str) -> list[Pod]: ...
     def evict_pod(self, namespace: str, name: str) -> Eviction: ...
+    def create_job(self, obj: dict) -> str:
+        """Create a batch/v1 Job (an existing one of that name is taken as is); returns its uid."""
+    def create_object(self, obj: dict) -> None:
+        """Create a namespaced Secret or Service; one that exists already is left as is."""
+    def delete_job(self, namespace: str, name: str) -> None:
+        """Delete a Job with its pods and the objects it owns (background propagation); gone already is fine."""
+    def job_state(self, namespace: str, name: str) -> JobState:
+        """The Job's state and its index-0 pod; :class:`NotFound` when the Job is gone."""
+    def pod_log(self, namespace: str, name: str) -> str: ...
 
 
 def _merge(target: dict[str, str], patch: dict[str, str | None] | None) -> None:
@@ -138,6 +167,10 @@ class InMemoryCluster:
         self.pdbs: list[Pdb] = []
         self.events: list[Event] = []
         self.evictions: list[tuple[str, str]] = []
+        self.objects: dict[tuple[str, str, str], dict] = {}   # (kind, namespace, name) -> object (Job, Secret, ...)
+        self.job_pods: dict[tuple[str, str], JobState] = {}    # (namespace, job) -> state (set by tests)
+        self.logs: dict[tuple[str, str], str] = {}              # (namespace, pod) -> log
+        self._uid = 0
         self._lock = threading.Lock()
         self.on_change: list = []
         self._rv = 0
@@ -239,6 +272,56 @@ class InMemoryCluster:
             self.evictions.append((namespace, name))
             return Eviction.EVICTED
 
+    # the two-node check's objects
+    def create_job(self, obj: dict) -> str:
+        with self._lock:
+            key = ("Job", obj["metadata"]["namespace"], obj["metadata"]["name"])
+            if key not in self.objects:
+                self._uid += 1
+                self.objects[key] = copy.deepcopy(obj)
+                self.objects[key]["metadata"]["uid"] = f"uid-{self._uid}"
+            return self.objects[key]["metadata"]["uid"]
+
+    def create_object(self, obj: dict) -> None:
+        if obj["kind"] not in ("Secret", "Service"):
+            raise ValueError(f"create_object: {obj['kind']} is not a Secret or Service")
+        with self._lock:
+            self.objects.setdefault((obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]),
+                                    copy.deepcopy(obj))
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        with self._lock:
+            job = self.objects.pop(("Job", namespace, name), None)
+            self.job_pods.pop((namespace, name), None)
+            if job is None:
+                return
+            uid = job["metadata"]["uid"]
+            for key in [k for k, o in self.objects.items()  # the garbage collector's part
+                        if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences", []))]:
+                del self.objects[key]
+
+    def job_state(self, namespace: str, name: str) -> JobState:
+        with self._lock:
+            if ("Job", namespace, name) not in self.objects:
+                raise NotFound(f"job {namespace}/{name}")
+            return copy.copy(self.job_pods.get((namespace, name), JobState()))
+
+    def pod_log(self, namespace: str, name: str) -> str:
+        with self._lock:
+            if (namespace, name) not in self.logs:
+                raise NotFound(f"pod {namespace}/{name}")
+            return self.logs[(namespace, name)]
+
+    # test helper: what the Job controller and the kubelet would do
+    def set_job(self, namespace: str, name: str, *, pod_phase: str = "Running", log: str | None = None,
+                failed: str | None = None, unscheduled: int = 0) -> None:
+        with self._lock:
+            pod = f"{name}-0-abcde"
+            self.job_pods[(namespace, name)] = JobState(failed=failed, pod=pod, pod_phase=pod_phase,
+                                                        unscheduled=unscheduled)
+            if log is not None:
+                self.logs[(namespace, pod)] = log
+
 
 # ------------------------------------------------------------------------------ real
 
@@ -256,6 +339,7 @@ class KubeCluster:
                 config.load_kube_config()
         self.client = client
         self.core = client.CoreV1Api(api_client)
+        self.batch = client.BatchV1Api(self.core.api_client)
         self.api_client = self.core.api_client  # shared with the leader election (node_agent/leader.py)
         self.component = component
 
@@ -358,3 +442,60 @@ class KubeCluster:
             if e.status == 404:
                 return Eviction.GONE
             raise
+
+    # the two-node check's objects (node_agent/pair_runner.py)
+    def create_job(self, obj: dict) -> str:
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        try:
+            return self.batch.create_namespaced_job(ns, obj).metadata.uid
+        except self.client.ApiException as e:
+            if e.status != 409:
+                raise
+            return self.batch.read_namespaced_job(name, ns).metadata.uid  # created by a pass that then died
+
+    def create_object(self, obj: dict) -> None:
+        create = {"Secret": self.core.create_namespaced_secret,
+                  "Service": self.core.create_namespaced_service}.get(obj["kind"])
+        if create is None:
+            raise ValueError(f"create_object: {obj['kind']} is not a Secret or Service")
+        try:
+            create(obj["metadata"]["namespace"], obj)
+        except self.client.ApiException as e:
+            if e.status != 409:
+                raise
+
+    def delete_job(self, namespace: str, name: str) -> None:
+        try:
+            # Background: the garbage collector deletes its pods and the Secret / Service it owns.
+            self.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+        except self.client.ApiException as e:
+            if e.status != 404:
+                raise
+
+    def job_state(self, namespace: str, name: str) -> JobState:
+        from openpod_core import labels as L
+
+        try:
+            job = self.batch.read_namespaced_job(name, namespace)
+        except self.client.ApiException as e:
+            self._not_found(e, f"job {namespace}/{name}")
+        conditions = (job.status.conditions or []) if job.status else []
+        failed = next((c.reason or "Failed" for c in conditions if c.type == "Failed" and c.status == "True"), None)
+        pods = self.core.list_namespaced_pod(namespace, label_selector=f"{L.JOB_NAME_LABEL}={name}").items
+        # pods no node took, and pods the Job controller could not create (quota, admission)
+        unscheduled = sum(1 for p in pods if not (p.spec and p.spec.node_name)) \
+            + max(0, ((job.spec.parallelism or 0) if job.spec else 0) - len(pods))
+        first = [p for p in pods if (p.metadata.labels or {}).get(L.JOB_COMPLETION_INDEX_LABEL) == "0"]
+        if not first:
+            return JobState(failed=failed, unscheduled=unscheduled)
+        pod = first[0]  # backoffLimit 0: one pod per index
+        return JobState(failed=failed, pod=pod.metadata.name, pod_phase=(pod.status.phase if pod.status else "") or "",
+                        unscheduled=unscheduled)
+
+    def pod_log(self, namespace: str, name: str) -> str:
+        try:
+            # Raw bytes: the client would otherwise try to deserialize a log that looks like JSON.
+            resp = self.core.read_namespaced_pod_log(name, namespace, _preload_content=False)
+        except self.client.ApiException as e:
+            self._not_found(e, f"pod {namespace}/{name}")
+        return resp.data.decode(errors="replace")

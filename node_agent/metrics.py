@@ -66,6 +66,11 @@ class ControllerMetrics:
             "Seconds from fault detection to the end of its remediation: back in service after a reboot "
             "(outcome recovered), replaced node gone (replaced), or given up (failed)",
             ["group", "action", "outcome"], buckets=DURATION_BUCKETS, registry=r)
+        self.pair_checks = Counter("openpod_pair_checks", "Two-node all-reduce checks of new or rebooted nodes, by "
+                                   "result (passed, skipped, BelowFloor, NoResult, JobFailed, TimedOut)",
+                                   ["group", "result"], registry=r)
+        self.pair_held = Gauge("openpod_pair_check_held_nodes", "Nodes held out of service until their two-node "
+                               "check passes (waiting or running)", ["group"], registry=r)
         self.drain_timeouts = Counter("openpod_drain_deadline_exceeded", "Drains that hit their deadline",
                                       ["group"], registry=r)
 

@@ -220,14 +220,17 @@ def job(name: str, itype: InstanceType, nodes: tuple[str, str], image: str, *, t
                     "spec": {"clusterIP": "None", "selector": dict(match), "publishNotReadyAddresses": True}})
     pod_spec = {
         "subdomain": name, "restartPolicy": "Never",
+        "automountServiceAccountToken": False,  # the check needs no Kubernetes API
         "affinity": {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": L.HOSTNAME, "operator": "In", "values": list(nodes)}]}]}},
             "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                 {"labelSelector": {"matchLabels": dict(match)}, "topologyKey": L.HOSTNAME}]},
         },
-        # a node fresh from its single-node check may still carry the startup taint; a spare is a fine peer
+        # a node fresh from its single-node check may still carry the startup taint, and the controller holds
+        # it with the pair-check taint until this check passes; a spare is a fine peer
         "tolerations": [{"key": L.STARTUP_TAINT, "operator": "Exists", "effect": "NoSchedule"},
+                        {"key": L.PAIR_CHECK_TAINT, "operator": "Exists", "effect": "NoSchedule"},
                         {"key": L.HOT_SPARE_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [{"name": "all-reduce", "image": image, "command": command,
                         "resources": _resources(itype), "volumeMounts": mounts,

@@ -111,6 +111,13 @@ METRICS: tuple[Metric, ...] = (
     Metric("openpod_remediation_failed_nodes", "gauge", "1", ("group",), JOB_CONTROLLER,
            "node_agent/metrics.py (ControllerMetrics.failed_nodes)",
            "Nodes in the terminal failed state (cordoned, waiting for an operator)"),
+    Metric("openpod_pair_checks_total", "counter", "1", ("group", "result"), JOB_CONTROLLER,
+           "node_agent/metrics.py (ControllerMetrics.pair_checks)",
+           "Two-node all-reduce checks of new or rebooted nodes by result (passed, skipped, BelowFloor, NoResult, "
+           "JobFailed, TimedOut)"),
+    Metric("openpod_pair_check_held_nodes", "gauge", "1", ("group",), JOB_CONTROLLER,
+           "node_agent/metrics.py (ControllerMetrics.pair_held)",
+           "Nodes held out of service until their two-node check passes (waiting or running)"),
     # ------------------------------------------------------------------ training runtime (rank 0 of each job)
     Metric("openpod_train_straggler_score", "gauge", "ratio", ("rank",), JOB_TRAINING,
            "training/ft/heartbeat.py (export_straggler_metrics, served by each node's local rank 0)",

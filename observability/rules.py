@@ -121,6 +121,15 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "Pods did not leave a node within the drain deadline; the node was remediated with them on it.",
               "Find the job whose pods ignored SIGTERM or whose PodDisruptionBudget blocked eviction; "
               "its checkpoint-on-SIGTERM did not finish in time."),
+        Alert("OpenpodPairCheckFailed",
+              'increase(openpod_pair_checks_total{result=~"BelowFloor|NoResult|JobFailed|TimedOut"}[1h]) > 0', "0m",
+              "warning", "Group {{ $labels.group }}: a new or rebooted node failed its two-node check "
+              "({{ $labels.result }})",
+              "The node all-reduced with a healthy peer below the floor, printed no result or timed out; it is held "
+              "out of service (taint openpod.io/pair-check=failed) and not replaced automatically.",
+              "`kubectl get nodes -l openpod.io/instance-group={{ $labels.group }}` and the PairCheckFailed "
+              "condition (reason, peer); check the peer, then remove the openpod.io/pair-check annotation to check "
+              "again, or replace the node."),
         Alert("OpenpodRemediationErrors", f"increase(openpod_remediation_errors_total[30m]) >= {t.remediation_errors}",
               "0m", "warning", "Group {{ $labels.group }}: remediation steps keep failing",
               "Cloud or Kubernetes API calls of the remediation controller failed repeatedly (retried).",

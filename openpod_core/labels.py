@@ -26,6 +26,14 @@ STARTUP_TAINT_VALUE = "pending"
 UNHEALTHY_TAINT = f"{DOMAIN}/unhealthy"              # NoSchedule while a node awaits reboot/replacement
 HOT_SPARE_TAINT = f"{DOMAIN}/hot-spare"              # NoSchedule on spare nodes held out of team quotas
 HOT_SPARE = f"{DOMAIN}/hot-spare"                    # label "true" on spare nodes
+PAIR_CHECK_TAINT = f"{DOMAIN}/pair-check"            # NoSchedule: a new/rebooted node held for the two-node check
+                                                     # (value pending | failed; node_agent/pair_runner.py)
+
+# Labels the Job controller sets on the pods of an Indexed Job (kubernetes/website
+# content/en/docs/reference/labels-annotations-taints/_index.md, "batch.kubernetes.io/job-completion-index"
+# and "batch.kubernetes.io/job-name"; checked 2026-11-23).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+JOB_COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
 # EKS topology labels (set by EKS on instances that report network topology).
 TOPOLOGY_LAYERS = (

@@ -207,3 +207,10 @@ def test_public_endpoint_needs_explicit_cidrs_and_cidrs_need_a_public_endpoint()
     assert lines[0].startswith("eks.endpoint_public_cidrs: 203.0.113.7/24 is not an IPv4 network")
     ok = parse_spec(spec_with(eks={"endpoint_public": True, "endpoint_public_cidrs": ["203.0.113.0/24"]}), "ok.yaml")
     assert ok.eks.endpoint_public_cidrs == ["203.0.113.0/24"]
+
+
+def test_a_pair_check_image_needs_an_efa_group():
+    system = group("system")
+    (line,) = problems(spec_with(**{f"instance_groups__{system}__pair_check_image": "repo/nccl-tests:1"}))
+    assert line.startswith(f"instance_groups[{system}] (system).pair_check_image: ") and "no EFA" in line
+    assert parse_spec(spec_with(**{f"instance_groups__{P5}__pair_check_image": "repo/nccl-tests:1"}))

@@ -1,9 +1,12 @@
 """A small Kubernetes API server over HTTP for the controller tests (no real one exists here).
 
 It serves only what the node agent and the controller call - nodes (get, list,
-patch, status patch), pods (list by node, eviction), events (create) and
-coordination.k8s.io/v1 Leases (get, create, replace) - but with the API server's
-concurrency semantics, which are what these tests are about:
+patch, status patch), pods (list by node, eviction), events (create),
+coordination.k8s.io/v1 Leases (get, create, replace), and for the two-node check
+batch/v1 Jobs (create, get, delete: its pods and the objects it owns go with it, as the
+garbage collector does), Secrets and Services (create), pods by label selector in a
+namespace and a pod's log - but with the API server's concurrency semantics, which are
+what these tests are about:
 
 - every write bumps one cluster-wide ``metadata.resourceVersion``;
 - a PATCH whose body carries ``metadata.resourceVersion`` is a precondition: 409 Conflict if the
@@ -51,6 +54,9 @@ class FakeApiServer:
         self.nodes: dict[str, dict] = {}
         self.pods: dict[tuple[str, str], dict] = {}
         self.leases: dict[tuple[str, str], dict] = {}
+        self.objects: dict[tuple[str, str, str], dict] = {}   # (kind, namespace, name): Jobs, Secrets, Services
+        self.logs: dict[tuple[str, str], str] = {}
+        self._uid = 0
         self.events: list[dict] = []
         self.requests: list[tuple[str, str]] = []
         self.conflicts = 0
@@ -66,9 +72,10 @@ class FakeApiServer:
                 return json.loads(self.rfile.read(n)) if n else None
 
             def _send(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
+                text = isinstance(body, str)  # a pod's log
+                data = body.encode() if text else json.dumps(body).encode()
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/plain" if text else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -83,7 +90,7 @@ class FakeApiServer:
                         server.conflicts += 1
                 self._send(code, out)
 
-            do_GET = do_POST = do_PUT = do_PATCH = _handle  # noqa: N815
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle  # noqa: N815
 
             def log_message(self, *a):
                 pass
@@ -140,9 +147,45 @@ class FakeApiServer:
                 "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]},
                 "status": {"phase": "Running"}}
 
+    def run_job_pod(self, namespace: str, job: str, phase: str, log: str | None = None, index: int = 0,
+                    node: str = "node-new") -> str:
+        """What the Job controller, the scheduler and the kubelet would do: the Job's pod of ``index`` exists,
+        in ``phase``, on ``node`` ("": not scheduled)."""
+        with self.lock:
+            name = f"{job}-{index}-xk2p9"
+            self.pods[(namespace, name)] = {
+                "metadata": {"name": name, "namespace": namespace,
+                             "labels": {"batch.kubernetes.io/job-name": job,
+                                        "batch.kubernetes.io/job-completion-index": str(index)},
+                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
+                                                  "uid": self.objects[("Job", namespace, job)]["metadata"]["uid"]}]},
+                "spec": {"nodeName": node, "containers": [{"name": "all-reduce", "image": "x"}]},
+                "status": {"phase": phase}}
+            if log is not None:
+                self.logs[(namespace, name)] = log
+            return name
+
+    def fail_job(self, namespace: str, job: str, reason: str) -> None:
+        with self.lock:
+            self.objects[("Job", namespace, job)]["status"] = {"conditions": [
+                {"type": "Failed", "status": "True", "reason": reason, "message": reason}]}
+
     # ------------------------------------------------------------------- the API
     def handle(self, method: str, path: str, query: dict, body) -> tuple[int, dict]:
         parts = path.strip("/").split("/")
+        if (path.startswith("/apis/batch/v1/namespaces/") or
+                (path.startswith("/api/v1/namespaces/") and len(parts) >= 5 and parts[4] in ("secrets", "services"))):
+            return self._namespaced(method, parts, query, body)
+        if path.startswith("/api/v1/namespaces/") and len(parts) == 5 and parts[4] == "pods" and method == "GET":
+            sel = dict(kv.split("=", 1) for kv in query.get("labelSelector", [""])[0].split(",") if kv)
+            items = [p for (ns, _), p in self.pods.items() if ns == parts[3]
+                     and all(p["metadata"]["labels"].get(k) == v for k, v in sel.items())]
+            return 200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": copy.deepcopy(items)}
+        if path.endswith("/log") and method == "GET":
+            key = (parts[3], parts[5])
+            if key not in self.logs:
+                return 404, _status(404, "NotFound", f'pods "{key[1]}" not found')
+            return 200, self.logs[key]
         if path == "/api/v1/nodes" and method == "GET":
             sel = dict(kv.split("=", 1) for kv in query.get("labelSelector", [""])[0].split(",") if kv)
             items = [n for n in self.nodes.values()
@@ -186,6 +229,41 @@ class FakeApiServer:
         if path.startswith(LEASES):
             return self._lease(method, parts, body)
         return 404, _status(404, "NotFound", f"{method} {path} is not served by the fake")
+
+    def _namespaced(self, method: str, parts: list[str], query: dict, body) -> tuple[int, dict]:
+        """Jobs (/apis/batch/v1/namespaces/NS/jobs[/NAME]), Secrets and Services (/api/v1/namespaces/NS/...)."""
+        batch = parts[0] == "apis"
+        ns, plural = (parts[4], parts[5]) if batch else (parts[3], parts[4])
+        kind = {"jobs": "Job", "secrets": "Secret", "services": "Service"}[plural]
+        name = (parts[6] if len(parts) > 6 else None) if batch else (parts[5] if len(parts) > 5 else None)
+        if method == "POST" and name is None:
+            key = (kind, ns, body["metadata"]["name"])
+            if key in self.objects:
+                return 409, _status(409, "AlreadyExists", f'{plural} "{key[2]}" already exists')
+            obj = copy.deepcopy(body)
+            obj["metadata"]["namespace"] = ns
+            self._uid += 1
+            obj["metadata"]["uid"] = f"uid-{self._uid}"
+            self._bump(obj)
+            self.objects[key] = obj
+            return 201, copy.deepcopy(obj)
+        key = (kind, ns, name)
+        if key not in self.objects:
+            return 404, _status(404, "NotFound", f'{plural} "{name}" not found')
+        if method == "GET":
+            return 200, copy.deepcopy(self.objects[key])
+        if method == "DELETE":
+            obj = self.objects.pop(key)
+            uid = obj["metadata"]["uid"]
+            # the garbage collector: whatever the deleted object owned goes too
+            for k in [k for k, o in self.objects.items()
+                      if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences", []))]:
+                del self.objects[k]
+            for k in [k for k, p in self.pods.items()
+                      if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences", []))]:
+                del self.pods[k]
+            return 200, _status(200, "", "")
+        return 405, _status(405, "MethodNotAllowed", method)
 
     def _lease(self, method: str, parts: list[str], body) -> tuple[int, dict]:
         ns = parts[4]

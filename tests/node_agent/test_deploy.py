@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from openpod_core import labels as L
@@ -134,3 +135,94 @@ def test_each_nvidia_groups_dcgm_level_reaches_the_agent_and_the_controller(tmp_
     ctl = Controller(InMemoryCluster(), None, load_controller_config(tmp_path / "controller.yaml"))
     assert ctl.dcgm_level("p5en") == 4 and ctl.dcgm_level("trn2") == ctl.config.dcgm_level
     assert await_health_seconds(ctl.dcgm_level("p5en")) > await_health_seconds(ctl.dcgm_level("trn2"))
+
+
+def test_the_pair_check_rbac_is_namespaced_minimal_and_only_where_a_group_uses_it(tmp_path):
+    spec = load_spec(None)
+    assert not [o for o in deploy.manifests(spec, IMAGES) if "pair-check" in o["metadata"]["name"]]
+    groups = [g.model_copy(update={"pair_check_image": "repo/nccl-tests:2.19.6"}) if g.name == "p5" else g
+              for g in spec.instance_groups]
+    spec = spec.model_copy(update={"instance_groups": groups})
+    objs = deploy.manifests(spec, IMAGES)
+    (role,) = [o for o in objs if o["kind"] == "Role" and "pair-check" in o["metadata"]["name"]]
+    (binding,) = [o for o in objs if o["kind"] == "RoleBinding" and "pair-check" in o["metadata"]["name"]]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == deploy.NAMESPACE
+    verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
+    # Secrets: create only (the Job owns them; the garbage collector deletes them); never read
+    assert verbs == {("batch", "jobs"): {"create", "get", "delete"}, ("", "secrets"): {"create"},
+                     ("", "services"): {"create"}, ("", "pods/log"): {"get"}}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": deploy.CONTROLLER,
+                                    "namespace": deploy.NAMESPACE}]
+    # the group's image and instance type reach the controller, through its config file
+    (cm,) = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "node-remediation-config"]
+    (tmp_path / "controller.yaml").write_text(cm["data"]["controller.yaml"])
+    from node_agent.controller import Controller
+    from node_agent.kube import InMemoryCluster
+
+    ctl = Controller(InMemoryCluster(), None, load_controller_config(tmp_path / "controller.yaml"))
+    assert ctl.pairs.enabled("p5") and not ctl.pairs.enabled("system")
+    assert ctl.config.groups["p5"].instance_type == "p5.48xlarge"
+
+
+def _pair_policy_and_objects():
+    from node_agent import pair_check as pc
+    from node_agent.kube import owned_by
+    from openpod_core.instance_types import get
+
+    spec = load_spec(None)
+    image = "repo/nccl-tests:2.19.6"
+    groups = [g.model_copy(update={"pair_check_image": image}) if g.name == "p5" else g
+              for g in spec.instance_groups]
+    objs = deploy.manifests(spec.model_copy(update={"instance_groups": groups}), IMAGES)
+    (policy,) = [o for o in objs if o["kind"] == "ValidatingAdmissionPolicy"]
+    assert any(o["kind"] == "ValidatingAdmissionPolicyBinding" and o["spec"]["policyName"] == deploy.PAIR_CHECK_POLICY
+               for o in objs)
+    rendered = pc.job("pair-0123456789ab", get("p5.48xlarge"), ("node-new", "node-0"), image)
+    return policy, {o["kind"]: owned_by(o, "Job", "pair-0123456789ab", "u") if o["kind"] != "Job" else o
+                    for o in rendered}
+
+
+CONTROLLER_USER = f"system:serviceaccount:{deploy.NAMESPACE}:{deploy.CONTROLLER}"
+
+
+def test_the_controller_may_create_what_the_pair_check_renders():
+    from tests.governance import vap
+
+    policy, objs = _pair_policy_and_objects()
+    for kind, obj in objs.items():
+        assert vap.admit(policy, obj, namespace_labels={}, user=CONTROLLER_USER) == [], kind
+
+
+def _job_with(change):
+    def mutate(objs):
+        import copy
+
+        job = copy.deepcopy(objs["Job"])
+        change(job["spec"]["template"]["spec"])
+        return job
+    return mutate
+
+
+@pytest.mark.parametrize("make, message", [
+    (_job_with(lambda s: s["containers"][0].update(image="attacker/miner:1")), "a pair-check Job runs only"),
+    (_job_with(lambda s: s["volumes"].append({"name": "root", "hostPath": {"path": "/"}})),
+     "a pair-check Job runs only"),
+    (_job_with(lambda s: s["containers"][0].update(securityContext={"privileged": True})),
+     "a pair-check Job runs only"),
+    (_job_with(lambda s: s.update(hostPID=True)), "a pair-check Job runs only"),
+    (_job_with(lambda s: s.update(serviceAccountName=deploy.CONTROLLER)), "a pair-check Job runs only"),
+    (_job_with(lambda s: s.pop("automountServiceAccountToken")), "a pair-check Job runs only"),
+    (lambda objs: {**objs["Secret"], "type": "kubernetes.io/service-account-token"}, "may create only Opaque"),
+    (lambda objs: {**objs["Service"], "spec": {**objs["Service"]["spec"], "externalIPs": ["10.0.0.1"]}},
+     "may create only headless"),
+    (lambda objs: {**objs["Service"], "metadata": {**objs["Service"]["metadata"], "name": "kube-dns"}},
+     "node-remediation may create only pair-*"),
+], ids=["image", "host-path", "privileged", "host-pid", "service-account", "token", "sa-token-secret",
+        "external-ips", "name"])
+def test_the_controllers_create_rights_start_nothing_else(make, message):
+    from tests.governance import vap
+
+    policy, objs = _pair_policy_and_objects()
+    denied = vap.admit(policy, make(objs), namespace_labels={}, user=CONTROLLER_USER)
+    assert len(denied) == 1 and message in denied[0], denied
+    assert vap.admit(policy, make(objs), namespace_labels={}, user="system:serviceaccount:x:y") == []

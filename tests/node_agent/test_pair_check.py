@@ -93,7 +93,7 @@ def test_the_nvidia_job_pins_one_pod_to_each_node_with_gpus_efa_and_hugepages():
     assert "FI_PROVIDER=efa" in script and f"pair-p5-1-1.pair-p5-1:8" in script
     assert pod["subdomain"] == _by_kind(objs)["Service"]["metadata"]["name"] == "pair-p5-1"
     assert _by_kind(objs)["Service"]["spec"]["clusterIP"] == "None"
-    assert {t["key"] for t in pod["tolerations"]} == {L.STARTUP_TAINT, L.HOT_SPARE_TAINT}
+    assert {t["key"] for t in pod["tolerations"]} == {L.STARTUP_TAINT, L.PAIR_CHECK_TAINT, L.HOT_SPARE_TAINT}
     assert s["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
 
 

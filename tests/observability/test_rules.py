@@ -72,6 +72,13 @@ CASES = [
          [{**CTL, "group": "gpu"}], ["Group gpu: a drain hit its deadline"]),
     Case("OpenpodDrainDeadlineExceeded", "100m",
          [s("openpod_drain_deadline_exceeded_total", {**CTL, "group": "gpu"}, "0x10 1x120")]),  # 90 minutes ago
+    Case("OpenpodPairCheckFailed", "20m",
+         [s("openpod_pair_checks_total", {**CTL, "group": "p5", "result": "BelowFloor"}, "0x10 1x30")],
+         [{**CTL, "group": "p5", "result": "BelowFloor"}],
+         ["Group p5: a new or rebooted node failed its two-node check (BelowFloor)"]),
+    Case("OpenpodPairCheckFailed", "20m",  # passed, or retried because a pod was never scheduled
+         [s("openpod_pair_checks_total", {**CTL, "group": "p5", "result": "passed"}, "0x10 1x30"),
+          s("openpod_pair_checks_total", {**CTL, "group": "p5", "result": "NotScheduled"}, "0x10 1x30")]),
     Case("OpenpodRemediationErrors", "10m",
          [s("openpod_remediation_errors_total", {**CTL, "group": "gpu"}, "0+1x4 5x30")],
          [{**CTL, "group": "gpu"}], ["Group gpu: remediation steps keep failing"]),
