@@ -9,7 +9,9 @@ from tests.training.conftest import cli_env, failure_text, last_json, run_cli, t
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
 
-FLOOR_S = 4.0
+# 8 s, not 4: on a loaded CI machine (2 xdist workers beside other jobs) one restored step or checkpoint of the
+# healthy restarted run took over 4 s and tripped the watchdog a second time (a clean-clone run on 2026-11-23).
+FLOOR_S = 8.0
 
 
 def test_a_hung_rank_is_caught_dumped_restarted_and_the_job_completes(tmp_path, baseline):
