@@ -123,6 +123,12 @@ _CONTAINERS = ("(s.containers + (has(s.initContainers) ? s.initContainers : []) 
                "(has(s.ephemeralContainers) ? s.ephemeralContainers : []))")
 
 
+# Taints that hold nodes out of team use (openpod_core/labels.py), and the one `kubectl cordon`/drain sets
+# (https://kubernetes.io/docs/reference/labels-annotations-taints/#node-kubernetes-io-unschedulable).
+HOLD_TAINTS = (labels.STARTUP_TAINT, labels.UNHEALTHY_TAINT, labels.HOT_SPARE_TAINT, labels.PAIR_CHECK_TAINT,
+               "node.kubernetes.io/unschedulable")
+
+
 def _cel_list(items) -> str:
     return "[" + ", ".join(f"'{i}'" for i in items) + "]"
 
@@ -197,6 +203,14 @@ def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
                    f"s.nodeSelector['{labels.INSTANCE_GROUP}'] in {_cel_list(groups)})",
                    f"pods must select an instance group with team quota (nodeSelector {labels.INSTANCE_GROUP} "
                    f"one of {', '.join(groups) or '(none)'}) and may not set nodeName"))
+    # The platform's hold taints keep pods off nodes awaiting replacement, spares outside the quotas, nodes not
+    # yet checked and cordoned ones; the JobSet builder adds only the group's own taints, so a pod that
+    # tolerates a hold taint (or every taint, an Exists toleration without a key) was written to get around them.
+    hold = _cel_list(HOLD_TAINTS)
+    checks.append((f"variables.specs.all(s, !has(s.tolerations) || s.tolerations.all(t, has(t.key) && t.key != '' "
+                   f"&& !(t.key in {hold})))",
+                   "tolerations of the platform's hold taints are not allowed (" + ", ".join(HOLD_TAINTS)
+                   + "), nor an Exists toleration without a key"))
     # Only the team's own service accounts exist in its namespace; of those, jobs run as `training`.
     checks.append((f"variables.specs.all(s, (!has(s.serviceAccountName) || s.serviceAccountName in "
                    f"['{labels.TRAINING_SERVICE_ACCOUNT}', 'default']) && (!has(s.serviceAccount) || "

@@ -208,6 +208,35 @@ def test_team_pods_stay_off_the_system_group_and_run_as_the_training_service_acc
     assert len(denied) == 1 and denied[0].startswith(message), denied
 
 
+HOLD = "tolerations of the platform's hold taints"
+
+
+@pytest.mark.parametrize("toleration", [
+    {"key": labels.UNHEALTHY_TAINT, "operator": "Exists"},                          # a node awaiting replacement
+    {"key": labels.HOT_SPARE_TAINT, "operator": "Equal", "value": "true", "effect": "NoSchedule"},
+    {"key": labels.STARTUP_TAINT, "operator": "Exists", "effect": "NoSchedule"},     # not yet deep-checked
+    {"key": labels.PAIR_CHECK_TAINT, "operator": "Exists"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists"},               # cordoned/draining nodes
+    {"operator": "Exists"},                                                           # every taint at once
+], ids=["unhealthy", "hot-spare", "health-check", "pair-check", "cordoned", "everything"])
+def test_team_pods_cannot_tolerate_the_platforms_hold_taints(toleration):
+    """A hand-written pod tolerating a hold taint would land on a node awaiting replacement, a spare held out of
+    the quotas, or a node not yet checked; the JobSet builder only ever adds the group's own taints."""
+    pod = standard_pod()
+    pod["spec"].setdefault("tolerations", []).append(toleration)
+    denied = admit_pod(pod)
+    assert len(denied) == 1 and HOLD in denied[0], denied
+
+
+def test_the_groups_own_taints_and_kubernetes_default_tolerations_stay_allowed():
+    pod = standard_pod()
+    pod["spec"].setdefault("tolerations", []).extend([
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    ])
+    assert admit_pod(pod) == []
+
+
 NODE_POLICY = next(o for o in OBJS if o["kind"] == "ValidatingAdmissionPolicy"
                    and o["metadata"]["name"] == "openpod-node-agent-own-node")
 DETECTOR = "system:serviceaccount:openpod-system:node-health-agent"
