@@ -87,25 +87,24 @@ class _File:
         self.dest, self.fh = dest, fh
         self.pos = self.synced = 0
 
-    def write(self, mv: memoryview) -> None:
-        if not (self.dest.durable and _sync_file_range is not None):
-            self.dest.charge(len(mv))
-            self.fh.write(mv)
-            self.pos += len(mv)
+    def write(self, mv) -> None:
+        self.dest.charge(len(mv))
+        self.fh.write(mv)
+        self.pos += len(mv)
+
+    def start_writeback(self, *, at_least: int = WRITEBACK_CHUNK) -> None:
+        """Start writing what has been written so far to the device (asynchronous; it may wait for room in
+        the device's queue, so the follower calls it, not DCP's writer): the disk works while the rest is
+        serialized, and the fsync at commit has only the tail left."""
+        upto = self.pos  # bytes up to here have been handed to the kernel (buffered writes pass large chunks)
+        if not (self.dest.durable and _sync_file_range is not None) or self.dest.error is not None:
             return
-        for i in range(0, len(mv), WRITEBACK_CHUNK):  # a tensor can be GiBs: start its writeback as it goes
-            part = mv[i:i + WRITEBACK_CHUNK]
-            self.dest.charge(len(part))
-            self.fh.write(part)
-            self.pos += len(part)
-            if self.pos - self.synced >= WRITEBACK_CHUNK:
-                # Start writing these pages to the device now (asynchronous; no wait): the disk works
-                # while the rest is serialized, and the fsync at commit has only the tail left.
-                self.fh.flush()
-                if _sync_file_range(self.fh.fileno(), self.synced, self.pos - self.synced, _SYNC_FILE_RANGE_WRITE):
-                    self.synced = -1 << 62  # not supported here (errno set): leave it all to fsync
-                else:
-                    self.synced = self.pos
+        if upto - self.synced < max(at_least, 1):
+            return
+        if _sync_file_range(self.fh.fileno(), self.synced, upto - self.synced, _SYNC_FILE_RANGE_WRITE):
+            self.synced = 1 << 62  # not supported here (errno set): leave it all to the fsync
+        else:
+            self.synced = upto
 
 
 class _TeeStream(io.RawIOBase):
@@ -138,7 +137,7 @@ class _TeeStream(io.RawIOBase):
 
     def _pass_on(self, chunk) -> None:
         n = len(chunk)
-        self._fs.follow(self._followed, self._d, chunk)
+        self._fs.follow(self._followed, self._d, chunk, self._files)
         for f in self._files:
             if f.dest.error is None:
                 try:
@@ -238,12 +237,12 @@ class TeeFileSystem(FileSystem):
         i = bisect_right(self._starts, addr) - 1
         return i >= 0 and addr + len(mv) <= self._ends[i]
 
-    def follow(self, files: list[_File], digest: dict, chunk) -> None:
+    def follow(self, files: list[_File], digest: dict, chunk, written: list[_File] = ()) -> None:
         """Queue ``chunk`` for the hash and the followed files (by reference if it lies in a stable buffer
         or is a gathered bytearray, which the stream never reuses; else as a copy)."""
         if isinstance(chunk, memoryview) and not self._stable(chunk):
             chunk = bytes(chunk)
-        self._q.put((files, digest, chunk))
+        self._q.put((files, digest, chunk, written))
 
     def _follow_loop(self) -> None:
         while True:
@@ -251,10 +250,11 @@ class TeeFileSystem(FileSystem):
             try:
                 if item is None:
                     return
-                files, digest, chunk = item
-                if files is None:  # end of a stream: close its followed files
+                files, digest, chunk, written = item
+                if files is None:  # end of a stream: close its files (the writer's too: see start_writeback)
                     for f in digest:
                         try:
+                            f.start_writeback(at_least=1)
                             f.fh.close()
                         except OSError as e:
                             self.fail(f.dest, e)
@@ -266,6 +266,11 @@ class TeeFileSystem(FileSystem):
                             f.write(chunk)
                         except OSError as e:
                             self.fail(f.dest, e)
+                for f in written:
+                    try:
+                        f.start_writeback()
+                    except (OSError, ValueError) as e:
+                        self.fail(f.dest, e)
             except Exception as e:  # noqa: BLE001 - never leave the queue unfinished (drain would hang)
                 files, digest = (item[0] or [], item[1]) if item else ([], None)
                 for f in files:
@@ -337,12 +342,13 @@ class TeeFileSystem(FileSystem):
         finally:
             if stream is not None:
                 stream.discard()
-            for f in direct:
+            for f in direct:  # what is still buffered reaches the kernel (the follower closes the file)
                 try:
-                    f.fh.close()
+                    f.fh.flush()
+                    f.pos = f.fh.tell()
                 except OSError as e:
                     self.fail(f.dest, e)
-            self._q.put((None, followed, None))  # the follower closes its files after their last chunk
+            self._q.put((None, direct + followed, None, ()))  # the follower closes them after their last chunk
         self.raise_if_none_left()
 
     def mkdir(self, path) -> None:
