@@ -494,3 +494,140 @@ def test_a_memory_tier_larger_than_its_file_system_is_reported_at_the_first_save
     ok.close()
     assert not ok.stats.memory_tier_short
     assert memory_tier_need(100, keep=2, local_ranks=8, peer=True) == 100 * (2 + 1 + 2) * 8
+
+
+def test_one_serialization_and_one_hash_feed_the_memory_and_the_durable_tier(tmp_path, monkeypatch):
+    """Time to durable: the memory tier and the first durable tier (nvme) are filled by one DCP write - each
+    tensor serialized once and each byte hashed once - and nvme's files are fsynced before its marker.
+    Failed on the old code: two DCP writes serialized every tensor twice and hashed every byte twice."""
+    import hashlib
+    import os
+
+    import training.checkpoint.hashing as hashing
+
+    saves, hashed, fsynced = [], [], set()
+    real_save, real_fsync, real_sha = torch.save, os.fsync, hashlib.sha256
+
+    def counting_save(obj, f, *a, **kw):
+        if isinstance(obj, torch.Tensor):  # (DCP's planner also torch.saves each non-tensor value)
+            saves.append(obj)
+        return real_save(obj, f, *a, **kw)
+
+    class CountingSha:
+        def __init__(self, data=b""):
+            self._h = real_sha(data)
+            hashed.append(0)
+
+        def update(self, b):
+            hashed[-1] += memoryview(b).nbytes
+            self._h.update(b)
+
+        def hexdigest(self):
+            return self._h.hexdigest()
+
+    def recording_fsync(fd):
+        st = os.fstat(fd)
+        fsynced.add((st.st_dev, st.st_ino))
+        return real_fsync(fd)
+
+    cfg = dataclasses.replace(tiers(tmp_path), overlap_staging=False)
+    model, opt = make_model()
+    train(model, opt)
+    ck = checkpointer(tmp_path, cfg)
+    monkeypatch.setattr(torch, "save", counting_save)
+    monkeypatch.setattr(hashing.hashlib, "sha256", CountingSha)
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    ck.save(2, model, opt)
+    ck.wait()  # memory and nvme written and committed; the promoter copies to FSx next
+    n_tensors = sum(1 for _ in _tensors(ck.state(model, opt)))
+    assert len(saves) == n_tensors, f"{len(saves)} tensors serialized for a state of {n_tensors}"
+    d = tmp_path / "nvme/n0/step_000000002/rank_00000"
+    size = sum(p.stat().st_size for p in d.iterdir())
+    assert sum(hashed) == size, f"{sum(hashed)} bytes hashed for a snapshot of {size}"
+    assert all((p.stat().st_dev, p.stat().st_ino) in fsynced for p in d.iterdir())
+    ck.close()
+    for kind, root in (("memory", tmp_path / "shm/n0"), ("nvme", tmp_path / "nvme/n0")):
+        assert DirTier(kind, root).markers()[0].files == describe_dir(root / "step_000000002/rank_00000")
+    # Still standard DCP: a plain dcp.load reads the snapshot (its records carry no zip CRC32; the marker's
+    # sha256 covers them).
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemReader
+
+    monkeypatch.undo()
+    fresh, _ = make_model(seed=5)
+    sd = fresh.state_dict()
+    dcp.load({"model": sd}, storage_reader=FileSystemReader(d), no_dist=True)
+    assert all(torch.equal(sd[k], v) for k, v in model.state_dict().items())
+
+
+def test_only_the_thread_writing_a_checkpoint_stream_skips_torch_saves_crc32(tmp_path):
+    """Other threads' torch.save (the training loop's, the user's) keep their CRC32 while a save is written."""
+    from training.checkpoint.hashing import Destination, TeeFileSystem
+
+    fs = TeeFileSystem([Destination("nvme", tmp_path, durable=True, step=1)], step=1, rank=0)
+    seen = {}
+    with fs.create_stream(tmp_path / "f", "wb") as s:
+        seen["writer"] = torch.serialization.get_crc32_options()
+        t = threading.Thread(target=lambda: seen.setdefault("other", torch.serialization.get_crc32_options()))
+        t.start()
+        t.join()
+        s.write(b"x")
+    fs.close()
+    assert seen == {"writer": False, "other": True} and torch.serialization.get_crc32_options()
+
+
+def _tensors(obj):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _tensors(v)
+
+
+def _uploads(s3, bucket):
+    return [(u["Key"], u["UploadId"]) for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
+
+
+def test_s3_multipart_left_by_a_killed_writer_is_aborted_by_the_next_one(tmp_path, moto_s3, bucket):
+    """Failed on the old code: a multipart upload a killed writer left behind stayed (billed storage) until
+    the bucket's lifecycle rule, days later. The rank's next copy to S3 aborts its own stale uploads, and
+    only its own: another rank's upload in progress is left alone."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=moto_s3)
+    stale = s3.create_multipart_upload(Bucket=bucket, Key="job1/step_000000001/rank_00000/__0_0.distcp")
+    s3.upload_part(Bucket=bucket, Key="job1/step_000000001/rank_00000/__0_0.distcp", PartNumber=1,
+                   UploadId=stale["UploadId"], Body=b"x" * (5 << 20))
+    other = s3.create_multipart_upload(Bucket=bucket, Key="job1/step_000000002/rank_00001/__1_0.distcp")
+    cfg = tiers(tmp_path, s3=f"s3://{bucket}/job1", endpoint=moto_s3)
+    ck, _ = saved(tmp_path, cfg, steps=(2,))
+    assert ck.stats.promoted.get("s3") == 1
+    assert _uploads(s3, bucket) == [("job1/step_000000002/rank_00001/__1_0.distcp", other["UploadId"])]
+
+
+def test_s3_multipart_of_a_failed_copy_is_aborted(tmp_path, moto_s3, bucket):
+    """A copy that fails after some parts reached S3 leaves no incomplete multipart upload behind."""
+    import boto3
+
+    from training.checkpoint.storage import S3Tier
+
+    src = tmp_path / "snap"
+    src.mkdir()
+    (src / "__0_0.distcp").write_bytes(bytes(range(256)) * (48 << 10))  # 12 MiB: above the 8 MiB multipart threshold
+    marker = Marker(step=3, rank=0, world_size=1, files=describe_dir(src))
+    tier = S3Tier(f"s3://{bucket}/job1", endpoint_url=moto_s3)
+    parts = {"n": 0}
+
+    def fail_second_part(**kwargs):
+        parts["n"] += 1
+        if parts["n"] == 2:
+            raise ConnectionError("connection reset while uploading a part")
+
+    tier.s3.meta.events.register("before-call.s3.UploadPart", fail_second_part)
+    with pytest.raises(Exception):
+        tier.put(src, marker)
+    assert parts["n"] >= 2
+    tier.delete(3, 0)  # what the promoter does after a failed copy
+    s3 = boto3.client("s3", endpoint_url=moto_s3)
+    assert _uploads(s3, bucket) == []
+    assert tier.markers() == []

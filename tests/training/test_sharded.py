@@ -91,3 +91,55 @@ def test_fsdp2_each_rank_saves_and_restores_its_own_shards(tmp_path, overlap):
         marker = json.loads((tmp_path / f"fsx/step_000000001/rank_{rank:05d}.commit.json").read_text())
         assert marker["replicated"] is False  # a sharded snapshot restores only its own rank
     assert out[0]["want"] == out[1]["want"]
+
+
+def _peer_worker(rank: int, port: int, root: str, out: dict) -> None:
+    """Each rank on its own node; after a save, rank 1's node is replaced (its memory is gone)."""
+    import shutil
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    try:
+        cfg = CheckpointConfig(every=1, peer_replication=True, tiers=[TierConfig("memory", f"{root}/shm")])
+
+        def ck():
+            return Checkpointer(cfg, rank=rank, world_size=WORLD, local_world_size=1, node_id=f"n{rank}",
+                                scratch_dir=f"{root}/scratch{rank}")
+
+        model, opt = _fsdp_model(0)
+        c = ck()
+        _step(model, opt, rank)
+        c.save(1, model, opt)
+        c.flush()  # written, committed and sent to the buddy
+        want = state_sha256(c.state(model, opt))
+        c.close()
+        dist.barrier()
+        if rank == 1:  # the replacement node starts with empty memory
+            shutil.rmtree(f"{root}/shm/n1")
+            shutil.rmtree(f"{root}/shm/n1.held", ignore_errors=True)
+        dist.barrier()
+        model2, opt2 = _fsdp_model(7)
+        c2 = ck()
+        info = c2.restore(model2, opt2)
+        got = state_sha256(c2.state(model2, opt2))
+        c2.close()
+        out[rank] = {"want": want, "got": got, "step": info.step if info else None,
+                     "source": info.source if info else None}
+    except BaseException:  # noqa: BLE001 - reported to the test
+        out[rank] = {"error": traceback.format_exc()}
+    finally:
+        dist.destroy_process_group()
+
+
+def test_fsdp2_a_replaced_node_restores_its_own_shards_from_its_buddys_memory(tmp_path):
+    """Issue 9: with sharded state, rank 1's snapshot (its shards only) lives on after its node is gone in
+    the memory of its buddy on another node; the replacement restores exactly those shards from there."""
+    out = mp.Manager().dict()
+    mp.spawn(_peer_worker, args=(free_port(), str(tmp_path), out), nprocs=WORLD, join=True)
+    for rank in range(WORLD):
+        assert "error" not in out[rank], out[rank].get("error")
+    assert out[0]["step"] == out[1]["step"] == 1
+    assert out[0]["source"].startswith("memory:") and out[1]["source"].startswith("peer:")
+    assert out[0]["got"] == out[0]["want"] and out[1]["got"] == out[1]["want"] == out[0]["want"]
+    held = json.loads((tmp_path / "shm/n0.held/step_000000001/rank_00001.commit.json").read_text())
+    assert held["replicated"] is False and held["rank"] == 1

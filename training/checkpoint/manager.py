@@ -21,7 +21,7 @@ from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
-from training.checkpoint.hashing import HashingFileSystem
+from training.checkpoint.hashing import Destination, TeeFileSystem
 from training.checkpoint.reshard import MergedShardsReader
 from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
 from training.checkpoint.staging import HostStager, local_tensor
@@ -135,7 +135,6 @@ class Checkpointer:
         self.scratch = Path(scratch_dir)
         self.stager = HostStager()
         self.stats = SaveStats()
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="ckpt-writer", initializer=_background_priority)
         self._inflight: Future | None = None
         self._pinned: set[int] = set()
         self._cond = threading.Condition()
@@ -154,10 +153,12 @@ class Checkpointer:
         if (cfg.direct_durable and self.first.kind == "memory" and len(self.tiers) > 1
                 and isinstance(self.tiers[1], DirTier) and self.tiers[1].fsync):
             self._direct = self.tiers[1]
-            # Normal priority, as torch's own async_save writer: until this write lands, the step exists only
-            # in this node's memory. (Niced like the other checkpoint threads, it waited behind a busy training
-            # loop: 5.9x DCP's time to durable instead of 2.0x in benchmarks/checkpoint_vs_dcp.py, 2026-11-23.)
-            self._direct_writer = ThreadPoolExecutor(1, thread_name_prefix="ckpt-durable")
+        # The writer fills the memory tier and, with direct_durable, the first durable tier in the same write.
+        # Then it runs at normal priority, as torch's own async_save writer: until it lands, the step exists only
+        # in this node's memory. (Niced like the other checkpoint threads, it waited behind a busy training
+        # loop: 5.9x DCP's time to durable instead of 2.0x in benchmarks/checkpoint_vs_dcp.py, 2026-11-23.)
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="ckpt-writer",
+                                          initializer=None if self._direct is not None else _background_priority)
         self._direct_done: dict[int, bool] = {}  # step -> written directly (the promoter skips that tier)
         # The first shared tier (FSx, else S3): what outlives this node. save_durably() forces a step there.
         self.durable = next((t for t in self.tiers[1:] if t.kind in SHARED), None)
@@ -293,27 +294,31 @@ class Checkpointer:
                  replicated: bool = True) -> None:
         t0 = time.perf_counter()
         tier = self.first
-        direct = None
+        direct = self._direct if self._direct is not None and self._due_in(self._direct, step, replicated) else None
+        results = None
+        failed = None
         try:
             if copying is not None:
                 copying.result()  # the overlapped part of staging has landed in host memory
-            if self._direct is not None and self._due_in(self._direct, step, replicated):
-                direct = self._direct_writer.submit(self._write_direct, step, staged, meta, replicated)
-            d = tier.prepare(step, self.rank)
-            marker = self._write(tier, d, step, staged, meta, replicated)
+            # One DCP write fills the memory tier and the first durable tier together (serialized and hashed once).
+            results = self._write([tier, direct] if direct is not None else [tier], step, staged, meta, replicated)
+            marker = results[0]
+            if isinstance(marker, BaseException):
+                raise marker
             kill_point("before_commit", step, self.rank)
             tier.commit(marker)
             kill_point("after_commit", step, self.rank)
-            if direct is not None:
-                kill_point("during_promote", step, self.rank)  # the durable tier's write is in flight
-                # The staged buffers are reused by the next save: hold this save until both writes are done.
-                self._direct_done[step] = direct.result()
         except (Exception, CheckpointException) as e:  # a full disk fails this save, not the training
-            if direct is not None:  # the staged buffers must stay untouched until that write is done too;
-                direct.result()     # a durable copy it committed stays (it is complete and verified)
+            failed = e
+        if direct is not None and results is not None:
+            kill_point("during_promote", step, self.rank)  # the durable tier is written, not committed yet
+            self._commit_direct(step, results[1])  # a durable copy stays even when the memory tier failed
+            if failed is None:
+                self._direct_done[step] = True  # tried and counted: the promoter skips that tier
+        if failed is not None:
             self.stats.failed += 1
-            self.stats.last_error = f"{type(e).__name__}: {e}"
-            log.warning("checkpoint of step %d failed in %s: %s; training continues", step, tier.name, e)
+            self.stats.last_error = f"{type(failed).__name__}: {failed}"
+            log.warning("checkpoint of step %d failed in %s: %s; training continues", step, tier.name, failed)
             try:
                 tier.delete(step, self.rank)
             except Exception as ce:  # noqa: BLE001 - cleanup must never fail the next save
@@ -321,6 +326,7 @@ class Checkpointer:
             return
         self.stats.committed += 1
         self.stats.last_write_seconds = time.perf_counter() - t0
+        d = tier.snapshot_dir(step, self.rank)
         with self._cond:
             self._retain_first()
         if self.buddy is not None and self.peers[self.buddy]:
@@ -333,13 +339,40 @@ class Checkpointer:
             self._pending = marker
             self._cond.notify_all()
 
-    def _write(self, tier: DirTier, d: Path, step: int, staged: dict, meta: dict, replicated: bool) -> Marker:
-        """DCP-write ``staged`` into ``d``; the marker's sha256 are taken while writing (no read back)."""
-        writer = FileSystemWriter(d, sync_files=tier.fsync, thread_count=self.cfg.write_threads)
-        writer.fs = fs = HashingFileSystem(kind=tier.kind, step=step, rank=self.rank)
-        dcp.save(staged, storage_writer=writer, no_dist=True)
-        return Marker(step=step, rank=self.rank, world_size=self.world_size, files=fs.describe(d),
-                      replicated=replicated, meta=meta)
+    def _write(self, tiers: list[DirTier], step: int, staged: dict, meta: dict,
+               replicated: bool) -> list[Marker | BaseException]:
+        """One DCP write of ``staged`` into a new snapshot directory in each of ``tiers``: every tensor is
+        serialized once and every byte hashed once, while it is written (no read back). Returns, per tier,
+        its marker (files written, not committed: ``DirTier.commit`` fsyncs) or the error that failed it."""
+        errors: dict[int, BaseException] = {}
+        dests: dict[int, Destination] = {}
+        for i, t in enumerate(tiers):
+            try:
+                dests[i] = Destination(t.kind, t.prepare(step, self.rank), durable=t.fsync, step=step)
+            except Exception as e:  # noqa: BLE001 - this tier fails, the others are written
+                errors[i] = e
+        markers: dict[int, Marker] = {}
+        if dests:
+            fs = TeeFileSystem(list(dests.values()), step=step, rank=self.rank, stable=self.stager.spans())
+            writer = FileSystemWriter(fs.primary, sync_files=False, thread_count=self.cfg.write_threads)
+            writer.fs = fs
+            try:
+                dcp.save(staged, storage_writer=writer, no_dist=True)
+            except (Exception, CheckpointException) as e:
+                for i, d in dests.items():
+                    errors[i] = d.error or e
+            finally:
+                fs.close()
+            for i, d in dests.items():
+                if i in errors or d.error is not None:
+                    errors.setdefault(i, d.error)
+                    continue
+                try:
+                    markers[i] = Marker(step=step, rank=self.rank, world_size=self.world_size,
+                                        files=fs.describe(d), replicated=replicated, meta=meta)
+                except OSError as e:
+                    errors[i] = e
+        return [markers[i] if i in markers else errors[i] for i in range(len(tiers))]
 
     def _cadence_due(self, tier: Tier, step: int) -> bool:
         if step in self._forced and tier is self.durable:
@@ -355,18 +388,19 @@ class Checkpointer:
             return False
         return not (tier.kind in SHARED and replicated and self.rank != 0)
 
-    def _write_direct(self, step: int, staged: dict, meta: dict, replicated: bool) -> bool:
-        """Write the first durable tier from the staged copy (fsynced, committed); False if it failed."""
+    def _commit_direct(self, step: int, written: Marker | BaseException) -> None:
+        """Commit the first durable tier's copy written next to the memory tier; a failure is counted like a
+        failed promotion (training goes on)."""
         tier = self._direct
         try:
-            marker = self._write(tier, tier.prepare(step, self.rank), step, staged, meta, replicated)
-            tier.commit(marker)
+            if isinstance(written, BaseException):
+                raise written
+            tier.commit(written)
             self._landed(tier, step)
             with self._cond:
                 tier.retain(self.rank)
             self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
-            return True
-        except (Exception, CheckpointException) as e:  # counted like a failed promotion; training goes on
+        except (Exception, CheckpointException) as e:
             self.stats.last_error = f"{type(e).__name__}: {e}"
             self.stats.promote_failed[tier.kind] = self.stats.promote_failed.get(tier.kind, 0) + 1
             log.warning("writing step %d to %s failed: %s", step, tier.name, e)
@@ -374,7 +408,6 @@ class Checkpointer:
                 tier.delete(step, self.rank)
             except Exception:  # noqa: BLE001 - best effort cleanup
                 pass
-            return True  # tried and counted: the promoter does not try again
 
     def _retain_first(self) -> None:
         """Apply the first tier's retention (caller holds ``_cond``); a failure costs space, not the job."""
@@ -450,8 +483,6 @@ class Checkpointer:
             self._cond.notify_all()
         self._promoter.join()
         self._writer.shutdown()
-        if self._direct is not None:
-            self._direct_writer.shutdown()
         self._copier.shutdown()
         for handle in list(self._hooks.values()):
             handle.remove()

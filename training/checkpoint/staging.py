@@ -82,6 +82,10 @@ class HostStager:
                     buf.copy_(t, non_blocking=True)
             stream.synchronize()
 
+    def spans(self) -> list[tuple[int, int]]:
+        """``(address, nbytes)`` of every staging buffer (unchanged while a save of them is in flight)."""
+        return [(b.untyped_storage().data_ptr(), b.untyped_storage().nbytes()) for b in self._buffers.values()]
+
     @property
     def nbytes(self) -> int:
         return sum(b.numel() * b.element_size() for b in self._buffers.values())

@@ -80,6 +80,14 @@ def describe_dir(d: Path) -> dict[str, dict]:
             for p in sorted(d.iterdir()) if p.is_file()}
 
 
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)  # Linux flushes a file's dirty pages through any descriptor
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def verify_dir(d: Path, marker: Marker, where: str) -> None:
     for name, want in marker.files.items():
         p = d / name
@@ -189,8 +197,11 @@ class DirTier(Tier):
         return sorted(out, key=lambda m: (m.step, -m.rank), reverse=True)
 
     def commit(self, marker: Marker) -> None:
+        """Make the snapshot's files and directory durable (fsync tiers), then write the marker."""
         d = self.snapshot_dir(marker.step, marker.rank)
         if self.fsync:
+            for name in marker.files:
+                fsync_file(d / name)
             _fsync_dir(d)
         atomic_write(self.marker_path(marker.step, marker.rank), marker.to_json().encode(), fsync=self.fsync)
 
@@ -218,18 +229,12 @@ class DirTier(Tier):
         for name in marker.files:
             if quota is None:  # kernel-side copy (sendfile/copy_file_range), no Python buffers
                 shutil.copyfile(src / name, d / name)
-                if self.fsync:
-                    with open(d / name, "rb+") as fo:
-                        os.fsync(fo.fileno())
                 continue
             with open(src / name, "rb") as fi, open(d / name, "wb") as fo:
                 while chunk := fi.read(_CHUNK):
                     quota.charge(len(chunk))
                     fo.write(chunk)
-                if self.fsync:
-                    fo.flush()
-                    os.fsync(fo.fileno())
-        self.commit(marker)
+        self.commit(marker)  # fsyncs the files first
 
     def materialize(self, marker: Marker, scratch: Path) -> Path:
         return self.snapshot_dir(marker.step, marker.rank)
@@ -270,6 +275,7 @@ class S3Tier(Tier):
         self.uri, self.bucket, self.prefix = uri, u.netloc, u.path.strip("/")
         self.keep, self.every = keep, every
         self.s3 = boto3.client("s3", endpoint_url=endpoint_url)
+        self._abort_warned = False
 
     @property
     def name(self) -> str:
@@ -293,7 +299,35 @@ class S3Tier(Tier):
                                     self.bucket, obj["Key"], e)
         return sorted(out, key=lambda m: (m.step, -m.rank), reverse=True)
 
+    def abort_incomplete(self, rank: int, step: int | None = None) -> int:
+        """Abort the multipart uploads ``rank`` left unfinished (all steps, or one): a killed writer's, or one
+        whose own cleanup failed. Only this rank's keys: other ranks may be uploading now. A rank copies one
+        snapshot at a time, so none of its own is in progress when this runs. Returns how many were aborted."""
+        where = checkpoint_key(step, rank) + "/" if step is not None else "step_"
+        mine = f"/rank_{rank:05d}/"
+        n = 0
+        for page in self.s3.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket,
+                                                                            Prefix=self._key(where)):
+            for u in page.get("Uploads", []):
+                if mine in "/" + u["Key"]:
+                    self.s3.abort_multipart_upload(Bucket=self.bucket, Key=u["Key"], UploadId=u["UploadId"])
+                    log.info("aborted incomplete multipart upload s3://%s/%s", self.bucket, u["Key"])
+                    n += 1
+        return n
+
+    def _abort_quietly(self, rank: int, step: int | None = None) -> None:
+        """:meth:`abort_incomplete`, best effort: without ``s3:ListBucketMultipartUploads`` (or during an
+        outage) the copy goes on and the bucket's lifecycle rule remains the backstop."""
+        try:
+            self.abort_incomplete(rank, step)
+        except Exception as e:  # noqa: BLE001 - botocore ClientError, connection errors
+            if not self._abort_warned:
+                self._abort_warned = True
+                log.warning("cannot abort incomplete multipart uploads in s3://%s/%s (%s: %s); the bucket's "
+                            "lifecycle rule will", self.bucket, self.prefix, type(e).__name__, e)
+
     def put(self, src: Path, marker: Marker) -> None:
+        self._abort_quietly(marker.rank)  # parts of earlier attempts (a killed writer) are billed until then
         for name in marker.files:
             self.s3.upload_file(str(src / name), self.bucket, self._key(f"{marker.key}/{name}"))
         self.s3.put_object(Bucket=self.bucket, Key=self._key(marker.key + MARKER_SUFFIX),
@@ -309,6 +343,7 @@ class S3Tier(Tier):
 
     def delete(self, step: int, rank: int) -> None:
         key = checkpoint_key(step, rank)
+        self._abort_quietly(rank, step)
         self.s3.delete_object(Bucket=self.bucket, Key=self._key(key + MARKER_SUFFIX))
         listing = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=self._key(key + "/"))
         objs = [{"Key": o["Key"]} for o in listing.get("Contents", [])]
