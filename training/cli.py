@@ -108,6 +108,9 @@ def main() -> None:
               help="process: a failed worker ends every local worker and torchrun starts them again; in-process: "
                    "the launcher replaces the failed rank alone and the other ranks re-form the process group in "
                    "their own processes, then all restore the newest snapshot (one node; docs/training.md)")
+@click.option("--spare-workers", type=int, default=1,
+              help="in-process: warm standby workers on this node (started, torch imported, waiting) that take a "
+                   "failed rank's place at once; 0: a replacement starts from scratch")
 @click.option("--replica-id", type=int, default=0, help="replica: this group's index, 0 .. --replicas - 1")
 @click.option("--replicas", type=int, default=1, help="replica: replica groups in the job")
 @click.option("--min-replicas", type=int, default=0,
@@ -123,7 +126,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
         bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
         fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0,
-        restart="process") -> None:
+        restart="process", spare_workers=1) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = usage_problems(click.get_current_context().params)
     if problems:
@@ -220,7 +223,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
             rc, signalled = supervise_ranks([sys.executable, *worker], env, nproc=nproc_per_node, host=bind_host,
                                             max_restarts=max_restarts, stop_timeout=stop_timeout,
                                             echo=lambda m: click.echo(m, err=True), ft_dir=ft_dir,
-                                            watchdog=Watchdog(ft_dir, floor_s=hang_floor, multiple=hang_multiple))
+                                            watchdog=Watchdog(ft_dir, floor_s=hang_floor, multiple=hang_multiple),
+                                            spares=spare_workers)
         else:
             rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple)
         files = sorted(results.glob("result-*.json"))
@@ -375,6 +379,8 @@ def usage_problems(params: dict) -> list[str]:
         if p.get("fault_tolerance", "restart") != "restart":
             problems.append("--restart: in-process applies to --fault-tolerance restart (replica mode keeps the "
                             "survivors' processes already)")
+        if p.get("spare_workers", 1) < 0:
+            problems.append(f"--spare-workers: must be >= 0, got {p['spare_workers']}")
         if max_restarts < 1:
             problems.append("--max-restarts: --restart in-process needs >= 1 (the replacements of failed ranks "
                             "the job may start)")

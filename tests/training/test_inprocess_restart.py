@@ -1,7 +1,7 @@
 """In-process restart (``--restart in-process``): a rank's worker dies, the survivors keep their processes.
 
-The launcher starts one worker per rank itself (no torchrun): when one dies it starts a
-replacement for that rank alone and moves the job to a new generation in its store. The
+The launcher starts one worker per rank itself (no torchrun): when one dies it puts a warm
+standby worker (or, with ``--spare-workers 0``, a new worker) in that rank's place alone and moves the job to a new generation in its store. The
 surviving worker's next collective fails; it drops its process group and runtime, joins the
 new generation's process group in the same process, and every rank restores the newest
 step all of them hold (node memory here) and goes on. The result is bit-identical to an
@@ -22,10 +22,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
 FAULT = 12  # rank 0 holds before this step; rank 1 waits in its all-reduce and is killed there
 
 
-def test_a_killed_rank_is_replaced_and_the_survivor_keeps_its_process(tmp_path, baseline):
+@pytest.mark.parametrize("spares,replacement", [("1", "standby worker 0"), ("0", "a new worker")])
+def test_a_killed_rank_is_replaced_and_the_survivor_keeps_its_process(tmp_path, baseline, spares, replacement):
     go = tmp_path / "go"
     ft = tmp_path / "ck" / "run" / "ft"
-    args = train_args(tmp_path, extra=["--restart", "in-process", "--max-restarts", "1"])
+    args = train_args(tmp_path, extra=["--restart", "in-process", "--max-restarts", "1", "--spare-workers", spares])
     p = spawn(args, env=cli_env(OPENPOD_HOOK_WAIT=f"{FAULT}@2@{go}"), log=tmp_path / "run.log")
     try:
         wait_for(lambda: {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)} == {0: FAULT, 1: FAULT},
@@ -44,7 +45,7 @@ def test_a_killed_rank_is_replaced_and_the_survivor_keeps_its_process(tmp_path, 
     assert r["restored_step"] == 10 and r["restored_from"].startswith("memory:")  # newest snapshot, node memory
     assert r["step"] == 20
     assert r["state_sha256"] == baseline["state_sha256"]
-    assert "rank 1 exited" in log and "generation 1" in log
+    assert f"rank 1 exited (-9); {replacement}" in log and "generation 1" in log
 
 
 def test_in_process_restart_refuses_what_it_does_not_support(tmp_path):

@@ -128,10 +128,28 @@ class InProcessRestart:
             active = None
 
 
+def standby_assignment(store_addr: str, standby_id: str, poll_s: float = 0.02) -> tuple[int, int]:
+    """A warm spare (``OPENPOD_STANDBY``): block until the launcher assigns it a rank; (rank, generation).
+
+    Call it after the expensive imports: the spare has paid its start-up before any fault."""
+    import torch.distributed as dist
+
+    host, _, port = store_addr.rpartition(":")
+    store = dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=60))
+    key = f"standby/{standby_id}"
+    while not store.check([key]):
+        time.sleep(poll_s)
+    rank, generation = (int(x) for x in store.get(key).decode().split(":"))
+    return rank, generation
+
+
 def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_restarts: int, stop_timeout: float,
-                    echo: Callable[[str], None], ft_dir: Path | None = None, watchdog=None) -> tuple[int, bool]:
+                    echo: Callable[[str], None], ft_dir: Path | None = None, watchdog=None,
+                    spares: int = 0) -> tuple[int, bool]:
     """Launcher side: run ``nproc`` workers (``cmd``) on this node; replace a failed one alone.
 
+    ``spares`` warm standby workers (interpreter started, torch and the trainer imported, waiting on
+    the store) take a failed rank's place at once; a new standby is started behind each one used.
     Each replacement moves the job to the next generation (at most ``max_restarts`` times).
     SIGTERM is passed to every worker, which get ``stop_timeout`` seconds before SIGKILL. A
     hang declared by ``watchdog`` (training/ft/watchdog.py) kills every local worker; each is
@@ -143,14 +161,35 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
     generation = 0
     store.set(GENERATION_KEY, str(generation))
     base = dict(env, MASTER_ADDR=host, MASTER_PORT=str(store.port), OPENPOD_RESTART_STORE=f"{host}:{store.port}",
-                WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc), GROUP_RANK="0", ROLE_RANK="0")
+                WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc))
 
     def start(rank: int) -> subprocess.Popen:
-        e = dict(base, RANK=str(rank), LOCAL_RANK=str(rank), ROLE_WORLD_SIZE=str(nproc),
-                 OPENPOD_GENERATION=str(generation))
+        e = dict(base, RANK=str(rank), LOCAL_RANK=str(rank), OPENPOD_GENERATION=str(generation))
         return subprocess.Popen(cmd, env=e, stdout=sys.stderr)
 
+    standby: list[tuple[subprocess.Popen, int]] = []
+    next_standby = 0
+
+    def start_standby() -> None:
+        nonlocal next_standby
+        standby.append((subprocess.Popen(cmd, env=dict(base, OPENPOD_STANDBY=str(next_standby)), stdout=sys.stderr),
+                        next_standby))
+        next_standby += 1
+
+    def replace(rank: int) -> tuple[subprocess.Popen, str]:
+        while standby:
+            p, sid = standby.pop(0)
+            if p.poll() is None:
+                store.set(f"standby/{sid}", f"{rank}:{generation}")
+                start_standby()
+                return p, f"standby worker {sid} (pid {p.pid})"
+        if spares:
+            start_standby()
+        return start(rank), "a new worker"
+
     procs = {r: start(r) for r in range(nproc)}
+    for _ in range(spares):
+        start_standby()
     done: set[int] = set()
     restarts = 0
     signalled: list[int] = []
@@ -166,10 +205,11 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                 p.send_signal(signal.SIGTERM)
 
     def stop_all() -> None:
-        for p in procs.values():
+        everyone = [*procs.values(), *(p for p, _ in standby)]
+        for p in everyone:
             if p.poll() is None:
                 p.kill()
-        for p in procs.values():
+        for p in everyone:
             p.wait()
 
     previous = signal.signal(signal.SIGTERM, forward)
@@ -203,9 +243,9 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                 generation += 1
                 store.set(GENERATION_KEY, str(generation))  # survivors re-form their process group on this
                 for r, rc in failed:
-                    echo(f"launcher: rank {r} exited ({rc}); starting a replacement for it alone, generation "
+                    procs[r], who = replace(r)
+                    echo(f"launcher: rank {r} exited ({rc}); {who} replaces it alone, generation "
                          f"{generation} (in-process restart {restarts} of {max_restarts})")
-                    procs[r] = start(r)
             elif watchdog is not None and ft_dir is not None:
                 pids = [int(f.read_text()) for f in ft_dir.glob("pid-*") if f.read_text().strip().isdigit()]
                 if pids and watchdog.check(pids):
