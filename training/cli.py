@@ -373,6 +373,8 @@ def usage_problems(params: dict) -> list[str]:
     if max_nodes and max_nodes > 1 and rdzv_endpoint is None:
         problems.append("--rdzv-endpoint: required when --nnodes allows more than one node")
     problems += _replica_problems(p, max_nodes)
+    if p.get("restart", "process") != "in-process" and p.get("spare_workers", 1) != 1:
+        problems.append("--spare-workers: only applies with --restart in-process")
     if p.get("restart", "process") == "in-process":
         if nnodes != "1":
             problems.append(f"--restart: in-process supports one node (--nnodes 1) for now, got --nnodes {nnodes}")

@@ -18,16 +18,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--result-dir", required=True)
     args = ap.parse_args(argv)
     if os.environ.get("OPENPOD_STANDBY"):  # a warm spare (--restart in-process): imports first, then a rank
-        import training.trainer  # noqa: F401 - torch, the model, the runtime: the start-up paid before a fault
         from training import faults
+        from training.trainer import prepare  # torch, the model, the runtime: the start-up paid before a fault
         from training.ft.inprocess import standby_assignment
 
         faults.die_with_parent()
+        prepare()
         r, g = standby_assignment(os.environ["OPENPOD_RESTART_STORE"], os.environ["OPENPOD_STANDBY"])
         os.environ.update(RANK=str(r), LOCAL_RANK=str(r), OPENPOD_GENERATION=str(g))
     rank = os.environ.get("RANK", "0")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"[rank {rank}] %(asctime)s %(name)s %(levelname)s %(message)s")
+    if os.environ.get("OPENPOD_STANDBY"):
+        logging.getLogger("training").info("standby worker %s takes rank %s, generation %s",
+                                           os.environ["OPENPOD_STANDBY"], rank, os.environ["OPENPOD_GENERATION"])
     from training.checkpoint import RefusedFreshStart
     from training.trainer import train
 

@@ -56,3 +56,6 @@ def test_in_process_restart_refuses_what_it_does_not_support(tmp_path):
     r = run_cli(train_args(tmp_path, extra=["--restart", "in-process"]))  # --max-restarts 0: nothing to restart
     assert r.returncode == 2, failure_text(r)
     assert "--max-restarts: --restart in-process needs >= 1" in r.stderr
+    r = run_cli(train_args(tmp_path, extra=["--spare-workers", "2"]))
+    assert r.returncode == 2, failure_text(r)
+    assert "--spare-workers: only applies with --restart in-process" in r.stderr

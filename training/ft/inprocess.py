@@ -65,9 +65,12 @@ class InProcessRestart:
     def _join(self) -> None:
         import torch.distributed as dist
 
+        t0 = time.perf_counter()
         store = dist.PrefixStore(f"openpod/gen-{self.generation}/", self.store)
         dist.init_process_group(self.backend, store=store, rank=self.rank, world_size=self.world_size,
                                 timeout=self.pg_timeout)
+        log.info("rank %d joined the process group of generation %d in %.2fs", self.rank, self.generation,
+                 time.perf_counter() - t0)
 
     def _store_generation(self) -> int:
         return int(self.store.get(GENERATION_KEY))
@@ -84,12 +87,14 @@ class InProcessRestart:
     def _abort(self) -> None:
         import torch.distributed as dist
 
+        t0 = time.perf_counter()
         for fn in self._aborts:
             try:
                 fn()
             except Exception as e:  # noqa: BLE001 - a half-broken generation: release what can be released
                 log.warning("rank %d: abort hook %s failed: %s", self.rank, getattr(fn, "__qualname__", fn), e)
         self._aborts.clear()
+        t1 = time.perf_counter()
         if dist.is_initialized():
             try:  # NCCL: abort the communicators first (a destroy would wait for the stuck kernels)
                 dist.distributed_c10d._abort_process_group()
@@ -97,6 +102,8 @@ class InProcessRestart:
                 pass
             if dist.is_initialized():
                 dist.destroy_process_group()
+        log.info("rank %d: runtime released in %.2fs, process group in %.2fs", self.rank, t1 - t0,
+                 time.perf_counter() - t1)
 
     def run(self, fn: Callable[[], dict]) -> dict:
         """``fn()``'s result once it returns; after a lost peer, ``fn`` runs again in the next generation."""
@@ -116,6 +123,8 @@ class InProcessRestart:
                     log.warning("rank %d: generation %d failed (%s: %s); waiting for the launcher's next generation",
                                 self.rank, self.generation, type(e).__name__, str(e).splitlines()[0][:200])
                     g = self._wait_next_generation()
+                    log.info("rank %d: generation %s announced %.2fs after the failure", self.rank, g,
+                             time.monotonic() - t0)
                     if g is None or self.restarts >= self.max_restarts:
                         log.error("rank %d: %s", self.rank, "no new generation within %.0fs" % self.wait_s
                                   if g is None else f"in-process restarts exhausted ({self.max_restarts})")
