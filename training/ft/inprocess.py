@@ -47,7 +47,8 @@ class InProcessRestart:
         import torch.distributed as dist
 
         host, _, port = store_addr.rpartition(":")
-        self.store = dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=max(wait_s, 30.0)))
+        # Its timeout bounds each generation's rendezvous too: a replacement may take minutes to start (no spare).
+        self.store = dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=pg_timeout_s))
         self.rank, self.world_size, self.backend = rank, world_size, backend
         self.pg_timeout = timedelta(seconds=pg_timeout_s)
         self.max_restarts, self.wait_s = max_restarts, wait_s
