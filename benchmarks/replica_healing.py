@@ -1,6 +1,7 @@
-"""Losing one data-parallel replica: torchft replica healing vs today's restart from a checkpoint, side by side.
+"""Losing one data-parallel rank: full restart vs in-process restart vs torchft replica healing, side by side.
 
     python -m benchmarks.replica_healing [--quick] [--model small] [--fault-step 13] [--every 5]
+                                         [--modes restart,in-process,in-process-no-spare,replica]
 
 Both jobs train the same model on 2 ranks with the same data plan and are hit by the
 same fault: the worker of rank 1 is SIGKILLed while it holds before step ``fault_step``
@@ -9,6 +10,10 @@ same fault: the worker of rank 1 is SIGKILLed while it holds before step ``fault
 * restart - one job of 2 workers (``--fault-tolerance restart``, ``--max-restarts 1``):
   torchrun stops the survivor too, starts both workers again, they restore the newest
   checkpoint (node memory, every ``--every`` steps) and replay the steps after it;
+* in-process - the same job with ``--restart in-process``: the launcher puts its warm standby
+  worker in rank 1's place (``in-process-no-spare``: starts a new worker for it); rank 0 keeps
+  its process, re-forms the process group with it, both
+  restore the newest checkpoint and replay the steps after it;
 * replica - 2 replica groups of 1 worker (``--fault-tolerance replica``) and a torchft
   Lighthouse: only the killed group restarts; the survivor keeps its process and waits
   at the quorum; the new worker heals from the survivor's live state and both go on.
@@ -90,10 +95,13 @@ def measure(fts: list[Path], t_kill: float, fault_step: int) -> dict:
     return {"training_again_s": again, "new_progress_s": progress}
 
 
-def run_restart(tmp: Path, a) -> dict:
+def run_restart(tmp: Path, a, restart: str = "process", spares: int = 1) -> dict:
     go = tmp / "go"
     log = open(tmp / "restart.err", "w")
-    p = subprocess.Popen(base_args(tmp, a, 2, ["--max-restarts", "1"]), cwd=ROOT, stdout=subprocess.PIPE,
+    extra = ["--max-restarts", "1", "--restart", restart] + (["--spare-workers", str(spares)]
+                                                             if restart == "in-process" else [])
+    p = subprocess.Popen(base_args(tmp, a, 2, extra), cwd=ROOT,
+                         stdout=subprocess.PIPE,
                          stderr=log, text=True, env=env(OPENPOD_HOOK_WAIT=f"{a.fault_step}@2@{go}"),
                          start_new_session=True)
     ft = tmp / "ck" / "run" / "ft"
@@ -108,10 +116,23 @@ def run_restart(tmp: Path, a) -> dict:
     m = measure([ft], t_kill, a.fault_step)
     out, _ = p.communicate(timeout=600)
     r = json.loads(out.strip().splitlines()[-1])
+    if restart == "in-process":
+        return {"mode": f"in-process restart, {spares} warm spare(s) (survivor re-forms its process group, "
+                        f"checkpoint)", **m,
+                "committed_steps_lost": a.fault_step - r["restored_step"], "restored_from": r["restored_from"],
+                "survivor_kept_process": r["pid"] == survivor, "state_sha256": r["state_sha256"]}
     return {"mode": "restart (torchrun + checkpoint)", **m,
             "committed_steps_lost": a.fault_step - r["restored_step"], "restored_from": r["restored_from"],
             "survivor_kept_process": survivor in {int(f.read_text()) for f in ft.rglob("pid-*")},
             "state_sha256": r["state_sha256"]}
+
+
+def run_in_process(tmp: Path, a) -> dict:
+    return run_restart(tmp, a, "in-process", spares=1)
+
+
+def run_in_process_no_spare(tmp: Path, a) -> dict:
+    return run_restart(tmp, a, "in-process", spares=0)
 
 
 def run_replica(tmp: Path, a) -> dict:
@@ -162,7 +183,11 @@ def main(argv=None) -> None:
     ap.add_argument("--every", type=int, default=5)
     ap.add_argument("--fault-step", type=int, default=13)
     ap.add_argument("--heartbeat-ms", type=int, default=2000, help="the Lighthouse's --heartbeat_timeout_ms")
+    ap.add_argument("--modes", default="restart,in-process,in-process-no-spare,replica",
+                    help="comma-separated, in this order")
     a = ap.parse_args(argv)
+    if set(a.modes.split(",")) - {"restart", "in-process", "in-process-no-spare", "replica"}:
+        ap.error("--modes: choose from restart, in-process, in-process-no-spare, replica")
     if a.quick:
         a.model, a.steps = "tiny", 16
     if not 0 < a.fault_step < a.steps:
@@ -175,7 +200,10 @@ def main(argv=None) -> None:
             raise RuntimeError(ref.stderr[-3000:])
         want = json.loads(ref.stdout.strip().splitlines()[-1])["state_sha256"]
         rows = []
-        for name, fn in (("restart", run_restart), ("replica", run_replica)):
+        modes = {"restart": run_restart, "in-process": run_in_process, "in-process-no-spare": run_in_process_no_spare,
+                 "replica": run_replica}
+        for name in a.modes.split(","):
+            fn = modes[name]
             d = work / name
             d.mkdir()
             r = fn(d, a)

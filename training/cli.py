@@ -28,6 +28,7 @@ EXIT_USAGE = 2
 EXIT_STOPPED = 143  # 128 + SIGTERM: stopped early on request, the job is not finished
 PARALLELISMS = ("ddp", "fsdp", "hsdp")
 FAULT_TOLERANCE = ("restart", "replica")
+RESTART = ("process", "in-process")
 
 
 def fail(lines: list[str] | str) -> None:
@@ -103,6 +104,13 @@ def main() -> None:
               help="restart: a failed worker restarts every worker from the newest checkpoint; replica: this "
                    "launcher runs one of --replicas replica groups coordinated by a torchft Lighthouse, and a "
                    "failed group restarts alone and heals from a live peer (docs/training.md)")
+@click.option("--restart", type=click.Choice(RESTART), default="process",
+              help="process: a failed worker ends every local worker and torchrun starts them again; in-process: "
+                   "the launcher replaces the failed rank alone and the other ranks re-form the process group in "
+                   "their own processes, then all restore the newest snapshot (one node; docs/training.md)")
+@click.option("--spare-workers", type=int, default=1,
+              help="in-process: warm standby workers on this node (started, torch imported, waiting) that take a "
+                   "failed rank's place at once; 0: a replacement starts from scratch")
 @click.option("--replica-id", type=int, default=0, help="replica: this group's index, 0 .. --replicas - 1")
 @click.option("--replicas", type=int, default=1, help="replica: replica groups in the job")
 @click.option("--min-replicas", type=int, default=0,
@@ -117,7 +125,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         num_samples, data_dir, memory_dir, nvme_dir, s3_uri, s3_endpoint_url, fsx_every, s3_every, keep,
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
         bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
-        fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0) -> None:
+        fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0,
+        restart="process", spare_workers=1) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = usage_problems(click.get_current_context().params)
     if problems:
@@ -162,6 +171,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         tiers.append(TierConfig("s3", s3_uri, keep=keep, every=s3_every, endpoint_url=s3_endpoint_url))
     cfg = RunConfig(model=model, steps=steps, seed=seed, run_dir=str(run_dir), data=data, threads=threads,
                     metrics_port=metrics_port, parallelism=parallelism, shard_size=shard_size, fault_tolerance=ft,
+                    restart=restart, restart_max=max_restarts if restart == "in-process" else 0,
                     checkpoint=CheckpointConfig(enabled=checkpoint_every > 0, every=checkpoint_every, tiers=tiers,
                                                 peer_replication=peer_replication, peer_host=bind_host,
                                                 overlap_staging=overlap_staging,
@@ -205,7 +215,18 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         stale.unlink(missing_ok=True)
     env["OPENPOD_FT_DIR"] = str(ft_dir)
     try:
-        rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple)
+        if restart == "in-process":
+            from training.ft.inprocess import supervise_ranks
+            from training.ft.watchdog import Watchdog
+
+            worker = cmd[cmd.index("training.worker") - 1:]  # "-m training.worker ...": no torchrun
+            rc, signalled = supervise_ranks([sys.executable, *worker], env, nproc=nproc_per_node, host=bind_host,
+                                            max_restarts=max_restarts, stop_timeout=stop_timeout,
+                                            echo=lambda m: click.echo(m, err=True), ft_dir=ft_dir,
+                                            watchdog=Watchdog(ft_dir, floor_s=hang_floor, multiple=hang_multiple),
+                                            spares=spare_workers)
+        else:
+            rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple)
         files = sorted(results.glob("result-*.json"))
         refused = results / "refused.txt"
         if rc != 0 and refused.exists():
@@ -352,6 +373,19 @@ def usage_problems(params: dict) -> list[str]:
     if max_nodes and max_nodes > 1 and rdzv_endpoint is None:
         problems.append("--rdzv-endpoint: required when --nnodes allows more than one node")
     problems += _replica_problems(p, max_nodes)
+    if p.get("restart", "process") != "in-process" and p.get("spare_workers", 1) != 1:
+        problems.append("--spare-workers: only applies with --restart in-process")
+    if p.get("restart", "process") == "in-process":
+        if nnodes != "1":
+            problems.append(f"--restart: in-process supports one node (--nnodes 1) for now, got --nnodes {nnodes}")
+        if p.get("fault_tolerance", "restart") != "restart":
+            problems.append("--restart: in-process applies to --fault-tolerance restart (replica mode keeps the "
+                            "survivors' processes already)")
+        if p.get("spare_workers", 1) < 0:
+            problems.append(f"--spare-workers: must be >= 0, got {p['spare_workers']}")
+        if max_restarts < 1:
+            problems.append("--max-restarts: --restart in-process needs >= 1 (the replacements of failed ranks "
+                            "the job may start)")
     return problems
 
 

@@ -117,6 +117,10 @@ class RunConfig:
     parallelism: str = "ddp"         # ddp | fsdp (FSDP2 fully_shard) | hsdp (FSDP2 over a 2-D replicate x shard mesh)
     shard_size: int = 0              # hsdp: ranks per shard group [0: the local world size, i.e. shard within a node]
     fault_tolerance: FaultToleranceConfig = field(default_factory=FaultToleranceConfig)
+    # process: a failed worker ends the worker group (torchrun restarts it); in-process: the survivors re-form
+    # the process group in their own processes (training/ft/inprocess.py), only the failed rank is replaced
+    restart: str = "process"
+    restart_max: int = 0             # in-process: restarts a worker may do (the launcher's --max-restarts)
 
     @property
     def model_config(self) -> ModelConfig:

@@ -53,6 +53,7 @@ class Goodput:
         self.incarnation = int(prev.get("incarnations", 0)) + 1
         if prev and not prev.get("finished"):
             self.seconds["rescheduling"] = max(0.0, self.started - float(prev.get("last_alive", self.started)))
+        self._http = None  # (server, thread) while serving metrics_port
         self._last_write = 0.0
         self._write_failed: set[str] = set()
         self.registry = CollectorRegistry()
@@ -67,7 +68,15 @@ class Goodput:
                                   ["rank"], registry=self.registry)
         self.registry._openpod_straggler = self._g_straggler
         if metrics_port is not None and (rank == 0 if serve is None else serve):
-            start_http_server(metrics_port, addr="0.0.0.0", registry=self.registry)
+            self._http = start_http_server(metrics_port, addr="0.0.0.0", registry=self.registry)
+
+    def close(self) -> None:
+        """Stop serving metrics (an in-process restart builds a new Goodput on the same port)."""
+        if self._http is not None:
+            server, _thread = self._http
+            server.shutdown()
+            server.server_close()
+            self._http = None
 
     def _read_ledger(self) -> dict:
         try:

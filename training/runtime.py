@@ -90,8 +90,12 @@ class Runtime:
             torch.cuda.set_device(self.local_rank)
         self.device = torch.device("cuda", self.local_rank) if use_cuda else torch.device("cpu")
         # Every node's local rank 0 serves metrics, so each pod of a job is a scrape target (its own ledger view).
+        from training.ft import inprocess
+
+        restarter = inprocess.active  # --restart in-process: this process may already have run a generation
         self.goodput = Goodput(cfg.run_dir, rank=int(os.environ.get("RANK", 0)), metrics_port=cfg.metrics_port,
-                               serve=self.local_rank == 0)
+                               serve=self.local_rank == 0,
+                               started=time.time() if restarter is not None and restarter.restarts else None)
         if not dist.is_initialized():
             if "RANK" not in os.environ:  # plain `python script.py`: a world of one
                 os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
@@ -111,6 +115,8 @@ class Runtime:
                 local_world_size=self.local_world_size, node_id=self.node_id,
                 scratch_dir=Path(cfg.run_dir) / "scratch" / f"rank_{self.rank:05d}")
             self.checkpointer.register("lr_schedule", self.lr_schedule)
+        if restarter is not None:
+            restarter.on_abort(self.abandon)
         self.ft = None  # replica fault tolerance (training/ft/replica.py), switched by cfg.fault_tolerance
         if cfg.fault_tolerance.mode == "replica":
             if cfg.parallelism not in ("ddp", "fsdp"):  # fsdp inside a group + replica groups = HSDP
@@ -366,6 +372,13 @@ class Runtime:
         self.should_stop = True
         log.warning("rank %d stopped by SIGTERM at step %d; %s", self.rank, done,
                     f"checkpoint durable in {durable}" if durable else "no durable checkpoint of this step")
+
+    def abandon(self) -> None:
+        """Give up this runtime after a failed collective (in-process restart): stop its threads and servers
+        without waiting on peers; snapshots already committed stay where they are for the next restore."""
+        if self.checkpointer is not None:
+            self.checkpointer.abandon()
+        self.goodput.close()
 
     def finish(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
         """Drain checkpoint I/O, account, and describe the final state (identical on every rank)."""

@@ -11,12 +11,18 @@ from training.model import GPT
 from training.runtime import Runtime
 
 
-def train(cfg: RunConfig) -> dict:
+def prepare() -> None:
+    """Process-wide settings, once per process (a warm standby worker runs this before it waits: the first
+    ``use_deterministic_algorithms`` call alone took 5 s on the loaded 2-vCPU VM, 2026-11-23)."""
     # Deterministic cuBLAS needs a fixed workspace, set before the first cuBLAS handle; without it
     # use_deterministic_algorithms(True) raises on CUDA >= 10.2 (torch.use_deterministic_algorithms docs;
     # torch 2.13.0 torch/testing/_internal/common_utils.py:2509-2544 sets the same value, read 2026-11-23).
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
+
+
+def train(cfg: RunConfig) -> dict:
+    prepare()
     rt = Runtime(cfg)
     torch.manual_seed(cfg.seed)  # every rank builds the same initial model
     model = rt.parallelize(GPT(cfg.model_config).to(rt.device))

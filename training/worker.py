@@ -17,20 +17,53 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", required=True)
     ap.add_argument("--result-dir", required=True)
     args = ap.parse_args(argv)
+    if os.environ.get("OPENPOD_STANDBY"):  # a warm spare (--restart in-process): imports first, then a rank
+        from training import faults
+        from training.trainer import prepare  # torch, the model, the runtime: the start-up paid before a fault
+        from training.ft.inprocess import standby_assignment
+
+        faults.die_with_parent()
+        prepare()
+        r, g = standby_assignment(os.environ["OPENPOD_RESTART_STORE"], os.environ["OPENPOD_STANDBY"])
+        os.environ.update(RANK=str(r), LOCAL_RANK=str(r), OPENPOD_GENERATION=str(g))
     rank = os.environ.get("RANK", "0")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"[rank {rank}] %(asctime)s %(name)s %(levelname)s %(message)s")
+    if os.environ.get("OPENPOD_STANDBY"):
+        logging.getLogger("training").info("standby worker %s takes rank %s, generation %s",
+                                           os.environ["OPENPOD_STANDBY"], rank, os.environ["OPENPOD_GENERATION"])
     from training.checkpoint import RefusedFreshStart
     from training.trainer import train
 
+    cfg = RunConfig.load(args.config)
     try:
-        result = train(RunConfig.load(args.config))
+        if cfg.restart == "in-process":  # the launcher started this worker (no torchrun): see training/ft/inprocess.py
+            result = _train_in_process(cfg, train)
+        else:
+            result = train(cfg)
+        result["pid"] = os.getpid()
     except RefusedFreshStart as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         (Path(args.result_dir) / "refused.txt").write_text(str(e))  # the launcher's last word
         return 3
     write_json_atomic(Path(args.result_dir) / f"result-{int(rank):05d}.json", result)
     return 0
+
+
+def _train_in_process(cfg: RunConfig, train) -> dict:
+    import torch
+
+    from training import faults
+    from training.ft.inprocess import InProcessRestart
+
+    faults.die_with_parent()  # never outlive the launcher
+    cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+    restarter = InProcessRestart(store_addr=os.environ["OPENPOD_RESTART_STORE"], rank=int(os.environ["RANK"]),
+                                 world_size=int(os.environ["WORLD_SIZE"]), backend="nccl" if cuda else "gloo",
+                                 pg_timeout_s=cfg.pg_timeout_seconds, max_restarts=cfg.restart_max)
+    result = restarter.run(lambda: train(cfg))
+    result["restart"] = restarter.summary()
+    return result
 
 
 if __name__ == "__main__":

@@ -490,6 +490,28 @@ class Checkpointer:
         if self.peer_server:
             self.peer_server.close()
 
+    def abandon(self, wait_s: float = 10.0) -> None:
+        """Stop without flushing (an in-process restart gives up this generation): the write in flight gets
+        ``wait_s`` seconds to commit or fail, pending promotions are dropped, threads and the peer server stop."""
+        if self._inflight is not None:
+            try:
+                self._inflight.result(timeout=wait_s)
+            except Exception:  # noqa: BLE001 - a failed or stuck write: its snapshot is not committed
+                pass
+        with self._cond:
+            self._closing = True
+            self._pending = None
+            self._cond.notify_all()
+        self._writer.shutdown(wait=False, cancel_futures=True)
+        if self._direct is not None:
+            self._direct_writer.shutdown(wait=False, cancel_futures=True)
+        self._copier.shutdown(wait=False, cancel_futures=True)
+        for handle in list(self._hooks.values()):
+            handle.remove()
+        self._hooks.clear()
+        if self.peer_server:  # its serve_forever notices a shutdown only at its next poll (0.5 s): do not wait
+            threading.Thread(target=self.peer_server.close, name="peer-server-close", daemon=True).start()
+
     # -------------------------------------------------------------- restore
     def _sources(self) -> list:
         sources: list = [self.first]

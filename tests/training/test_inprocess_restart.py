@@ -1,0 +1,61 @@
+"""In-process restart (``--restart in-process``): a rank's worker dies, the survivors keep their processes.
+
+The launcher starts one worker per rank itself (no torchrun): when one dies it puts a warm
+standby worker (or, with ``--spare-workers 0``, a new worker) in that rank's place alone and moves the job to a new generation in its store. The
+surviving worker's next collective fails; it drops its process group and runtime, joins the
+new generation's process group in the same process, and every rank restores the newest
+step all of them hold (node memory here) and goes on. The result is bit-identical to an
+uninterrupted run: the replayed steps are computed exactly as the first time.
+"""
+
+import os
+import signal
+
+import pytest
+
+from tests.training.conftest import (cli_env, failure_text, kill_group, last_json, run_cli, spawn, train_args,
+                                     wait_for)
+from training.ft.heartbeat import read_beats
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+
+FAULT = 12  # rank 0 holds before this step; rank 1 waits in its all-reduce and is killed there
+
+
+@pytest.mark.parametrize("spares,replacement", [("1", "standby worker 0"), ("0", "a new worker")])
+def test_a_killed_rank_is_replaced_and_the_survivor_keeps_its_process(tmp_path, baseline, spares, replacement):
+    go = tmp_path / "go"
+    ft = tmp_path / "ck" / "run" / "ft"
+    args = train_args(tmp_path, extra=["--restart", "in-process", "--max-restarts", "1", "--spare-workers", spares])
+    p = spawn(args, env=cli_env(OPENPOD_HOOK_WAIT=f"{FAULT}@2@{go}"), log=tmp_path / "run.log")
+    try:
+        wait_for(lambda: {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)} == {0: FAULT, 1: FAULT},
+                 f"both ranks at step {FAULT}")
+        survivor = int(next(ft.rglob("pid-0")).read_text())
+        os.kill(int(next(ft.rglob("pid-1")).read_text()), signal.SIGKILL)
+        go.touch()
+        out, _ = p.communicate(timeout=240)
+    finally:
+        kill_group(p)
+    log = (tmp_path / "run.log").read_text()
+    assert p.returncode == 0, log[-4000:]
+    r = last_json(out)
+    assert r["pid"] == survivor                      # rank 0's worker is the same process as before the fault
+    assert r["restart"] == {"mode": "in-process", "restarts": 1, "generation": 1}
+    assert r["restored_step"] == 10 and r["restored_from"].startswith("memory:")  # newest snapshot, node memory
+    assert r["step"] == 20
+    assert r["state_sha256"] == baseline["state_sha256"]
+    assert f"rank 1 exited (-9); {replacement}" in log and "generation 1" in log
+
+
+def test_in_process_restart_refuses_what_it_does_not_support(tmp_path):
+    r = run_cli(train_args(tmp_path, extra=["--restart", "in-process", "--nnodes", "2",
+                                            "--rdzv-endpoint", "127.0.0.1:1"]))
+    assert r.returncode == 2, failure_text(r)
+    assert "--restart: in-process supports one node (--nnodes 1)" in r.stderr
+    r = run_cli(train_args(tmp_path, extra=["--restart", "in-process"]))  # --max-restarts 0: nothing to restart
+    assert r.returncode == 2, failure_text(r)
+    assert "--max-restarts: --restart in-process needs >= 1" in r.stderr
+    r = run_cli(train_args(tmp_path, extra=["--spare-workers", "2"]))
+    assert r.returncode == 2, failure_text(r)
+    assert "--spare-workers: only applies with --restart in-process" in r.stderr
