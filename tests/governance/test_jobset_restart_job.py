@@ -12,29 +12,14 @@ import hashlib
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from infra.cli import main
 from infra.governance import install, jobset
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import ROOT
 from tests.governance import jobset_webhook, k8s_schema
+from tests.governance.test_submit_replica import REPLICA, SPEC_PATH, TRAINING_ARGS, dry_run
 
-SPEC_PATH = EXAMPLES / "default.yaml"
-TRAINING_ARGS = ("--model", "xl", "--steps", "1000", "--global-batch", "64")
-REPLICA = ("--runtime", "openpod", "--fault-tolerance", "replica")
 GITOPS_EXAMPLE = ROOT / "examples" / "gitops" / "jobset-helmrelease.yaml"
-
-
-def submit(*args: str):
-    return CliRunner().invoke(main, ["submit", "--spec", str(SPEC_PATH), "--image", "registry.example/train:1",
-                                     "--dry-run", "--team", "research", "--name", "llama", *args])
-
-
-def dry_run(*args: str) -> dict:
-    r = submit(*args)
-    assert r.exit_code == 0, r.output
-    return next(yaml.safe_load_all(r.stdout))
 
 
 # ------------------------------------------------------------------ the controller's configuration
