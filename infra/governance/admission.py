@@ -124,7 +124,7 @@ _CONTAINERS = ("(s.containers + (has(s.initContainers) ? s.initContainers : []) 
 
 
 # Taints that hold nodes out of team use (openpod_core/labels.py), and the one `kubectl cordon`/drain sets
-# (https://kubernetes.io/docs/reference/labels-annotations-taints/#node-kubernetes-io-unschedulable).
+# (kubernetes/api core/v1/well_known_taints.go TaintNodeUnschedulable, checked 2026-11-23).
 HOLD_TAINTS = (labels.STARTUP_TAINT, labels.UNHEALTHY_TAINT, labels.HOT_SPARE_TAINT, labels.PAIR_CHECK_TAINT,
                "node.kubernetes.io/unschedulable")
 
