@@ -42,9 +42,6 @@ KUEUE_NAMESPACE = "kueue-system"
 JOBSET_NAMESPACE = "jobset-system"
 KUEUE_RELEASE = "kueue"
 JOBSET_RELEASE = "jobset"
-# Objects the charts create that the CDK app waits on before applying queues.
-KUEUE_DEPLOYMENT = "kueue-controller-manager"
-KUEUE_WEBHOOK_SERVICE = "kueue-webhook-service"
 # The readiness gate's probe: a server-side dry-run create of this ResourceFlavor runs Kueue's
 # mutating and validating webhooks (kubernetes-sigs/kueue@v0.19.2:pkg/webhooks/resourceflavor_webhook.go:46,61)
 # and stores nothing (platform_constructs/webhook_gate.py).
