@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from infra.cli import main
 from tests.conftest import EXAMPLES, write_kubeconfig
+from tests.http_reply import reply
 
 
 @pytest.fixture
@@ -41,12 +42,7 @@ def api_server(tmp_path):
             else:
                 payload = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
                            "message": "admission webhook \"vjobset.kb.io\" denied the request: bad"}
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            reply(self, status, payload)
 
         def log_message(self, *args):
             pass

@@ -20,6 +20,7 @@ import pytest
 
 from infra.governance import install
 from platform_constructs.handlers.kueue_webhook_gate import index as gate
+from tests.http_reply import reply
 
 BOOTSTRAP_502 = ('Internal error occurred: failed calling webhook "mresourceflavor.kb.io": failed to call webhook: '
                  'Post "https://kueue-webhook-service.kueue-system.svc:443/mutate-kueue-x-k8s-io-v1beta2-'
@@ -54,12 +55,7 @@ class ApiServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append((self.path, dict(self.headers), body))
                 status, payload = server.answers.pop(0) if len(server.answers) > 1 else server.answers[0]
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                reply(self, status, payload)
 
             def log_message(self, *a):
                 pass

@@ -28,6 +28,8 @@ import json
 import threading
 from urllib.parse import parse_qs, urlparse
 
+from tests.http_reply import reply
+
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/"
 
 
@@ -71,14 +73,8 @@ class FakeApiServer:
                 n = int(self.headers.get("Content-Length") or 0)
                 return json.loads(self.rfile.read(n)) if n else None
 
-            def _send(self, code: int, body: dict) -> None:
-                text = isinstance(body, str)  # a pod's log
-                data = body.encode() if text else json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "text/plain" if text else "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+            def _send(self, code: int, body: dict | str) -> None:
+                reply(self, code, body)  # a str is a pod's log (text/plain)
 
             def _handle(self):
                 url = urlparse(self.path)

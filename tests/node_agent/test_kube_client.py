@@ -14,6 +14,7 @@ import threading
 import pytest
 
 from node_agent.kube import Conflict, Eviction, KubeCluster, NotFound, Taint
+from tests.http_reply import reply
 
 NODE = {"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": "n1", "labels": {"openpod.io/instance-group": "p5"},
@@ -36,12 +37,7 @@ class Api(http.server.BaseHTTPRequestHandler):
     evict_status = 201
 
     def _send(self, code, body):
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply(self, code, body)
 
     def _record(self):
         n = int(self.headers.get("Content-Length") or 0)

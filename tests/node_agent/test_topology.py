@@ -15,6 +15,7 @@ from pathlib import Path
 from openpod_core import labels as L
 from node_agent.kube import InMemoryCluster, Node
 from node_agent.topology import MAX_IDS_PER_CALL, label_ultraservers, ultraserver_ids
+from tests.http_reply import reply
 
 RECORDED = json.loads((Path(__file__).parent / "fixtures" / "topology" /
                        "describe-instance-topology-ultraservers.json").read_text())
@@ -169,12 +170,7 @@ def ec2_server():
             asked = [v[0] for k, v in sorted(q.items()) if k.startswith("InstanceId.")]
             found = [i for i in instances if i["InstanceId"] in asked]
             page, token = (found[2:], None) if q.get("NextToken") == ["page-2"] else (found[:2], "page-2")
-            body = _xml(page, token)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/xml")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            reply(self, 200, _xml(page, token), "text/xml")
 
         def log_message(self, *a):
             pass
