@@ -631,3 +631,15 @@ def test_s3_multipart_of_a_failed_copy_is_aborted(tmp_path, moto_s3, bucket):
     s3 = boto3.client("s3", endpoint_url=moto_s3)
     assert _uploads(s3, bucket) == []
     assert tier.markers() == []
+
+
+def test_abandon_with_a_direct_durable_tier_stops_everything(tmp_path):
+    # In-process restart calls abandon(); with a durable tier written beside the memory tier (the default) it
+    # raised AttributeError on a writer pool that no longer exists, skipping the copier and peer shutdowns.
+    ck = checkpointer(tmp_path, tiers(tmp_path))
+    assert ck._direct is not None
+    model, opt = make_model()
+    train(model, opt)
+    ck.save(2, model, opt, {"loss": 2.0})
+    ck.abandon()
+    assert ck._copier._shutdown and ck._writer._shutdown

@@ -503,8 +503,6 @@ class Checkpointer:
             self._pending = None
             self._cond.notify_all()
         self._writer.shutdown(wait=False, cancel_futures=True)
-        if self._direct is not None:
-            self._direct_writer.shutdown(wait=False, cancel_futures=True)
         self._copier.shutdown(wait=False, cancel_futures=True)
         for handle in list(self._hooks.values()):
             handle.remove()
