@@ -165,11 +165,16 @@ class PairChecks:
 
     def _peer(self, node: Node, group: str) -> tuple[Node | None, int]:
         """An idle healthy node of the group (a hot spare first, else one without workload pods); and how many
-        healthy nodes there are at all."""
-        healthy = []
+        healthy nodes there are at all. A group with no healthy node (all its nodes joined at once) pairs two
+        held nodes that passed their deep check: once one passes, the others have a healthy peer."""
+        healthy, held = [], []
         for n in self.ctl.cluster.list_nodes({L.INSTANCE_GROUP: group}):
             s = PairState.of(n)
-            if n.name == node.name or n.unschedulable or n.has_taint(L.STARTUP_TAINT) \
+            if n.name == node.name:
+                continue
+            if s is not None and s.phase == "held" and self._ready(n):
+                held.append(n)
+            if n.unschedulable or n.has_taint(L.STARTUP_TAINT) \
                     or n.has_taint(L.UNHEALTHY_TAINT) or n.has_taint(L.PAIR_CHECK_TAINT) \
                     or FAULT in n.annotations or REMEDIATION in n.annotations \
                     or current_action(n.labels) is not Action.NONE \
@@ -180,6 +185,8 @@ class PairChecks:
             if n.labels.get(L.HOT_SPARE) == "true" or not any(p.evictable for p in
                                                                self.ctl.cluster.list_pods_on_node(n.name)):
                 return n, len(healthy)
+        if not healthy and held:
+            return min(held, key=lambda n: n.name), 0
         return None, len(healthy)
 
     def _maybe_start(self, node: Node, s: PairState, group: str, members: list[Node]) -> None:

@@ -399,3 +399,24 @@ def test_a_job_whose_pods_were_never_created_through_the_kubernetes_api_is_a_ret
         ctl.reconcile_once()
         n = c.get_node("node-new")
         assert PairState.of(n).phase == "held" and n.condition(FAILED_CONDITION) is None
+
+
+def test_a_group_whose_nodes_all_join_at_once_checks_them_against_each_other():
+    # At cluster creation (or a scale-up from zero) every node is held: with only healthy nodes as peers none
+    # could ever be checked, and the whole group stayed out of service.
+    c, clock = InMemoryCluster(), Clock()
+    names = ["node-a", "node-b", "node-c"]
+    for name in names:
+        c.add_node(new_node(name))
+    ctl = Controller(c, None, ControllerConfig(groups=groups()), clock=clock)
+    ctl.reconcile_once()
+    for name in names:
+        mark_healthy(c, name, "deep health check passed")
+    for _ in range(len(names)):
+        ctl.reconcile_once()                                   # one check starts (one per group at a time)
+        (running,) = [n for n in names if state(c, n).phase == "running"]
+        c.set_job(NS, state(c, running).job, pod_phase="Succeeded", log=PASS)
+        ctl.reconcile_once()                                   # it passes: that node is in service
+        assert in_service(c.get_node(running))
+    assert all(in_service(c.get_node(n)) and state(c, n).phase == "passed" for n in names)
+    assert state(c, "node-a").peer == "node-b"                 # the first check paired two held nodes
