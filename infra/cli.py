@@ -214,9 +214,8 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
     secret = jobset.peer_secret(req) if runtime == "openpod" else None
     from infra.governance import compute_domain
 
-    owned = []
-    if compute_domain.needed(s, req):  # GB200 across nodes: the job's IMEX domain (cross-node NVLink)
-        obj, owned = compute_domain.attach(obj, req), [compute_domain.compute_domain(req)]
+    # GB200 across nodes: the job's IMEX domain (cross-node NVLink), whose channel the trainer pods claim
+    owned = [compute_domain.compute_domain(req)] if compute_domain.needed(s, req) else []
     if dry_run:
         from infra.governance.objects import to_yaml
 

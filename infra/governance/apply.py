@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.governance import compute_domain
+
 
 class ClusterError(RuntimeError):
     """No usable kubeconfig, cluster unreachable, or the API server refused the object."""
@@ -64,7 +66,7 @@ def create_jobset(obj: dict[str, Any], *, kubeconfig: str | None = None, context
 
 
 # Custom objects `create_jobset` may create next to a JobSet: kind -> plural.
-OWNED_PLURALS = {"ComputeDomain": "computedomains"}
+OWNED_PLURALS = {compute_domain.KIND: compute_domain.PLURAL}
 
 
 def _reason(e) -> str:

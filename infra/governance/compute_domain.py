@@ -2,8 +2,8 @@
 
 A multi-node job on such a group gets its own ComputeDomain (NVIDIA's DRA driver, installed by
 ``platform_constructs/device_plugins.py``): the driver's controller makes a ResourceClaimTemplate for the
-domain's IMEX channel, every pod of the job claims it, and the driver starts an IMEX daemon on exactly the
-nodes the pods land on, so GPUs of the job's nodes share memory over NVLink. ``openpod submit`` creates the
+domain's IMEX channel, every trainer pod of the job claims it (``jobset.build``, :func:`pod_claim`), and the
+driver starts an IMEX daemon on exactly the nodes the pods land on, so GPUs of the job's nodes share memory over NVLink. ``openpod submit`` creates the
 ComputeDomain next to the JobSet, owned by it (deleted with it): one domain per job, as the EKS guide advises.
 
 Kueue 0.19.2 admits a pod that claims a ResourceClaimTemplate only when the template's device class is
@@ -14,7 +14,6 @@ mapped to a quota resource (facts: ``kueue.dra-device-class-mapping``): the plat
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from openpod_core.accelerator_stack import multi_node_nvlink
@@ -53,22 +52,9 @@ def compute_domain(req) -> dict[str, Any]:
             "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": channel_template(req.name)}}}}
 
 
-def attach(jobset: dict[str, Any], req) -> dict[str, Any]:
-    """``jobset`` with every trainer pod claiming the job's IMEX channel (a copy; the trainer container holds the
-    claim). Other replicated jobs (replica mode's torchft Lighthouse) need no NVLink and claim none: each claim
-    is charged one channel of the per-node quota."""
-    from infra.governance.jobset import REPLICATED_JOB
-
-    out = copy.deepcopy(jobset)
-    for rj in out["spec"]["replicatedJobs"]:
-        if rj["name"] != REPLICATED_JOB:
-            continue
-        pod = rj["template"]["spec"]["template"]["spec"]
-        pod.setdefault("resourceClaims", []).append(
-            {"name": CLAIM, "resourceClaimTemplateName": channel_template(req.name)})
-        for c in pod["containers"]:
-            c.setdefault("resources", {}).setdefault("claims", []).append({"name": CLAIM})
-    return out
+def pod_claim(req) -> dict[str, Any]:
+    """The trainer pod's claim on the job's IMEX channel (``infra/governance/jobset.py`` adds it)."""
+    return {"name": CLAIM, "resourceClaimTemplateName": channel_template(req.name)}
 
 
 def device_class_mappings(spec) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openpod_core import labels
+from infra.governance import compute_domain
 from infra.governance import queues as q
 from infra.governance import resources as res
 from infra.spec import ClusterSpec
@@ -488,6 +489,12 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     if group.taints:
         pod_spec["tolerations"] = [{"key": x.key, "operator": "Equal", "value": x.value, "effect": x.effect.value}
                                    for x in group.taints]
+    # Across nodes of a multi-node-NVLink group, each trainer pod claims the job's IMEX channel (its
+    # ComputeDomain: infra/governance/compute_domain.py). The Lighthouse needs no NVLink and copies no claim:
+    # each claim is charged one channel of the per-node quota.
+    if compute_domain.needed(spec, req):
+        pod_spec["resourceClaims"] = [compute_domain.pod_claim(req)]
+        container["resources"]["claims"] = [{"name": compute_domain.CLAIM}]
     return {
         "apiVersion": JOBSET_API,
         "kind": "JobSet",

@@ -7,7 +7,6 @@ dra.compute-domain.clique-and-imex-daemon (the ComputeDomain API and its channel
 
 from __future__ import annotations
 
-import copy
 
 import yaml
 from click.testing import CliRunner
@@ -59,7 +58,7 @@ def test_teams_may_manage_compute_domains_in_their_namespace():
 
 
 def test_a_multi_node_gb200_job_claims_its_channel_in_every_pod():
-    obj = cd.attach(jobset.build(SPEC, req()), req())
+    obj = jobset.build(SPEC, req())
     pod = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     assert pod["resourceClaims"] == [{"name": "imex-channel", "resourceClaimTemplateName": "llama-imex-channel"}]
     assert pod["containers"][0]["resources"]["claims"] == [{"name": "imex-channel"}]
@@ -117,7 +116,7 @@ def test_in_replica_mode_only_trainer_pods_claim_a_channel():
     # The torchft Lighthouse needs no NVLink: a channel claim of its own would be charged one channel of the
     # per-node quota more than the job's nodes (a job of every node of the quota would never be admitted).
     r = req(runtime="openpod", fault_tolerance="replica", replicas=3, script=("--global-batch", "288"))
-    obj = cd.attach(jobset.build(SPEC, r), r)
+    obj = jobset.build(SPEC, r)
     by_name = {rj["name"]: rj["template"]["spec"]["template"]["spec"] for rj in obj["spec"]["replicatedJobs"]}
     assert set(by_name) == {jobset.REPLICATED_JOB, jobset.LIGHTHOUSE_JOB}
     assert "resourceClaims" not in by_name[jobset.LIGHTHOUSE_JOB]
