@@ -210,9 +210,10 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     env.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     if node_id:
         env["OPENPOD_NODE_ID"] = node_id
+    from training.ft.watchdog import clear_state
+
     ft_dir = run_dir / "ft" / (node_id or socket.gethostname())
-    for stale in [*ft_dir.glob("rank-*.json"), *ft_dir.glob("pid-*")]:
-        stale.unlink(missing_ok=True)
+    clear_state(ft_dir)
     env["OPENPOD_FT_DIR"] = str(ft_dir)
     try:
         if restart == "in-process":
@@ -267,7 +268,7 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
     """
     import time
 
-    from training.ft.watchdog import Watchdog
+    from training.ft.watchdog import Watchdog, clear_state
 
     import signal
 
@@ -287,14 +288,13 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
             break
         except subprocess.TimeoutExpired:
             pass
-        pids = [int(p.read_text()) for p in ft_dir.glob("pid-*") if p.read_text().strip().isdigit()]
+        pids = watchdog.pids()
         beats = watchdog.beats()
         if pids and watchdog.check(pids):
             quiet = time.time() - max(b.time for b in beats) if beats else 0.0
             click.echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {watchdog.bound():.1f}s); "
                        f"stacks in {ft_dir}; restarting the workers", err=True)
-            for stale in [*ft_dir.glob("rank-*.json"), *ft_dir.glob("pid-*")]:
-                stale.unlink(missing_ok=True)
+            clear_state(ft_dir)
     return proc.wait(), bool(signalled)
 
 

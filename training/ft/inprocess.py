@@ -31,6 +31,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
+from training.ft.watchdog import clear_state
+
 log = logging.getLogger("training")
 
 GENERATION_KEY = "generation"
@@ -223,6 +225,7 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
             p.wait()
 
     previous = signal.signal(signal.SIGTERM, forward)
+    next_watch = 0.0
     try:
         while True:
             if deadline is not None and time.monotonic() > deadline:
@@ -256,13 +259,13 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                     procs[r], who = replace(r)
                     echo(f"launcher: rank {r} exited ({rc}); {who} replaces it alone, generation "
                          f"{generation} (in-process restart {restarts} of {max_restarts})")
-            elif watchdog is not None and ft_dir is not None:
-                pids = [int(f.read_text()) for f in ft_dir.glob("pid-*") if f.read_text().strip().isdigit()]
+            elif watchdog is not None and ft_dir is not None and time.monotonic() >= next_watch:
+                next_watch = time.monotonic() + 1.0  # as often as the torchrun launcher's (the bound is seconds)
+                pids = watchdog.pids()
                 if pids and watchdog.check(pids):
                     echo(f"watchdog: no rank advanced for the bound ({watchdog.bound():.1f}s); stacks in {ft_dir}; "
                          "replacing the workers")
-                    for stale in [*ft_dir.glob("rank-*.json"), *ft_dir.glob("pid-*")]:
-                        stale.unlink(missing_ok=True)
+                    clear_state(ft_dir)
             time.sleep(0.05)
     finally:
         signal.signal(signal.SIGTERM, previous)

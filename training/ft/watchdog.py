@@ -18,6 +18,13 @@ from training.ft.heartbeat import hang_bound, is_hung, read_beats
 _STACK_FILES: list = []  # keep file objects alive for faulthandler
 
 
+def clear_state(directory: str | os.PathLike) -> None:
+    """Remove a node's rank heartbeats and worker pid files (before the workers start, after a hang)."""
+    d = Path(directory)
+    for stale in [*d.glob("rank-*.json"), *d.glob("pid-*")]:
+        stale.unlink(missing_ok=True)
+
+
 def install_stack_dump(directory: str | os.PathLike, rank: int) -> Path:
     path = Path(directory) / f"stacks-rank-{rank}.txt"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -35,6 +42,10 @@ class Watchdog:
 
     def beats(self):
         return read_beats(self.dir)
+
+    def pids(self) -> list[int]:
+        """The local workers' PIDs, from the pid files they write at start."""
+        return [int(p.read_text()) for p in self.dir.glob("pid-*") if p.read_text().strip().isdigit()]
 
     def bound(self) -> float:
         return hang_bound(read_beats(self.dir), self.floor_s, self.multiple)
