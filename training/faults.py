@@ -23,16 +23,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import errno
-import io
 import os
 import signal
 import time
-from typing import Iterator
-
-from torch.distributed.checkpoint.filesystem import FileSystem
 
 PR_SET_PDEATHSIG = 1
 
@@ -73,71 +67,6 @@ def wait_point(step: int, world_size: int, rank: int) -> None:
         if rank == 0 and int(rule[0]) == step and int(rule[1]) == world_size:
             while not os.path.exists(rule[2]):
                 time.sleep(0.05)
-
-
-class WriteStreamProxy(io.RawIOBase):
-    """A write stream that hands everything to ``inner``; subclasses see each ``write`` first."""
-
-    def __init__(self, inner):
-        self._inner = inner
-
-    def write(self, b) -> int:
-        return self._inner.write(b)
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    def writable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return self._inner.readable()
-
-    def fileno(self) -> int:
-        return self._inner.fileno()
-
-    def flush(self) -> None:
-        self._inner.flush()
-
-    def tell(self) -> int:
-        return self._inner.tell()
-
-    def seek(self, *a) -> int:
-        return self._inner.seek(*a)
-
-
-class _Stream(WriteStreamProxy):
-    def __init__(self, inner, fs: "HookedFileSystem"):
-        super().__init__(inner)
-        self._fs = fs
-
-    def write(self, b) -> int:
-        self._fs.on_write(len(memoryview(b)))
-        return self._inner.write(b)
-
-
-class HookedFileSystem(FileSystem):
-    """The DCP file system with the fault hooks above at its write path."""
-
-    def __init__(self, *, kind: str, step: int, rank: int):
-        super().__init__()
-        self.kind, self.step, self.rank = kind, step, rank
-        self.limit = enospc_limit(kind, step)
-        self.kill = any(r[0] == "during_write" and int(r[1]) == step and (len(r) < 3 or int(r[2]) == rank)
-                        for r in _rules("OPENPOD_KILL_AT"))
-        self.written = 0
-
-    def on_write(self, n: int) -> None:
-        self.written += n
-        if self.limit is not None and self.written > self.limit:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        if self.kill and self.written > 0:
-            kill_point("during_write", self.step, self.rank)
-
-    @contextlib.contextmanager
-    def create_stream(self, path, mode) -> Iterator[io.IOBase]:
-        with super().create_stream(path, mode) as s:
-            yield _Stream(s, self) if "w" in mode else s
 
 
 def hang_forever() -> None:  # pragma: no cover - ends by SIGKILL
