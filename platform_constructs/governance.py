@@ -102,7 +102,7 @@ class TaskGovernance(Construct):
 
         self.webhook_gate = WebhookGate(
             self, "KueueWebhookGate", cluster=cluster, probe=install.KUEUE_WEBHOOK_PROBE,
-            path=install.KUEUE_WEBHOOK_PROBE_PATH, plural="resourceflavors", group=WEBHOOK_GATE_GROUP,
+            path=install.KUEUE_WEBHOOK_PROBE_PATH, plural=install.KUEUE_WEBHOOK_PROBE_PLURAL, group=WEBHOOK_GATE_GROUP,
             subnets=subnets, timeout=WEBHOOK_TIMEOUT, log_key=log_key, trigger={"KueueVersion": versions["kueue"]},
         )
         self.webhook_gate.node.add_dependency(self.kueue_chart)

@@ -47,7 +47,8 @@ JOBSET_RELEASE = "jobset"
 # and stores nothing (platform_constructs/webhook_gate.py).
 KUEUE_WEBHOOK_PROBE = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
                        "metadata": {"name": "openpod-webhook-probe"}, "spec": {}}
-KUEUE_WEBHOOK_PROBE_PATH = "/apis/kueue.x-k8s.io/v1beta2/resourceflavors?dryRun=All"
+KUEUE_WEBHOOK_PROBE_PLURAL = "resourceflavors"
+KUEUE_WEBHOOK_PROBE_PATH = f"/apis/{KUEUE_WEBHOOK_PROBE['apiVersion']}/{KUEUE_WEBHOOK_PROBE_PLURAL}?dryRun=All"
 
 FEATURE_GATES = {"TopologyAwareScheduling": True}
 FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
