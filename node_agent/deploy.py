@@ -177,11 +177,6 @@ def config_map(name: str, filename: str, data: dict) -> dict:
             "data": {filename: yaml.safe_dump(data, sort_keys=True)}}
 
 
-def _scrape(port: int) -> dict:
-    """Pod annotations that let Prometheus find the metrics endpoint."""
-    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port)}
-
-
 def _host_path(name: str, path: str, kind: str, mount: str, read_only: bool = True, **extra) -> tuple[dict, dict]:
     return ({"name": name, "hostPath": {"path": path, "type": kind}},
             {"name": name, "mountPath": mount, "readOnly": read_only, **extra})
@@ -220,7 +215,7 @@ def detector_daemonset(image: str, arch: str = "amd64") -> dict:
             "selector": {"matchLabels": labels},
             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
             "template": {
-                "metadata": {"labels": labels, "annotations": _scrape(DETECTOR_METRICS_PORT)},
+                "metadata": {"labels": labels, "annotations": L.scrape_annotations(DETECTOR_METRICS_PORT)},
                 "spec": {
                     "serviceAccountName": DETECTOR,
                     "priorityClassName": "system-node-critical",
@@ -271,7 +266,7 @@ def controller_deployment(image: str, replicas: int = 2) -> dict:
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
             "selector": {"matchLabels": labels},
             "template": {
-                "metadata": {"labels": labels, "annotations": _scrape(CONTROLLER_METRICS_PORT)},
+                "metadata": {"labels": labels, "annotations": L.scrape_annotations(CONTROLLER_METRICS_PORT)},
                 "spec": {
                     "serviceAccountName": CONTROLLER,
                     "priorityClassName": "system-cluster-critical",

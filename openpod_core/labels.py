@@ -81,6 +81,14 @@ JOB_SCRATCH_ROOTS = (HOST_MEMORY_TIER, NVME_JOB_ROOT)
 # NetworkPolicies admit it from inside the VPC. 9400 is the DCGM exporter's (facts: chart.dcgm-exporter).
 TRAINING_METRICS_PORT = 9409
 
+
+
+def scrape_annotations(port: int) -> dict[str, str]:
+    """The pod annotations the scrape jobs keep (``prometheus.io/scrape``, ``prometheus.io/port``:
+    observability/scrape.py): node agent, exporters, Neuron monitor and training pods carry them."""
+    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port)}
+
+
 # The job's peer-replication key (hex): the runtime signs its peer requests with it
 # (training/checkpoint/peer_auth.py); `openpod submit` delivers it from a per-job Secret.
 PEER_SECRET_ENV = "OPENPOD_PEER_SECRET"

@@ -39,19 +39,15 @@ KUBE_STATE_METRICS_PORT = 8080  # values.yaml service.port
 DCGM_EXPORTER_PORT = 9400       # values.yaml service.port
 
 
-def _scrape(port: int) -> dict[str, str]:
-    return {"prometheus.io/scrape": "true", "prometheus.io/port": str(port)}
-
-
 def chart_values(system_node_selector: Mapping[str, str]) -> dict[str, dict]:
     """Helm values per chart (keys of ``CHARTS``)."""
     return {
         # Every node, tainted or not: a node in its startup health check is one we want to see.
-        "prometheus-node-exporter": {"podAnnotations": _scrape(NODE_EXPORTER_PORT),
+        "prometheus-node-exporter": {"podAnnotations": labels.scrape_annotations(NODE_EXPORTER_PORT),
                                      "tolerations": [{"operator": "Exists"}]},
-        "kube-state-metrics": {"podAnnotations": _scrape(KUBE_STATE_METRICS_PORT),
+        "kube-state-metrics": {"podAnnotations": labels.scrape_annotations(KUBE_STATE_METRICS_PORT),
                                "nodeSelector": dict(system_node_selector)},
-        "dcgm-exporter": {"podAnnotations": _scrape(DCGM_EXPORTER_PORT),
+        "dcgm-exporter": {"podAnnotations": labels.scrape_annotations(DCGM_EXPORTER_PORT),
                           "nodeSelector": {labels.ACCELERATOR: "nvidia"}, "tolerations": [{"operator": "Exists"}],
                           "serviceMonitor": {"enabled": False}},
     }

@@ -55,7 +55,7 @@ def daemonset(namespace: str) -> dict:
             "selector": {"matchLabels": dict(match)},
             "template": {
                 "metadata": {"labels": dict(match),
-                             "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(PORT)}},
+                             "annotations": labels.scrape_annotations(PORT)},
                 "spec": {
                     "affinity": affinity(),
                     "tolerations": [{"operator": "Exists"}],

@@ -449,7 +449,7 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         annotations[PREFERRED_TOPOLOGY] = LEVELS[preferred]
 
     if openpod:  # the runtime's metrics, from each node's local rank 0 (observability/scrape.py)
-        annotations.update({"prometheus.io/scrape": "true", "prometheus.io/port": str(labels.TRAINING_METRICS_PORT)})
+        annotations.update(labels.scrape_annotations(labels.TRAINING_METRICS_PORT))
         container["ports"].append({"name": "metrics", "containerPort": labels.TRAINING_METRICS_PORT,
                                    "protocol": "TCP"})
     pod_meta: dict[str, Any] = {"labels": {"app.kubernetes.io/name": req.name, q.TEAM_LABEL: req.team}}
