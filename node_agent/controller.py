@@ -30,12 +30,13 @@ import time
 from dataclasses import asdict, dataclass
 
 from openpod_core import labels as L
-from node_agent.cloud import Cloud, InstanceGone
+from node_agent.cloud import READS as CLOUD_READS, Cloud, InstanceGone
 from node_agent.config import ControllerConfig
 from node_agent.deep_check import DCGM_LEVEL_SECONDS
 from node_agent.findings import Action
 from node_agent.drain import evict_pods
-from node_agent.kube import Cluster, Condition, Conflict, Node, NotFound
+from node_agent.kube import READS as CLUSTER_READS, Cluster, Condition, Conflict, Node, NotFound
+from node_agent.leader import LeaderOnly, NotLeader
 from node_agent.marking import FAULT, REBOOTS, REMEDIATION, current_action, with_taint, without_taint
 from node_agent.metrics import ControllerMetrics
 from node_agent.pair_runner import PAIR_CHECK, PairChecks, held
@@ -78,10 +79,6 @@ class Remediation:
 
     def dump(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
-
-
-class NotLeader(RuntimeError):
-    """This replica's lease ran out: it must not act (another replica may)."""
 
 
 def fault_class(fault: str) -> str:
@@ -142,6 +139,8 @@ class Controller:
             return
         try:
             label_ultraservers(self.cluster, self.cloud, nodes)
+        except NotLeader:
+            raise
         except Exception:  # noqa: BLE001 (EC2/API hiccups: the next pass retries)
             log.exception("UltraServer labels: pass failed; retrying next pass")
 
@@ -253,8 +252,8 @@ class Controller:
                         drain_deadline=now + self.config.drain_timeout_seconds, escalated=escalated, phase_since=now,
                         detected=fault.get("at", now))
         labels = {L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT} if escalated else None
-        self._patch(node.name, annotations={REMEDIATION: r.dump()}, labels=labels, unschedulable=True,
-                    resource_version=node.resource_version)
+        self.cluster.patch_node(node.name, annotations={REMEDIATION: r.dump()}, labels=labels, unschedulable=True,
+                                resource_version=node.resource_version)
         # Events and metrics only once the write went through (a 409 decides again, without a duplicate Event).
         if escalated:
             self.metrics.escalations.labels(group).inc()
@@ -270,7 +269,7 @@ class Controller:
 
     def _save(self, node: Node, r: Remediation, *, annotations_extra: dict | None = None, **extra) -> Node:
         """Write the remediation state, only onto the node as read (resourceVersion); returns the node written."""
-        return self._patch(node.name, annotations={REMEDIATION: r.dump(), **(annotations_extra or {})},
+        return self.cluster.patch_node(node.name, annotations={REMEDIATION: r.dump(), **(annotations_extra or {})},
                                        resource_version=node.resource_version, **extra)
 
     def _advance(self, node: Node, r: Remediation | None, group: str) -> None:
@@ -322,7 +321,6 @@ class Controller:
     def _reboot(self, node: Node, r: Remediation, group: str, now: float) -> None:
         if not node.instance_id:
             return self._fail(node, r, group, now, "NoProviderID", "the node has no EC2 provider ID; cannot reboot")
-        self._guard()
         try:
             self.cloud.reboot(node.instance_id)  # at-least-once: re-sent if we crash before saving below
         except InstanceGone as e:
@@ -358,8 +356,8 @@ class Controller:
             if pair:  # uncordoned, but held by the pair-check taint until the two-node check passes
                 taints = with_taint(without_taint(taints, L.PAIR_CHECK_TAINT), L.PAIR_CHECK_TAINT, "pending")
                 annotations[PAIR_CHECK] = held("rebooted", now)
-            self._patch(node.name, annotations=annotations, unschedulable=False, taints=taints,
-                        resource_version=node.resource_version)
+            self.cluster.patch_node(node.name, annotations=annotations, unschedulable=False, taints=taints,
+                                    resource_version=node.resource_version)
             self.cluster.create_event(node.name, "Remediated", f"{r.fault}: rebooted and passed the deep check"
                                       + ("; held until the two-node check passes" if pair else ""), "Normal")
 
@@ -375,7 +373,6 @@ class Controller:
             return
         if not node.instance_id:
             return self._fail(node, r, group, now, "NoProviderID", "the node has no EC2 provider ID; cannot replace")
-        self._guard()
         try:
             self.cloud.mark_unhealthy(node.instance_id)  # idempotent in Auto Scaling
         except InstanceGone as e:
@@ -434,7 +431,8 @@ class Controller:
             return
         if not is_spare(spare) and not spare.has_taint(L.HOT_SPARE_TAINT):
             return  # already promoted
-        self._patch(name, labels={L.HOT_SPARE: None}, taints=without_taint(spare.taints, L.HOT_SPARE_TAINT),
+        self.cluster.patch_node(name, labels={L.HOT_SPARE: None},
+                                taints=without_taint(spare.taints, L.HOT_SPARE_TAINT),
                                 resource_version=spare.resource_version)
         self.metrics.spare_promotions.labels(group).inc()
         self.cluster.create_event(name, "HotSparePromoted", f"takes the place of {failed} in group {group}", "Normal")
@@ -449,7 +447,7 @@ class Controller:
                         and REMEDIATION not in n.annotations and FAULT not in n.annotations), key=lambda n: n.name)
         for n in fresh[: want - len(have)]:
             try:
-                self._patch(n.name, labels={L.HOT_SPARE: "true"},
+                self.cluster.patch_node(n.name, labels={L.HOT_SPARE: "true"},
                                         taints=with_taint(n.taints, L.HOT_SPARE_TAINT, "true"),
                                         resource_version=n.resource_version)
             except (Conflict, NotFound):
@@ -457,12 +455,25 @@ class Controller:
             self.cluster.create_event(n.name, "HotSpareReserved", f"held as a hot spare for group {group}", "Normal")
 
     # --------------------------------------------------------- leadership
-    def _patch(self, name: str, **kw) -> Node:
-        self._guard()
-        return self.cluster.patch_node(name, **kw)
+    @property
+    def cluster(self) -> Cluster:
+        return self._cluster
+
+    @cluster.setter
+    def cluster(self, cluster: Cluster) -> None:
+        self._cluster = LeaderOnly(cluster, self._guard, CLUSTER_READS)  # every write checks leadership first
+
+    @property
+    def cloud(self) -> Cloud:
+        return self._cloud
+
+    @cloud.setter
+    def cloud(self, cloud: Cloud) -> None:
+        self._cloud = LeaderOnly(cloud, self._guard, CLOUD_READS)
 
     def _guard(self) -> None:
-        """Right before any cloud call: still the leader (by our own clock, within the renew deadline)?"""
+        """Right before any write (LeaderOnly calls it): still the leader (by our own clock, within the renew
+        deadline)?"""
         if self.elector is not None and not self.elector.is_leader():
             raise NotLeader(self.elector.identity)
 

@@ -144,8 +144,8 @@ class PairChecks:
         now = self.ctl.clock()
         why = "new node" if node.has_taint(L.STARTUP_TAINT) else "check requested again"
         taints = with_taint(without_taint(node.taints, L.PAIR_CHECK_TAINT), L.PAIR_CHECK_TAINT, PENDING)
-        self.ctl._patch(node.name, annotations={PAIR_CHECK: held(why, now)}, taints=taints,
-                        resource_version=node.resource_version)
+        self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: held(why, now)}, taints=taints,
+                                    resource_version=node.resource_version)
         self.ctl.cluster.create_event(node.name, "PairCheckHeld", f"{why}: held out of service until its deep "
                                       "check and a two-node all-reduce with a healthy peer pass", "Normal")
 
@@ -206,8 +206,8 @@ class PairChecks:
         now = self.ctl.clock()
         run = PairState("running", now, job=job_name(node.name, now), peer=peer.name)
         # Intent first: a restarted controller finds the Job by this name instead of starting a second one.
-        node = self.ctl._patch(node.name, annotations={PAIR_CHECK: run.dump()},
-                               resource_version=node.resource_version)
+        node = self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: run.dump()},
+                                           resource_version=node.resource_version)
         self._running[group] = node.name
         self._waiting_told.discard(node.name)
         self._create(node, run, group)
@@ -219,13 +219,13 @@ class PairChecks:
         objs = pc.job(s.job, self.itype(group, node), (node.name, s.peer), self.image(group),
                       timeout_seconds=int(self.ctl.config.pair_check_timeout_seconds))
         job = next(o for o in objs if o["kind"] == "Job")
-        self.ctl._guard()
         uid = self.ctl.cluster.create_job(job)
         for o in objs:
             if o["kind"] != "Job":  # owned by the Job: the garbage collector removes them with it
                 self.ctl.cluster.create_object(owned_by(o, "Job", s.job, uid))
         s.created = True
-        self.ctl._patch(node.name, annotations={PAIR_CHECK: s.dump()}, resource_version=node.resource_version)
+        self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: s.dump()},
+                                    resource_version=node.resource_version)
 
     def _watch(self, node: Node, s: PairState, group: str) -> None:
         now = self.ctl.clock()
@@ -267,20 +267,19 @@ class PairChecks:
     # ----------------------------------------------------------------- outcomes
     def _retry(self, node: Node, s: PairState, group: str, reason: str, message: str) -> None:
         """The check did not run: back to held, to start again (with whichever peer is idle then)."""
-        self.ctl._guard()
         self.ctl.cluster.delete_job(pc.NAMESPACE, s.job)
-        self.ctl._patch(node.name, annotations={PAIR_CHECK: held(f"retry: {reason}", self.ctl.clock())},
-                        resource_version=node.resource_version)
+        self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: held(f"retry: {reason}", self.ctl.clock())},
+                                    resource_version=node.resource_version)
         self._running[group] = None
         self.ctl.metrics.pair_checks.labels(group, reason).inc()
         self.ctl.cluster.create_event(node.name, "PairCheckRetry", f"{message}; held, and checked again")
 
     def _pass(self, node: Node, s: PairState, group: str, result: str) -> None:
-        self.ctl._guard()
         self.ctl.cluster.delete_job(pc.NAMESPACE, s.job)  # frees the peer's devices now
         done = PairState("passed", self.ctl.clock(), job=s.job, peer=s.peer, created=s.created, result=result)
-        self.ctl._patch(node.name, annotations={PAIR_CHECK: done.dump()},
-                        taints=without_taint(node.taints, L.PAIR_CHECK_TAINT), resource_version=node.resource_version)
+        self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: done.dump()},
+                                    taints=without_taint(node.taints, L.PAIR_CHECK_TAINT),
+                                    resource_version=node.resource_version)
         self._running[group] = None
         self.ctl.metrics.pair_checks.labels(group, "passed").inc()
         old = node.condition(FAILED_CONDITION)
@@ -289,13 +288,12 @@ class PairChecks:
         self.ctl.cluster.create_event(node.name, "PairCheckPassed", f"with {s.peer}: {result}; in service", "Normal")
 
     def _fail(self, node: Node, s: PairState, group: str, reason: str, message: str) -> None:
-        self.ctl._guard()
         self.ctl.cluster.delete_job(pc.NAMESPACE, s.job)
         done = PairState("failed", self.ctl.clock(), job=s.job, peer=s.peer, created=s.created,
                          result=f"{reason}: {message}")
         taints = with_taint(without_taint(node.taints, L.PAIR_CHECK_TAINT), L.PAIR_CHECK_TAINT, FAILED_TAINT_VALUE)
-        self.ctl._patch(node.name, annotations={PAIR_CHECK: done.dump()}, taints=taints,
-                        resource_version=node.resource_version)
+        self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: done.dump()}, taints=taints,
+                                    resource_version=node.resource_version)
         self._running[group] = None
         self.ctl.metrics.pair_checks.labels(group, reason).inc()
         self.ctl.cluster.set_condition(node.name, Condition(FAILED_CONDITION, "True", reason,
@@ -308,7 +306,8 @@ class PairChecks:
     def _release(self, node: Node, group: str, why: str, reason: str) -> None:
         now = self.ctl.clock()
         done = PairState("passed", now, result=f"skipped: {why}")
-        self.ctl._patch(node.name, annotations={PAIR_CHECK: done.dump()},
-                        taints=without_taint(node.taints, L.PAIR_CHECK_TAINT), resource_version=node.resource_version)
+        self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: done.dump()},
+                                    taints=without_taint(node.taints, L.PAIR_CHECK_TAINT),
+                                    resource_version=node.resource_version)
         self.ctl.metrics.pair_checks.labels(group, "skipped").inc()
         self.ctl.cluster.create_event(node.name, reason, f"{why}: released without the two-node check")
