@@ -88,6 +88,8 @@ class PairChecks:
         self.ctl = controller
         self._waiting_told: set[str] = set()
         self._running: dict[str, str | None] = {}   # group -> the node whose check runs
+        self._listed: list[Node] | None = None      # this pass: the group's nodes, listed at the first peer search
+        self._idle: dict[str, bool] = {}            # this pass: node -> no workload pods on it
 
     # ----------------------------------------------------------------- settings
     def image(self, group: str) -> str | None:
@@ -104,6 +106,7 @@ class PairChecks:
 
     # ---------------------------------------------------------------- reconcile
     def reconcile(self, group: str, members: list[Node]) -> None:
+        self._listed, self._idle = None, {}  # a new pass: peers are looked up again, once
         enabled = self.enabled(group)
         if enabled:
             for n in members:
@@ -168,7 +171,12 @@ class PairChecks:
         healthy nodes there are at all. A group with no healthy node (all its nodes joined at once) pairs two
         held nodes that passed their deep check: once one passes, the others have a healthy peer."""
         healthy, held = [], []
-        for n in self.ctl.cluster.list_nodes({L.INSTANCE_GROUP: group}):
+        # Listed once per pass, when first needed (after this pass's running checks freed their peers): every held
+        # node of the pass searches the same list, and a node's pods are listed at most once. Within a pass only
+        # one check can start per group, so a later search never needs a fresher view.
+        if self._listed is None:
+            self._listed = self.ctl.cluster.list_nodes({L.INSTANCE_GROUP: group})
+        for n in self._listed:
             s = PairState.of(n)
             if n.name == node.name:
                 continue
@@ -182,12 +190,17 @@ class PairChecks:
                 continue
             healthy.append(n)
         for n in sorted(healthy, key=lambda n: (n.labels.get(L.HOT_SPARE) != "true", n.name)):
-            if n.labels.get(L.HOT_SPARE) == "true" or not any(p.evictable for p in
-                                                               self.ctl.cluster.list_pods_on_node(n.name)):
+            if n.labels.get(L.HOT_SPARE) == "true" or self._is_idle(n):
                 return n, len(healthy)
         if not healthy and held:
             return min(held, key=lambda n: n.name), 0
         return None, len(healthy)
+
+    def _is_idle(self, n: Node) -> bool:
+        """No workload pods on ``n`` (its pods listed once per pass)."""
+        if n.name not in self._idle:
+            self._idle[n.name] = not any(p.evictable for p in self.ctl.cluster.list_pods_on_node(n.name))
+        return self._idle[n.name]
 
     def _maybe_start(self, node: Node, s: PairState, group: str, members: list[Node]) -> None:
         if not self._ready(node) or self._running.get(group) not in (None, node.name):
