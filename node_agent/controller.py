@@ -39,7 +39,7 @@ from node_agent.kube import READS as CLUSTER_READS, Cluster, Condition, Conflict
 from node_agent.leader import LeaderOnly, NotLeader
 from node_agent.marking import FAULT, REBOOTS, REMEDIATION, current_action, with_taint, without_taint
 from node_agent.metrics import ControllerMetrics
-from node_agent.pair_runner import PAIR_CHECK, PairChecks, held
+from node_agent.pair_runner import PairChecks, hold
 from node_agent.topology import label_ultraservers
 
 log = logging.getLogger("node_agent.controller")
@@ -109,7 +109,9 @@ class Controller:
         self._alerted: set[str] = set()
         self._failures: dict[str, int] = {}      # node -> consecutive failed steps
         self._retry_at: dict[str, float] = {}    # node -> not before (backoff)
-        self._replacing: dict[str, tuple[str, Remediation]] = {}  # nodes whose replacement we wait to see done
+        # The nodes in the replacing phase at the last pass (read from the nodes each pass, so a restarted
+        # controller knows them too): one of them gone from the API is a replacement done.
+        self._replacing: dict[str, tuple[str, Remediation]] = {}
         self.pairs = PairChecks(self)
 
     # ----------------------------------------------------------------- budget
@@ -126,7 +128,7 @@ class Controller:
     def reconcile_once(self) -> None:
         nodes = self.cluster.list_nodes()
         self._label_ultraservers(nodes)
-        self._replacements_done({n.name for n in nodes})
+        self._replacements_done(nodes)
         groups: dict[str, list[Node]] = {}
         for n in nodes:
             groups.setdefault(group_of(n), []).append(n)
@@ -150,10 +152,6 @@ class Controller:
         failed = [n for n in active if Remediation.of(n).phase == FAILED]
         active = [n for n in active if n not in failed]  # a terminal node holds no slot
         self.metrics.failed_nodes.labels(group).set(len(failed))
-        for n in active:
-            r = Remediation.of(n)
-            if r.phase == "replacing":
-                self._replacing[n.name] = (group, r)
         for n in active:
             self._isolated(n, group, lambda fresh: self._advance(fresh, Remediation.of(fresh), group))
         waiting = sorted((n for n in members if REMEDIATION not in n.annotations
@@ -354,8 +352,8 @@ class Controller:
             annotations = {REMEDIATION: None, FAULT: None}
             pair = self.pairs.enabled(group)
             if pair:  # uncordoned, but held by the pair-check taint until the two-node check passes
-                taints = with_taint(without_taint(taints, L.PAIR_CHECK_TAINT), L.PAIR_CHECK_TAINT, "pending")
-                annotations[PAIR_CHECK] = held("rebooted", now)
+                taints, held = hold(taints, "rebooted", now)
+                annotations.update(held)
             self.cluster.patch_node(node.name, annotations=annotations, unschedulable=False, taints=taints,
                                     resource_version=node.resource_version)
             self.cluster.create_event(node.name, "Remediated", f"{r.fault}: rebooted and passed the deep check"
@@ -391,12 +389,15 @@ class Controller:
         start = r.detected if r.detected is not None else r.started
         self.metrics.duration.labels(group, r.action, outcome).observe(max(0.0, now - start))
 
-    def _replacements_done(self, present: set[str]) -> None:
-        """A node we were replacing is gone from the API: Auto Scaling terminated it, the replacement is done."""
-        now = self.clock()
-        for name in [n for n in self._replacing if n not in present]:
-            group, r = self._replacing.pop(name)
-            self._observe(group, r, "replaced", now)
+    def _replacements_done(self, nodes: list[Node]) -> None:
+        """A node being replaced at the last pass is gone from the API: Auto Scaling terminated it, the replacement
+        is done. Then the nodes being replaced now, for the next pass."""
+        now, present = self.clock(), {n.name for n in nodes}
+        for name, (group, r) in self._replacing.items():
+            if name not in present:
+                self._observe(group, r, "replaced", now)
+        self._replacing = {n.name: (group_of(n), r) for n in nodes
+                           if (r := Remediation.of(n)) is not None and r.phase == "replacing"}
 
     def _fail(self, node: Node, r: Remediation, group: str, now: float, reason: str, message: str) -> None:
         """Terminal: nothing the controller can do (no instance, or no group to replace it). The node stays
@@ -404,7 +405,7 @@ class Controller:
         deletes the node, or removes the openpod.io/remediation annotation to have it tried again."""
         r.phase, r.phase_since, r.failure = FAILED, now, message
         node = self._save(node, r)
-        self._replacing.pop(node.name, None)
+        self._replacing.pop(node.name, None)  # observed as failed: not as replaced too, if it goes before the next pass
         self.metrics.failed.labels(group, reason).inc()
         self._observe(group, r, "failed", now)
         self.cluster.set_condition(node.name, Condition(FAILED_CONDITION, "True", reason, f"{r.fault}: {message}"))
@@ -481,7 +482,7 @@ class Controller:
         """One pass if this replica leads; False if it stood by."""
         if self.elector is not None and not self.elector.is_leader():
             self.metrics.leader.set(0)
-            self._replacing.clear()  # the leader observes outcomes; ours would be stale when we lead again
+            self._replacing = {}  # the leader observes outcomes; ours would be stale when we lead again
             return False
         self.metrics.leader.set(1)
         try:

@@ -76,6 +76,13 @@ def held(why: str, now: float) -> str:
     return PairState("held", now, why=why).dump()
 
 
+def hold(taints: list, why: str, now: float) -> tuple[list, dict]:
+    """The taints and annotations that hold a node for the check (``openpod.io/pair-check=pending``, state held):
+    ``taints`` being the node's taints as they are to be written otherwise."""
+    return (with_taint(without_taint(taints, L.PAIR_CHECK_TAINT), L.PAIR_CHECK_TAINT, PENDING),
+            {PAIR_CHECK: held(why, now)})
+
+
 def job_name(node: str, since: float) -> str:
     """A DNS label (the pods' subdomain) unique per node and attempt: node names are too long to embed."""
     return "pair-" + hashlib.sha256(f"{node}/{since}".encode()).hexdigest()[:12]
@@ -146,8 +153,8 @@ class PairChecks:
             return  # stale read
         now = self.ctl.clock()
         why = "new node" if node.has_taint(L.STARTUP_TAINT) else "check requested again"
-        taints = with_taint(without_taint(node.taints, L.PAIR_CHECK_TAINT), L.PAIR_CHECK_TAINT, PENDING)
-        self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: held(why, now)}, taints=taints,
+        taints, annotations = hold(node.taints, why, now)
+        self.ctl.cluster.patch_node(node.name, annotations=annotations, taints=taints,
                                     resource_version=node.resource_version)
         self.ctl.cluster.create_event(node.name, "PairCheckHeld", f"{why}: held out of service until its deep "
                                       "check and a two-node all-reduce with a healthy peer pass", "Normal")
