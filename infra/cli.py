@@ -31,6 +31,16 @@ def load_or_exit(path: str | Path | None):
         fail([f"{e.source}: {p}" for p in e.problems])
 
 
+def group_or_exit(path: str | Path | None, group: str):
+    """The spec at ``path`` and its instance group named ``group`` (a ``--group`` option), or exit with the
+    groups there are."""
+    s = load_or_exit(path)
+    by_name = {g.name: g for g in s.instance_groups}
+    if group not in by_name:
+        fail(f"--group {group!r} is not an instance group of this spec; groups are: {', '.join(by_name)}")
+    return by_name[group]
+
+
 spec_option = click.option(
     "--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
     help=f"cluster spec file (default: the embedded {DEFAULT_SPEC.name})",

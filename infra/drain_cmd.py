@@ -46,14 +46,11 @@ def connect(kubeconfig: str | None, context: str | None):
 @click.option("--context", "kube_context", default=None, help="kubeconfig context")
 def drain(spec_path, group, timeout_s, poll_s, undo, kubeconfig, kube_context) -> None:
     """Cordon an instance group and evict its pods (they checkpoint first); exit 1 if pods remain at --timeout."""
-    from infra.cli import fail, load_or_exit
+    from infra.cli import fail, group_or_exit
     from infra.governance.apply import ClusterError
     from node_agent import drain as d
 
-    s = load_or_exit(spec_path)
-    names = [g.name for g in s.instance_groups]
-    if group not in names:
-        fail(f"--group {group!r} is not an instance group of this spec; groups are: {', '.join(names)}")
+    group_or_exit(spec_path, group)
     if timeout_s <= 0:
         fail(f"--timeout must be > 0 seconds, got {timeout_s}")
     if poll_s <= 0:

@@ -18,16 +18,6 @@ def pair_check() -> None:
     """Two-node all-reduce over EFA between two nodes of an instance group."""
 
 
-def _group(spec_path, group):
-    from infra.cli import fail, load_or_exit
-
-    s = load_or_exit(spec_path)
-    by_name = {g.name: g for g in s.instance_groups}
-    if group not in by_name:
-        fail(f"--group {group!r} is not an instance group of this spec; groups are: {', '.join(by_name)}")
-    return by_name[group]
-
-
 @pair_check.command()
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
               help="cluster spec file (default: the embedded example)")
@@ -40,10 +30,10 @@ def _group(spec_path, group):
 @click.option("--name", default=None, help="object name (default: pair-<group>)")
 def render(spec_path, group, nodes, image, tool, name) -> None:
     """Print the check's Secret/Service/Job as YAML."""
-    from infra.cli import fail
+    from infra.cli import fail, group_or_exit
     from node_agent import pair_check as pc
 
-    g = _group(spec_path, group)
+    g = group_or_exit(spec_path, group)
     pair = tuple(n.strip() for n in nodes.split(",") if n.strip())
     try:
         objs = pc.job(name or f"pair-{group}", g.type, pair, image, tool=tool)
@@ -59,10 +49,10 @@ def render(spec_path, group, nodes, image, tool, name) -> None:
 @click.argument("log", type=click.File("r"))
 def decide(spec_path, group, log) -> None:
     """Read rank 0's log (a file, or - for stdin); exit 0 on pass, 1 on fail."""
-    from infra.cli import fail
+    from infra.cli import fail, group_or_exit
     from node_agent import pair_check as pc
 
-    g = _group(spec_path, group)
+    g = group_or_exit(spec_path, group)
     try:
         r = pc.decide(log.read(), g.type)
     except ValueError as e:

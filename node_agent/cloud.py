@@ -19,6 +19,11 @@ class Cloud(Protocol):
     def mark_unhealthy(self, instance_id: str) -> None: ...
 
 
+# The Cloud calls that only read (AwsCloud.instance_topology, for node_agent/topology.py); the others act, and the
+# controller makes them only while it leads (node_agent/leader.py LeaderOnly).
+READS = frozenset({"instance_topology"})
+
+
 # botocore's "standard" retry mode: exponential backoff with full jitter (base 2 s... capped at 20 s) on throttling
 # and transient errors, max_attempts including the first call.
 # Source: https://boto3.amazonaws.com/v1/documentation/api/latest/guide/retries.html (checked 2026-11-23).

@@ -30,15 +30,16 @@ import time
 from dataclasses import asdict, dataclass
 
 from openpod_core import labels as L
-from node_agent.cloud import Cloud, InstanceGone
+from node_agent.cloud import READS as CLOUD_READS, Cloud, InstanceGone
 from node_agent.config import ControllerConfig
 from node_agent.deep_check import DCGM_LEVEL_SECONDS
 from node_agent.findings import Action
 from node_agent.drain import evict_pods
-from node_agent.kube import Cluster, Condition, Conflict, Node, NotFound
+from node_agent.kube import READS as CLUSTER_READS, Cluster, Condition, Conflict, Node, NotFound
+from node_agent.leader import LeaderOnly, NotLeader
 from node_agent.marking import FAULT, REBOOTS, REMEDIATION, current_action, with_taint, without_taint
 from node_agent.metrics import ControllerMetrics
-from node_agent.pair_runner import PAIR_CHECK, PairChecks, held
+from node_agent.pair_runner import PairChecks, hold
 from node_agent.topology import label_ultraservers
 
 log = logging.getLogger("node_agent.controller")
@@ -80,10 +81,6 @@ class Remediation:
         return json.dumps(asdict(self), sort_keys=True)
 
 
-class NotLeader(RuntimeError):
-    """This replica's lease ran out: it must not act (another replica may)."""
-
-
 def fault_class(fault: str) -> str:
     """Escalation counts faults by class, not by exact name: an Xid 79 reboot then an Xid 95 is the same GPU."""
     if "nvlink" in fault or fault.startswith("nvswitch"):
@@ -112,7 +109,9 @@ class Controller:
         self._alerted: set[str] = set()
         self._failures: dict[str, int] = {}      # node -> consecutive failed steps
         self._retry_at: dict[str, float] = {}    # node -> not before (backoff)
-        self._replacing: dict[str, tuple[str, Remediation]] = {}  # nodes whose replacement we wait to see done
+        # The nodes in the replacing phase at the last pass (read from the nodes each pass, so a restarted
+        # controller knows them too): one of them gone from the API is a replacement done.
+        self._replacing: dict[str, tuple[str, Remediation]] = {}
         self.pairs = PairChecks(self)
 
     # ----------------------------------------------------------------- budget
@@ -129,7 +128,7 @@ class Controller:
     def reconcile_once(self) -> None:
         nodes = self.cluster.list_nodes()
         self._label_ultraservers(nodes)
-        self._replacements_done({n.name for n in nodes})
+        self._replacements_done(nodes)
         groups: dict[str, list[Node]] = {}
         for n in nodes:
             groups.setdefault(group_of(n), []).append(n)
@@ -142,6 +141,8 @@ class Controller:
             return
         try:
             label_ultraservers(self.cluster, self.cloud, nodes)
+        except NotLeader:
+            raise
         except Exception:  # noqa: BLE001 (EC2/API hiccups: the next pass retries)
             log.exception("UltraServer labels: pass failed; retrying next pass")
 
@@ -151,10 +152,6 @@ class Controller:
         failed = [n for n in active if Remediation.of(n).phase == FAILED]
         active = [n for n in active if n not in failed]  # a terminal node holds no slot
         self.metrics.failed_nodes.labels(group).set(len(failed))
-        for n in active:
-            r = Remediation.of(n)
-            if r.phase == "replacing":
-                self._replacing[n.name] = (group, r)
         for n in active:
             self._isolated(n, group, lambda fresh: self._advance(fresh, Remediation.of(fresh), group))
         waiting = sorted((n for n in members if REMEDIATION not in n.annotations
@@ -253,8 +250,8 @@ class Controller:
                         drain_deadline=now + self.config.drain_timeout_seconds, escalated=escalated, phase_since=now,
                         detected=fault.get("at", now))
         labels = {L.HEALTH_STATUS: L.HEALTH_PENDING_REPLACEMENT} if escalated else None
-        self._patch(node.name, annotations={REMEDIATION: r.dump()}, labels=labels, unschedulable=True,
-                    resource_version=node.resource_version)
+        self.cluster.patch_node(node.name, annotations={REMEDIATION: r.dump()}, labels=labels, unschedulable=True,
+                                resource_version=node.resource_version)
         # Events and metrics only once the write went through (a 409 decides again, without a duplicate Event).
         if escalated:
             self.metrics.escalations.labels(group).inc()
@@ -270,7 +267,7 @@ class Controller:
 
     def _save(self, node: Node, r: Remediation, *, annotations_extra: dict | None = None, **extra) -> Node:
         """Write the remediation state, only onto the node as read (resourceVersion); returns the node written."""
-        return self._patch(node.name, annotations={REMEDIATION: r.dump(), **(annotations_extra or {})},
+        return self.cluster.patch_node(node.name, annotations={REMEDIATION: r.dump(), **(annotations_extra or {})},
                                        resource_version=node.resource_version, **extra)
 
     def _advance(self, node: Node, r: Remediation | None, group: str) -> None:
@@ -322,7 +319,6 @@ class Controller:
     def _reboot(self, node: Node, r: Remediation, group: str, now: float) -> None:
         if not node.instance_id:
             return self._fail(node, r, group, now, "NoProviderID", "the node has no EC2 provider ID; cannot reboot")
-        self._guard()
         try:
             self.cloud.reboot(node.instance_id)  # at-least-once: re-sent if we crash before saving below
         except InstanceGone as e:
@@ -356,10 +352,10 @@ class Controller:
             annotations = {REMEDIATION: None, FAULT: None}
             pair = self.pairs.enabled(group)
             if pair:  # uncordoned, but held by the pair-check taint until the two-node check passes
-                taints = with_taint(without_taint(taints, L.PAIR_CHECK_TAINT), L.PAIR_CHECK_TAINT, "pending")
-                annotations[PAIR_CHECK] = held("rebooted", now)
-            self._patch(node.name, annotations=annotations, unschedulable=False, taints=taints,
-                        resource_version=node.resource_version)
+                taints, held = hold(taints, "rebooted", now)
+                annotations.update(held)
+            self.cluster.patch_node(node.name, annotations=annotations, unschedulable=False, taints=taints,
+                                    resource_version=node.resource_version)
             self.cluster.create_event(node.name, "Remediated", f"{r.fault}: rebooted and passed the deep check"
                                       + ("; held until the two-node check passes" if pair else ""), "Normal")
 
@@ -375,7 +371,6 @@ class Controller:
             return
         if not node.instance_id:
             return self._fail(node, r, group, now, "NoProviderID", "the node has no EC2 provider ID; cannot replace")
-        self._guard()
         try:
             self.cloud.mark_unhealthy(node.instance_id)  # idempotent in Auto Scaling
         except InstanceGone as e:
@@ -394,12 +389,15 @@ class Controller:
         start = r.detected if r.detected is not None else r.started
         self.metrics.duration.labels(group, r.action, outcome).observe(max(0.0, now - start))
 
-    def _replacements_done(self, present: set[str]) -> None:
-        """A node we were replacing is gone from the API: Auto Scaling terminated it, the replacement is done."""
-        now = self.clock()
-        for name in [n for n in self._replacing if n not in present]:
-            group, r = self._replacing.pop(name)
-            self._observe(group, r, "replaced", now)
+    def _replacements_done(self, nodes: list[Node]) -> None:
+        """A node being replaced at the last pass is gone from the API: Auto Scaling terminated it, the replacement
+        is done. Then the nodes being replaced now, for the next pass."""
+        now, present = self.clock(), {n.name for n in nodes}
+        for name, (group, r) in self._replacing.items():
+            if name not in present:
+                self._observe(group, r, "replaced", now)
+        self._replacing = {n.name: (group_of(n), r) for n in nodes
+                           if (r := Remediation.of(n)) is not None and r.phase == "replacing"}
 
     def _fail(self, node: Node, r: Remediation, group: str, now: float, reason: str, message: str) -> None:
         """Terminal: nothing the controller can do (no instance, or no group to replace it). The node stays
@@ -407,7 +405,7 @@ class Controller:
         deletes the node, or removes the openpod.io/remediation annotation to have it tried again."""
         r.phase, r.phase_since, r.failure = FAILED, now, message
         node = self._save(node, r)
-        self._replacing.pop(node.name, None)
+        self._replacing.pop(node.name, None)  # observed as failed: not as replaced too, if it goes before the next pass
         self.metrics.failed.labels(group, reason).inc()
         self._observe(group, r, "failed", now)
         self.cluster.set_condition(node.name, Condition(FAILED_CONDITION, "True", reason, f"{r.fault}: {message}"))
@@ -434,7 +432,8 @@ class Controller:
             return
         if not is_spare(spare) and not spare.has_taint(L.HOT_SPARE_TAINT):
             return  # already promoted
-        self._patch(name, labels={L.HOT_SPARE: None}, taints=without_taint(spare.taints, L.HOT_SPARE_TAINT),
+        self.cluster.patch_node(name, labels={L.HOT_SPARE: None},
+                                taints=without_taint(spare.taints, L.HOT_SPARE_TAINT),
                                 resource_version=spare.resource_version)
         self.metrics.spare_promotions.labels(group).inc()
         self.cluster.create_event(name, "HotSparePromoted", f"takes the place of {failed} in group {group}", "Normal")
@@ -449,7 +448,7 @@ class Controller:
                         and REMEDIATION not in n.annotations and FAULT not in n.annotations), key=lambda n: n.name)
         for n in fresh[: want - len(have)]:
             try:
-                self._patch(n.name, labels={L.HOT_SPARE: "true"},
+                self.cluster.patch_node(n.name, labels={L.HOT_SPARE: "true"},
                                         taints=with_taint(n.taints, L.HOT_SPARE_TAINT, "true"),
                                         resource_version=n.resource_version)
             except (Conflict, NotFound):
@@ -457,12 +456,25 @@ class Controller:
             self.cluster.create_event(n.name, "HotSpareReserved", f"held as a hot spare for group {group}", "Normal")
 
     # --------------------------------------------------------- leadership
-    def _patch(self, name: str, **kw) -> Node:
-        self._guard()
-        return self.cluster.patch_node(name, **kw)
+    @property
+    def cluster(self) -> Cluster:
+        return self._cluster
+
+    @cluster.setter
+    def cluster(self, cluster: Cluster) -> None:
+        self._cluster = LeaderOnly(cluster, self._guard, CLUSTER_READS)  # every write checks leadership first
+
+    @property
+    def cloud(self) -> Cloud:
+        return self._cloud
+
+    @cloud.setter
+    def cloud(self, cloud: Cloud) -> None:
+        self._cloud = LeaderOnly(cloud, self._guard, CLOUD_READS)
 
     def _guard(self) -> None:
-        """Right before any cloud call: still the leader (by our own clock, within the renew deadline)?"""
+        """Right before any write (LeaderOnly calls it): still the leader (by our own clock, within the renew
+        deadline)?"""
         if self.elector is not None and not self.elector.is_leader():
             raise NotLeader(self.elector.identity)
 
@@ -470,7 +482,7 @@ class Controller:
         """One pass if this replica leads; False if it stood by."""
         if self.elector is not None and not self.elector.is_leader():
             self.metrics.leader.set(0)
-            self._replacing.clear()  # the leader observes outcomes; ours would be stale when we lead again
+            self._replacing = {}  # the leader observes outcomes; ours would be stale when we lead again
             return False
         self.metrics.leader.set(1)
         try:

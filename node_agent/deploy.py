@@ -43,6 +43,19 @@ def _cluster_role(name: str, rules: list[dict]) -> list[dict]:
     ]
 
 
+def _role(name: str, rules: list[dict], service_account: str) -> list[dict]:
+    """A Role in the agent's namespace and its RoleBinding to ``service_account``, both named ``name``."""
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": name, "namespace": NAMESPACE},
+         "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": name, "namespace": NAMESPACE},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": NAMESPACE}]},
+    ]
+
+
 def detector_rbac() -> list[dict]:
     """The detector reads and marks nodes (its own, by name) and writes Events. Nothing else."""
     return _cluster_role(DETECTOR, [
@@ -65,36 +78,22 @@ def controller_rbac() -> list[dict]:
 
 def controller_lease_rbac(lease_name: str = ControllerConfig().leader_election.lease_name) -> list[dict]:
     """Leader election: the controller's own Lease in its namespace (create it once; then get/update only it)."""
-    name = f"openpod-{CONTROLLER}-leader-election"
-    return [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": name, "namespace": NAMESPACE},
-         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-                   {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease_name],
-                    "verbs": ["get", "update"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": name, "namespace": NAMESPACE},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-         "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": NAMESPACE}]},
-    ]
+    return _role(f"openpod-{CONTROLLER}-leader-election", [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [lease_name],
+         "verbs": ["get", "update"]},
+    ], CONTROLLER)
 
 
 def controller_pair_check_rbac() -> list[dict]:
     """The two-node check (node_agent/pair_runner.py), in the controller's namespace only: create, read and delete
     its Jobs; create their Secret (SSH keys) and headless Service, owned by the Job so the garbage collector deletes
     them (no delete, get or list on Secrets); read the index-0 pod's log. Pods are listed by the cluster role."""
-    name = f"openpod-{CONTROLLER}-pair-check"
-    return [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-         "metadata": {"name": name, "namespace": NAMESPACE},
-         "rules": [{"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "delete"]},
-                   {"apiGroups": [""], "resources": ["secrets", "services"], "verbs": ["create"]},
-                   {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": name, "namespace": NAMESPACE},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-         "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": NAMESPACE}]},
-    ]
+    return _role(f"openpod-{CONTROLLER}-pair-check", [
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "delete"]},
+        {"apiGroups": [""], "resources": ["secrets", "services"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    ], CONTROLLER)
 
 
 PAIR_CHECK_POLICY = "openpod-node-remediation-pair-check"

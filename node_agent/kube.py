@@ -136,6 +136,11 @@ class Cluster(Protocol):
     def pod_log(self, namespace: str, name: str) -> str: ...
 
 
+# The Cluster methods that only read. Every other one writes: the controller lets it through only while it leads
+# (node_agent/leader.py LeaderOnly).
+READS = frozenset({"get_node", "list_nodes", "list_pods_on_node", "job_state", "pod_log"})
+
+
 def _merge(target: dict[str, str], patch: dict[str, str | None] | None) -> None:
     for k, v in (patch or {}).items():
         if v is None:

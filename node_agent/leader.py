@@ -15,8 +15,10 @@ also follows:
   other replica may take over.
 
 It is written here, not taken from ``kubernetes.leaderelection``, because the controller must
-ask "am I still leader?" right before each cloud call (that package only offers start/stop
+ask "am I still leader?" right before each write (that package only offers start/stop
 callbacks on its own threads and time.time()), and the tests drive it with a simulated clock.
+The controller asks it in one place: its Cluster and Cloud are wrapped in :class:`LeaderOnly`,
+which checks before every call that is not a named read.
 """
 
 from __future__ import annotations
@@ -28,6 +30,29 @@ import time
 from datetime import datetime, timezone
 
 log = logging.getLogger("node_agent.leader")
+
+
+class NotLeader(RuntimeError):
+    """This replica's lease ran out: it must not act (another replica may)."""
+
+
+class LeaderOnly:
+    """``inner`` (a Cluster or a Cloud) whose every method except the named ``reads`` first calls ``guard``
+    (which raises :class:`NotLeader` when this replica does not lead): the one door all writes go through, so
+    a write added later is guarded without anyone remembering to. Attributes that are not methods pass as is."""
+
+    def __init__(self, inner, guard, reads: frozenset[str]) -> None:
+        self._inner, self._guard, self._reads = inner, guard, reads
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._inner, name)
+        if name in self._reads or not callable(attr):
+            return attr
+
+        def guarded(*args, **kw):
+            self._guard()
+            return attr(*args, **kw)
+        return guarded
 
 
 class LeaseElector:

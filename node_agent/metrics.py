@@ -34,7 +34,6 @@ class DetectorMetrics:
 
 # Remediations take minutes (reboot + deep check) to hours (DCGM level 4, a drain deadline, an ASG launch).
 DURATION_BUCKETS = (60, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200, 10800, 14400, 21600, 43200, 86400)
-REMEDIATION_OUTCOMES = ("recovered", "replaced", "failed")
 
 
 class ControllerMetrics:

@@ -76,6 +76,13 @@ def held(why: str, now: float) -> str:
     return PairState("held", now, why=why).dump()
 
 
+def hold(taints: list, why: str, now: float) -> tuple[list, dict]:
+    """The taints and annotations that hold a node for the check (``openpod.io/pair-check=pending``, state held):
+    ``taints`` being the node's taints as they are to be written otherwise."""
+    return (with_taint(without_taint(taints, L.PAIR_CHECK_TAINT), L.PAIR_CHECK_TAINT, PENDING),
+            {PAIR_CHECK: held(why, now)})
+
+
 def job_name(node: str, since: float) -> str:
     """A DNS label (the pods' subdomain) unique per node and attempt: node names are too long to embed."""
     return "pair-" + hashlib.sha256(f"{node}/{since}".encode()).hexdigest()[:12]
@@ -88,6 +95,8 @@ class PairChecks:
         self.ctl = controller
         self._waiting_told: set[str] = set()
         self._running: dict[str, str | None] = {}   # group -> the node whose check runs
+        self._listed: list[Node] | None = None      # this pass: the group's nodes, listed at the first peer search
+        self._idle: dict[str, bool] = {}            # this pass: node -> no workload pods on it
 
     # ----------------------------------------------------------------- settings
     def image(self, group: str) -> str | None:
@@ -104,6 +113,7 @@ class PairChecks:
 
     # ---------------------------------------------------------------- reconcile
     def reconcile(self, group: str, members: list[Node]) -> None:
+        self._listed, self._idle = None, {}  # a new pass: peers are looked up again, once
         enabled = self.enabled(group)
         if enabled:
             for n in members:
@@ -143,9 +153,9 @@ class PairChecks:
             return  # stale read
         now = self.ctl.clock()
         why = "new node" if node.has_taint(L.STARTUP_TAINT) else "check requested again"
-        taints = with_taint(without_taint(node.taints, L.PAIR_CHECK_TAINT), L.PAIR_CHECK_TAINT, PENDING)
-        self.ctl._patch(node.name, annotations={PAIR_CHECK: held(why, now)}, taints=taints,
-                        resource_version=node.resource_version)
+        taints, annotations = hold(node.taints, why, now)
+        self.ctl.cluster.patch_node(node.name, annotations=annotations, taints=taints,
+                                    resource_version=node.resource_version)
         self.ctl.cluster.create_event(node.name, "PairCheckHeld", f"{why}: held out of service until its deep "
                                       "check and a two-node all-reduce with a healthy peer pass", "Normal")
 
@@ -168,7 +178,12 @@ class PairChecks:
         healthy nodes there are at all. A group with no healthy node (all its nodes joined at once) pairs two
         held nodes that passed their deep check: once one passes, the others have a healthy peer."""
         healthy, held = [], []
-        for n in self.ctl.cluster.list_nodes({L.INSTANCE_GROUP: group}):
+        # Listed once per pass, when first needed (after this pass's running checks freed their peers): every held
+        # node of the pass searches the same list, and a node's pods are listed at most once. Within a pass only
+        # one check can start per group, so a later search never needs a fresher view.
+        if self._listed is None:
+            self._listed = self.ctl.cluster.list_nodes({L.INSTANCE_GROUP: group})
+        for n in self._listed:
             s = PairState.of(n)
             if n.name == node.name:
                 continue
@@ -182,12 +197,17 @@ class PairChecks:
                 continue
             healthy.append(n)
         for n in sorted(healthy, key=lambda n: (n.labels.get(L.HOT_SPARE) != "true", n.name)):
-            if n.labels.get(L.HOT_SPARE) == "true" or not any(p.evictable for p in
-                                                               self.ctl.cluster.list_pods_on_node(n.name)):
+            if n.labels.get(L.HOT_SPARE) == "true" or self._is_idle(n):
                 return n, len(healthy)
         if not healthy and held:
             return min(held, key=lambda n: n.name), 0
         return None, len(healthy)
+
+    def _is_idle(self, n: Node) -> bool:
+        """No workload pods on ``n`` (its pods listed once per pass)."""
+        if n.name not in self._idle:
+            self._idle[n.name] = not any(p.evictable for p in self.ctl.cluster.list_pods_on_node(n.name))
+        return self._idle[n.name]
 
     def _maybe_start(self, node: Node, s: PairState, group: str, members: list[Node]) -> None:
         if not self._ready(node) or self._running.get(group) not in (None, node.name):
@@ -206,8 +226,8 @@ class PairChecks:
         now = self.ctl.clock()
         run = PairState("running", now, job=job_name(node.name, now), peer=peer.name)
         # Intent first: a restarted controller finds the Job by this name instead of starting a second one.
-        node = self.ctl._patch(node.name, annotations={PAIR_CHECK: run.dump()},
-                               resource_version=node.resource_version)
+        node = self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: run.dump()},
+                                           resource_version=node.resource_version)
         self._running[group] = node.name
         self._waiting_told.discard(node.name)
         self._create(node, run, group)
@@ -219,13 +239,13 @@ class PairChecks:
         objs = pc.job(s.job, self.itype(group, node), (node.name, s.peer), self.image(group),
                       timeout_seconds=int(self.ctl.config.pair_check_timeout_seconds))
         job = next(o for o in objs if o["kind"] == "Job")
-        self.ctl._guard()
         uid = self.ctl.cluster.create_job(job)
         for o in objs:
             if o["kind"] != "Job":  # owned by the Job: the garbage collector removes them with it
                 self.ctl.cluster.create_object(owned_by(o, "Job", s.job, uid))
         s.created = True
-        self.ctl._patch(node.name, annotations={PAIR_CHECK: s.dump()}, resource_version=node.resource_version)
+        self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: s.dump()},
+                                    resource_version=node.resource_version)
 
     def _watch(self, node: Node, s: PairState, group: str) -> None:
         now = self.ctl.clock()
@@ -267,20 +287,19 @@ class PairChecks:
     # ----------------------------------------------------------------- outcomes
     def _retry(self, node: Node, s: PairState, group: str, reason: str, message: str) -> None:
         """The check did not run: back to held, to start again (with whichever peer is idle then)."""
-        self.ctl._guard()
         self.ctl.cluster.delete_job(pc.NAMESPACE, s.job)
-        self.ctl._patch(node.name, annotations={PAIR_CHECK: held(f"retry: {reason}", self.ctl.clock())},
-                        resource_version=node.resource_version)
+        self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: held(f"retry: {reason}", self.ctl.clock())},
+                                    resource_version=node.resource_version)
         self._running[group] = None
         self.ctl.metrics.pair_checks.labels(group, reason).inc()
         self.ctl.cluster.create_event(node.name, "PairCheckRetry", f"{message}; held, and checked again")
 
     def _pass(self, node: Node, s: PairState, group: str, result: str) -> None:
-        self.ctl._guard()
         self.ctl.cluster.delete_job(pc.NAMESPACE, s.job)  # frees the peer's devices now
         done = PairState("passed", self.ctl.clock(), job=s.job, peer=s.peer, created=s.created, result=result)
-        self.ctl._patch(node.name, annotations={PAIR_CHECK: done.dump()},
-                        taints=without_taint(node.taints, L.PAIR_CHECK_TAINT), resource_version=node.resource_version)
+        self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: done.dump()},
+                                    taints=without_taint(node.taints, L.PAIR_CHECK_TAINT),
+                                    resource_version=node.resource_version)
         self._running[group] = None
         self.ctl.metrics.pair_checks.labels(group, "passed").inc()
         old = node.condition(FAILED_CONDITION)
@@ -289,13 +308,12 @@ class PairChecks:
         self.ctl.cluster.create_event(node.name, "PairCheckPassed", f"with {s.peer}: {result}; in service", "Normal")
 
     def _fail(self, node: Node, s: PairState, group: str, reason: str, message: str) -> None:
-        self.ctl._guard()
         self.ctl.cluster.delete_job(pc.NAMESPACE, s.job)
         done = PairState("failed", self.ctl.clock(), job=s.job, peer=s.peer, created=s.created,
                          result=f"{reason}: {message}")
         taints = with_taint(without_taint(node.taints, L.PAIR_CHECK_TAINT), L.PAIR_CHECK_TAINT, FAILED_TAINT_VALUE)
-        self.ctl._patch(node.name, annotations={PAIR_CHECK: done.dump()}, taints=taints,
-                        resource_version=node.resource_version)
+        self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: done.dump()}, taints=taints,
+                                    resource_version=node.resource_version)
         self._running[group] = None
         self.ctl.metrics.pair_checks.labels(group, reason).inc()
         self.ctl.cluster.set_condition(node.name, Condition(FAILED_CONDITION, "True", reason,
@@ -308,7 +326,8 @@ class PairChecks:
     def _release(self, node: Node, group: str, why: str, reason: str) -> None:
         now = self.ctl.clock()
         done = PairState("passed", now, result=f"skipped: {why}")
-        self.ctl._patch(node.name, annotations={PAIR_CHECK: done.dump()},
-                        taints=without_taint(node.taints, L.PAIR_CHECK_TAINT), resource_version=node.resource_version)
+        self.ctl.cluster.patch_node(node.name, annotations={PAIR_CHECK: done.dump()},
+                                    taints=without_taint(node.taints, L.PAIR_CHECK_TAINT),
+                                    resource_version=node.resource_version)
         self.ctl.metrics.pair_checks.labels(group, "skipped").inc()
         self.ctl.cluster.create_event(node.name, reason, f"{why}: released without the two-node check")

@@ -120,7 +120,7 @@ METRICS: tuple[Metric, ...] = (
            "Nodes held out of service until their two-node check passes (waiting or running)"),
     # ------------------------------------------------------------------ training runtime (rank 0 of each job)
     Metric("openpod_train_straggler_score", "gauge", "ratio", ("rank",), JOB_TRAINING,
-           "training/ft/heartbeat.py (export_straggler_metrics, served by each node's local rank 0)",
+           "training/straggler.py (StragglerCollector: local rank 0 of each node reads heartbeats when scraped)",
            "A local rank's last step time / the median over its node's ranks (1.0 = typical)"),
     Metric("openpod_training_seconds", "gauge", "seconds", ("category",), JOB_TRAINING,
            "training/goodput.py (Goodput: the ledger)",

@@ -63,10 +63,7 @@ class Goodput:
         self._g_step = Gauge("openpod_training_step", "Last completed optimizer step", registry=self.registry)
         self._g_ckpt_fail = Gauge("openpod_checkpoint_failures", "Checkpoint saves and tier promotions that failed (this incarnation)",
                                   registry=self.registry)
-        # Filled from the node's heartbeats by the runtime (training/ft/heartbeat.py export_straggler_metrics).
-        self._g_straggler = Gauge("openpod_train_straggler_score", "Rank step time / job median step time",
-                                  ["rank"], registry=self.registry)
-        self.registry._openpod_straggler = self._g_straggler
+        # openpod_train_straggler_score: registered here by the runtime (training/straggler.py, read at scrape).
         if metrics_port is not None and (rank == 0 if serve is None else serve):
             self._http = start_http_server(metrics_port, addr="0.0.0.0", registry=self.registry)
 

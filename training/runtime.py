@@ -136,6 +136,10 @@ class Runtime:
 
             install_stack_dump(ft_dir, self.rank)         # SIGUSR1 -> every thread's stack, for the watchdog
             self.heartbeat = Heartbeat(ft_dir, self.rank)
+            if cfg.metrics_port is not None and self.local_rank == 0:  # this node's ranks' scores, read at scrape
+                from training.straggler import StragglerCollector
+
+                self.goodput.registry.register(StragglerCollector(ft_dir))
             Path(ft_dir, f"pid-{self.rank}").write_text(str(os.getpid()))
         from training.ft.preemption import StopRequest
 
@@ -345,10 +349,6 @@ class Runtime:
         done = step + 1
         if self.heartbeat is not None:
             self.heartbeat.beat(done)
-            if self.cfg.metrics_port is not None and self.local_rank == 0:  # this node's ranks, per rank
-                from training.ft.heartbeat import export_straggler_metrics
-
-                export_straggler_metrics(self.heartbeat.dir, self.goodput.registry)
         faults.kill_point("after_step", done, self.rank)
         if self._stop_now(step):
             self._stop_after(done, model, optimizer, loss)

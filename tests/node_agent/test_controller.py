@@ -489,3 +489,43 @@ def test_remediation_duration_is_observed_from_detection_to_the_end(aws, moto_en
     assert sample("count", "replace", "replaced") == 1 and sample("sum", "replace", "replaced") == 1800
     ctl.reconcile_once()
     assert sample("count", "replace", "replaced") == 1  # once
+
+
+def test_a_replacement_is_observed_once_its_node_goes_even_by_a_restarted_controller(aws, moto_endpoint):
+    """The nodes being replaced are read from the nodes each pass: a controller restarted mid-replacement still
+    observes the replacement when the node goes away."""
+    make, _, _ = aws
+    _, ids = make(3)
+    c, clock = cluster_for(ids), Clock()
+    mark(c, "node-0", fault(Action.REPLACE, "gpu-row-remap-failure"), now=clock())
+    controller(c, moto_endpoint, clock).reconcile_once()
+    assert Remediation.of(c.get_node("node-0")).phase == "replacing"
+    clock.t += 300
+    second = controller(c, moto_endpoint, clock)  # a new process
+    second.reconcile_once()
+    c.remove_node("node-0")
+    second.reconcile_once()
+    assert second.metrics.registry.get_sample_value("openpod_remediation_duration_seconds_count", {
+        "group": "p5", "action": "replace", "outcome": "replaced"}) == 1
+
+
+def test_a_node_no_longer_being_replaced_is_not_counted_as_replaced_when_it_goes_later(aws, moto_endpoint):
+    """An operator stops a replacement (removes the remediation annotation, keeps the node). When the node goes
+    away much later (scaled in), that is no replacement. The old controller remembered every node it had seen
+    replacing until the node went, and counted it as replaced then, with the whole time since the fault."""
+    make, _, _ = aws
+    _, ids = make(3)
+    c, clock = cluster_for(ids), Clock()
+    ctl = controller(c, moto_endpoint, clock)
+    mark(c, "node-0", fault(Action.REPLACE, "gpu-row-remap-failure"), now=clock())
+    ctl.reconcile_once()
+    ctl.reconcile_once()
+    assert Remediation.of(c.get_node("node-0")).phase == "replacing"
+    c.patch_node("node-0", annotations={REMEDIATION: None, FAULT: None},
+                 labels={L.HEALTH_STATUS: L.HEALTH_SCHEDULABLE}, unschedulable=False)
+    ctl.reconcile_once()
+    clock.t += 30 * 86400
+    c.remove_node("node-0")
+    ctl.reconcile_once()
+    assert ctl.metrics.registry.get_sample_value("openpod_remediation_duration_seconds_count", {
+        "group": "p5", "action": "replace", "outcome": "replaced"}) is None

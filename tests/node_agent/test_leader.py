@@ -318,3 +318,78 @@ def test_the_controller_process_takes_the_lease_and_releases_it_on_sigterm(api, 
             p.communicate()
     assert p.returncode == 0, out
     assert not api.leases[key]["spec"].get("holderIdentity")  # released: the other replica takes over at once
+
+
+# ------------------------------------------------------------- every write goes through the guard
+class _Recorder:
+    """A Cluster / Cloud that records every call made on it (and answers reads with nothing)."""
+
+    def __init__(self):
+        self.calls: list[str] = []
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def call(*args, **kw):
+            self.calls.append(name)
+        return call
+
+
+def _standby_controller(api):
+    """A controller whose lease was taken and then ran out (a replica that stopped being leader)."""
+    from node_agent.controller import Controller
+
+    clock = Clock()
+    ctl = Controller(_Recorder(), _Recorder(), clock=clock, elector=elector(api, "ctl-a", clock))
+    assert ctl.elector.try_acquire_or_renew()
+    clock.t += LEASE["renew_deadline"] + 1
+    return ctl
+
+
+def test_every_cluster_and_cloud_write_of_a_replica_that_is_not_leader_is_refused(api):
+    """Writes go through one guarded door: every method of the Cluster and Cloud protocols other than the named
+    reads refuses to run (NotLeader) when the lease has run out, so a write added later cannot forget the check.
+    On the old code the guard was called by hand at some writes: events, conditions, evictions went through."""
+    from node_agent.cloud import READS as CLOUD_READS, Cloud
+    from node_agent.controller import NotLeader
+    from node_agent.kube import READS as CLUSTER_READS, Cluster
+
+    ctl = _standby_controller(api)
+    writes = {"cluster": sorted(set(m for m in vars(Cluster) if not m.startswith("_")) - CLUSTER_READS),
+              "cloud": sorted(set(m for m in vars(Cloud) if not m.startswith("_")) - CLOUD_READS)}
+    assert {"patch_node", "create_event", "set_condition", "evict_pod", "create_job", "create_object",
+            "delete_job"} <= set(writes["cluster"])
+    assert {"reboot", "mark_unhealthy"} <= set(writes["cloud"])
+    for side, methods in writes.items():
+        target = getattr(ctl, side)
+        for m in methods:
+            with pytest.raises(NotLeader):
+                getattr(target, m)("x")
+    assert ctl.cluster.list_nodes() is None and ctl.cloud.instance_topology([]) is None  # reads pass
+    assert ctl.cluster._inner.calls == ["list_nodes"] and ctl.cloud._inner.calls == ["instance_topology"]
+
+
+def test_a_lease_lost_during_the_topology_call_writes_no_ultraserver_label(api):
+    """topology.label_ultraservers wrote node labels without the guard, and the pass swallowed its errors. A
+    slow DescribeInstanceTopology (EC2 throttling and botocore's retries) outlasting the renew deadline let a
+    replica that was no longer leader label nodes. Now the label write is refused and the pass stops. Failed on
+    the old code: the label was written."""
+    from node_agent.controller import Controller
+    from node_agent.kube import InMemoryCluster
+    from tests.node_agent.test_topology import RecordedCloud, node
+
+    clock = Clock()
+    c = InMemoryCluster()
+    c.add_node(node("gb-1", "i-0a00000000000gb01", "p6e-gb200.36xlarge", **{L.INSTANCE_GROUP: "gb200"}))
+
+    class SlowEc2(RecordedCloud):
+        def instance_topology(self, instance_ids):
+            clock.t += LEASE["renew_deadline"] + 1  # the lease thread could not renew meanwhile
+            return super().instance_topology(instance_ids)
+
+    ctl = Controller(c, SlowEc2(), clock=clock, elector=elector(api, "ctl-a", clock))
+    assert ctl.elector.try_acquire_or_renew()
+    assert ctl.tick()
+    assert L.ULTRASERVER_ID not in c.get_node("gb-1").labels
+    assert c.events == []

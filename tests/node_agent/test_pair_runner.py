@@ -420,3 +420,40 @@ def test_a_group_whose_nodes_all_join_at_once_checks_them_against_each_other():
         assert in_service(c.get_node(running))
     assert all(in_service(c.get_node(n)) and state(c, n).phase == "passed" for n in names)
     assert state(c, "node-a").peer == "node-b"                 # the first check paired two held nodes
+
+
+class CountingCluster(InMemoryCluster):
+    """Counts the list calls the controller makes (each one is an API request on a real cluster)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: dict[str, int] = {}
+
+    def list_nodes(self, selector=None):
+        key = "list_nodes(group)" if selector else "list_nodes"
+        self.calls[key] = self.calls.get(key, 0) + 1
+        return super().list_nodes(selector)
+
+    def list_pods_on_node(self, name):
+        self.calls["list_pods_on_node"] = self.calls.get("list_pods_on_node", 0) + 1
+        return super().list_pods_on_node(name)
+
+
+def test_the_peer_search_lists_the_group_and_its_pods_once_per_pass():
+    """20 busy healthy nodes and 5 held nodes waiting for a peer: one pass lists the group's nodes once and each
+    busy node's pods once. The old code searched again for every held node: 5 node lists and 100 pod lists."""
+    c, clock = CountingCluster(), Clock()
+    for i in range(20):
+        c.add_node(healthy(f"busy-{i:02d}"))
+        c.add_pod(Pod("team-a", f"trainer-{i}", f"busy-{i:02d}", {"job": "llm"}, "Job"))
+    for i in range(5):
+        c.add_node(new_node(f"new-{i}"))
+    ctl = Controller(c, None, ControllerConfig(groups=groups()), clock=clock)
+    ctl.reconcile_once()
+    for i in range(5):
+        mark_healthy(c, f"new-{i}", "deep health check passed")
+    c.calls.clear()
+    ctl.reconcile_once()
+    assert all(state(c, f"new-{i}").phase == "held" for i in range(5))
+    assert len(events(c, "PairCheckWaiting")) == 5  # each was looked at
+    assert c.calls == {"list_nodes": 1, "list_nodes(group)": 1, "list_pods_on_node": 20}

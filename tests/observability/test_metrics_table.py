@@ -10,6 +10,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from node_agent.metrics import ControllerMetrics, DetectorMetrics
 from observability.metrics import JOB_CONTROLLER, JOB_DETECTOR, JOB_KUEUE, JOB_TRAINING, METRICS
 from training.goodput import Goodput
+from training.straggler import StragglerCollector
 
 SUFFIX = {"counter": "_total"}  # prometheus_client exposes a counter ``x`` as ``x_total``
 
@@ -23,10 +24,17 @@ def _families(obj) -> dict[str, tuple[str, tuple[str, ...]]]:
     return out
 
 
+def _collected(collector) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The same for a custom collector (families computed at scrape time), from its describe()."""
+    return {f.name: (f.type, tuple(f._labelnames)) for f in collector.describe()}
+
+
 @pytest.fixture(scope="module")
 def registered(tmp_path_factory):
+    training = {**_families(Goodput(tmp_path_factory.mktemp("run"), rank=1)),
+                **_collected(StragglerCollector(tmp_path_factory.mktemp("ft")))}  # registered by the runtime
     return {JOB_DETECTOR: _families(DetectorMetrics()), JOB_CONTROLLER: _families(ControllerMetrics()),
-            JOB_TRAINING: _families(Goodput(tmp_path_factory.mktemp("run"), rank=1))}
+            JOB_TRAINING: training}
 
 
 @pytest.mark.parametrize("job", [JOB_DETECTOR, JOB_CONTROLLER, JOB_TRAINING])
