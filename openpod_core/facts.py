@@ -30,6 +30,15 @@ FACTS: tuple[Fact, ...] = (
         "the EFA network plugin for NCCL the training image builds from source",
     ),
     Fact(
+        "aws-ofi-nccl.commit", "08ad665dec2d1209826cf3e8130dc240b9f4fe1b",
+        "aws/aws-ofi-nccl@v1.14.0:configure.ac:9 (AC_INIT([aws-ofi-nccl], [1.14.0]))", "2026-11-23",
+        "the commit the annotated, PGP-signed tag v1.14.0 (tag object b917bcca0ab02cadee5609f1a4b0d9c426f778ca, "
+        "tagger Ye Xiang, 2025-03-14) points at, read with git in a snapshot of github.com/aws/aws-ofi-nccl. No "
+        "checksum of the release tarball is published, so the training image clones the tag, fails unless HEAD is "
+        "this commit (a commit id hashes the whole tree) and runs ./autogen.sh, as the project's own CI does "
+        "(.github/workflows/distcheck.yaml:99-101 at the tag)",
+    ),
+    Fact(
         "aws-ofi-nccl.nccl-plugin-library", "libnccl-net.so",
         "aws/aws-ofi-nccl@v1.14.0:src/Makefile.am:68 (lib_LTLIBRARIES = libnccl-net.la)", "2026-11-23",
         "the file `make install` puts in <prefix>/lib for NVIDIA builds; v1.15.0 renamed it libnccl-net-ofi.so "
@@ -616,9 +625,6 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                    "listing of their digests was found to cite (third-party Dockerfiles pin "
                                    "devel@sha256:24c8e358... and runtime@sha256:ac55d124..., others older digests of "
                                    "the same tags; not confirmed against the registry)"),
-    ("aws-ofi-nccl tarball checksum", "the training image unpacks the v1.14.0 release tarball from GitHub without "
-                                      "a checksum: none is published in the repository at the tag (tag object "
-                                      "b917bcca, commit 08ad665d) and none was found elsewhere"),
     ("ECR Public mirror of python", "node_agent/Dockerfile pins public.ecr.aws/docker/library/python:"
                                     "3.11-slim-bookworm at Docker Hub's index digest (fact image.python-3.11-slim-"
                                     "bookworm.index-digest); that the ECR Public mirror serves the same digest was "
