@@ -279,8 +279,13 @@ FACTS: tuple[Fact, ...] = (
         "aws-neuron/neuron-helm-charts@1a1d41e:charts/neuron-helm-chart/values.yaml:1,29-60 and "
         "templates/_helpers.tpl (neuron-device-plugin.affinity), chart 1.1.2; @8172e5e (1.0.0):values.yaml:1",
         "2026-11-23",
-        "the pinned 1.3.0's values were not found (see the unverified list); the platform passes neuronInstances "
-        "from its instance table",
+        "the platform pins 1.1.2, the newest chart whose values and affinity helper were read at one commit (1.3.0, "
+        "the earlier pin, was found nowhere), and passes neuronInstances from its instance table. Chart 1.9.0 "
+        "(@b77a6f90bb00dc0ee57d21e35e275b05e26b79c1:charts/neuron-helm-chart/values.yaml, Chart.yaml version 1.9.0; "
+        "1.5.0 @7324cd0, 1.8.0 @cea92c3) keeps neuronInstances and devicePlugin.nodeSelector/tolerations/affinity "
+        "with the same __INSTANCE_TYPE_KEY__/__NEURON_INSTANCES__ placeholders, scheduler.enabled false and "
+        "npd.enabled true by default, and adds draDriver and ultraserverOperator (both off); its templates were "
+        "not read at that version, so moving to it needs that read first",
     ),
     Fact(
         "neuron.scheduler-extension", "contiguous Neuron device allocation with the device plugin needs the Neuron "
@@ -629,10 +634,6 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                     "3.11-slim-bookworm at Docker Hub's index digest (fact image.python-3.11-slim-"
                                     "bookworm.index-digest); that the ECR Public mirror serves the same digest was "
                                     "not checked (a missing digest fails the build, it cannot pull another image)"),
-    ("neuron-helm-chart 1.3.0 values", "the device-plugin placement keys (neuronInstances, devicePlugin.nodeSelector, "
-                                       "devicePlugin.tolerations, devicePlugin.affinity) are read at 1.1.2; no "
-                                       "stored copy of 1.3.0 was found (tests/fixtures/charts/"
-                                       "neuron-helm-chart-1.3.0.yaml)"),
     ("S3 gateway endpoint and ECR image layers", "ECR serves image layers from a bucket it owns, so the S3 "
                                                  "gateway endpoint keeps its default policy "
                                                  "(platform_constructs/network.py); not read in the ECR guide"),
