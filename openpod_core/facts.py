@@ -86,6 +86,31 @@ FACTS: tuple[Fact, ...] = (
         "linux/arm64 among its platforms): the node agent image's base, FROM ...@<digest>",
     ),
     Fact(
+        "image.cuda-12.8.1-cudnn-devel-ubuntu24.04.digest",
+        "sha256:24c8e3581ea6330038b0d374920721983312627f8adbfcf390bdb4b399d280ed",
+        "nebius/nebius-physical-ai@5d757be8803949f280863fb69578eb913e27d555:npa/docker/workbench/alpamayo2-super/"
+        "Dockerfile:3", "2026-11-23",
+        "the training image's build stage, FROM nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04@<digest>: a public "
+        "repository's pin of the same tag (main, 2026-08-22), as no registry listing can be read from here. The "
+        "same commit records the tag's linux/amd64 manifest as sha256:3986465b3dd3b4d602c07061f2cff417e0bfb24810"
+        "129408d4eb12e111015a6c (npa/docker/workbench/cosmos2-transfer/REDISTRIBUTION.md:15-16, read from the "
+        "registry 2026-08-03): a second digest of the same tag is the multi-platform index that manifest belongs "
+        "to, which the arm64 GB200 build needs. That "
+        "it is the index and lists linux/arm64 is inferred (see the unverified list); a digest the registry does "
+        "not hold fails the pull, it cannot fetch another image",
+    ),
+    Fact(
+        "image.cuda-12.8.1-cudnn-runtime-ubuntu24.04.digest",
+        "sha256:ac55d124da4882b497f732d8dfd9a702d5447a5f29d08d56da6f64f0a1eb34bc",
+        "nebius/nebius-physical-ai@cd96527f6bef60aa5a7097c32b7efd019282336b:npa/docker/workbench/openpi-policy/"
+        "Dockerfile:33", "2026-11-23",
+        "the training image's final stage, FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04@<digest>: the same "
+        "repository's pin of the tag (branch codex/antioch-openpi-private-images-20260818T180425Z-698086, "
+        "2026-08-19; its line 3 pins the devel tag at the digest above). 5d757be's REDISTRIBUTION.md:17-18 records "
+        "the tag's linux/amd64 manifest as sha256:9175fa92f96de35a8cfb9493f0dfcf9435c7a597e9d95ad41d2cae382a95e3f9 "
+        "(2026-08-03): this digest is taken as the index, inferred as for the devel image",
+    ),
+    Fact(
         "cuda-image.nccl-held", "apt-mark hold libnccl2",
         "gitlab.com/nvidia/container-images/cuda: dist/<distro>/<version>/runtime/Dockerfile", "2026-11-23",
         "NVIDIA's CUDA images hold libnccl2, so installing another version with apt-get -y needs "
@@ -625,11 +650,14 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
     ("currency of the add-on pins", "the guide's tables were read in copies of unknown crawl date (the newest "
                                     "found is named in each fact); a live check is `openpod preflight` "
                                     "(describe-addon-versions)"),
-    ("training image base images", "training/Dockerfile builds FROM nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04 "
-                                   "and runs FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04 by tag: no registry "
-                                   "listing of their digests was found to cite (third-party Dockerfiles pin "
-                                   "devel@sha256:24c8e358... and runtime@sha256:ac55d124..., others older digests of "
-                                   "the same tags; not confirmed against the registry)"),
+    ("CUDA base image digests are indexes", "training/Dockerfile pins nvidia/cuda:12.8.1-cudnn-{devel,runtime}-"
+                                             "ubuntu24.04 at sha256:24c8e358... and sha256:ac55d124... (facts "
+                                             "image.cuda-12.8.1-cudnn-*-ubuntu24.04.digest), taken from a public "
+                                             "repository's pins; that they are the tags' multi-platform indexes "
+                                             "with a linux/arm64 entry (the GB200 build) is inferred from their "
+                                             "differing from the recorded linux/amd64 manifests, not read from the "
+                                             "registry (Docker Hub and NGC are out of reach here): `docker "
+                                             "buildx imagetools inspect` on the pinned reference checks it"),
     ("ECR Public mirror of python", "node_agent/Dockerfile pins public.ecr.aws/docker/library/python:"
                                     "3.11-slim-bookworm at Docker Hub's index digest (fact image.python-3.11-slim-"
                                     "bookworm.index-digest); that the ECR Public mirror serves the same digest was "

@@ -115,3 +115,16 @@ def test_aws_ofi_nccl_is_built_from_the_commit_its_release_tag_names():
     # configure adds -Werror when it finds a .git directory (configure.ac:242-245 at the tag) unless told not to.
     assert "--disable-werror" in build
     assert "aws-ofi-nccl tarball" not in UNVERIFIED_TEXT
+
+
+def test_the_cuda_base_images_are_pinned_by_the_digests_in_the_facts_register():
+    # Both stages of the training image, by digest: a moved tag cannot change what is built, and a digest the
+    # registry does not hold fails the pull instead of fetching another image.
+    text = DOCKERFILES["training"].read_text()
+    refs = base_images(text)
+    assert refs == [
+        f"nvidia/cuda:{args(text)['CUDA_VERSION']}-cudnn-devel-ubuntu24.04@{value('image.cuda-12.8.1-cudnn-devel-ubuntu24.04.digest')}",
+        f"nvidia/cuda:{args(text)['CUDA_VERSION']}-cudnn-runtime-ubuntu24.04@{value('image.cuda-12.8.1-cudnn-runtime-ubuntu24.04.digest')}",
+    ]
+    assert args(text)["CUDA_VERSION"] == "12.8.1"  # the digests are those of the 12.8.1 tags: bump them together
+    assert "training image base images" not in UNVERIFIED_TEXT
