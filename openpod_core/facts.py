@@ -155,12 +155,22 @@ FACTS: tuple[Fact, ...] = (
         "read in the Simplified Chinese translation",
     ),
     Fact(
-        "neuron.trn2.specs", "trn2(-16).48xlarge: 16 Trainium2, 192 vCPUs, 2,048 GiB host memory, 1,536 GiB device "
-        "memory (96 per device), 3,200 Gbps EFA; u-trn2x64 UltraServer = 4 such instances",
-        "aws-neuron/aws-neuron-sdk@2086a70af5c17f5d11e407e9c1df0afb8fb5965c:general/arch/neuron-hardware/"
-        "trn2-arch.rst (Trn2 instance specifications)", "2026-11-23",
-        "the table's trn2.48xlarge row; 16 cards (fact vpc-cni.network-cards) x 200 Gbps is 3,200 / 16. The page "
-        "does not name trn2u.48xlarge: the trn2u row assumes the UltraServer's instances are trn2-16 instances",
+        "neuron.trn2.specs", "trn2.48xlarge and trn2u.48xlarge: 16 Trainium2, 192 vCPUs, 2,048 GiB host memory, "
+        "1,536 GiB device memory (96 per device), 3,200 Gbps EFAv3; a Trn2 UltraServer = 4 trn2u.48xlarge",
+        "aws-neuron/aws-neuron-sdk@81ce03ae261e12925e53437a0f690478e6366155:about-neuron/arch/neuron-hardware/"
+        "trn2-arch.rst:27,46,68-104 (Trn2 instance specifications)", "2026-11-23",
+        "one column for both types; 16 cards (fact vpc-cni.network-cards, trn2 only) x 200 Gbps is 3,200 / 16. "
+        "An older copy (@2086a70, general/arch/...) named only trn2.48xlarge",
+    ),
+    Fact(
+        "neuron.sysfs.hardware-counters", "/sys/devices/virtual/neuron_device/neuron<N>/stats/hardware/"
+        "{mem_ecc_uncorrected,mem_ecc_repairable_uncorrected,sram_ecc_uncorrected}: one file per counter, printing "
+        "a count",
+        "aws-neuron/aws-neuron-driver@fca19f7df31b44cbbffaf121230a66df6f59d118:neuron_sysfs_metrics.c:146-150,"
+        "328-360,927-955 (driver 2.24.7.0+2); v2/neuron_dhal_v2.c:849-857", "2026-11-23",
+        "the driver adds the three as attributes of the stats/hardware node of each device's kobject, not as the "
+        "{total,present} counter directories the sysfs user guide draws for other counters (and its text, "
+        "line 119, implied for these); node_agent/neuron.py reads the file, or <counter>/total if a directory",
     ),
     Fact(
         "neuron.trn1.specs", "trn1.2xlarge: 1 Trainium, 8 vCPUs, 32 GiB host memory; trn1.32xlarge / "
@@ -625,10 +635,11 @@ FACTS: tuple[Fact, ...] = (
 # Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody
 # mistakes them for checked ones. Each says what the code assumes today.
 UNVERIFIED: tuple[tuple[str, str], ...] = (
-    ("trn2u.48xlarge network cards and EFA", "the table copies trn2.48xlarge (16 cards, 16 x 200 Gbps EFA, "
-                                             "4 x 1900 GB NVMe); the VPC CNI's limits table has no trn2u row, "
-                                             "EC2's EFA page was not read for it, and the Neuron page describes the "
-                                             "u-trn2x64 UltraServer as four trn2-16 instances without naming trn2u"),
+    ("trn2u.48xlarge network cards and NVMe", "the table copies trn2.48xlarge's 16 network cards (16 x 200 Gbps) "
+                                              "and 4 x 1900 GB NVMe; the Neuron page confirms trn2u's vCPUs, "
+                                              "memory and 3,200 Gbps EFA (fact neuron.trn2.specs), but the VPC "
+                                              "CNI's limits table has no trn2u row and EC2's pages were not read "
+                                              "for its cards or instance store"),
     ("p5en.48xlarge EFA bandwidth", "16 cards confirmed (fact vpc-cni.network-cards); the table's 16 x 200 = 3200 "
                                     "Gbps was not read in EC2's pages"),
     ("GPU rows' vCPUs, memory and GPU memory", "p4d/p4de/p5/p5e/p5en/p6-b200/p6e-gb200 vcpus, memory_gib and "
@@ -665,9 +676,6 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
     ("S3 gateway endpoint and ECR image layers", "ECR serves image layers from a bucket it owns, so the S3 "
                                                  "gateway endpoint keeps its default policy "
                                                  "(platform_constructs/network.py); not read in the ECR guide"),
-    ("Neuron sysfs hardware counters path", "read as /sys/devices/virtual/neuron_device/neuron<N>/stats/hardware/"
-                                            "<counter>/total (the guide's text, line 119); its tree draws stats/ at "
-                                            "the top level; not checked on a Trainium node"),
     ("AMP scraper and tls_config", "the Kueue job sets tls_config.insecure_skip_verify (Kueue's self-signed "
                                    "serving certificate); the AMP guide's list of allowed config sections (global, "
                                    "scrape_config, static_config, relabel_config, metric_relabel_configs, "

@@ -95,6 +95,7 @@ def test_unknown_type_suggests_the_nearest_names():
 @pytest.mark.parametrize("name, vcpus, ram, count, mem, efa_gbps", [
     # facts: neuron.trn2.specs, neuron.trn1.specs (aws-neuron-sdk architecture pages)
     ("trn2.48xlarge", 192, 2048, 16, 96, 3200),
+    ("trn2u.48xlarge", 192, 2048, 16, 96, 3200),
     ("trn1.32xlarge", 128, 512, 16, 32, 800),
     ("trn1n.32xlarge", 128, 512, 16, 32, 1600),
 ])
