@@ -252,6 +252,17 @@ FACTS: tuple[Fact, ...] = (
         "(vX.Y.Z-eksbuild.N) are not listed in this repository",
     ),
     Fact(
+        "ecr.image-layers-s3-gateway", "ECR serves image layers from S3 bucket arn:aws:s3:::prod-<region>-starport-"
+        "layer-bucket/*, so pulls from a private subnet need the com.amazonaws.<region>.s3 gateway endpoint; its "
+        "Full Access policy may be used (a minimal one allows that bucket's objects)",
+        "awsdocs/amazon-ecr-user-guide@8f2dbe9266f0999ac2fe428834588c18657e7e36:doc_source/vpc-endpoints.md:83-105",
+        "2026-11-23",
+        "the ECR guide's source as archived in June 2023 (the repository stopped there; the page lives on at "
+        "https://docs.aws.amazon.com/AmazonECR/latest/userguide/vpc-endpoints.html). The bucket is ECR's, not the "
+        "account's, so platform_constructs/network.py keeps the gateway endpoint's default policy rather than the "
+        "account condition its interface endpoints carry",
+    ),
+    Fact(
         "eks.vpc-cni.network-policy", '{"enableNetworkPolicy": "true"} in the vpc-cni add-on configuration values',
         "https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html", "2026-11-23",
         "the VPC CNI's network-policy agent (VPC CNI >= 1.14) is off by default; without it NetworkPolicy "
@@ -673,9 +684,6 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                     "3.11-slim-bookworm at Docker Hub's index digest (fact image.python-3.11-slim-"
                                     "bookworm.index-digest); that the ECR Public mirror serves the same digest was "
                                     "not checked (a missing digest fails the build, it cannot pull another image)"),
-    ("S3 gateway endpoint and ECR image layers", "ECR serves image layers from a bucket it owns, so the S3 "
-                                                 "gateway endpoint keeps its default policy "
-                                                 "(platform_constructs/network.py); not read in the ECR guide"),
     ("AMP scraper and tls_config", "the Kueue job sets tls_config.insecure_skip_verify (Kueue's self-signed "
                                    "serving certificate); the AMP guide's list of allowed config sections (global, "
                                    "scrape_config, static_config, relabel_config, metric_relabel_configs, "
