@@ -125,8 +125,8 @@ FACTS: tuple[Fact, ...] = (
         "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html#efa-for-p6e", "2026-11-23",
         "read in AWS's Simplified Chinese translation of the page (docs.aws.amazon.com/zh_cn/...); its example text "
         "says an EFA interface on NCI 0 while the same page and the EKS guide say NCI 0 is ENA-only (type "
-        "interface). The 8 x 200 Gbps alternative puts EFA-only on all odd NCIs. No EC2 figure of 3200 Gbps was "
-        "found for this type",
+        "interface). The 8 x 200 Gbps alternative puts EFA-only on all odd NCIs. EC2's network table gives the "
+        "instance 3200 Gbps (fact ec2.network-bandwidth)",
     ),
     Fact(
         "eks.p6e-gb200.efa-devices", "up to 17 network cards, primary NCI 0 of type interface (up to 100 Gbps ENA); "
@@ -178,6 +178,27 @@ FACTS: tuple[Fact, ...] = (
         "aws-neuron/aws-neuron-sdk@60224f42a7f48ab478ad85d864464345d7b3cefa:general/arch/neuron-hardware/"
         "trn1-arch.rst (Trn1/Trn1n Architecture table)", "2026-11-23",
         "the table's trn1 rows (8 x 100 and 16 x 100 Gbps)",
+    ),
+    Fact(
+        "ec2.describe-instance-types.recorded", "p5.48xlarge: 192 vCPUs, 2,097,152 MiB, 8 x H100 of 81,920 MiB, "
+        "instance store 30,400 GB in total, 32 EFA interfaces at most; trn1.2xlarge: 8 vCPUs, 32,768 MiB, 1 "
+        "Trainium of 32,768 MiB, instance store 474 GB",
+        "aws/karpenter-provider-aws@1d927085dd81a9df9301e613f371dac5b4d16bfe:pkg/fake/"
+        "zz_generated.describe_instance_types.go:652-700,1034-1081", "2026-11-23",
+        "EC2's DescribeInstanceTypes output as Karpenter's generator recorded it (hack/code/instancetype_testdata_gen/"
+        "main.go:91-109; file regenerated 2026-07-20). Corrected the table's p5.48xlarge instance store (8 x 3840 "
+        "= 30,720 GB) to 8 x 3800 and trn1.2xlarge's 475 GB to 474",
+    ),
+    Fact(
+        "ec2.network-bandwidth", "Gbps: p4d/p4de.24xlarge 400, p5.4xlarge 100, p5/p5e/p5en.48xlarge 3200, "
+        "p6-b200.48xlarge 3200, p6e-gb200.36xlarge 3200, trn1.32xlarge 800, trn1n.32xlarge 1600, "
+        "trn2.48xlarge 3200, trn2u.48xlarge 3200",
+        "aws/karpenter-provider-aws@1d927085dd81a9df9301e613f371dac5b4d16bfe:pkg/providers/instancetype/"
+        "zz_generated.bandwidth.go:1229,1379-1380,1405-1414", "2026-11-23",
+        "generated from the network tables of https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html "
+        "(hack/code/bandwidth_gen/main.go:41; file regenerated 2026-08-18). p5en's 3200 over its 16 cards is the "
+        "table's 200 per card; p6e-gb200's 3200 is the whole instance, of which the platform's one EFA-only "
+        "interface per GPU (fact ec2.p6e-gb200.efa-layout) carries 1600",
     ),
     Fact(
         "vpc-cni.network-cards", "NetworkCards per type: p4d/p4de.24xlarge 4, p5.48xlarge 32, p5e.48xlarge 32, "
@@ -651,14 +672,16 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                               "memory and 3,200 Gbps EFA (fact neuron.trn2.specs), but the VPC "
                                               "CNI's limits table has no trn2u row and EC2's pages were not read "
                                               "for its cards or instance store"),
-    ("p5en.48xlarge EFA bandwidth", "16 cards confirmed (fact vpc-cni.network-cards); the table's 16 x 200 = 3200 "
-                                    "Gbps was not read in EC2's pages"),
-    ("GPU rows' vCPUs, memory and GPU memory", "p4d/p4de/p5/p5e/p5en/p6-b200/p6e-gb200 vcpus, memory_gib and "
-                                               "accelerator_memory_gib (e.g. p6e-gb200 144 vCPUs, 960 GiB, 185 GiB "
-                                               "per GPU) were not compared with EC2's accelerated-computing "
-                                               "specifications table"),
-    ("instance-store sizes other than p6e-gb200", "nvme_count x nvme_gb of the other rows (e.g. p5 8 x 3840 GB, "
-                                                  "trn2 4 x 1900 GB) not compared with EC2's instance-store table"),
+    ("GPU rows' vCPUs, memory and GPU memory", "p4d/p4de/p5e/p5en/p6-b200/p6e-gb200 and p5.4xlarge vcpus, "
+                                               "memory_gib and accelerator_memory_gib (e.g. p6e-gb200 144 vCPUs, "
+                                               "960 GiB, 185 GiB per GPU) were not compared with EC2's "
+                                               "specifications; p5.48xlarge's were (fact "
+                                               "ec2.describe-instance-types.recorded)"),
+    ("instance-store sizes of the other rows", "nvme_count x nvme_gb of the rows other than p5.48xlarge, "
+                                               "trn1.2xlarge (fact ec2.describe-instance-types.recorded) and "
+                                               "p6e-gb200 (e.g. p5e/p5en/p6-b200 8 x 3840 GB, trn2 4 x 1900 GB) not "
+                                               "compared with EC2's instance-store table; p5.48xlarge's were 3840 "
+                                               "per device, EC2's total says 3800"),
     ("aws-fsx-csi-driver add-on availability", "pinned v1.7.0-eksbuild.1 (fact eks.addon.aws-fsx-csi-driver) is "
                                                "a real add-on version, but whether EKS offers it for each allowed "
                                                "eks.version was not read anywhere (aws/containers-roadmap#2625: the "
@@ -688,7 +711,12 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                    "serving certificate); the AMP guide's list of allowed config sections (global, "
                                    "scrape_config, static_config, relabel_config, metric_relabel_configs, "
                                    "kubernetes_sd_config) does not name tls_config. If CreateScraper refuses it, the "
-                                   "scraper (and the deploy) fails; then set observability.collector to in-cluster"),
+                                   "scraper (and the deploy) fails; then set observability.collector to in-cluster. "
+                                   "CloudWatch's managed Prometheus collectors, a different service, do list "
+                                   "tls_config "
+                                   "(https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/managed-"
+                                   "prometheus-collectors-scraper-configuration.html, read 2026-11-23); that says "
+                                   "nothing certain about AMP's CreateScraper"),
     ("AMP scraper and Kueue's metrics", "the scraper's bearer token (the documented credentials_file form, see "
                                         "fact amp.scraper.authorization) passes Kueue's TokenReview and "
                                         "SubjectAccessReview as aps-collector-user; the AMP guide shows it only "
