@@ -690,8 +690,11 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                                "preflight` checks it against describe-addon-versions"),
     ("eks-pod-identity-agent add-on version", "pinned v1.3.9-eksbuild.3; the EKS guide publishes no version "
                                               "table for this add-on (pod-id-agent-setup and add-ons-pod-id pages "
-                                              "read), so neither the string nor its currency is checked; "
-                                              "`openpod preflight` checks it against describe-addon-versions"),
+                                              "read). Public Terraform configurations pin the same string next "
+                                              "to Kubernetes 1.33/1.34 add-ons (e.g. kube-proxy v1.34.0-eksbuild.4; "
+                                              "found by text search, 2026-11-23), so it is a real add-on version, "
+                                              "but no AWS source and nothing on its currency; `openpod preflight` "
+                                              "checks it against describe-addon-versions"),
     ("currency of the add-on pins", "the guide's tables were read in copies of unknown crawl date (the newest "
                                     "found is named in each fact); a live check is `openpod preflight` "
                                     "(describe-addon-versions)"),
@@ -703,6 +706,15 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                              "differing from the recorded linux/amd64 manifests, not read from the "
                                              "registry (Docker Hub and NGC are out of reach here): `docker "
                                              "buildx imagetools inspect` on the pinned reference checks it"),
+    ("GB200 ComputeDomains on a cluster", "the platform installs nvidia-dra-driver-gpu 25.12.0 with ComputeDomains "
+                                          "only (GPUs stay with the device plugin), the kubelet plugin on the "
+                                          "multi-node-NVLink types and the controller on the system group (facts "
+                                          "chart.nvidia-dra-driver-gpu*, dra.compute-domain.*), where the EKS "
+                                          "guide installs 25.8.0; that a ComputeDomain forms, its IMEX daemons "
+                                          "start and pods get channels on P6e-GB200 nodes of the AL2023 NVIDIA AMI "
+                                          "needs a real UltraServer capacity block and was never run"),
+    ("Neuron chart 1.1.2 on a cluster", "the device plugin image chart 1.1.2 ships was not read (only its values' "
+                                        "placement keys); that it advertises trn2u.48xlarge devices was not tried"),
     ("ECR Public mirror of python", "node_agent/Dockerfile pins public.ecr.aws/docker/library/python:"
                                     "3.11-slim-bookworm at Docker Hub's index digest (fact image.python-3.11-slim-"
                                     "bookworm.index-digest); that the ECR Public mirror serves the same digest was "
