@@ -108,7 +108,10 @@ FACTS: tuple[Fact, ...] = (
         "repository's pin of the tag (branch codex/antioch-openpi-private-images-20260818T180425Z-698086, "
         "2026-08-19; its line 3 pins the devel tag at the digest above). 5d757be's REDISTRIBUTION.md:17-18 records "
         "the tag's linux/amd64 manifest as sha256:9175fa92f96de35a8cfb9493f0dfcf9435c7a597e9d95ad41d2cae382a95e3f9 "
-        "(2026-08-03): this digest is taken as the index, inferred as for the devel image",
+        "(2026-08-03). A second, unrelated repository pins the same digest and calls it 'the multi-architecture "
+        "manifest-list digest' of the tag, resolved with docker buildx imagetools inspect "
+        "(mercallureAI/local-multimodal-infra@a2cc8b092004f851ccaac55eea530d13a946495b:docs/"
+        "implementation-notes.md:45-47,77-83, 2026-07-21; its Dockerfile.nvidia:1,28)",
     ),
     Fact(
         "cuda-image.nccl-held", "apt-mark hold libnccl2",
@@ -700,12 +703,13 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                     "(describe-addon-versions)"),
     ("CUDA base image digests are indexes", "training/Dockerfile pins nvidia/cuda:12.8.1-cudnn-{devel,runtime}-"
                                              "ubuntu24.04 at sha256:24c8e358... and sha256:ac55d124... (facts "
-                                             "image.cuda-12.8.1-cudnn-*-ubuntu24.04.digest), taken from a public "
-                                             "repository's pins; that they are the tags' multi-platform indexes "
-                                             "with a linux/arm64 entry (the GB200 build) is inferred from their "
-                                             "differing from the recorded linux/amd64 manifests, not read from the "
-                                             "registry (Docker Hub and NGC are out of reach here): `docker "
-                                             "buildx imagetools inspect` on the pinned reference checks it"),
+                                             "image.cuda-12.8.1-cudnn-*-ubuntu24.04.digest), taken from public "
+                                             "repositories' pins: one of them resolved the runtime digest as the "
+                                             "tag's manifest list; the devel digest is taken as its tag's index "
+                                             "because it differs from the recorded linux/amd64 manifest. That both "
+                                             "list linux/arm64 (the GB200 build) was not read: Docker Hub and NGC "
+                                             "are out of reach here; `docker buildx imagetools inspect` on each "
+                                             "pinned reference checks it"),
     ("GB200 ComputeDomains on a cluster", "the platform installs nvidia-dra-driver-gpu 25.12.0 with ComputeDomains "
                                           "only (GPUs stay with the device plugin), the kubelet plugin on the "
                                           "multi-node-NVLink types and the controller on the system group (facts "
