@@ -297,7 +297,9 @@ COREDNS_ADDON: dict[str, str] = {v: fact_value(f"eks.addon.coredns.{v}") for v i
 DEFAULT_CHARTS: dict[str, str] = {
     "aws-efa-k8s-device-plugin": "v0.5.14",
     "nvidia-device-plugin": "0.17.4",
-    "neuron-helm-chart": "1.3.0",
+    # The newest version whose values were read (facts: chart.neuron-helm-chart.device-plugin-affinity); 1.3.0's
+    # were never found.
+    "neuron-helm-chart": "1.1.2",
     "nvidia-dra-driver-gpu": "25.12.0",  # facts: chart.nvidia-dra-driver-gpu
     "kueue": "0.19.2",
     "jobset": "0.12.0",

@@ -2,11 +2,11 @@
 
 Sources (checked 2026-11-23): ``neuron-ls -j`` prints a JSON list, one object per device keyed
 ``neuron_device`` (aws-neuron/aws-neuron-sdk@v2.32.0:tools/neuron-sys-tools/neuron-ls.rst:29,212-216);
-the driver keeps per-device counters under ``/sys/devices/virtual/neuron_device/neuron<N>/``, each a
-directory with ``total`` (since the driver loaded) and ``present`` files, and ``stats/hardware/`` holds
-``mem_ecc_uncorrected`` (unrepairable DRAM), ``mem_ecc_repairable_uncorrected`` and ``sram_ecc_uncorrected``
-(tools/neuron-sys-tools/neuron-sysfs-user-guide.rst:24-52,119-123,185-191). The guide's tree draws ``stats``
-at the top level; its text (line 119) puts per-device directories under ``neuron<N>/``, as read here.
+the driver gives each device ``/sys/devices/virtual/neuron_device/neuron<N>/stats/hardware/`` with one file per
+hardware counter, ``mem_ecc_uncorrected`` (unrepairable DRAM), ``mem_ecc_repairable_uncorrected`` and
+``sram_ecc_uncorrected``, each printing a count (aws-neuron/aws-neuron-driver@fca19f7:neuron_sysfs_metrics.c:146-150,
+328-360,927-955). The sysfs user guide (tools/neuron-sys-tools/neuron-sysfs-user-guide.rst:119-123,185-191) draws
+counters as directories with ``total`` and ``present``; that shape is read too.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def check_neuron(devices: list[dict], itype: InstanceType | None) -> list[Findin
 
 
 def read_hw_counters(sys_root: Path) -> dict[int, dict[str, int]]:
-    """``total`` of each hardware counter per Neuron device; {} when the driver's sysfs tree is absent."""
+    """Each hardware counter's count per Neuron device; {} when the driver's sysfs tree is absent."""
     base = Path(sys_root) / SYSFS_DEVICES
     out: dict[int, dict[str, int]] = {}
     if not base.is_dir():
@@ -62,7 +62,9 @@ def read_hw_counters(sys_root: Path) -> dict[int, dict[str, int]]:
             continue
         counts = {}
         for c in HW_COUNTERS:
-            f = d / "stats" / "hardware" / c / "total"
+            f = d / "stats" / "hardware" / c
+            if f.is_dir():  # the guide's counter-directory shape
+                f = f / "total"
             if f.is_file():
                 counts[c] = int(f.read_text().strip() or 0)
         out[int(m.group(1))] = counts
@@ -76,5 +78,5 @@ def check_hw_counters(counters: dict[int, dict[str, int]]) -> list[Finding]:
         for c, total in counts.items():
             if total > 0:
                 out.append(rule(_COUNTER_RULES[c]).finding(
-                    f"neuron{device} stats/hardware/{c}/total = {total}", str(device), counter=c, total=total))
+                    f"neuron{device} stats/hardware/{c} = {total}", str(device), counter=c, total=total))
     return out

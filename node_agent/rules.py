@@ -44,7 +44,8 @@ FABRIC = ("NVML nvmlGpuFabricInfo_t / nvidia-smi -q Fabric State+Status; Not Sta
           "stuck when Fabric Manager is down (NVIDIA/NVSentinel#883, #889; checked 2026-11-23)")
 DEEP = "openpod deep health check"
 NEURON_SYSFS = ("AWS Neuron sysfs user guide, stats/hardware counters (aws-neuron/aws-neuron-sdk@v2.32.0:"
-                "tools/neuron-sys-tools/neuron-sysfs-user-guide.rst:185-191, checked 2026-11-23)")
+                "tools/neuron-sys-tools/neuron-sysfs-user-guide.rst:185-191), one file each in the driver "
+                "(aws-neuron/aws-neuron-driver@fca19f7:neuron_sysfs_metrics.c:146-150,927-955), checked 2026-11-23")
 
 
 @dataclass(frozen=True)
@@ -295,14 +296,14 @@ _add(
          S.CRITICAL, A.REBOOT, TABLE),
     Rule("neuron-tool-missing", "neuron", "neuron-ls unavailable on a Neuron instance type", "neuron-driver-missing",
          S.CRITICAL, A.REBOOT, TABLE, "nothing on CPU/GPU nodes"),
-    Rule("neuron-hbm-ecc-uncorrected", "neuron", "sysfs neuron<N>/stats/hardware/mem_ecc_uncorrected/total > 0",
+    Rule("neuron-hbm-ecc-uncorrected", "neuron", "sysfs neuron<N>/stats/hardware/mem_ecc_uncorrected > 0",
          "neuron-hbm-uncorrectable", S.CRITICAL, A.REPLACE, NEURON_SYSFS,
          "unrepairable uncorrected DRAM ECC events; same fault and action as NEURON_HW_ERR=HBM_UNCORRECTABLE_ERROR"),
-    Rule("neuron-sram-ecc-uncorrected", "neuron", "sysfs neuron<N>/stats/hardware/sram_ecc_uncorrected/total > 0",
+    Rule("neuron-sram-ecc-uncorrected", "neuron", "sysfs neuron<N>/stats/hardware/sram_ecc_uncorrected > 0",
          "neuron-sram-uncorrectable", S.CRITICAL, A.REPLACE, NEURON_SYSFS,
          "same fault and action as NEURON_HW_ERR=SRAM_UNCORRECTABLE_ERROR"),
     Rule("neuron-hbm-ecc-repairable", "neuron",
-         "sysfs neuron<N>/stats/hardware/mem_ecc_repairable_uncorrected/total > 0", "neuron-hbm-repairable",
+         "sysfs neuron<N>/stats/hardware/mem_ecc_repairable_uncorrected > 0", "neuron-hbm-repairable",
          S.WARNING, A.NONE, NEURON_SYSFS, "watched: the guide does not say what repairs it or when"),
     Rule("efa-count", "efa", "EFA devices in /sys/class/infiniband < EFA cards of the instance type",
          "efa-device-missing", S.CRITICAL, A.REBOOT, TABLE, "nothing on instance types without EFA"),

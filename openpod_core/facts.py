@@ -30,6 +30,15 @@ FACTS: tuple[Fact, ...] = (
         "the EFA network plugin for NCCL the training image builds from source",
     ),
     Fact(
+        "aws-ofi-nccl.commit", "08ad665dec2d1209826cf3e8130dc240b9f4fe1b",
+        "aws/aws-ofi-nccl@v1.14.0:configure.ac:9 (AC_INIT([aws-ofi-nccl], [1.14.0]))", "2026-11-23",
+        "the commit the annotated, PGP-signed tag v1.14.0 (tag object b917bcca0ab02cadee5609f1a4b0d9c426f778ca, "
+        "tagger Ye Xiang, 2025-03-14) points at, read with git in a snapshot of github.com/aws/aws-ofi-nccl. No "
+        "checksum of the release tarball is published, so the training image clones the tag, fails unless HEAD is "
+        "this commit (a commit id hashes the whole tree) and runs ./autogen.sh, as the project's own CI does "
+        "(.github/workflows/distcheck.yaml:99-101 at the tag)",
+    ),
+    Fact(
         "aws-ofi-nccl.nccl-plugin-library", "libnccl-net.so",
         "aws/aws-ofi-nccl@v1.14.0:src/Makefile.am:68 (lib_LTLIBRARIES = libnccl-net.la)", "2026-11-23",
         "the file `make install` puts in <prefix>/lib for NVIDIA builds; v1.15.0 renamed it libnccl-net-ofi.so "
@@ -77,6 +86,34 @@ FACTS: tuple[Fact, ...] = (
         "linux/arm64 among its platforms): the node agent image's base, FROM ...@<digest>",
     ),
     Fact(
+        "image.cuda-12.8.1-cudnn-devel-ubuntu24.04.digest",
+        "sha256:24c8e3581ea6330038b0d374920721983312627f8adbfcf390bdb4b399d280ed",
+        "nebius/nebius-physical-ai@5d757be8803949f280863fb69578eb913e27d555:npa/docker/workbench/alpamayo2-super/"
+        "Dockerfile:3", "2026-11-23",
+        "the training image's build stage, FROM nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04@<digest>: a public "
+        "repository's pin of the same tag (main, 2026-08-22), as no registry listing can be read from here. The "
+        "same commit records the tag's linux/amd64 manifest as sha256:3986465b3dd3b4d602c07061f2cff417e0bfb24810"
+        "129408d4eb12e111015a6c (npa/docker/workbench/cosmos2-transfer/REDISTRIBUTION.md:15-16, read from the "
+        "registry 2026-08-03): a second digest of the same tag is the multi-platform index that manifest belongs "
+        "to, which the arm64 GB200 build needs. That "
+        "it is the index and lists linux/arm64 is inferred (see the unverified list); a digest the registry does "
+        "not hold fails the pull, it cannot fetch another image",
+    ),
+    Fact(
+        "image.cuda-12.8.1-cudnn-runtime-ubuntu24.04.digest",
+        "sha256:ac55d124da4882b497f732d8dfd9a702d5447a5f29d08d56da6f64f0a1eb34bc",
+        "nebius/nebius-physical-ai@cd96527f6bef60aa5a7097c32b7efd019282336b:npa/docker/workbench/openpi-policy/"
+        "Dockerfile:33", "2026-11-23",
+        "the training image's final stage, FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04@<digest>: the same "
+        "repository's pin of the tag (branch codex/antioch-openpi-private-images-20260818T180425Z-698086, "
+        "2026-08-19; its line 3 pins the devel tag at the digest above). 5d757be's REDISTRIBUTION.md:17-18 records "
+        "the tag's linux/amd64 manifest as sha256:9175fa92f96de35a8cfb9493f0dfcf9435c7a597e9d95ad41d2cae382a95e3f9 "
+        "(2026-08-03). A second, unrelated repository pins the same digest and calls it 'the multi-architecture "
+        "manifest-list digest' of the tag, resolved with docker buildx imagetools inspect "
+        "(mercallureAI/local-multimodal-infra@a2cc8b092004f851ccaac55eea530d13a946495b:docs/"
+        "implementation-notes.md:45-47,77-83, 2026-07-21; its Dockerfile.nvidia:1,28)",
+    ),
+    Fact(
         "cuda-image.nccl-held", "apt-mark hold libnccl2",
         "gitlab.com/nvidia/container-images/cuda: dist/<distro>/<version>/runtime/Dockerfile", "2026-11-23",
         "NVIDIA's CUDA images hold libnccl2, so installing another version with apt-get -y needs "
@@ -91,8 +128,8 @@ FACTS: tuple[Fact, ...] = (
         "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html#efa-for-p6e", "2026-11-23",
         "read in AWS's Simplified Chinese translation of the page (docs.aws.amazon.com/zh_cn/...); its example text "
         "says an EFA interface on NCI 0 while the same page and the EKS guide say NCI 0 is ENA-only (type "
-        "interface). The 8 x 200 Gbps alternative puts EFA-only on all odd NCIs. No EC2 figure of 3200 Gbps was "
-        "found for this type",
+        "interface). The 8 x 200 Gbps alternative puts EFA-only on all odd NCIs. EC2's network table gives the "
+        "instance 3200 Gbps (fact ec2.network-bandwidth)",
     ),
     Fact(
         "eks.p6e-gb200.efa-devices", "up to 17 network cards, primary NCI 0 of type interface (up to 100 Gbps ENA); "
@@ -121,12 +158,22 @@ FACTS: tuple[Fact, ...] = (
         "read in the Simplified Chinese translation",
     ),
     Fact(
-        "neuron.trn2.specs", "trn2(-16).48xlarge: 16 Trainium2, 192 vCPUs, 2,048 GiB host memory, 1,536 GiB device "
-        "memory (96 per device), 3,200 Gbps EFA; u-trn2x64 UltraServer = 4 such instances",
-        "aws-neuron/aws-neuron-sdk@2086a70af5c17f5d11e407e9c1df0afb8fb5965c:general/arch/neuron-hardware/"
-        "trn2-arch.rst (Trn2 instance specifications)", "2026-11-23",
-        "the table's trn2.48xlarge row; 16 cards (fact vpc-cni.network-cards) x 200 Gbps is 3,200 / 16. The page "
-        "does not name trn2u.48xlarge: the trn2u row assumes the UltraServer's instances are trn2-16 instances",
+        "neuron.trn2.specs", "trn2.48xlarge and trn2u.48xlarge: 16 Trainium2, 192 vCPUs, 2,048 GiB host memory, "
+        "1,536 GiB device memory (96 per device), 3,200 Gbps EFAv3; a Trn2 UltraServer = 4 trn2u.48xlarge",
+        "aws-neuron/aws-neuron-sdk@81ce03ae261e12925e53437a0f690478e6366155:about-neuron/arch/neuron-hardware/"
+        "trn2-arch.rst:27,46,68-104 (Trn2 instance specifications)", "2026-11-23",
+        "one column for both types; 16 cards (fact vpc-cni.network-cards, trn2 only) x 200 Gbps is 3,200 / 16. "
+        "An older copy (@2086a70, general/arch/...) named only trn2.48xlarge",
+    ),
+    Fact(
+        "neuron.sysfs.hardware-counters", "/sys/devices/virtual/neuron_device/neuron<N>/stats/hardware/"
+        "{mem_ecc_uncorrected,mem_ecc_repairable_uncorrected,sram_ecc_uncorrected}: one file per counter, printing "
+        "a count",
+        "aws-neuron/aws-neuron-driver@fca19f7df31b44cbbffaf121230a66df6f59d118:neuron_sysfs_metrics.c:146-150,"
+        "328-360,927-955 (driver 2.24.7.0+2); v2/neuron_dhal_v2.c:849-857", "2026-11-23",
+        "the driver adds the three as attributes of the stats/hardware node of each device's kobject, not as the "
+        "{total,present} counter directories the sysfs user guide draws for other counters (and its text, "
+        "line 119, implied for these); node_agent/neuron.py reads the file, or <counter>/total if a directory",
     ),
     Fact(
         "neuron.trn1.specs", "trn1.2xlarge: 1 Trainium, 8 vCPUs, 32 GiB host memory; trn1.32xlarge / "
@@ -134,6 +181,27 @@ FACTS: tuple[Fact, ...] = (
         "aws-neuron/aws-neuron-sdk@60224f42a7f48ab478ad85d864464345d7b3cefa:general/arch/neuron-hardware/"
         "trn1-arch.rst (Trn1/Trn1n Architecture table)", "2026-11-23",
         "the table's trn1 rows (8 x 100 and 16 x 100 Gbps)",
+    ),
+    Fact(
+        "ec2.describe-instance-types.recorded", "p5.48xlarge: 192 vCPUs, 2,097,152 MiB, 8 x H100 of 81,920 MiB, "
+        "instance store 30,400 GB in total, 32 EFA interfaces at most; trn1.2xlarge: 8 vCPUs, 32,768 MiB, 1 "
+        "Trainium of 32,768 MiB, instance store 474 GB",
+        "aws/karpenter-provider-aws@1d927085dd81a9df9301e613f371dac5b4d16bfe:pkg/fake/"
+        "zz_generated.describe_instance_types.go:652-700,1034-1081", "2026-11-23",
+        "EC2's DescribeInstanceTypes output as Karpenter's generator recorded it (hack/code/instancetype_testdata_gen/"
+        "main.go:91-109; file regenerated 2026-07-20). Corrected the table's p5.48xlarge instance store (8 x 3840 "
+        "= 30,720 GB) to 8 x 3800 and trn1.2xlarge's 475 GB to 474",
+    ),
+    Fact(
+        "ec2.network-bandwidth", "Gbps: p4d/p4de.24xlarge 400, p5.4xlarge 100, p5/p5e/p5en.48xlarge 3200, "
+        "p6-b200.48xlarge 3200, p6e-gb200.36xlarge 3200, trn1.32xlarge 800, trn1n.32xlarge 1600, "
+        "trn2.48xlarge 3200, trn2u.48xlarge 3200",
+        "aws/karpenter-provider-aws@1d927085dd81a9df9301e613f371dac5b4d16bfe:pkg/providers/instancetype/"
+        "zz_generated.bandwidth.go:1229,1379-1380,1405-1414", "2026-11-23",
+        "generated from the network tables of https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html "
+        "(hack/code/bandwidth_gen/main.go:41; file regenerated 2026-08-18). p5en's 3200 over its 16 cards is the "
+        "table's 200 per card; p6e-gb200's 3200 is the whole instance, of which the platform's one EFA-only "
+        "interface per GPU (fact ec2.p6e-gb200.efa-layout) carries 1600",
     ),
     Fact(
         "vpc-cni.network-cards", "NetworkCards per type: p4d/p4de.24xlarge 4, p5.48xlarge 32, p5e.48xlarge 32, "
@@ -208,6 +276,17 @@ FACTS: tuple[Fact, ...] = (
         "(vX.Y.Z-eksbuild.N) are not listed in this repository",
     ),
     Fact(
+        "ecr.image-layers-s3-gateway", "ECR serves image layers from S3 bucket arn:aws:s3:::prod-<region>-starport-"
+        "layer-bucket/*, so pulls from a private subnet need the com.amazonaws.<region>.s3 gateway endpoint; its "
+        "Full Access policy may be used (a minimal one allows that bucket's objects)",
+        "awsdocs/amazon-ecr-user-guide@8f2dbe9266f0999ac2fe428834588c18657e7e36:doc_source/vpc-endpoints.md:83-105",
+        "2026-11-23",
+        "the ECR guide's source as archived in June 2023 (the repository stopped there; the page lives on at "
+        "https://docs.aws.amazon.com/AmazonECR/latest/userguide/vpc-endpoints.html). The bucket is ECR's, not the "
+        "account's, so platform_constructs/network.py keeps the gateway endpoint's default policy rather than the "
+        "account condition its interface endpoints carry",
+    ),
+    Fact(
         "eks.vpc-cni.network-policy", '{"enableNetworkPolicy": "true"} in the vpc-cni add-on configuration values',
         "https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html", "2026-11-23",
         "the VPC CNI's network-policy agent (VPC CNI >= 1.14) is off by default; without it NetworkPolicy "
@@ -270,8 +349,13 @@ FACTS: tuple[Fact, ...] = (
         "aws-neuron/neuron-helm-charts@1a1d41e:charts/neuron-helm-chart/values.yaml:1,29-60 and "
         "templates/_helpers.tpl (neuron-device-plugin.affinity), chart 1.1.2; @8172e5e (1.0.0):values.yaml:1",
         "2026-11-23",
-        "the pinned 1.3.0's values were not found (see the unverified list); the platform passes neuronInstances "
-        "from its instance table",
+        "the platform pins 1.1.2, the newest chart whose values and affinity helper were read at one commit (1.3.0, "
+        "the earlier pin, was found nowhere), and passes neuronInstances from its instance table. Chart 1.9.0 "
+        "(@b77a6f90bb00dc0ee57d21e35e275b05e26b79c1:charts/neuron-helm-chart/values.yaml, Chart.yaml version 1.9.0; "
+        "1.5.0 @7324cd0, 1.8.0 @cea92c3) keeps neuronInstances and devicePlugin.nodeSelector/tolerations/affinity "
+        "with the same __INSTANCE_TYPE_KEY__/__NEURON_INSTANCES__ placeholders, scheduler.enabled false and "
+        "npd.enabled true by default, and adds draDriver and ultraserverOperator (both off); its templates were "
+        "not read at that version, so moving to it needs that read first",
     ),
     Fact(
         "neuron.scheduler-extension", "contiguous Neuron device allocation with the device plugin needs the Neuron "
@@ -586,18 +670,21 @@ FACTS: tuple[Fact, ...] = (
 # Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody
 # mistakes them for checked ones. Each says what the code assumes today.
 UNVERIFIED: tuple[tuple[str, str], ...] = (
-    ("trn2u.48xlarge network cards and EFA", "the table copies trn2.48xlarge (16 cards, 16 x 200 Gbps EFA, "
-                                             "4 x 1900 GB NVMe); the VPC CNI's limits table has no trn2u row, "
-                                             "EC2's EFA page was not read for it, and the Neuron page describes the "
-                                             "u-trn2x64 UltraServer as four trn2-16 instances without naming trn2u"),
-    ("p5en.48xlarge EFA bandwidth", "16 cards confirmed (fact vpc-cni.network-cards); the table's 16 x 200 = 3200 "
-                                    "Gbps was not read in EC2's pages"),
-    ("GPU rows' vCPUs, memory and GPU memory", "p4d/p4de/p5/p5e/p5en/p6-b200/p6e-gb200 vcpus, memory_gib and "
-                                               "accelerator_memory_gib (e.g. p6e-gb200 144 vCPUs, 960 GiB, 185 GiB "
-                                               "per GPU) were not compared with EC2's accelerated-computing "
-                                               "specifications table"),
-    ("instance-store sizes other than p6e-gb200", "nvme_count x nvme_gb of the other rows (e.g. p5 8 x 3840 GB, "
-                                                  "trn2 4 x 1900 GB) not compared with EC2's instance-store table"),
+    ("trn2u.48xlarge network cards and NVMe", "the table copies trn2.48xlarge's 16 network cards (16 x 200 Gbps) "
+                                              "and 4 x 1900 GB NVMe; the Neuron page confirms trn2u's vCPUs, "
+                                              "memory and 3,200 Gbps EFA (fact neuron.trn2.specs), but the VPC "
+                                              "CNI's limits table has no trn2u row and EC2's pages were not read "
+                                              "for its cards or instance store"),
+    ("GPU rows' vCPUs, memory and GPU memory", "p4d/p4de/p5e/p5en/p6-b200/p6e-gb200 and p5.4xlarge vcpus, "
+                                               "memory_gib and accelerator_memory_gib (e.g. p6e-gb200 144 vCPUs, "
+                                               "960 GiB, 185 GiB per GPU) were not compared with EC2's "
+                                               "specifications; p5.48xlarge's were (fact "
+                                               "ec2.describe-instance-types.recorded)"),
+    ("instance-store sizes of the other rows", "nvme_count x nvme_gb of the rows other than p5.48xlarge, "
+                                               "trn1.2xlarge (fact ec2.describe-instance-types.recorded) and "
+                                               "p6e-gb200 (e.g. p5e/p5en/p6-b200 8 x 3840 GB, trn2 4 x 1900 GB) not "
+                                               "compared with EC2's instance-store table; p5.48xlarge's were 3840 "
+                                               "per device, EC2's total says 3800"),
     ("aws-fsx-csi-driver add-on availability", "pinned v1.7.0-eksbuild.1 (fact eks.addon.aws-fsx-csi-driver) is "
                                                "a real add-on version, but whether EKS offers it for each allowed "
                                                "eks.version was not read anywhere (aws/containers-roadmap#2625: the "
@@ -606,38 +693,46 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                                "preflight` checks it against describe-addon-versions"),
     ("eks-pod-identity-agent add-on version", "pinned v1.3.9-eksbuild.3; the EKS guide publishes no version "
                                               "table for this add-on (pod-id-agent-setup and add-ons-pod-id pages "
-                                              "read), so neither the string nor its currency is checked; "
-                                              "`openpod preflight` checks it against describe-addon-versions"),
+                                              "read). Public Terraform configurations pin the same string next "
+                                              "to Kubernetes 1.33/1.34 add-ons (e.g. kube-proxy v1.34.0-eksbuild.4; "
+                                              "found by text search, 2026-11-23), so it is a real add-on version, "
+                                              "but no AWS source and nothing on its currency; `openpod preflight` "
+                                              "checks it against describe-addon-versions"),
     ("currency of the add-on pins", "the guide's tables were read in copies of unknown crawl date (the newest "
                                     "found is named in each fact); a live check is `openpod preflight` "
                                     "(describe-addon-versions)"),
-    ("training image base images", "training/Dockerfile builds FROM nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04 "
-                                   "and runs FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04 by tag: no registry "
-                                   "listing of their digests was found to cite (third-party Dockerfiles pin "
-                                   "devel@sha256:24c8e358... and runtime@sha256:ac55d124..., others older digests of "
-                                   "the same tags; not confirmed against the registry)"),
-    ("aws-ofi-nccl tarball checksum", "the training image unpacks the v1.14.0 release tarball from GitHub without "
-                                      "a checksum: none is published in the repository at the tag (tag object "
-                                      "b917bcca, commit 08ad665d) and none was found elsewhere"),
+    ("CUDA base image digests are indexes", "training/Dockerfile pins nvidia/cuda:12.8.1-cudnn-{devel,runtime}-"
+                                             "ubuntu24.04 at sha256:24c8e358... and sha256:ac55d124... (facts "
+                                             "image.cuda-12.8.1-cudnn-*-ubuntu24.04.digest), taken from public "
+                                             "repositories' pins: one of them resolved the runtime digest as the "
+                                             "tag's manifest list; the devel digest is taken as its tag's index "
+                                             "because it differs from the recorded linux/amd64 manifest. That both "
+                                             "list linux/arm64 (the GB200 build) was not read: Docker Hub and NGC "
+                                             "are out of reach here; `docker buildx imagetools inspect` on each "
+                                             "pinned reference checks it"),
+    ("GB200 ComputeDomains on a cluster", "the platform installs nvidia-dra-driver-gpu 25.12.0 with ComputeDomains "
+                                          "only (GPUs stay with the device plugin), the kubelet plugin on the "
+                                          "multi-node-NVLink types and the controller on the system group (facts "
+                                          "chart.nvidia-dra-driver-gpu*, dra.compute-domain.*), where the EKS "
+                                          "guide installs 25.8.0; that a ComputeDomain forms, its IMEX daemons "
+                                          "start and pods get channels on P6e-GB200 nodes of the AL2023 NVIDIA AMI "
+                                          "needs a real UltraServer capacity block and was never run"),
+    ("Neuron chart 1.1.2 on a cluster", "the device plugin image chart 1.1.2 ships was not read (only its values' "
+                                        "placement keys); that it advertises trn2u.48xlarge devices was not tried"),
     ("ECR Public mirror of python", "node_agent/Dockerfile pins public.ecr.aws/docker/library/python:"
                                     "3.11-slim-bookworm at Docker Hub's index digest (fact image.python-3.11-slim-"
                                     "bookworm.index-digest); that the ECR Public mirror serves the same digest was "
                                     "not checked (a missing digest fails the build, it cannot pull another image)"),
-    ("neuron-helm-chart 1.3.0 values", "the device-plugin placement keys (neuronInstances, devicePlugin.nodeSelector, "
-                                       "devicePlugin.tolerations, devicePlugin.affinity) are read at 1.1.2; no "
-                                       "stored copy of 1.3.0 was found (tests/fixtures/charts/"
-                                       "neuron-helm-chart-1.3.0.yaml)"),
-    ("S3 gateway endpoint and ECR image layers", "ECR serves image layers from a bucket it owns, so the S3 "
-                                                 "gateway endpoint keeps its default policy "
-                                                 "(platform_constructs/network.py); not read in the ECR guide"),
-    ("Neuron sysfs hardware counters path", "read as /sys/devices/virtual/neuron_device/neuron<N>/stats/hardware/"
-                                            "<counter>/total (the guide's text, line 119); its tree draws stats/ at "
-                                            "the top level; not checked on a Trainium node"),
     ("AMP scraper and tls_config", "the Kueue job sets tls_config.insecure_skip_verify (Kueue's self-signed "
                                    "serving certificate); the AMP guide's list of allowed config sections (global, "
                                    "scrape_config, static_config, relabel_config, metric_relabel_configs, "
                                    "kubernetes_sd_config) does not name tls_config. If CreateScraper refuses it, the "
-                                   "scraper (and the deploy) fails; then set observability.collector to in-cluster"),
+                                   "scraper (and the deploy) fails; then set observability.collector to in-cluster. "
+                                   "CloudWatch's managed Prometheus collectors, a different service, do list "
+                                   "tls_config "
+                                   "(https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/managed-"
+                                   "prometheus-collectors-scraper-configuration.html, read 2026-11-23); that says "
+                                   "nothing certain about AMP's CreateScraper"),
     ("AMP scraper and Kueue's metrics", "the scraper's bearer token (the documented credentials_file form, see "
                                         "fact amp.scraper.authorization) passes Kueue's TokenReview and "
                                         "SubjectAccessReview as aps-collector-user; the AMP guide shows it only "

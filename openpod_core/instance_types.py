@@ -67,7 +67,7 @@ class InstanceType:
     network_cards: int = 1
     efa_cards: tuple[int, ...] = ()  # indices of network cards that take EFA
     efa_gbps_per_card: int = 0
-    network_gbps: int = 0  # total instance bandwidth
+    network_gbps: int = 0  # total instance bandwidth (EC2's; p6e-gb200: what its EFA interfaces carry)
     efa_layout: EfaLayout = EfaLayout.NONE
     nvme_count: int = 0
     nvme_gb: int = 0  # per device
@@ -150,7 +150,8 @@ _TABLE: tuple[InstanceType, ...] = (
     _nv("p4d.24xlarge", "A100", 8, 40, 96, 1152, 4, _cards(4), 100, 400, _S, 8, 1000, busbw=180),
     _nv("p4de.24xlarge", "A100", 8, 80, 96, 1152, 4, _cards(4), 100, 400, _S, 8, 1000, busbw=180),
     _nv("p5.4xlarge", "H100", 1, 80, 16, 256, 1, _cards(1), 100, 100, _S, 1, 3840),
-    _nv("p5.48xlarge", "H100", 8, 80, 192, 2048, 32, _cards(32), 100, 3200, _S, 8, 3840, busbw=380),
+    # p5.48xlarge: 30,400 GB of instance store in DescribeInstanceTypes (facts: ec2.describe-instance-types.recorded)
+    _nv("p5.48xlarge", "H100", 8, 80, 192, 2048, 32, _cards(32), 100, 3200, _S, 8, 3800, busbw=380),
     _nv("p5e.48xlarge", "H200", 8, 141, 192, 2048, 32, _cards(32), 100, 3200, _S, 8, 3840, busbw=380),
     _nv("p5en.48xlarge", "H200", 8, 141, 192, 2048, 16, _cards(16), 200, 3200, _S, 8, 3840, busbw=380),
     _nv("p6-b200.48xlarge", "B200", 8, 179, 192, 2048, 8, _cards(8), 400, 3200, _S, 8, 3840, busbw=650),
@@ -161,7 +162,7 @@ _TABLE: tuple[InstanceType, ...] = (
     # AWS Trainium instances
     InstanceType("trn1.2xlarge", vcpus=8, memory_gib=32, arch="x86_64", accelerator=Accelerator.NEURON,
                  accelerator_model="Trainium", accelerator_count=1, accelerator_memory_gib=32,
-                 network_gbps=12, nvme_count=1, nvme_gb=475),
+                 network_gbps=12, nvme_count=1, nvme_gb=474),
     _trn("trn1.32xlarge", "Trainium", 32, 8, 100, 800, 4, 1900, 512),
     _trn("trn1n.32xlarge", "Trainium", 32, 16, 100, 1600, 4, 1900, 512),
     _trn("trn2.48xlarge", "Trainium2", 96, 16, 200, 3200, 4, 1900, 2048, vcpus=192),

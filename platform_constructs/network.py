@@ -92,7 +92,7 @@ class Network(Construct):
         # Interface endpoints serve only this account's principals: credentials of another account (say,
         # stolen and replayed from a pod) cannot use the VPC's private path to AWS. The S3 gateway endpoint
         # keeps its default policy: image layers come from a bucket ECR owns, not this account's (an
-        # account condition there would break image pulls; not verified - facts register, UNVERIFIED).
+        # account condition there would break image pulls; facts register: ecr.image-layers-s3-gateway).
         self.interface_endpoints: dict[str, ec2.InterfaceVpcEndpoint] = {}
         for name in interface_endpoints:
             endpoint = self.vpc.add_interface_endpoint(

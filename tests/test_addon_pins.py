@@ -3,6 +3,9 @@ version, and each is a row of the facts register (or listed there as unverified)
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from infra.spec import parse_spec
@@ -38,3 +41,21 @@ def test_every_default_pin_is_a_fact_or_listed_unverified(version):
             assert name in unverified, f"{name} {pin}: neither a fact eks.addon.{name}[.{version}] nor unverified"
         else:
             assert facts[key] == pin, (key, facts[key], pin)
+
+
+CHART_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "charts"
+
+
+@pytest.mark.parametrize("chart", sorted(p.stem.rsplit("-", 1)[0] for p in CHART_FIXTURES.glob("*.yaml")))
+def test_each_recorded_chart_values_file_was_read_at_the_pinned_chart_version(chart):
+    """The device-plugin placement tests coalesce our values over these recorded chart defaults: they prove
+    something only if the defaults were read at the version the platform installs."""
+    from infra.spec import DEFAULT_CHARTS
+
+    pin = DEFAULT_CHARTS[chart]
+    fixture = CHART_FIXTURES / f"{chart}-{pin}.yaml"
+    assert fixture.exists(), f"no recorded values of {chart} {pin}"
+    header = fixture.read_text().splitlines()[0]
+    assert header.startswith("# source: ")
+    read_at = set(re.findall(r"(?:@|chart(?: version)? )v?(\d+\.\d+\.\d+)\b", header))
+    assert read_at == {pin.lstrip("v")}, f"{fixture.name}: values read at {read_at}, chart pinned at {pin}"

@@ -94,3 +94,37 @@ def test_final_stage_paths_are_the_ones_the_pinned_components_install():
     # The node agent uses the host's EFA tools through its /host mount.
     agent = DOCKERFILES["node_agent"].read_text()
     assert f"/host{efa}/bin" in re.search(r'PATH="([^"]+)"', agent).group(1).split(":")
+
+
+def test_aws_ofi_nccl_is_built_from_the_commit_its_release_tag_names():
+    # No checksum of the release tarball is published (aws/aws-ofi-nccl at the tag has none), so the image clones
+    # the tag and refuses to build unless HEAD is the commit the tag points at (fact aws-ofi-nccl.commit): a git
+    # commit id is a hash of the tree, so a moved tag or a tampered mirror fails the build.
+    text = DOCKERFILES["training"].read_text()
+    a = args(text)
+    assert a["AWS_OFI_NCCL_VERSION"] == value("aws-ofi-nccl.version")
+    assert a["AWS_OFI_NCCL_COMMIT"] == value("aws-ofi-nccl.commit")
+    assert re.fullmatch(r"[0-9a-f]{40}", a["AWS_OFI_NCCL_COMMIT"])
+    [build] = [r for r in runs(text) if "aws-ofi-nccl" in r and "./configure" in r]
+    assert "aws-ofi-nccl/releases/download" not in build
+    clone = re.search(r"git clone .*?--branch \"?v\$\{AWS_OFI_NCCL_VERSION\}\"? \S*github\.com/aws/aws-ofi-nccl\S*",
+                      build)
+    assert clone, build
+    check = re.search(r'test "\$\(git rev-parse HEAD\)" = "\$\{AWS_OFI_NCCL_COMMIT\}"', build)
+    assert check and clone.end() < check.start() < build.index("./autogen.sh") < build.index("./configure"), build
+    # configure adds -Werror when it finds a .git directory (configure.ac:242-245 at the tag) unless told not to.
+    assert "--disable-werror" in build
+    assert "aws-ofi-nccl tarball" not in UNVERIFIED_TEXT
+
+
+def test_the_cuda_base_images_are_pinned_by_the_digests_in_the_facts_register():
+    # Both stages of the training image, by digest: a moved tag cannot change what is built, and a digest the
+    # registry does not hold fails the pull instead of fetching another image.
+    text = DOCKERFILES["training"].read_text()
+    refs = base_images(text)
+    assert refs == [
+        f"nvidia/cuda:{args(text)['CUDA_VERSION']}-cudnn-devel-ubuntu24.04@{value('image.cuda-12.8.1-cudnn-devel-ubuntu24.04.digest')}",
+        f"nvidia/cuda:{args(text)['CUDA_VERSION']}-cudnn-runtime-ubuntu24.04@{value('image.cuda-12.8.1-cudnn-runtime-ubuntu24.04.digest')}",
+    ]
+    assert args(text)["CUDA_VERSION"] == "12.8.1"  # the digests are those of the 12.8.1 tags: bump them together
+    assert "training image base images" not in UNVERIFIED_TEXT

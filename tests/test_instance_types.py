@@ -95,6 +95,7 @@ def test_unknown_type_suggests_the_nearest_names():
 @pytest.mark.parametrize("name, vcpus, ram, count, mem, efa_gbps", [
     # facts: neuron.trn2.specs, neuron.trn1.specs (aws-neuron-sdk architecture pages)
     ("trn2.48xlarge", 192, 2048, 16, 96, 3200),
+    ("trn2u.48xlarge", 192, 2048, 16, 96, 3200),
     ("trn1.32xlarge", 128, 512, 16, 32, 800),
     ("trn1n.32xlarge", 128, 512, 16, 32, 1600),
 ])
@@ -111,3 +112,39 @@ def test_p5_and_p6_b200_efa_follow_the_ec2_guide():
         assert (t.network_cards, t.efa_count, t.network_gbps) == (32, 32, 3200)
     t = it.get("p6-b200.48xlarge")
     assert (t.network_cards, t.efa_count, t.efa_gbps_per_card, t.network_gbps) == (8, 8, 400, 3200)
+
+
+# DescribeInstanceTypes output recorded by Karpenter's generator (facts: ec2.describe-instance-types.recorded):
+# vCPUs, memory MiB, accelerators, accelerator MiB each, instance store GB in total.
+DESCRIBE_INSTANCE_TYPES = {
+    "p5.48xlarge": (192, 2_097_152, 8, 81_920, 30_400),
+    "trn1.2xlarge": (8, 32_768, 1, 32_768, 474),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DESCRIBE_INSTANCE_TYPES))
+def test_rows_match_ec2s_recorded_describe_instance_types(name):
+    vcpus, mib, count, accel_mib, store_gb = DESCRIBE_INSTANCE_TYPES[name]
+    t = it.get(name)
+    assert (t.vcpus, t.memory_gib * 1024, t.accelerator_count, t.accelerator_memory_gib * 1024) == (
+        vcpus, mib, count, accel_mib)
+    assert t.nvme_total_gb == store_gb
+
+
+# EC2's network bandwidth table (facts: ec2.network-bandwidth), in Gbps.
+EC2_NETWORK_GBPS = {
+    "p4d.24xlarge": 400, "p4de.24xlarge": 400, "p5.4xlarge": 100, "p5.48xlarge": 3200, "p5e.48xlarge": 3200,
+    "p5en.48xlarge": 3200, "p6-b200.48xlarge": 3200, "p6e-gb200.36xlarge": 3200, "trn1.32xlarge": 800,
+    "trn1n.32xlarge": 1600, "trn2.48xlarge": 3200, "trn2u.48xlarge": 3200,
+}
+
+
+@pytest.mark.parametrize("name", sorted(EC2_NETWORK_GBPS))
+def test_network_bandwidth_is_ec2s_except_where_the_platform_wires_fewer_efa_interfaces(name):
+    t = it.get(name)
+    if t.efa_layout is EfaLayout.GB200:
+        # the platform puts one EFA-only interface per GPU (4 x 400 Gbps, as EC2's example and the EKS guide do):
+        # half of the instance's 3200 Gbps, the rest of which needs EFA on the other odd cards.
+        assert (t.efa_count * t.efa_gbps_per_card, EC2_NETWORK_GBPS[name]) == (1600, 3200)
+    else:
+        assert t.network_gbps == EC2_NETWORK_GBPS[name]

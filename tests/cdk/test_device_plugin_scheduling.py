@@ -233,7 +233,7 @@ NEURON_1_0_0_INSTANCES = ["trn1.2xlarge", "trn1.32xlarge", "trn1n.32xlarge", "in
 
 
 def test_neuron_placement_does_not_rest_on_the_charts_own_instance_list(default):
-    """The pinned version's values were not read (fixture header); charts before 1.1 listed no trn2 type. The
+    """Charts before 1.1 listed no trn2 type (a later chart may drop or rename one). The
     platform passes the table's Neuron types, so a chart list without trn2 still places the plugin on trn2."""
     from openpod_core.instance_types import INSTANCE_TYPES
 

@@ -257,17 +257,22 @@ def test_nvml_gpu_is_lost_and_a_fabric_error():
         "19:00.0")
 
 
-# Neuron hardware counters in sysfs, laid out as aws-neuron/aws-neuron-sdk@v2.32.0:tools/neuron-sys-tools/
-# neuron-sysfs-user-guide.rst documents them: /sys/devices/virtual/neuron_device/neuron<N>/stats/hardware/<counter>/
-# {total,present} (lines 24-52, 119-123), counters mem_ecc_uncorrected, mem_ecc_repairable_uncorrected,
-# sram_ecc_uncorrected (185-191).
-def _neuron_sysfs(root, devices=16, **totals):
+# Neuron hardware counters in sysfs as the driver creates them: each device's kobject gets stats/hardware/ with one
+# attribute file per counter, mem_ecc_uncorrected, mem_ecc_repairable_uncorrected and sram_ecc_uncorrected, each
+# printing "%u\n" (aws-neuron/aws-neuron-driver@fca19f7df31b44cbbffaf121230a66df6f59d118:neuron_sysfs_metrics.c:
+# 146-150,328-360,927-955 and v2/neuron_dhal_v2.c:849-857): files, not the {total,present} counter directories the
+# sysfs user guide describes for other counters (aws-neuron-sdk tools/neuron-sys-tools/neuron-sysfs-user-guide.rst).
+def _neuron_sysfs(root, devices=16, guide_layout=False, **totals):
     for n in range(devices):
+        hw = root / "devices" / "virtual" / "neuron_device" / f"neuron{n}" / "stats" / "hardware"
+        hw.mkdir(parents=True)
         for c in ("mem_ecc_uncorrected", "mem_ecc_repairable_uncorrected", "sram_ecc_uncorrected"):
-            d = root / "devices" / "virtual" / "neuron_device" / f"neuron{n}" / "stats" / "hardware" / c
-            d.mkdir(parents=True)
-            (d / "total").write_text(f"{totals.get(f'{c}_{n}', 0)}\n")
-            (d / "present").write_text("0\n")
+            if guide_layout:  # the guide's generic counter shape: a directory with total and present
+                (hw / c).mkdir()
+                (hw / c / "total").write_text(f"{totals.get(f'{c}_{n}', 0)}\n")
+                (hw / c / "present").write_text("0\n")
+            else:
+                (hw / c).write_text(f"{totals.get(f'{c}_{n}', 0)}\n")
     return root
 
 
@@ -282,6 +287,11 @@ def test_neuron_hardware_counters_from_sysfs(tmp_path):
     assert found == {("neuron-hbm-ecc-uncorrected", "5", "replace"), ("neuron-sram-ecc-uncorrected", "7", "replace"),
                      ("neuron-hbm-ecc-repairable", "1", "none")}
     assert neuron.read_hw_counters(tmp_path / "no-driver") == {}  # no sysfs tree: nothing to read
+
+
+def test_neuron_counters_in_the_guides_counter_directories_are_read_too(tmp_path):
+    bad = neuron.read_hw_counters(_neuron_sysfs(tmp_path, devices=2, guide_layout=True, sram_ecc_uncorrected_1=4))
+    assert bad[1]["sram_ecc_uncorrected"] == 4 and bad[0] == {c: 0 for c in neuron.HW_COUNTERS}
 
 
 def test_the_detector_reads_the_neuron_counters(tmp_path):
