@@ -101,6 +101,42 @@ def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
         ])
 
 
+# -------------------------------------------------------------------------------------- bounded restarts
+#
+# ``openpod-jobset-restarts`` (issue 13): a team JobSet's failure policy may use only the actions that count
+# against ``maxRestarts``. JobSet v0.12.0's actions (kubernetes-sigs/jobset@v0.12.0
+# api/jobset/v1alpha2/jobset_types.go:412-435, enum :449): FailJobSet, RestartJobSet, RestartJob, and two that
+# restart "but do not check jobSet.spec.maxRestarts" - RestartJobSetAndIgnoreMaxRestarts (:421-423) and
+# RestartJobAndIgnoreMaxRestarts (:431-434; live once the platform turns the RestartJob gate on for replica
+# mode, install.JOBSET_FEATURE_GATES). With those a failing team job restarts forever while it holds quota
+# (borrowed quota included), and nothing ends it but a person. Updates from the platform's controllers
+# (Kueue suspends and resumes JobSets) are not matched, so a JobSet created before the policy stays manageable.
+
+RESTART_POLICY = "openpod-jobset-restarts"
+UNBOUNDED_RESTART_ACTIONS = ("RestartJobSetAndIgnoreMaxRestarts", "RestartJobAndIgnoreMaxRestarts")
+BOUNDED_RESTART_ACTIONS = ("FailJobSet", "RestartJobSet", "RestartJob")
+
+
+def restart_policy() -> list[dict[str, Any]]:
+    """Refuse team JobSets whose failure-policy rules restart without counting against ``maxRestarts``."""
+    allowed = ", ".join(BOUNDED_RESTART_ACTIONS[:-1]) + " or " + BOUNDED_RESTART_ACTIONS[-1]
+    return policy_and_binding(
+        RESTART_POLICY,
+        [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["*"], "resources": ["jobsets"],
+          "operations": ["CREATE", "UPDATE"]}],
+        [{"expression": "size(variables.unbounded) == 0", "reason": "Forbidden",
+          "messageExpression": "'spec.failurePolicy.rules: rule ' + (has(variables.unbounded[0].name) ? "
+                               "variables.unbounded[0].name : '(unnamed)') + ' has action ' + "
+                               "variables.unbounded[0].action + ', which does not count against maxRestarts "
+                               f"(a team job could restart forever); use {allowed}'"}],
+        namespace_selector=team_namespaces(),
+        match_conditions=[{"name": "not-a-platform-controller", "expression": NOT_A_CONTROLLER}],
+        variables=[{"name": "unbounded",
+                    "expression": "has(object.spec.failurePolicy) && has(object.spec.failurePolicy.rules) ? "
+                                  "object.spec.failurePolicy.rules.filter(r, has(r.action) && r.action in "
+                                  f"{_cel_list(UNBOUNDED_RESTART_ACTIONS)}) : []"}])
+
+
 # ---------------------------------------------------------------------------------------------- pod security
 #
 # ``openpod-pod-security`` (issue 10): every Pod created in a team namespace - by anyone, the Job
@@ -281,4 +317,4 @@ def node_scope_policy() -> list[dict[str, Any]]:
 
 def admission_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     """Every admission policy and binding the platform deploys for teams."""
-    return team_queue_policy(spec) + pod_security_policies(spec)
+    return team_queue_policy(spec) + pod_security_policies(spec) + restart_policy()
