@@ -79,7 +79,13 @@ LAUNCHER_RESTARTS = 3
 LAUNCHER_FLAGS = ("--nnodes", "--nproc-per-node", "--rdzv-endpoint", "--rdzv-id", "--node-id", "--bind-host",
                   "--max-restarts", "--checkpoint-dir", "--memory-dir", "--nvme-dir", "--s3-uri", "--stop-timeout",
                   "--metrics-port", "--fault-tolerance", "--replica-id", "--replicas", "--min-replicas",
-                  "--lighthouse")
+                  "--lighthouse", "--restart", "--spare-workers")
+# Of those, the ones the user chooses through submit's own flag of the same name.
+SUBMIT_FLAGS = ("--restart", "--spare-workers")
+# --restart (runtime openpod): process = torchrun restarts every worker of the node; in-process = the launcher
+# replaces the failed rank alone (training/ft/inprocess.py, docs/training.md "In-process restart"). Its warm
+# standby workers (--spare-workers) are processes of the same pod: no extra request (docs/governance.md).
+RESTARTS = ("process", "in-process")
 
 # --fault-tolerance replica (docs/training.md, "Replica healing"): one child Job per replica group
 # (replicatedJob REPLICATED_JOB with `replicas: R`), the group index from the label JobSet puts on every
@@ -131,6 +137,8 @@ class JobRequest:
     fault_tolerance: str = "restart"            # a FAULT_TOLERANCE value; replica needs runtime openpod
     replicas: int | None = None                 # replica: replica groups [default: one per node]
     min_replicas: int = 0                       # replica: groups a step needs [0: all]
+    restart: str = "process"                    # a RESTARTS value; in-process needs runtime openpod
+    spare_workers: int | None = None            # in-process: warm standby workers per node [runtime default]
 
     @property
     def grace(self) -> int:
@@ -231,6 +239,7 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
     if req.runtime not in RUNTIMES:
         raise JobError(f"--runtime {req.runtime!r} not allowed; use one of: {', '.join(RUNTIMES)}")
     _validate_fault_tolerance(spec, req)
+    _validate_restart(spec, req)
     if req.runtime == "openpod":
         _validate_openpod(spec, req)
     elif req.s3_uri is not None:
@@ -255,12 +264,18 @@ def _validate_openpod(spec: ClusterSpec, req: JobRequest) -> None:
             raise JobError(f"--env {key} not allowed with --runtime openpod: it is set from the pod itself")
     for arg in req.script:
         flag = arg.split("=", 1)[0]
+        if flag in SUBMIT_FLAGS:
+            raise JobError(f"{flag} after -- not allowed with --runtime openpod: give it to openpod submit ({flag} "
+                           "before --), which sets it on every node's launcher")
         if flag in LAUNCHER_FLAGS:
             raise JobError(f"{flag} after -- not allowed with --runtime openpod: submit sets it from the job "
                            f"(set by submit: {', '.join(LAUNCHER_FLAGS)})")
     from training.cli import check_run_args  # the runtime's own parser: no torch import
 
     problems = check_run_args([a.replace(f"$({REPLICA_ID_ENV})", "0") for a in launch_command(spec, req)[4:]])
+    refused = [p for p in problems if p.startswith(tuple(f"{f}:" for f in SUBMIT_FLAGS))]
+    if req.restart == "in-process" and refused:  # e.g. replica groups, or more nodes than the runtime supports
+        raise JobError(f"--restart in-process: the training runtime refuses it for this job: {'; '.join(refused)}")
     if problems:
         raise JobError(f"training args after -- not accepted by python -m training run: {'; '.join(problems)}")
 
@@ -299,6 +314,24 @@ def _validate_fault_tolerance(spec: ClusterSpec, req: JobRequest) -> None:
         raise JobError(f"--fault-tolerance replica not available with {share.cpu} vCPU / {share.memory_gib} GiB "
                        f"per pod: the Lighthouse takes {LIGHTHOUSE_SHARE.cpu} vCPU and "
                        f"{LIGHTHOUSE_SHARE.memory_gib} GiB of it; use more --accelerators-per-node")
+
+
+def _validate_restart(spec: ClusterSpec, req: JobRequest) -> None:
+    if req.restart not in RESTARTS:
+        raise JobError(f"--restart {req.restart!r} not allowed; use one of: {', '.join(RESTARTS)}")
+    if req.restart != "in-process":
+        if req.spare_workers is not None:
+            raise JobError("--spare-workers only applies with --restart in-process")
+        return
+    if req.runtime != "openpod":
+        raise JobError("--restart in-process needs --runtime openpod: torchrun restarts every worker of the node; "
+                       "the platform's launcher replaces the failed rank alone")
+    t = spec.group(req.group).type
+    nproc = res.processes_per_node(t, req.accelerators_per_node or t.accelerator_count)
+    if req.spare_workers is not None and not 0 <= req.spare_workers <= nproc:
+        raise JobError(f"--spare-workers {req.spare_workers} not allowed; use 0 (a replacement starts from scratch) "
+                       f"to {nproc} (the node's {nproc} ranks: a spare takes one failed rank's place and a new one "
+                       "starts behind it)")
 
 
 def leader_host(name: str, job_index: int | str = 0) -> str:
@@ -368,6 +401,11 @@ def launch_command(spec: ClusterSpec, req: JobRequest) -> list[str]:
     if req.runtime == "torchrun":
         return ["torchrun", *rendezvous, "--rdzv-backend=c10d", endpoint, f"--rdzv-id={req.name}",
                 "--max-restarts=0", *req.script]
+    restart: list[str] = []
+    if req.restart == "in-process":  # standbys: processes of this pod, within its limits (no extra request)
+        restart.append("--restart=in-process")
+        if req.spare_workers is not None:
+            restart.append(f"--spare-workers={req.spare_workers}")
     tiers = [f"--checkpoint-dir={checkpoint_dir(spec, req)}", f"--memory-dir={MEMORY_DIR}"]
     if nvme_available(spec, req.group):
         tiers.append(f"--nvme-dir={labels.LOCAL_NVME_MOUNT}")
@@ -376,7 +414,7 @@ def launch_command(spec: ClusterSpec, req: JobRequest) -> list[str]:
     return ["python", "-m", "training", "run", *rendezvous, endpoint, rdzv_id,
             f"--node-id=$({NODE_NAME_ENV})", f"--bind-host=$({POD_IP_ENV})", f"--max-restarts={LAUNCHER_RESTARTS}",
             f"--stop-timeout={req.grace - STOP_MARGIN_S}", f"--metrics-port={labels.TRAINING_METRICS_PORT}",
-            *replica, *tiers, *req.script]
+            *replica, *restart, *tiers, *req.script]
 
 
 def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
