@@ -100,6 +100,24 @@ LIGHTHOUSE_JOB = "lighthouse"
 # Replica mode's failure-policy rule, and the most replicas a replicated job may have with a RestartJob rule
 # (jobset@v0.12.0 pkg/webhooks/jobset_webhook.go:73-76, 445-450).
 RESTART_GROUP_RULE = "restartFailedGroup"
+# A Lighthouse Job that failed (its pod failed backoffLimit + 1 times: crashes, lost nodes) is recreated alone.
+RESTART_LIGHTHOUSE_RULE = "restartLighthouse"
+# While the Lighthouse is away (a crash, its pod recreated elsewhere) a group's quorum fails: torchft 0.2.0's
+# manager server retries it only TORCHFT_QUORUM_RETRIES times (default 0; the env overrides the Manager's
+# argument: torchft/manager.py:84-87,185,266-268 of the 0.2.0 wheel), and without a retry it never answers its
+# client, which waits out the whole quorum timeout and then fails the step's workers in every group at once
+# (meta-pytorch/torchft@7eb7087 src/manager.rs:238). Between retries it sleeps quorum_timeout / (retries + 1)
+# (src/manager.rs:250-306) and reconnects: so many retries that it tries every QUORUM_RETRY_SECONDS for the
+# runtime's whole quorum timeout (tests/governance/test_lighthouse_failure.py runs it on the wheel).
+QUORUM_RETRIES_ENV = "TORCHFT_QUORUM_RETRIES"
+QUORUM_RETRY_SECONDS = 2
+# Seconds the Lighthouse's pod stays bound to a node that is unreachable or not ready before it is evicted and
+# its Job replaces it, instead of the 300 s the DefaultTolerationSeconds admission plugin gives pods that set no
+# such toleration (https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/#taint-based-evictions,
+# checked 2026-11-23): the groups pause at their quorum meanwhile, and their hang watchdog fires after
+# --hang-floor (300 s by default).
+LIGHTHOUSE_EVICTION_SECONDS = 30
+NODE_FAILURE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 MAX_RESTARTABLE_GROUPS = 1024
 LIGHTHOUSE_CONTAINER = "lighthouse"
 LIGHTHOUSE_PORT = 29510
@@ -460,6 +478,8 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     if req.replica_mode:  # the child Job's index in the replicated job = the replica group
         container["env"].append({"name": REPLICA_ID_ENV, "valueFrom": {"fieldRef": {
             "fieldPath": f"metadata.labels['{JOB_INDEX_LABEL}']"}}})
+        if QUORUM_RETRIES_ENV not in req.env:
+            container["env"].append({"name": QUORUM_RETRIES_ENV, "value": str(quorum_retries())})
     # Per-job host directories: (volume, host path, mount path in the container).
     scratch = []
     if openpod:
@@ -570,14 +590,16 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
 
 def failure_policy(req: JobRequest) -> dict[str, Any]:
     """The JobSet's failure policy: a failed child Job restarts the whole JobSet, at most ``max_restarts`` times;
-    in replica mode a failed replica group's Job restarts alone (RESTART_GROUP_RULE).
+    in replica mode a failed replica group's Job restarts alone (RESTART_GROUP_RULE), and so does a failed
+    Lighthouse Job (RESTART_LIGHTHOUSE_RULE) while the groups keep their processes and retry their quorum
+    (QUORUM_RETRIES_ENV).
 
     A trainer pod that fails (a lost node, a launcher out of restarts) fails its child Job with reason
     BackoffLimitExceeded (``backoffLimit: 0``, no podFailurePolicy). The rule restarts only that Job
     (jobset@v0.12.0 api/jobset/v1alpha2/jobset_types.go:425-429; pkg/controllers/failure_policy.go:345-369,
-    299-342): the other groups keep their pods and processes, and the new Job's pods heal from them. Any other
-    failure, and a failed Lighthouse Job, matches no rule and restarts the JobSet (failure_policy.go:44-45,
-    64-74). Every restart, of one Job or of all, counts against ``maxRestarts`` (failure_policy.go:226, 350,
+    299-342): the other groups keep their pods and processes, and the new Job's pods heal from them. The
+    Lighthouse's Job fails the same way once its pod failed ``backoffLimit + 1`` times, and is then recreated
+    alone. Any other failure matches no rule and restarts the JobSet (failure_policy.go:44-45, 64-74). Every restart, of one Job or of all, counts against ``maxRestarts`` (failure_policy.go:226, 350,
     367, 546-550). JobSet acts on the rule only with its RestartJob feature gate on, which the platform's
     JobSet install sets (infra/governance/install.py); its webhook refuses the JobSet otherwise
     (pkg/webhooks/jobset_webhook.go:440-444), so a cluster without the gate fails the submit, not the run.
@@ -586,15 +608,28 @@ def failure_policy(req: JobRequest) -> dict[str, Any]:
     if req.replica_mode:
         policy["rules"] = [{"name": RESTART_GROUP_RULE, "action": "RestartJob",
                             "onJobFailureReasons": ["BackoffLimitExceeded"],
-                            "targetReplicatedJobs": [REPLICATED_JOB]}]
+                            "targetReplicatedJobs": [REPLICATED_JOB]},
+                           {"name": RESTART_LIGHTHOUSE_RULE, "action": "RestartJob",
+                            "onJobFailureReasons": ["BackoffLimitExceeded"],
+                            "targetReplicatedJobs": [LIGHTHOUSE_JOB]}]
     return policy
+
+
+def quorum_retries() -> int:
+    """TORCHFT_QUORUM_RETRIES for the trainers: a retry every QUORUM_RETRY_SECONDS over the runtime's quorum
+    timeout (training.config.FaultToleranceConfig.quorum_timeout_seconds)."""
+    from training.config import FaultToleranceConfig
+
+    return max(1, FaultToleranceConfig().quorum_timeout_seconds // QUORUM_RETRY_SECONDS - 1)
 
 
 def lighthouse_job(req: JobRequest, trainer_pod: dict[str, Any]) -> dict[str, Any]:
     """The replicated job running the job's torchft Lighthouse: one pod on one of the job's nodes (same
     group, same taints tolerated), the share LIGHTHOUSE_SHARE, ready once its port accepts connections.
-    A crash restarts the container in place (same pod, same DNS name); the replica groups' managers
-    reconnect on their next quorum."""
+    A crash restarts the container in place (same pod, same DNS name), a lost pod is replaced by the Job
+    (``backoffLimit``) and a failed Job by the JobSet (RESTART_LIGHTHOUSE_RULE), each under the same DNS name;
+    meanwhile the replica groups' manager servers retry their quorum (QUORUM_RETRIES_ENV) and go on with the
+    new Lighthouse (docs/governance.md, "When the Lighthouse is lost")."""
     amounts = {res.CPU: res.quantity(res.CPU, LIGHTHOUSE_SHARE.cpu),
                res.MEMORY: res.quantity(res.MEMORY, LIGHTHOUSE_SHARE.memory_gib)}
     required = req.min_replicas or req.groups
@@ -619,8 +654,9 @@ def lighthouse_job(req: JobRequest, trainer_pod: dict[str, Any]) -> dict[str, An
         # SIGKILL this long after. Longer would hold every JobSet restart (BlockingRecreate) as long.
         "terminationGracePeriodSeconds": STOP_MARGIN_S,
     }
-    if "tolerations" in trainer_pod:
-        spec["tolerations"] = list(trainer_pod["tolerations"])
+    spec["tolerations"] = [*trainer_pod.get("tolerations", []),
+                           *({"key": k, "operator": "Exists", "effect": "NoExecute",
+                              "tolerationSeconds": LIGHTHOUSE_EVICTION_SECONDS} for k in NODE_FAILURE_TAINTS)]
     meta = {"labels": {"app.kubernetes.io/name": req.name, "app.kubernetes.io/component": LIGHTHOUSE_JOB,
                        q.TEAM_LABEL: req.team}}
     return {"name": LIGHTHOUSE_JOB, "replicas": 1,
