@@ -136,7 +136,7 @@ def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_cont
     click.echo(f"\npriorities: {prio}")
     click.echo("nodes are whole nodes; LEND LIMIT all = idle quota may be lent, BORROW LIMIT none = no limit; "
                "MAX NODES = nominal + what the others lend (capped by the borrow limit)")
-    pools = [f"{g.name} {q.pool_nodes(s, g.name)}" for g in q.queued_groups(s) if q.pool_nodes(s, g.name)]
+    pools = q.idle_pools(s)
     if pools:
         click.echo("idle pool (nodes in no team's quota, any team may borrow them): " + ", ".join(pools))
     from infra.governance import preemption

@@ -22,6 +22,7 @@ once the Auto Scaling group's replacement node has passed its health check.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -442,9 +443,8 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     accelerators = req.accelerators_per_node or t.accelerator_count
     share = res.pod_share(t, accelerators)
     if req.replica_mode:  # the Lighthouse's share comes out of every trainer pod (LIGHTHOUSE_SHARE)
-        share = res.NodeShare(cpu=share.cpu - LIGHTHOUSE_SHARE.cpu,
-                              memory_gib=share.memory_gib - LIGHTHOUSE_SHARE.memory_gib,
-                              accelerators=share.accelerators, efa=share.efa)
+        share = dataclasses.replace(share, cpu=share.cpu - LIGHTHOUSE_SHARE.cpu,
+                                    memory_gib=share.memory_gib - LIGHTHOUSE_SHARE.memory_gib)
     amounts = share.quantities(t)
     resources = {r: res.quantity(r, n) for r, n in amounts.items()}
     hugepages_mi = res.hugepages_share_mi(t, accelerators) if req.hugepages_mi is None else req.hugepages_mi
@@ -452,6 +452,7 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         resources[res.HUGEPAGES] = f"{hugepages_mi}Mi"
     shm_gi = req.shm_gi or max(1, min(64, share.memory_gib // 4))
     mount = spec.storage.fsx.mount_path
+    team_fsx, datasets_fsx = fsx_mounts(spec, req.team)
 
     openpod = req.runtime == "openpod"
     nvme = openpod and nvme_available(spec, req.group)
@@ -467,7 +468,7 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "ports": [{"name": "rdzv", "containerPort": RDZV_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(resources), "limits": dict(resources)},
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, *fsx_mounts(spec, req.team)],
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, team_fsx, datasets_fsx],
     }
     if openpod:
         container["env"] += [{"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -532,7 +533,6 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     # FSx directory, the per-job host scratch). The node agent removes the scratch once the
     # job is gone (see docs/node-agent.md, "Job scratch").
     pod_spec["volumes"] += [{"name": v, "hostPath": {"path": h, "type": "DirectoryOrCreate"}} for v, h, _ in scratch]
-    team_fsx = fsx_mounts(spec, req.team)[0]
     pod_spec["initContainers"] = [{
         "name": "job-scratch-dirs",
         "image": req.image,
@@ -541,7 +541,8 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"], "add": ["FOWNER"]}},
         "resources": {"requests": INIT_RESOURCES, "limits": INIT_RESOURCES},
-        "volumeMounts": [team_fsx, *({"name": v, "mountPath": m} for v, _, m in scratch)],
+        # a copy: one dict in two places would be dumped as a YAML anchor and alias
+        "volumeMounts": [dict(team_fsx), *({"name": v, "mountPath": m} for v, _, m in scratch)],
     }]
     # The group's own taints only; never the health-check, unhealthy or hot-spare taints.
     if group.taints:
