@@ -106,8 +106,8 @@ RESTART_LIGHTHOUSE_RULE = "restartLighthouse"
 # While the Lighthouse is away (a crash, its pod recreated elsewhere) a group's quorum fails: torchft 0.2.0's
 # manager server retries it only TORCHFT_QUORUM_RETRIES times (default 0; the env overrides the Manager's
 # argument: torchft/manager.py:84-87,185,266-268 of the 0.2.0 wheel), and without a retry it never answers its
-# client, which waits out the whole quorum timeout and then fails the step's workers in every group at once
-# (meta-pytorch/torchft@7eb7087 src/manager.rs:238). Between retries it sleeps quorum_timeout / (retries + 1)
+# client (meta-pytorch/torchft@7eb7087 src/manager.rs:238): every group waits at that step until its hang
+# watchdog restarts its workers. Between retries it sleeps quorum_timeout / (retries + 1)
 # (src/manager.rs:250-306) and reconnects: so many retries that it tries every QUORUM_RETRY_SECONDS for the
 # runtime's whole quorum timeout (tests/governance/test_lighthouse_failure.py runs it on the wheel).
 QUORUM_RETRIES_ENV = "TORCHFT_QUORUM_RETRIES"
