@@ -13,7 +13,7 @@ the groups are at quorum 2 or later; the new Lighthouse's quorum 1 makes them re
 under the store prefix ``torchft/1/`` their first quorum used (torchft/manager.py:692-704 of the 0.2.0
 wheel). Its keys are stale: when gloo reads one before the peer rewrote it, it dials the dead worker's address,
 steps stop committing and each group's hang watchdog restarts its workers, which restore from node memory
-(a race: seen in one of two runs). Either way the run ends bit-identical.
+(a race: seen in two of three runs). Either way the run ends bit-identical.
 """
 
 import os
@@ -133,6 +133,5 @@ def test_after_a_group_healed_a_lighthouse_restart_costs_a_worker_restart_but_th
     for out in outs:
         assert out["step"] == 20 and out["state_sha256"] == baseline["state_sha256"]
     kept = [out["fault_tolerance"]["pid"] == pids[r] for r, out in enumerate(outs)]
-    stale = "connectFullMesh" in log0.split("reconfiguring for quorum_id=1 ")[-1]
     print(f"both groups past step {SECOND_HOLD + 1} {resumed_after:.1f}s after the Lighthouse was killed "
-          f"(--hang-floor 20); stale key hit: {stale}; processes kept: {kept}")
+          f"(--hang-floor 20); processes kept: {kept}")
