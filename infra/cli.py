@@ -146,7 +146,7 @@ def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_cont
     click.echo(f"\npriorities: {prio}")
     click.echo("nodes are whole nodes; LEND LIMIT all = idle quota may be lent, BORROW LIMIT none = no limit; "
                "MAX NODES = nominal + what the others lend (capped by the borrow limit)")
-    pools = [f"{g.name} {q.pool_nodes(s, g.name)}" for g in q.queued_groups(s) if q.pool_nodes(s, g.name)]
+    pools = q.idle_pools(s)
     if pools:
         click.echo("idle pool (nodes in no team's quota, any team may borrow them): " + ", ".join(pools))
     from infra.governance import preemption
@@ -187,13 +187,21 @@ def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_cont
               help="--fault-tolerance replica: replica groups, a divisor of --nodes [default: one per node]")
 @click.option("--min-replicas", type=int, default=0,
               help="--fault-tolerance replica: groups a step needs [0: all - survivors wait for a lost group]")
+@click.option("--restart", type=click.Choice(["process", "in-process"]), default="process", show_default=True,
+              help="--runtime openpod: process = a failed worker restarts every worker of its node; in-process = "
+                   "the failed rank alone is replaced and the others re-form the process group in their own "
+                   "processes (docs/training.md)")
+@click.option("--spare-workers", type=int, default=None,
+              help="--restart in-process: warm standby workers per node, processes of the same pod within its "
+                   "resources [default: the runtime's, 1]")
 @click.option("--dry-run", is_flag=True, help="print the JobSet YAML instead of creating it")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="default: $KUBECONFIG or ~/.kube/config")
 @click.option("--context", "kube_context", default=None, help="kubeconfig context")
 @click.argument("script", nargs=-1, type=click.UNPROCESSED)
 def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, priority, require_topology,
            prefer_topology, max_restarts, hugepages_mi, shm_gi, env, runtime, s3_uri, grace_seconds, dry_run,
-           kubeconfig, kube_context, script, fault_tolerance="restart", replicas=None, min_replicas=0) -> None:
+           kubeconfig, kube_context, script, fault_tolerance="restart", replicas=None, min_replicas=0,
+           restart="process", spare_workers=None) -> None:
     """Submit a multi-node PyTorch job as a Kueue-managed JobSet.
 
     The training script and its arguments follow `--`, e.g.
@@ -215,6 +223,7 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
         prefer_topology=prefer_topology, max_restarts=max_restarts, hugepages_mi=hugepages_mi, shm_gi=shm_gi,
         env=env_map, runtime=runtime, s3_uri=s3_uri, grace_seconds=grace_seconds,
         fault_tolerance=fault_tolerance, replicas=replicas, min_replicas=min_replicas,
+        restart=restart, spare_workers=spare_workers,
     )
     try:
         jobset.validate(s, req)

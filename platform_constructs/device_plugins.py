@@ -11,16 +11,11 @@ from constructs import Construct
 from openpod_core import labels
 from openpod_core.accelerator_stack import multi_node_nvlink
 from openpod_core.instance_types import INSTANCE_TYPES, Accelerator
+from platform_constructs.placement import require_label as _require, tolerate_all
 
 # Device plugins must run on nodes that still carry the startup taint: the deep
 # health check that removes it counts the devices they advertise.
-_TOLERATE_ALL = [{"operator": "Exists"}]
-
-
-def _require(key: str, *values: str) -> dict:
-    """A required node affinity on one label: replaces a chart's default affinity (Helm replaces lists)."""
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}]}}}
+_TOLERATE_ALL = tolerate_all()
 
 
 # aws-efa-k8s-device-plugin builds its required node affinity from this list; the chart's own list

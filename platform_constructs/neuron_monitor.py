@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from openpod_core import labels
 from openpod_core.facts import value
+from platform_constructs.placement import require_label, tolerate_all
 
 NAME = "neuron-monitor"
 PORT = 8000  # k8s-neuron-monitor-daemonset.yml:45,50 (and neuron-monitor-prometheus.py's default --port)
@@ -41,8 +42,7 @@ def image() -> str:
 
 def affinity() -> dict:
     """Required node affinity: only nodes of Trainium (Neuron) groups."""
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": labels.ACCELERATOR, "operator": "In", "values": ["neuron"]}]}]}}}
+    return require_label(labels.ACCELERATOR, "neuron")
 
 
 def daemonset(namespace: str) -> dict:
@@ -58,7 +58,7 @@ def daemonset(namespace: str) -> dict:
                              "annotations": labels.scrape_annotations(PORT)},
                 "spec": {
                     "affinity": affinity(),
-                    "tolerations": [{"operator": "Exists"}],
+                    "tolerations": tolerate_all(),
                     "containers": [{
                         "name": NAME, "image": image(),
                         "command": ["/opt/bin/entrypoint.sh"],

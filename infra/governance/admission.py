@@ -37,6 +37,31 @@ NOT_A_CONTROLLER = "!(" + " || ".join(
     f"request.userInfo.username.startsWith('system:serviceaccount:{ns}:')" for ns in CONTROLLER_NAMESPACES) + ")"
 
 
+def policy_and_binding(name: str, resource_rules: list[dict], validations: list[dict], *,
+                       namespace_selector: dict | None = None, match_conditions: list[dict] | None = None,
+                       variables: list[dict] | None = None) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy (failurePolicy Fail) and its binding of the same name, denying on a failed
+    validation: the boilerplate every admission rule of this module shares."""
+    meta = {"name": name, "labels": {"app.kubernetes.io/managed-by": "openpod"}}
+    constraints: dict[str, Any] = {"namespaceSelector": namespace_selector} if namespace_selector else {}
+    constraints["resourceRules"] = resource_rules
+    spec: dict[str, Any] = {"failurePolicy": "Fail", "matchConstraints": constraints}
+    if match_conditions:
+        spec["matchConditions"] = match_conditions
+    if variables:
+        spec["variables"] = variables
+    spec["validations"] = validations
+    policy = {"apiVersion": API, "kind": "ValidatingAdmissionPolicy", "metadata": meta, "spec": spec}
+    binding = {"apiVersion": API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": dict(meta),
+               "spec": {"policyName": name, "validationActions": ["Deny"]}}
+    return [policy, binding]
+
+
+def team_namespaces() -> dict[str, Any]:
+    """The namespaceSelector of team namespaces: those carrying the team label."""
+    return {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]}
+
+
 def allowed_priorities(spec: ClusterSpec, team: TeamSpec) -> list[str]:
     """The team's ``allowed_priorities``, or every priority of the spec but ``inference``."""
     if team.allowed_priorities is not None:
@@ -48,51 +73,68 @@ def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
     """The policy and its binding (the LocalQueue of a team is named after the team: queues.local_queue_name)."""
     allowed = "{" + ", ".join(f"'{t.name}': [{', '.join(repr(p) for p in allowed_priorities(spec, t))}]"
                               for t in spec.teams) + "}"
-    policy = {
-        "apiVersion": API, "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": TEAM_QUEUE_POLICY, "labels": {"app.kubernetes.io/managed-by": "openpod"}},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
-                "resourceRules": [
-                    {"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["*"], "resources": ["jobsets"],
-                     "operations": ["CREATE", "UPDATE"]},
-                    {"apiGroups": ["batch"], "apiVersions": ["*"], "resources": ["jobs"],
-                     "operations": ["CREATE", "UPDATE"]},
-                    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]},
-                ],
-            },
-            "matchConditions": [{"name": "not-a-platform-controller", "expression": NOT_A_CONTROLLER}],
-            "variables": [
-                {"name": "team", "expression": f"namespaceObject.metadata.labels['{TEAM_LABEL}']"},
-                {"name": "queue", "expression": f"has(object.metadata.labels) && '{QUEUE_LABEL}' in "
-                                                f"object.metadata.labels ? object.metadata.labels['{QUEUE_LABEL}'] : ''"},
-                {"name": "priority", "expression": f"has(object.metadata.labels) && '{PRIORITY_LABEL}' in "
-                                                   f"object.metadata.labels ? object.metadata.labels['{PRIORITY_LABEL}'] : ''"},
-                {"name": "allowed", "expression": f"variables.team in {allowed} ? {allowed}[variables.team] : []"},
-            ],
-            "validations": [
-                {"expression": "object.kind != 'Pod'", "reason": "Forbidden",
-                 "message": "bare Pods are not allowed in team namespaces: submit a JobSet or Job (openpod submit) "
-                            f"with {QUEUE_LABEL} set to the team's queue, so the team's quota applies"},
-                {"expression": "object.kind == 'Pod' || variables.queue == variables.team", "reason": "Forbidden",
-                 "messageExpression": f"'{QUEUE_LABEL} must be ' + variables.team + ' (the LocalQueue of team ' + "
-                                      f"variables.team + '), got ' + (variables.queue == '' ? 'none' : "
-                                      f"variables.queue)"},
-                {"expression": "variables.priority == '' || variables.priority in variables.allowed",
-                 "reason": "Forbidden",
-                 "messageExpression": f"'{PRIORITY_LABEL} ' + variables.priority + ' is not allowed for team ' + "
-                                      "variables.team + ' (teams[].allowed_priorities in the cluster spec)'"},
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": API, "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": TEAM_QUEUE_POLICY, "labels": {"app.kubernetes.io/managed-by": "openpod"}},
-        "spec": {"policyName": TEAM_QUEUE_POLICY, "validationActions": ["Deny"]},
-    }
-    return [policy, binding]
+    return policy_and_binding(
+        TEAM_QUEUE_POLICY,
+        [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["*"], "resources": ["jobsets"],
+          "operations": ["CREATE", "UPDATE"]},
+         {"apiGroups": ["batch"], "apiVersions": ["*"], "resources": ["jobs"], "operations": ["CREATE", "UPDATE"]},
+         {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]}],
+        [{"expression": "object.kind != 'Pod'", "reason": "Forbidden",
+          "message": "bare Pods are not allowed in team namespaces: submit a JobSet or Job (openpod submit) "
+                     f"with {QUEUE_LABEL} set to the team's queue, so the team's quota applies"},
+         {"expression": "object.kind == 'Pod' || variables.queue == variables.team", "reason": "Forbidden",
+          "messageExpression": f"'{QUEUE_LABEL} must be ' + variables.team + ' (the LocalQueue of team ' + "
+                               f"variables.team + '), got ' + (variables.queue == '' ? 'none' : variables.queue)"},
+         {"expression": "variables.priority == '' || variables.priority in variables.allowed",
+          "reason": "Forbidden",
+          "messageExpression": f"'{PRIORITY_LABEL} ' + variables.priority + ' is not allowed for team ' + "
+                               "variables.team + ' (teams[].allowed_priorities in the cluster spec)'"}],
+        namespace_selector=team_namespaces(),
+        match_conditions=[{"name": "not-a-platform-controller", "expression": NOT_A_CONTROLLER}],
+        variables=[
+            {"name": "team", "expression": f"namespaceObject.metadata.labels['{TEAM_LABEL}']"},
+            {"name": "queue", "expression": f"has(object.metadata.labels) && '{QUEUE_LABEL}' in "
+                                            f"object.metadata.labels ? object.metadata.labels['{QUEUE_LABEL}'] : ''"},
+            {"name": "priority", "expression": f"has(object.metadata.labels) && '{PRIORITY_LABEL}' in "
+                                               f"object.metadata.labels ? object.metadata.labels['{PRIORITY_LABEL}'] : ''"},
+            {"name": "allowed", "expression": f"variables.team in {allowed} ? {allowed}[variables.team] : []"},
+        ])
+
+
+# -------------------------------------------------------------------------------------- bounded restarts
+#
+# ``openpod-jobset-restarts`` (issue 13): a team JobSet's failure policy may use only the actions that count
+# against ``maxRestarts``. JobSet v0.12.0's actions (kubernetes-sigs/jobset@v0.12.0
+# api/jobset/v1alpha2/jobset_types.go:412-435, enum :449): FailJobSet, RestartJobSet, RestartJob, and two that
+# restart "but do not check jobSet.spec.maxRestarts" - RestartJobSetAndIgnoreMaxRestarts (:421-423) and
+# RestartJobAndIgnoreMaxRestarts (:431-434; live once the platform turns the RestartJob gate on for replica
+# mode, install.JOBSET_FEATURE_GATES). With those a failing team job restarts forever while it holds quota
+# (borrowed quota included), and nothing ends it but a person. Updates from the platform's controllers
+# (Kueue suspends and resumes JobSets) are not matched, so a JobSet created before the policy stays manageable.
+
+RESTART_POLICY = "openpod-jobset-restarts"
+UNBOUNDED_RESTART_ACTIONS = ("RestartJobSetAndIgnoreMaxRestarts", "RestartJobAndIgnoreMaxRestarts")
+BOUNDED_RESTART_ACTIONS = ("FailJobSet", "RestartJobSet", "RestartJob")
+
+
+def restart_policy() -> list[dict[str, Any]]:
+    """Refuse team JobSets whose failure-policy rules restart without counting against ``maxRestarts``."""
+    allowed = ", ".join(BOUNDED_RESTART_ACTIONS[:-1]) + " or " + BOUNDED_RESTART_ACTIONS[-1]
+    return policy_and_binding(
+        RESTART_POLICY,
+        [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["*"], "resources": ["jobsets"],
+          "operations": ["CREATE", "UPDATE"]}],
+        [{"expression": "size(variables.unbounded) == 0", "reason": "Forbidden",
+          "messageExpression": "'spec.failurePolicy.rules: rule ' + (has(variables.unbounded[0].name) ? "
+                               "variables.unbounded[0].name : '(unnamed)') + ' has action ' + "
+                               "variables.unbounded[0].action + ', which does not count against maxRestarts "
+                               f"(a team job could restart forever); use {allowed}'"}],
+        namespace_selector=team_namespaces(),
+        match_conditions=[{"name": "not-a-platform-controller", "expression": NOT_A_CONTROLLER}],
+        variables=[{"name": "unbounded",
+                    "expression": "has(object.spec.failurePolicy) && has(object.spec.failurePolicy.rules) ? "
+                                  "object.spec.failurePolicy.rules.filter(r, has(r.action) && r.action in "
+                                  f"{_cel_list(UNBOUNDED_RESTART_ACTIONS)}) : []"}])
 
 
 # ---------------------------------------------------------------------------------------------- pod security
@@ -220,27 +262,14 @@ def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
 
 
 def _pod_security(spec: ClusterSpec, name: str, rules: list[dict], specs: str) -> list[dict[str, Any]]:
-    meta = {"name": name, "labels": {"app.kubernetes.io/managed-by": "openpod"}}
-    policy = {
-        "apiVersion": API, "kind": "ValidatingAdmissionPolicy", "metadata": meta,
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
-                "resourceRules": rules,
-            },
-            "variables": [
-                {"name": "team", "expression": f"namespaceObject.metadata.labels['{TEAM_LABEL}']"},
-                {"name": "specs", "expression": specs},
-            ],
-            "validations": [{"expression": expr, "reason": "Forbidden",
-                             "message": f"{msg} in team namespaces ({POD_SECURITY_POLICY}; docs/security.md)"}
-                            for expr, msg in pod_security_checks(spec)],
-        },
-    }
-    binding = {"apiVersion": API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": dict(meta),
-               "spec": {"policyName": name, "validationActions": ["Deny"]}}
-    return [policy, binding]
+    return policy_and_binding(
+        name, rules,
+        [{"expression": expr, "reason": "Forbidden",
+          "message": f"{msg} in team namespaces ({POD_SECURITY_POLICY}; docs/security.md)"}
+         for expr, msg in pod_security_checks(spec)],
+        namespace_selector=team_namespaces(),
+        variables=[{"name": "team", "expression": f"namespaceObject.metadata.labels['{TEAM_LABEL}']"},
+                   {"name": "specs", "expression": specs}])
 
 
 def pod_security_policies(spec: ClusterSpec) -> list[dict[str, Any]]:
@@ -276,29 +305,16 @@ def node_scope_policy() -> list[dict[str, Any]]:
     from node_agent.deploy import DETECTOR, NAMESPACE
 
     user = f"system:serviceaccount:{NAMESPACE}:{DETECTOR}"
-    meta = {"name": NODE_SCOPE_POLICY, "labels": {"app.kubernetes.io/managed-by": "openpod"}}
-    policy = {
-        "apiVersion": API, "kind": "ValidatingAdmissionPolicy", "metadata": meta,
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [
-                {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["nodes", "nodes/status"],
-                 "operations": ["UPDATE"]}]},
-            "matchConditions": [{"name": "the-node-health-agent", "expression": f"request.userInfo.username == '{user}'"}],
-            "validations": [{
-                "expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
-                              f"object.metadata.name in request.userInfo.extra['{NODE_NAME_EXTRA}']",
-                "reason": "Forbidden",
-                "messageExpression": f"'{DETECTOR} may update only the node its pod runs on, not ' + "
-                                     "object.metadata.name",
-            }],
-        },
-    }
-    binding = {"apiVersion": API, "kind": "ValidatingAdmissionPolicyBinding", "metadata": dict(meta),
-               "spec": {"policyName": NODE_SCOPE_POLICY, "validationActions": ["Deny"]}}
-    return [policy, binding]
+    return policy_and_binding(
+        NODE_SCOPE_POLICY,
+        [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["nodes", "nodes/status"], "operations": ["UPDATE"]}],
+        [{"expression": f"has(request.userInfo.extra) && '{NODE_NAME_EXTRA}' in request.userInfo.extra && "
+                        f"object.metadata.name in request.userInfo.extra['{NODE_NAME_EXTRA}']",
+          "reason": "Forbidden",
+          "messageExpression": f"'{DETECTOR} may update only the node its pod runs on, not ' + object.metadata.name"}],
+        match_conditions=[{"name": "the-node-health-agent", "expression": f"request.userInfo.username == '{user}'"}])
 
 
 def admission_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     """Every admission policy and binding the platform deploys for teams."""
-    return team_queue_policy(spec) + pod_security_policies(spec)
+    return team_queue_policy(spec) + pod_security_policies(spec) + restart_policy()

@@ -22,6 +22,7 @@ once the Auto Scaling group's replacement node has passed its health check.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,7 +80,13 @@ LAUNCHER_RESTARTS = 3
 LAUNCHER_FLAGS = ("--nnodes", "--nproc-per-node", "--rdzv-endpoint", "--rdzv-id", "--node-id", "--bind-host",
                   "--max-restarts", "--checkpoint-dir", "--memory-dir", "--nvme-dir", "--s3-uri", "--stop-timeout",
                   "--metrics-port", "--fault-tolerance", "--replica-id", "--replicas", "--min-replicas",
-                  "--lighthouse")
+                  "--lighthouse", "--restart", "--spare-workers")
+# Of those, the ones the user chooses through submit's own flag of the same name.
+SUBMIT_FLAGS = ("--restart", "--spare-workers")
+# --restart (runtime openpod): process = torchrun restarts every worker of the node; in-process = the launcher
+# replaces the failed rank alone (training/ft/inprocess.py, docs/training.md "In-process restart"). Its warm
+# standby workers (--spare-workers) are processes of the same pod: no extra request (docs/governance.md).
+RESTARTS = ("process", "in-process")
 
 # --fault-tolerance replica (docs/training.md, "Replica healing"): one child Job per replica group
 # (replicatedJob REPLICATED_JOB with `replicas: R`), the group index from the label JobSet puts on every
@@ -94,6 +101,24 @@ LIGHTHOUSE_JOB = "lighthouse"
 # Replica mode's failure-policy rule, and the most replicas a replicated job may have with a RestartJob rule
 # (jobset@v0.12.0 pkg/webhooks/jobset_webhook.go:73-76, 445-450).
 RESTART_GROUP_RULE = "restartFailedGroup"
+# A Lighthouse Job that failed (its pod failed backoffLimit + 1 times: crashes, lost nodes) is recreated alone.
+RESTART_LIGHTHOUSE_RULE = "restartLighthouse"
+# While the Lighthouse is away (a crash, its pod recreated elsewhere) a group's quorum fails: torchft 0.2.0's
+# manager server retries it only TORCHFT_QUORUM_RETRIES times (default 0; the env overrides the Manager's
+# argument: torchft/manager.py:84-87,185,266-268 of the 0.2.0 wheel), and without a retry it never answers its
+# client (meta-pytorch/torchft@7eb7087 src/manager.rs:238): every group waits at that step until its hang
+# watchdog restarts its workers. Between retries it sleeps quorum_timeout / (retries + 1)
+# (src/manager.rs:250-306) and reconnects: so many retries that it tries every QUORUM_RETRY_SECONDS for the
+# runtime's whole quorum timeout (tests/governance/test_lighthouse_failure.py runs it on the wheel).
+QUORUM_RETRIES_ENV = "TORCHFT_QUORUM_RETRIES"
+QUORUM_RETRY_SECONDS = 2
+# Seconds the Lighthouse's pod stays bound to a node that is unreachable or not ready before it is evicted and
+# its Job replaces it, instead of the 300 s the DefaultTolerationSeconds admission plugin gives pods that set no
+# such toleration (https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/#taint-based-evictions,
+# checked 2026-11-23): the groups pause at their quorum meanwhile, and their hang watchdog fires after
+# --hang-floor (300 s by default).
+LIGHTHOUSE_EVICTION_SECONDS = 30
+NODE_FAILURE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 MAX_RESTARTABLE_GROUPS = 1024
 LIGHTHOUSE_CONTAINER = "lighthouse"
 LIGHTHOUSE_PORT = 29510
@@ -131,6 +156,8 @@ class JobRequest:
     fault_tolerance: str = "restart"            # a FAULT_TOLERANCE value; replica needs runtime openpod
     replicas: int | None = None                 # replica: replica groups [default: one per node]
     min_replicas: int = 0                       # replica: groups a step needs [0: all]
+    restart: str = "process"                    # a RESTARTS value; in-process needs runtime openpod
+    spare_workers: int | None = None            # in-process: warm standby workers per node [runtime default]
 
     @property
     def grace(self) -> int:
@@ -231,6 +258,7 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
     if req.runtime not in RUNTIMES:
         raise JobError(f"--runtime {req.runtime!r} not allowed; use one of: {', '.join(RUNTIMES)}")
     _validate_fault_tolerance(spec, req)
+    _validate_restart(spec, req)
     if req.runtime == "openpod":
         _validate_openpod(spec, req)
     elif req.s3_uri is not None:
@@ -255,12 +283,18 @@ def _validate_openpod(spec: ClusterSpec, req: JobRequest) -> None:
             raise JobError(f"--env {key} not allowed with --runtime openpod: it is set from the pod itself")
     for arg in req.script:
         flag = arg.split("=", 1)[0]
+        if flag in SUBMIT_FLAGS:
+            raise JobError(f"{flag} after -- not allowed with --runtime openpod: give it to openpod submit ({flag} "
+                           "before --), which sets it on every node's launcher")
         if flag in LAUNCHER_FLAGS:
             raise JobError(f"{flag} after -- not allowed with --runtime openpod: submit sets it from the job "
                            f"(set by submit: {', '.join(LAUNCHER_FLAGS)})")
     from training.cli import check_run_args  # the runtime's own parser: no torch import
 
     problems = check_run_args([a.replace(f"$({REPLICA_ID_ENV})", "0") for a in launch_command(spec, req)[4:]])
+    refused = [p for p in problems if p.startswith(tuple(f"{f}:" for f in SUBMIT_FLAGS))]
+    if req.restart == "in-process" and refused:  # e.g. replica groups, or more nodes than the runtime supports
+        raise JobError(f"--restart in-process: the training runtime refuses it for this job: {'; '.join(refused)}")
     if problems:
         raise JobError(f"training args after -- not accepted by python -m training run: {'; '.join(problems)}")
 
@@ -299,6 +333,24 @@ def _validate_fault_tolerance(spec: ClusterSpec, req: JobRequest) -> None:
         raise JobError(f"--fault-tolerance replica not available with {share.cpu} vCPU / {share.memory_gib} GiB "
                        f"per pod: the Lighthouse takes {LIGHTHOUSE_SHARE.cpu} vCPU and "
                        f"{LIGHTHOUSE_SHARE.memory_gib} GiB of it; use more --accelerators-per-node")
+
+
+def _validate_restart(spec: ClusterSpec, req: JobRequest) -> None:
+    if req.restart not in RESTARTS:
+        raise JobError(f"--restart {req.restart!r} not allowed; use one of: {', '.join(RESTARTS)}")
+    if req.restart != "in-process":
+        if req.spare_workers is not None:
+            raise JobError("--spare-workers only applies with --restart in-process")
+        return
+    if req.runtime != "openpod":
+        raise JobError("--restart in-process needs --runtime openpod: torchrun restarts every worker of the node; "
+                       "the platform's launcher replaces the failed rank alone")
+    t = spec.group(req.group).type
+    nproc = res.processes_per_node(t, req.accelerators_per_node or t.accelerator_count)
+    if req.spare_workers is not None and not 0 <= req.spare_workers <= nproc:
+        raise JobError(f"--spare-workers {req.spare_workers} not allowed; use 0 (a replacement starts from scratch) "
+                       f"to {nproc} (the node's {nproc} ranks: a spare takes one failed rank's place and a new one "
+                       "starts behind it)")
 
 
 def leader_host(name: str, job_index: int | str = 0) -> str:
@@ -368,6 +420,11 @@ def launch_command(spec: ClusterSpec, req: JobRequest) -> list[str]:
     if req.runtime == "torchrun":
         return ["torchrun", *rendezvous, "--rdzv-backend=c10d", endpoint, f"--rdzv-id={req.name}",
                 "--max-restarts=0", *req.script]
+    restart: list[str] = []
+    if req.restart == "in-process":  # standbys: processes of this pod, within its limits (no extra request)
+        restart.append("--restart=in-process")
+        if req.spare_workers is not None:
+            restart.append(f"--spare-workers={req.spare_workers}")
     tiers = [f"--checkpoint-dir={checkpoint_dir(spec, req)}", f"--memory-dir={MEMORY_DIR}"]
     if nvme_available(spec, req.group):
         tiers.append(f"--nvme-dir={labels.LOCAL_NVME_MOUNT}")
@@ -376,7 +433,7 @@ def launch_command(spec: ClusterSpec, req: JobRequest) -> list[str]:
     return ["python", "-m", "training", "run", *rendezvous, endpoint, rdzv_id,
             f"--node-id=$({NODE_NAME_ENV})", f"--bind-host=$({POD_IP_ENV})", f"--max-restarts={LAUNCHER_RESTARTS}",
             f"--stop-timeout={req.grace - STOP_MARGIN_S}", f"--metrics-port={labels.TRAINING_METRICS_PORT}",
-            *replica, *tiers, *req.script]
+            *replica, *restart, *tiers, *req.script]
 
 
 def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
@@ -386,9 +443,8 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     accelerators = req.accelerators_per_node or t.accelerator_count
     share = res.pod_share(t, accelerators)
     if req.replica_mode:  # the Lighthouse's share comes out of every trainer pod (LIGHTHOUSE_SHARE)
-        share = res.NodeShare(cpu=share.cpu - LIGHTHOUSE_SHARE.cpu,
-                              memory_gib=share.memory_gib - LIGHTHOUSE_SHARE.memory_gib,
-                              accelerators=share.accelerators, efa=share.efa)
+        share = dataclasses.replace(share, cpu=share.cpu - LIGHTHOUSE_SHARE.cpu,
+                                    memory_gib=share.memory_gib - LIGHTHOUSE_SHARE.memory_gib)
     amounts = share.quantities(t)
     resources = {r: res.quantity(r, n) for r, n in amounts.items()}
     hugepages_mi = res.hugepages_share_mi(t, accelerators) if req.hugepages_mi is None else req.hugepages_mi
@@ -396,6 +452,7 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         resources[res.HUGEPAGES] = f"{hugepages_mi}Mi"
     shm_gi = req.shm_gi or max(1, min(64, share.memory_gib // 4))
     mount = spec.storage.fsx.mount_path
+    team_fsx, datasets_fsx = fsx_mounts(spec, req.team)
 
     openpod = req.runtime == "openpod"
     nvme = openpod and nvme_available(spec, req.group)
@@ -411,7 +468,7 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "ports": [{"name": "rdzv", "containerPort": RDZV_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(resources), "limits": dict(resources)},
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, *fsx_mounts(spec, req.team)],
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, team_fsx, datasets_fsx],
     }
     if openpod:
         container["env"] += [{"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
@@ -422,6 +479,8 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     if req.replica_mode:  # the child Job's index in the replicated job = the replica group
         container["env"].append({"name": REPLICA_ID_ENV, "valueFrom": {"fieldRef": {
             "fieldPath": f"metadata.labels['{JOB_INDEX_LABEL}']"}}})
+        if QUORUM_RETRIES_ENV not in req.env:
+            container["env"].append({"name": QUORUM_RETRIES_ENV, "value": str(quorum_retries())})
     # Per-job host directories: (volume, host path, mount path in the container).
     scratch = []
     if openpod:
@@ -474,7 +533,6 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     # FSx directory, the per-job host scratch). The node agent removes the scratch once the
     # job is gone (see docs/node-agent.md, "Job scratch").
     pod_spec["volumes"] += [{"name": v, "hostPath": {"path": h, "type": "DirectoryOrCreate"}} for v, h, _ in scratch]
-    team_fsx = fsx_mounts(spec, req.team)[0]
     pod_spec["initContainers"] = [{
         "name": "job-scratch-dirs",
         "image": req.image,
@@ -483,7 +541,8 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
         "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
                             "capabilities": {"drop": ["ALL"], "add": ["FOWNER"]}},
         "resources": {"requests": INIT_RESOURCES, "limits": INIT_RESOURCES},
-        "volumeMounts": [team_fsx, *({"name": v, "mountPath": m} for v, _, m in scratch)],
+        # a copy: one dict in two places would be dumped as a YAML anchor and alias
+        "volumeMounts": [dict(team_fsx), *({"name": v, "mountPath": m} for v, _, m in scratch)],
     }]
     # The group's own taints only; never the health-check, unhealthy or hot-spare taints.
     if group.taints:
@@ -532,14 +591,16 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
 
 def failure_policy(req: JobRequest) -> dict[str, Any]:
     """The JobSet's failure policy: a failed child Job restarts the whole JobSet, at most ``max_restarts`` times;
-    in replica mode a failed replica group's Job restarts alone (RESTART_GROUP_RULE).
+    in replica mode a failed replica group's Job restarts alone (RESTART_GROUP_RULE), and so does a failed
+    Lighthouse Job (RESTART_LIGHTHOUSE_RULE) while the groups keep their processes and retry their quorum
+    (QUORUM_RETRIES_ENV).
 
     A trainer pod that fails (a lost node, a launcher out of restarts) fails its child Job with reason
     BackoffLimitExceeded (``backoffLimit: 0``, no podFailurePolicy). The rule restarts only that Job
     (jobset@v0.12.0 api/jobset/v1alpha2/jobset_types.go:425-429; pkg/controllers/failure_policy.go:345-369,
-    299-342): the other groups keep their pods and processes, and the new Job's pods heal from them. Any other
-    failure, and a failed Lighthouse Job, matches no rule and restarts the JobSet (failure_policy.go:44-45,
-    64-74). Every restart, of one Job or of all, counts against ``maxRestarts`` (failure_policy.go:226, 350,
+    299-342): the other groups keep their pods and processes, and the new Job's pods heal from them. The
+    Lighthouse's Job fails the same way once its pod failed ``backoffLimit + 1`` times, and is then recreated
+    alone. Any other failure matches no rule and restarts the JobSet (failure_policy.go:44-45, 64-74). Every restart, of one Job or of all, counts against ``maxRestarts`` (failure_policy.go:226, 350,
     367, 546-550). JobSet acts on the rule only with its RestartJob feature gate on, which the platform's
     JobSet install sets (infra/governance/install.py); its webhook refuses the JobSet otherwise
     (pkg/webhooks/jobset_webhook.go:440-444), so a cluster without the gate fails the submit, not the run.
@@ -548,15 +609,28 @@ def failure_policy(req: JobRequest) -> dict[str, Any]:
     if req.replica_mode:
         policy["rules"] = [{"name": RESTART_GROUP_RULE, "action": "RestartJob",
                             "onJobFailureReasons": ["BackoffLimitExceeded"],
-                            "targetReplicatedJobs": [REPLICATED_JOB]}]
+                            "targetReplicatedJobs": [REPLICATED_JOB]},
+                           {"name": RESTART_LIGHTHOUSE_RULE, "action": "RestartJob",
+                            "onJobFailureReasons": ["BackoffLimitExceeded"],
+                            "targetReplicatedJobs": [LIGHTHOUSE_JOB]}]
     return policy
+
+
+def quorum_retries() -> int:
+    """TORCHFT_QUORUM_RETRIES for the trainers: a retry every QUORUM_RETRY_SECONDS over the runtime's quorum
+    timeout (training.config.FaultToleranceConfig.quorum_timeout_seconds)."""
+    from training.config import FaultToleranceConfig
+
+    return max(1, FaultToleranceConfig().quorum_timeout_seconds // QUORUM_RETRY_SECONDS - 1)
 
 
 def lighthouse_job(req: JobRequest, trainer_pod: dict[str, Any]) -> dict[str, Any]:
     """The replicated job running the job's torchft Lighthouse: one pod on one of the job's nodes (same
     group, same taints tolerated), the share LIGHTHOUSE_SHARE, ready once its port accepts connections.
-    A crash restarts the container in place (same pod, same DNS name); the replica groups' managers
-    reconnect on their next quorum."""
+    A crash restarts the container in place (same pod, same DNS name), a lost pod is replaced by the Job
+    (``backoffLimit``) and a failed Job by the JobSet (RESTART_LIGHTHOUSE_RULE), each under the same DNS name;
+    meanwhile the replica groups' manager servers retry their quorum (QUORUM_RETRIES_ENV) and go on with the
+    new Lighthouse (docs/governance.md, "When the Lighthouse is lost")."""
     amounts = {res.CPU: res.quantity(res.CPU, LIGHTHOUSE_SHARE.cpu),
                res.MEMORY: res.quantity(res.MEMORY, LIGHTHOUSE_SHARE.memory_gib)}
     required = req.min_replicas or req.groups
@@ -581,8 +655,9 @@ def lighthouse_job(req: JobRequest, trainer_pod: dict[str, Any]) -> dict[str, An
         # SIGKILL this long after. Longer would hold every JobSet restart (BlockingRecreate) as long.
         "terminationGracePeriodSeconds": STOP_MARGIN_S,
     }
-    if "tolerations" in trainer_pod:
-        spec["tolerations"] = list(trainer_pod["tolerations"])
+    spec["tolerations"] = [*trainer_pod.get("tolerations", []),
+                           *({"key": k, "operator": "Exists", "effect": "NoExecute",
+                              "tolerationSeconds": LIGHTHOUSE_EVICTION_SECONDS} for k in NODE_FAILURE_TAINTS)]
     meta = {"labels": {"app.kubernetes.io/name": req.name, "app.kubernetes.io/component": LIGHTHOUSE_JOB,
                        q.TEAM_LABEL: req.team}}
     return {"name": LIGHTHOUSE_JOB, "replicas": 1,

@@ -198,7 +198,7 @@ def render_usage(spec: ClusterSpec, rows: list[QueueUsage]) -> list[str]:
                       str(u.admitted), str(u.pending)))
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
-    pools = [f"{g.name} {q.pool_nodes(spec, g.name)}" for g in q.queued_groups(spec) if q.pool_nodes(spec, g.name)]
+    pools = q.idle_pools(spec)
     lines.append("")
     lines.append("nodes (fractions: part-node jobs); IN USE = quota reserved by admitted jobs, BORROWED = the part "
                  "above the nominal quota, IDLE = nominal quota the team does not use (others may borrow it); "

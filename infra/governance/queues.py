@@ -164,6 +164,11 @@ def pool_nodes(spec: ClusterSpec, group: str) -> int:
     return max(0, g.schedulable_nodes - sum(_quota(t, group).nodes for t in spec.teams))
 
 
+def idle_pools(spec: ClusterSpec) -> list[str]:
+    """``<group> <nodes>`` for each queued group with an idle pool (``pool_nodes``), for the CLI's summaries."""
+    return [f"{g.name} {pool_nodes(spec, g.name)}" for g in queued_groups(spec) if pool_nodes(spec, g.name)]
+
+
 def capacity(spec: ClusterSpec, team: TeamSpec, group: str) -> TeamCapacity:
     q = _quota(team, group)
     others = sum(_lendable(_quota(t, group)) for t in spec.teams if t.name != team.name)

@@ -135,7 +135,10 @@ def test_replica_mode_restarts_only_the_failed_group_and_jobsets_webhook_accepts
     fp = js["spec"]["failurePolicy"]
     assert fp["rules"] == [{"name": jobset.RESTART_GROUP_RULE, "action": "RestartJob",
                             "onJobFailureReasons": ["BackoffLimitExceeded"],
-                            "targetReplicatedJobs": [jobset.REPLICATED_JOB]}]
+                            "targetReplicatedJobs": [jobset.REPLICATED_JOB]},
+                           {"name": jobset.RESTART_LIGHTHOUSE_RULE, "action": "RestartJob",
+                            "onJobFailureReasons": ["BackoffLimitExceeded"],
+                            "targetReplicatedJobs": [jobset.LIGHTHOUSE_JOB]}]
     # the budget is the job's: RestartJob counts against maxRestarts with whole-JobSet restarts
     # (pkg/controllers/failure_policy.go:226,350,367,548-550)
     assert fp["maxRestarts"] == jobset.DEFAULT_MAX_RESTARTS and fp["restartStrategy"] == "BlockingRecreate"

@@ -75,9 +75,10 @@ def test_one_child_job_per_replica_group_and_a_lighthouse_valid_and_admitted():
         assert k8s_schema.model_errors(r["template"]["spec"]["template"], "V1PodTemplateSpec") == []
     # the job succeeds when every group's Job has; the Lighthouse's Job is deleted then
     assert js["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["node"]}
-    # a lost group's Job restarts alone (the RestartJob gate the platform's JobSet install turns on;
-    # tests/governance/test_jobset_restart_job.py)
-    assert [r["action"] for r in js["spec"]["failurePolicy"]["rules"]] == ["RestartJob"]
+    # a lost group's Job, and a failed Lighthouse Job, restart alone (the RestartJob gate the platform's JobSet
+    # install turns on; tests/governance/test_jobset_restart_job.py, test_lighthouse_failure.py)
+    assert [(r["action"], r["targetReplicatedJobs"]) for r in js["spec"]["failurePolicy"]["rules"]] == [
+        ("RestartJob", ["node"]), ("RestartJob", ["lighthouse"])]
     # the team's admission policies, as deployed (CEL evaluated): the JobSet and both kinds of pod
     jobsets = next(o for o in OBJS if o["kind"] == "ValidatingAdmissionPolicy"
                    and o["metadata"]["name"] == POD_SECURITY_JOBSET_POLICY)

@@ -1,0 +1,122 @@
+"""`submit --restart {process,in-process}` and `--spare-workers`: submit sets the runtime's restart mode.
+
+In-process restart (training/ft/inprocess.py) runs its warm standby workers as processes of the same pod
+(``supervise_ranks`` starts them with ``subprocess.Popen`` next to the ranks; ``training.worker`` makes a
+standby import torch and wait on the launcher's store without touching a device), so the pod requests
+exactly what a process-restart pod does: the standbys live within its memory limit, not in extra quota.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from infra.cli import main
+from tests.conftest import EXAMPLES
+from tests.governance import k8s_schema
+from training import cli as training_cli
+
+SPEC = str(EXAMPLES / "default.yaml")
+ONE_P5 = ("--name", "llama", "--team", "research", "--group", "p5", "--nodes", "1", "--runtime", "openpod")
+TRAINING_ARGS = ("--", "--steps", "100", "--global-batch", "64")
+
+
+def submit(*args: str):
+    return CliRunner().invoke(main, ["submit", "--spec", SPEC, "--image", "registry.example/train:1", "--dry-run",
+                                     *args])
+
+
+def dry_run(*args: str) -> dict:
+    result = submit(*args)
+    assert result.exit_code == 0, result.output
+    return yaml.safe_load(result.stdout)
+
+
+def error(*args: str) -> str:
+    result = submit(*args)
+    assert result.exit_code != 0, result.output
+    assert "Traceback" not in result.output
+    return result.output.strip()
+
+
+def trainer(js: dict) -> dict:
+    (c,) = k8s_schema.jobset_pod_spec(js)["containers"]
+    return c
+
+
+def runtime_args(js: dict) -> list[str]:
+    """The trainer's `python -m training run` arguments as the kubelet expands them."""
+    c = trainer(js)
+    env = {"NODE_NAME": "ip-10-0-0-1", "POD_IP": "10.0.0.1", "REPLICA_ID": "0"}
+    return [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in c["command"][4:]]
+
+
+def test_in_process_restart_is_set_on_the_launcher_and_the_runtime_accepts_it():
+    js = dry_run(*ONE_P5, "--restart", "in-process", *TRAINING_ARGS)
+    args = runtime_args(js)
+    assert "--restart=in-process" in args
+    assert not any(a.startswith("--spare-workers") for a in args)  # the runtime's default (1)
+    assert training_cli.check_run_args(args) == []
+    js = dry_run(*ONE_P5, "--restart", "in-process", "--spare-workers", "2", *TRAINING_ARGS)
+    args = runtime_args(js)
+    assert "--restart=in-process" in args and "--spare-workers=2" in args
+    assert training_cli.check_run_args(args) == []
+
+
+def test_process_restart_is_the_default_and_renders_as_before():
+    default, explicit = dry_run(*ONE_P5, *TRAINING_ARGS), dry_run(*ONE_P5, "--restart", "process", *TRAINING_ARGS)
+    assert default == explicit
+    assert not any(a.startswith(("--restart", "--spare-workers")) for a in runtime_args(default))
+
+
+def test_standby_workers_are_processes_of_the_pod_and_ask_for_no_extra_resources():
+    process = dry_run(*ONE_P5, *TRAINING_ARGS)
+    inproc = dry_run(*ONE_P5, "--restart", "in-process", "--spare-workers", "8", *TRAINING_ARGS)
+    assert trainer(inproc)["resources"] == trainer(process)["resources"]
+    assert len(k8s_schema.jobset_pod_spec(inproc)["containers"]) == 1
+    assert [r["replicas"] for r in inproc["spec"]["replicatedJobs"]] == [1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--name", "llama", "--team", "research", "--group", "p5", "--nodes", "1", "--restart", "in-process", "--",
+      "train.py"),
+     "error: --restart in-process needs --runtime openpod: torchrun restarts every worker of the node; the "
+     "platform's launcher replaces the failed rank alone"),
+    ((*ONE_P5, "--spare-workers", "1", *TRAINING_ARGS),
+     "error: --spare-workers only applies with --restart in-process"),
+    ((*ONE_P5, "--restart", "in-process", "--spare-workers", "-1", *TRAINING_ARGS),
+     "error: --spare-workers -1 not allowed; use 0 (a replacement starts from scratch) to 8 (the node's "
+     "8 ranks: a spare takes one failed rank's place and a new one starts behind it)"),
+    ((*ONE_P5, "--restart", "in-process", "--spare-workers", "9", *TRAINING_ARGS),
+     "error: --spare-workers 9 not allowed; use 0 (a replacement starts from scratch) to 8"),
+    ((*ONE_P5, "--", "--steps", "100", "--global-batch", "64", "--restart", "in-process"),
+     "error: --restart after -- not allowed with --runtime openpod: give it to openpod submit (--restart before "
+     "--), which sets it on every node's launcher"),
+    ((*ONE_P5, "--", "--steps", "100", "--global-batch", "64", "--spare-workers=2"),
+     "error: --spare-workers after -- not allowed with --runtime openpod: give it to openpod submit"),
+])
+def test_bad_combinations_are_one_clear_line(args, message):
+    assert error(*args).startswith(message)
+
+
+def test_what_the_runtime_refuses_of_in_process_restart_is_reported_as_submits_flag():
+    """Replica groups keep their survivors' processes already; several nodes per launcher group depend on
+    what the runtime supports (training/cli.py usage_problems): submit reports the runtime's own reason."""
+    out = error("--name", "llama", "--team", "research", "--group", "p5", "--nodes", "2", "--runtime", "openpod",
+                "--fault-tolerance", "replica", "--restart", "in-process", *TRAINING_ARGS)
+    assert out.startswith("error: --restart in-process: the training runtime refuses it for this job: "
+                          "--restart: in-process applies to --fault-tolerance restart")
+    problems = training_cli.check_run_args(["--steps", "100", "--global-batch", "64", "--checkpoint-dir", "/fsx/x",
+                                            "--nnodes=2", "--nproc-per-node=8", "--rdzv-endpoint=h:29500",
+                                            "--max-restarts=3", "--restart=in-process"])
+    result = submit("--name", "llama", "--team", "research", "--group", "p5", "--nodes", "2", "--runtime",
+                    "openpod", "--restart", "in-process", *TRAINING_ARGS)
+    if problems:
+        assert result.exit_code != 0
+        assert result.output.strip() == ("error: --restart in-process: the training runtime refuses it for this "
+                                         f"job: {'; '.join(problems)}")
+    else:
+        assert result.exit_code == 0, result.output
