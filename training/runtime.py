@@ -410,7 +410,8 @@ class Runtime:
                             else {},
                             "last_error": self.checkpointer.stats.last_error if self.checkpointer else None,
                             "memory_tier_short": self.checkpointer.stats.memory_tier_short if self.checkpointer
-                            else False},
+                            else False,
+                            "restored_older": self.checkpointer.stats.restored_older if self.checkpointer else 0},
             "goodput": self.goodput.summary(),
             "fault_tolerance": self.ft.summary() if self.ft is not None else None,
             "data_cache": self.data.cache_stats,  # this rank's shards: found in node memory, copied, uncached

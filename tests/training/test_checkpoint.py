@@ -67,11 +67,12 @@ def test_save_commits_in_every_tier_and_restores_bit_exactly(tmp_path):
     ck, h = saved(tmp_path, cfg)
     for kind, root in (("memory", tmp_path / "shm/n0"), ("nvme", tmp_path / "nvme/n0"), ("fsx", tmp_path / "fsx")):
         marker = json.loads((root / "step_000000002/rank_00000.commit.json").read_text())
-        assert marker["step"] == 2 and marker["meta"] == {"loss": 2.0}
+        assert marker["step"] == 2 and marker["meta"] == {"loss": 2.0, "layout": "replicated"}
         assert set(marker["files"]) == {".metadata", "__0_0.distcp"}
         assert all(len(f["sha256"]) == 64 for f in marker["files"].values())
     info, h2 = restore(tmp_path, cfg)
-    assert (info.step, info.source, info.meta) == (2, f"memory:{tmp_path}/shm/n0", {"loss": 2.0})
+    assert (info.step, info.source) == (2, f"memory:{tmp_path}/shm/n0")
+    assert info.meta == {"loss": 2.0, "layout": "replicated"}
     assert h2 == h
     fresh, _ = restore(tmp_path / "empty", tiers(tmp_path / "empty"))
     assert fresh is None

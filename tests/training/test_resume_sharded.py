@@ -66,6 +66,6 @@ def test_fsdp_state_reshards_onto_a_different_world_size(tmp_path):
     assert r.returncode == 0, failure_text(r)
     out = last_json(r.stdout)
     assert (out["world_size"], out["restored_step"]) == (3, 10)
-    assert out["restored_from"].startswith("fsx:")
+    assert out["restored_from"].startswith("memory:")  # the node's memory holds both old ranks' shards of step 10
     assert "resharded" in r.stderr and "(saved by 2 ranks) onto 3 ranks" in r.stderr
     assert out["loss"] == pytest.approx(want["loss"], rel=1e-4)
