@@ -84,7 +84,7 @@ class Runtime:
         if "TORCHELASTIC_RUN_ID" in os.environ:  # under torchrun: never outlive the agent
             faults.die_with_parent()
         torch.set_num_threads(cfg.threads)
-        use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+        use_cuda = uses_cuda(cfg)
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
         if use_cuda:
             torch.cuda.set_device(self.local_rank)
@@ -100,7 +100,7 @@ class Runtime:
             if "RANK" not in os.environ:  # plain `python script.py`: a world of one
                 os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-            dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(seconds=cfg.pg_timeout_seconds))
+            dist.init_process_group(backend(cfg), timeout=timedelta(seconds=cfg.pg_timeout_seconds))
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         self.node_id = os.environ.get("OPENPOD_NODE_ID") or socket.gethostname()
@@ -263,10 +263,15 @@ class Runtime:
         p = plan_step(self.order, step, rank=rank, world_size=world,
                       global_batch=self.cfg.data.global_batch, micro_batch=self.cfg.data.micro_batch)
         self._plan = (p, rank, world)
-        if self._sample_log and self.ft is None:  # under replica fault tolerance: logged when the step commits
-            with open(self._sample_log, "a") as f:
-                f.write(f"{os.getpid()} {step} {self.world_size} {self.rank} {' '.join(map(str, p.sample_ids))}\n")
+        if self.ft is None:  # under replica fault tolerance: logged when the step commits
+            self._log_samples(step, self.world_size, self.rank, p)
         return p
+
+    def _log_samples(self, step: int, world: int, rank: int, p: StepPlan) -> None:
+        """One line per rank and step in ``OPENPOD_SAMPLE_LOG`` (tests check which samples each step used)."""
+        if self._sample_log:
+            with open(self._sample_log, "a") as f:
+                f.write(f"{os.getpid()} {step} {world} {rank} {' '.join(map(str, p.sample_ids))}\n")
 
     def batch(self, ids: list[int]) -> torch.Tensor:
         return self.data.batch(ids).to(self.device, non_blocking=True)
@@ -290,21 +295,18 @@ class Runtime:
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        dtype = params[0].dtype
-        flat = torch.cat([p.grad.reshape(-1) for p in params]
-                         + [loss_sum.detach().reshape(1).to(dtype), torch.full((1,), stop, dtype=dtype,
-                                                                              device=params[0].device)])
-        if self.world_size > 1:
-            dist.all_reduce(flat)
-        if self.ft is not None:  # then over the replica groups (a failure makes commit() return False)
-            self.ft.allreduce_sum(flat)
-        self._stop_agreed = (self._step, bool(flat[-1] > 0))
-        off = 0
-        for p in params:
-            n = p.numel()
-            p.grad.copy_(flat[off:off + n].view_as(p))
-            off += n
-        return float(flat[-2])
+
+        def reduce(flat: torch.Tensor) -> None:
+            if self.world_size > 1:
+                dist.all_reduce(flat)
+            if self.ft is not None:  # then over the replica groups (a failure makes commit() return False)
+                self.ft.allreduce_sum(flat)
+
+        t = torch.stack([loss_sum.detach().reshape(()).to(params[0].dtype),
+                         torch.tensor(stop, dtype=params[0].dtype, device=params[0].device)])
+        t = _sum_flat([p.grad for p in params], t, reduce)
+        self._stop_agreed = (self._step, bool(t[1] > 0))
+        return float(t[0])
 
     def _sum_shards_over_groups(self, model: torch.nn.Module, t: torch.Tensor) -> torch.Tensor:
         """Replica groups over FSDP2 (HSDP with torchft as the replicate dimension): rank r of every group holds
@@ -313,15 +315,7 @@ class Runtime:
         from training.checkpoint.staging import local_tensor
 
         grads = [local_tensor(p.grad) for p in model.parameters() if p.requires_grad and p.grad is not None]
-        dtype = grads[0].dtype if grads else t.dtype
-        flat = torch.cat([g.reshape(-1) for g in grads] + [t.to(dtype)])
-        self.ft.allreduce_sum(flat)
-        off = 0
-        for g in grads:
-            n = g.numel()
-            g.copy_(flat[off:off + n].view_as(g))
-            off += n
-        return flat[off:].float()
+        return _sum_flat(grads, t, self.ft.allreduce_sum).float()
 
     def _stop_now(self, step: int) -> bool:
         """Whether any rank got SIGTERM, agreed by all ranks at ``step`` (an all-reduce of its own if the
@@ -335,10 +329,9 @@ class Runtime:
 
     def step_done(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: float) -> None:
         self.last_loss = loss
-        if self._sample_log and self.ft is not None:
+        if self.ft is not None:
             p, rank, world = self._plan
-            with open(self._sample_log, "a") as f:
-                f.write(f"{os.getpid()} {step} {world} {rank} {' '.join(map(str, p.sample_ids))}\n")
+            self._log_samples(step, world, rank, p)
         held = self.checkpointer.take_waited() if self.checkpointer is not None else 0.0
         self.goodput.add("checkpoint_blocking", held)  # the optimizer step waited for overlapped staging
         self.goodput.step_done(step, time.perf_counter() - self._t_step - held)
@@ -421,6 +414,29 @@ class Runtime:
         dist.barrier()
         dist.destroy_process_group()
         return result
+
+
+def uses_cuda(cfg: RunConfig) -> bool:
+    """Whether a run of ``cfg`` trains on CUDA: ``device`` cuda, or auto on a machine with a GPU."""
+    return cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+
+
+def backend(cfg: RunConfig) -> str:
+    """The process group backend for ``cfg``: NCCL on CUDA, gloo on CPU."""
+    return "nccl" if uses_cuda(cfg) else "gloo"
+
+
+def _sum_flat(grads: list[torch.Tensor], tail: torch.Tensor, reduce) -> torch.Tensor:
+    """Sum ``grads`` and ``tail`` with one collective: flatten them into one buffer (``grads``' dtype), let
+    ``reduce`` sum it in place, copy each gradient's part back; returns the summed ``tail``."""
+    flat = torch.cat([g.reshape(-1) for g in grads] + [tail.to(grads[0].dtype if grads else tail.dtype)])
+    reduce(flat)
+    off = 0
+    for g in grads:
+        n = g.numel()
+        g.copy_(flat[off:off + n].view_as(g))
+        off += n
+    return flat[off:]
 
 
 def _to_local(obj):
