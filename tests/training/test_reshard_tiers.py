@@ -103,3 +103,18 @@ def test_two_nodes_reshard_from_each_others_memory_over_the_peer_channel(killed,
         assert "peer:127.0.0.1:" in out["restored_from"] and out["checkpoints"]["restored_older"] == 0, out
         assert out["loss"] == pytest.approx(want, rel=1e-4)
     assert outs["a"]["state_sha256"] == outs["b"]["state_sha256"]
+
+
+def test_reshards_from_the_nvme_tier_when_node_memory_is_empty(killed, tmp_path):
+    """The node rebooted (memory empty) but its NVMe tier holds step 15 of both old ranks: 1 rank reshards from there.
+    Failed on the old code: step 10 from FSx."""
+    want, job = killed
+    shutil.copytree(job, tmp_path / "job", symlinks=True)
+    shutil.move(tmp_path / "job/shm", tmp_path / "job/nvme")  # same per-node layout: <dir>/<node>/step_*/rank_*
+    for data_cache in (tmp_path / "job/nvme").glob("data-cache"):
+        shutil.rmtree(data_cache)
+    r = run_cli(_args(tmp_path / "job", 1) + ["--nvme-dir", str(tmp_path / "job/nvme")])
+    assert r.returncode == 0, failure_text(r)
+    out = last_json(r.stdout)
+    assert out["restored_step"] == 15 and out["restored_from"].startswith("nvme:"), out
+    assert out["loss"] == pytest.approx(want, rel=1e-4)
