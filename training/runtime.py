@@ -119,6 +119,8 @@ class Runtime:
             restarter.on_abort(self.abandon)
         self.ft = None  # replica fault tolerance (training/ft/replica.py), switched by cfg.fault_tolerance
         if cfg.fault_tolerance.mode == "replica":
+            if cfg.tp > 1:
+                raise ValueError("fault_tolerance: replica mode does not support tp > 1")
             if cfg.parallelism not in ("ddp", "fsdp"):  # fsdp inside a group + replica groups = HSDP
                 raise ValueError(f"fault_tolerance: replica mode supports parallelism ddp or fsdp, not "
                                  f"{cfg.parallelism!r}")
@@ -147,6 +149,7 @@ class Runtime:
         self.last_loss: float | None = None
         self._step = -1               # the step plan() was last called for
         self._sample_log = os.environ.get("OPENPOD_SAMPLE_LOG")
+        self.data_rank = (self.rank, self.world_size)  # (rank, ranks) the global batch is split over; TP: dp only
 
     def parallelize(self, model: torch.nn.Module) -> torch.nn.Module:
         """Apply ``cfg.parallelism`` to ``model`` (before the optimizer is built).
@@ -154,16 +157,32 @@ class Runtime:
         ddp: unchanged (gradients are summed by :meth:`sync_gradients`). fsdp: FSDP2
         ``fully_shard`` of every block and the root over a 1-D mesh of all ranks. hsdp:
         the same over a 2-D (replicate, shard) mesh, shard groups of ``shard_size`` ranks
-        (default: one node). Gradients are summed, not averaged, across ranks: the loss
+        (default: one node). ``tp`` > 1 (with fsdp): a (dp, tp) mesh; the model's ``tp_plan()`` splits its layers
+        over tp, FSDP2 shards over dp, and the data is split over dp only. Gradients are summed, not averaged,
+        across ranks: the loss
         is already scaled by 1 / global batch, so every parallelism computes the same step.
         """
-        kind = self.cfg.parallelism
+        kind, tp = self.cfg.parallelism, self.cfg.tp
+        if tp > 1 and kind != "fsdp":
+            raise ValueError(f"tp: tensor parallelism needs parallelism fsdp, not {kind!r}")
         if kind == "ddp":
             return model
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
-        if kind == "fsdp":
+        if tp > 1:  # tp: consecutive ranks (one node's GPUs), dp: across them; model.tp_plan() splits the layers
+            if self.world_size % tp:
+                raise ValueError(f"tp: {tp} does not divide the world size {self.world_size}")
+            from torch.distributed.tensor.parallel import parallelize_module
+
+            mesh2 = init_device_mesh(self.device.type, (self.world_size // tp, tp), mesh_dim_names=("dp", "tp"))
+            plan = model.tp_plan()
+            for block in model.blocks:
+                parallelize_module(block, mesh2["tp"], plan["block"])
+            parallelize_module(model, mesh2["tp"], plan["root"])
+            self.data_rank = (mesh2.get_local_rank("dp"), self.world_size // tp)
+            mesh = mesh2["dp"]
+        elif kind == "fsdp":
             mesh = init_device_mesh(self.device.type, (self.world_size,), mesh_dim_names=("shard",))
         elif kind == "hsdp":
             shard = self.cfg.shard_size or self.local_world_size
@@ -259,7 +278,7 @@ class Runtime:
         faults.hang_point(step, self.rank)
         self._t_step = time.perf_counter()
         self._step = step
-        rank, world = self.ft.data_rank() if self.ft is not None else (self.rank, self.world_size)
+        rank, world = self.ft.data_rank() if self.ft is not None else self.data_rank
         p = plan_step(self.order, step, rank=rank, world_size=world,
                       global_batch=self.cfg.data.global_batch, micro_batch=self.cfg.data.micro_batch)
         self._plan = (p, rank, world)
@@ -290,7 +309,7 @@ class Runtime:
             if self.ft is not None:  # the group's gradient shards (reduce-scattered in it), then over the groups
                 t = self._sum_shards_over_groups(model, t)
             self._stop_agreed = (self._step, bool(t[1] > 0))
-            return float(t[0])
+            return float(t[0]) / self.cfg.tp  # the tp ranks of a dp rank computed the same loss
         params = [p for p in model.parameters() if p.requires_grad]
         for p in params:
             if p.grad is None:
@@ -307,6 +326,34 @@ class Runtime:
         t = _sum_flat([p.grad for p in params], t, reduce)
         self._stop_agreed = (self._step, bool(t[1] > 0))
         return float(t[0])
+
+    def clip_grad_norm_(self, model: torch.nn.Module, max_norm: float) -> torch.Tensor:
+        """``torch.nn.utils.clip_grad_norm_`` for every parallelism. With ``--tp`` the gradients live on two meshes
+        ((dp, tp) for the split layers, dp for the rest), which torch's version cannot stack: each rank sums the
+        squares of its local pieces, weighted by 1 / the number of ranks holding the same piece, one all-reduce
+        gives the global norm, and every local piece is scaled as torch would (max_norm / (norm + 1e-6), at most 1).
+        """
+        if self.cfg.tp <= 1:
+            return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        from torch.distributed.tensor import DTensor
+
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        sq = torch.zeros((), dtype=torch.float32, device=self.device)
+        for g in grads:
+            copies = self.world_size
+            if isinstance(g, DTensor):
+                mesh = g.device_mesh
+                copies = self.world_size // mesh.size()
+                for i, pl in enumerate(g.placements):
+                    copies *= mesh.size(i) if pl.is_replicate() else 1
+                g = g.to_local()
+            sq += g.detach().float().pow(2).sum() / copies
+        dist.all_reduce(sq)
+        norm = sq.sqrt()
+        coef = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+        for g in grads:
+            (g.to_local() if isinstance(g, DTensor) else g).mul_(coef.to(g.dtype))
+        return norm
 
     def _sum_shards_over_groups(self, model: torch.nn.Module, t: torch.Tensor) -> torch.Tensor:
         """Replica groups over FSDP2 (HSDP with torchft as the replicate dimension): rank r of every group holds
@@ -394,6 +441,7 @@ class Runtime:
             "loss": self.last_loss,
             "state_sha256": state_sha256(state),
             "world_size": self.world_size,
+            "tp": self.cfg.tp,
             "restored_from": self.restored.source if self.restored else None,
             "restored_step": self.restored.step if self.restored else 0,
             "restore_seconds": round(self.restored.seconds, 4) if self.restored else 0.0,

@@ -50,6 +50,10 @@ class RefusedFreshStart(RuntimeError):
     """No checkpoint could be restored while a checkpoint source failed: starting fresh could lose progress."""
 
 
+class IncompatibleCheckpoint(RefusedFreshStart):
+    """The checkpoint holds a different model (parameter names): loading it, or starting fresh, would be wrong."""
+
+
 @dataclass
 class RestoreInfo:
     step: int
@@ -205,7 +209,16 @@ class Checkpointer:
     def _load_into(self, reader, model, optimizer, where: str) -> None:
         """DCP-load a snapshot into the live model, optimizer and registered components."""
         state = self.state(model, optimizer)
-        saved = {k.split(".", 1)[0] for k in reader.read_metadata().state_dict_metadata}
+        keys = set(reader.read_metadata().state_dict_metadata)
+        want = {f"model.{k}" for k in state["model"]}
+        if not want <= keys:
+            extra = sorted(k for k in keys - want if k.startswith("model."))
+            raise IncompatibleCheckpoint(
+                f"checkpoint {where} holds another model: it lacks {', '.join(sorted(want - keys)[:3])}"
+                + (f" and has {', '.join(extra[:3])}" if extra else "")
+                + " (the reference model's fused qkv projection became q, k and v for tensor parallelism on "
+                  "2026-11-23; checkpoints saved before cannot be resumed by this version)")
+        saved = {k.split(".", 1)[0] for k in keys}
         for name in self.components:
             if name not in saved:  # a checkpoint from before the component was registered
                 log.warning("checkpoint %s has no %r state; keeping its current value", where, name)
@@ -642,6 +655,8 @@ class Checkpointer:
             where = f"{'+'.join(names)}/step_{step:09d} (saved by {s.world_size} ranks)"
             try:
                 self._load_into(MergedShardsReader(dirs), model, optimizer, where)
+            except IncompatibleCheckpoint:
+                raise
             except (Exception, CheckpointException) as e:  # noqa: BLE001 - another set, or an older step
                 log.warning("skipping checkpoint %s: %s: %s", where, type(e).__name__, e)
                 continue
@@ -660,6 +675,8 @@ class Checkpointer:
                     verify_dir(d, m, where)
                 self._load_into(FileSystemReader(d), model, optimizer, where)
                 return RestoreInfo(step=step, source=src.name, seconds=0.0, meta=m.meta)
+            except IncompatibleCheckpoint:
+                raise
             except CorruptCheckpoint as e:
                 log.warning("skipping corrupt checkpoint %s", e)
             except (Exception, CheckpointException) as e:  # noqa: BLE001 - any unreadable copy: next source
