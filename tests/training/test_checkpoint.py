@@ -661,5 +661,6 @@ def test_a_checkpoint_of_the_fused_qkv_model_is_refused_with_a_clear_error(tmp_p
     ck = checkpointer(tmp_path, cfg)
     ck.save(2, old, opt, {"loss": 1.0})
     ck.close()
-    with pytest.raises(IncompatibleCheckpoint, match=r"lacks model\.blocks\.0\.k\.bias.* has model\.blocks\.0\.qkv"):
+    with pytest.raises(IncompatibleCheckpoint,
+                       match=r"lacks model\.blocks\.0\.k\.bias.* has model\.blocks\.0\.qkv.*fused qkv projection"):
         restore(tmp_path, cfg)

@@ -210,14 +210,15 @@ class Checkpointer:
         """DCP-load a snapshot into the live model, optimizer and registered components."""
         state = self.state(model, optimizer)
         keys = set(reader.read_metadata().state_dict_metadata)
-        want = {f"model.{k}" for k in state["model"]}
+        want = {f"model.{k}" for k, v in state["model"].items() if isinstance(v, torch.Tensor)}  # DCP flattens the rest
         if not want <= keys:
             extra = sorted(k for k in keys - want if k.startswith("model."))
             raise IncompatibleCheckpoint(
                 f"checkpoint {where} holds another model: it lacks {', '.join(sorted(want - keys)[:3])}"
                 + (f" and has {', '.join(extra[:3])}" if extra else "")
-                + " (the reference model's fused qkv projection became q, k and v for tensor parallelism on "
-                  "2026-11-23; checkpoints saved before cannot be resumed by this version)")
+                + (" (the reference model's fused qkv projection became q, k and v for tensor parallelism on "
+                   "2026-11-23; checkpoints saved before cannot be resumed by this version)"
+                   if any(".qkv." in k for k in extra) else ""))
         saved = {k.split(".", 1)[0] for k in keys}
         for name in self.components:
             if name not in saved:  # a checkpoint from before the component was registered
