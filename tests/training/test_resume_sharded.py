@@ -51,7 +51,7 @@ def test_sharded_run_killed_at_points_and_at_random_resumes_exactly(tmp_path, la
 
 
 def test_fsdp_state_reshards_onto_a_different_world_size(tmp_path):
-    """2 FSDP2 ranks are killed after step 12; 3 ranks resume from the step-10 shards of 2 ranks on FSx
+    """2 FSDP2 ranks are killed after step 12; 3 ranks resume from the step-10 shards of 2 ranks in node memory
     (every new rank reads the pieces of its new shards from both old snapshots) and finish with the loss
     of an uninterrupted run."""
     def args(d, nproc):
