@@ -93,6 +93,9 @@ def main() -> None:
 @click.option("--allow-fresh-start", is_flag=True, default=False,
               help="start from step 0 even if a checkpoint source cannot be read (default: refuse to start)")
 @click.option("--shard-size", type=int, default=0, help="hsdp: ranks per shard group [default: --nproc-per-node]")
+@click.option("--tp", type=int, default=1,
+              help="tensor-parallel degree (with --parallelism fsdp): groups of --tp consecutive local ranks split "
+                   "each layer, FSDP2 shards across the groups")
 @click.option("--hang-floor", type=float, default=300.0, show_default=True,
               help="seconds with no rank advancing before the watchdog declares a hang (at least)")
 @click.option("--hang-multiple", type=float, default=10.0, show_default=True,
@@ -126,7 +129,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
         bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
         fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0,
-        restart="process", spare_workers=1) -> None:
+        restart="process", spare_workers=1, tp=1) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = usage_problems(click.get_current_context().params)
     if problems:
@@ -170,7 +173,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     if s3_uri:
         tiers.append(TierConfig("s3", s3_uri, keep=keep, every=s3_every, endpoint_url=s3_endpoint_url))
     cfg = RunConfig(model=model, steps=steps, seed=seed, run_dir=str(run_dir), data=data, threads=threads,
-                    metrics_port=metrics_port, parallelism=parallelism, shard_size=shard_size, fault_tolerance=ft,
+                    metrics_port=metrics_port, parallelism=parallelism, shard_size=shard_size, tp=tp,
+                    fault_tolerance=ft,
                     restart=restart, restart_max=max_restarts if restart == "in-process" else 0,
                     checkpoint=CheckpointConfig(enabled=checkpoint_every > 0, every=checkpoint_every, tiers=tiers,
                                                 peer_replication=peer_replication, peer_host=bind_host,
@@ -331,6 +335,25 @@ def default_data_cache_gib() -> float:
     return min(16.0, round(limit / 8 / (1 << 30), 3))
 
 
+def _tp_problems(p: dict) -> list[str]:
+    tp = p.get("tp", 1)
+    if tp == 1:
+        return []
+    if tp < 1:
+        return [f"--tp: must be >= 1, got {tp}"]
+    out = []
+    if p.get("parallelism") != "fsdp":
+        out.append(f"--tp: needs --parallelism fsdp (FSDP2 across the TP groups), got {p.get('parallelism')}")
+    if p.get("nproc_per_node", 1) % tp:
+        out.append(f"--tp: {tp} must divide --nproc-per-node {p.get('nproc_per_node', 1)} (TP stays within a node)")
+    m = MODELS[p.get("model", "tiny")]
+    if m.n_heads % tp or m.vocab_size % tp:
+        out.append(f"--tp: {tp} must divide the model's {m.n_heads} heads and {m.vocab_size} vocabulary entries")
+    if p.get("fault_tolerance", "restart") == "replica":
+        out.append("--tp: not supported with --fault-tolerance replica")
+    return out
+
+
 def usage_problems(params: dict) -> list[str]:
     """Bad values and combinations among ``run``'s parsed ``params`` (click checked the types), one line each."""
     p = params
@@ -372,6 +395,7 @@ def usage_problems(params: dict) -> list[str]:
         problems.append(f"--shard-size: {shard_size} does not divide the world size {nproc_per_node * max_nodes}")
     if max_nodes and max_nodes > 1 and rdzv_endpoint is None:
         problems.append("--rdzv-endpoint: required when --nnodes allows more than one node")
+    problems += _tp_problems(p)
     problems += _replica_problems(p, max_nodes)
     if p.get("restart", "process") != "in-process" and p.get("spare_workers", 1) != 1:
         problems.append("--spare-workers: only applies with --restart in-process")

@@ -116,6 +116,7 @@ class RunConfig:
     pg_timeout_seconds: int = 1800
     parallelism: str = "ddp"         # ddp | fsdp (FSDP2 fully_shard) | hsdp (FSDP2 over a 2-D replicate x shard mesh)
     shard_size: int = 0              # hsdp: ranks per shard group [0: the local world size, i.e. shard within a node]
+    tp: int = 1                      # tensor-parallel degree (fsdp): a (dp, tp) mesh, FSDP2 over dp, TP within tp
     fault_tolerance: FaultToleranceConfig = field(default_factory=FaultToleranceConfig)
     # process: a failed worker ends the worker group (torchrun restarts it); in-process: the survivors re-form
     # the process group in their own processes (training/ft/inprocess.py), only the failed rank is replaced

@@ -84,7 +84,7 @@ class Runtime:
         if "TORCHELASTIC_RUN_ID" in os.environ:  # under torchrun: never outlive the agent
             faults.die_with_parent()
         torch.set_num_threads(cfg.threads)
-        use_cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+        use_cuda = uses_cuda(cfg)
         self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
         if use_cuda:
             torch.cuda.set_device(self.local_rank)
@@ -100,7 +100,7 @@ class Runtime:
             if "RANK" not in os.environ:  # plain `python script.py`: a world of one
                 os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-            dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(seconds=cfg.pg_timeout_seconds))
+            dist.init_process_group(backend(cfg), timeout=timedelta(seconds=cfg.pg_timeout_seconds))
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         self.node_id = os.environ.get("OPENPOD_NODE_ID") or socket.gethostname()
@@ -119,6 +119,8 @@ class Runtime:
             restarter.on_abort(self.abandon)
         self.ft = None  # replica fault tolerance (training/ft/replica.py), switched by cfg.fault_tolerance
         if cfg.fault_tolerance.mode == "replica":
+            if cfg.tp > 1:
+                raise ValueError("fault_tolerance: replica mode does not support tp > 1")
             if cfg.parallelism not in ("ddp", "fsdp"):  # fsdp inside a group + replica groups = HSDP
                 raise ValueError(f"fault_tolerance: replica mode supports parallelism ddp or fsdp, not "
                                  f"{cfg.parallelism!r}")
@@ -151,6 +153,7 @@ class Runtime:
         self.last_loss: float | None = None
         self._step = -1               # the step plan() was last called for
         self._sample_log = os.environ.get("OPENPOD_SAMPLE_LOG")
+        self.data_rank = (self.rank, self.world_size)  # (rank, ranks) the global batch is split over; TP: dp only
 
     def parallelize(self, model: torch.nn.Module) -> torch.nn.Module:
         """Apply ``cfg.parallelism`` to ``model`` (before the optimizer is built).
@@ -158,16 +161,32 @@ class Runtime:
         ddp: unchanged (gradients are summed by :meth:`sync_gradients`). fsdp: FSDP2
         ``fully_shard`` of every block and the root over a 1-D mesh of all ranks. hsdp:
         the same over a 2-D (replicate, shard) mesh, shard groups of ``shard_size`` ranks
-        (default: one node). Gradients are summed, not averaged, across ranks: the loss
+        (default: one node). ``tp`` > 1 (with fsdp): a (dp, tp) mesh; the model's ``tp_plan()`` splits its layers
+        over tp, FSDP2 shards over dp, and the data is split over dp only. Gradients are summed, not averaged,
+        across ranks: the loss
         is already scaled by 1 / global batch, so every parallelism computes the same step.
         """
-        kind = self.cfg.parallelism
+        kind, tp = self.cfg.parallelism, self.cfg.tp
+        if tp > 1 and kind != "fsdp":
+            raise ValueError(f"tp: tensor parallelism needs parallelism fsdp, not {kind!r}")
         if kind == "ddp":
             return model
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
 
-        if kind == "fsdp":
+        if tp > 1:  # tp: consecutive ranks (one node's GPUs), dp: across them; model.tp_plan() splits the layers
+            if self.world_size % tp:
+                raise ValueError(f"tp: {tp} does not divide the world size {self.world_size}")
+            from torch.distributed.tensor.parallel import parallelize_module
+
+            mesh2 = init_device_mesh(self.device.type, (self.world_size // tp, tp), mesh_dim_names=("dp", "tp"))
+            plan = model.tp_plan()
+            for block in model.blocks:
+                parallelize_module(block, mesh2["tp"], plan["block"])
+            parallelize_module(model, mesh2["tp"], plan["root"])
+            self.data_rank = (mesh2.get_local_rank("dp"), self.world_size // tp)
+            mesh = mesh2["dp"]
+        elif kind == "fsdp":
             mesh = init_device_mesh(self.device.type, (self.world_size,), mesh_dim_names=("shard",))
         elif kind == "hsdp":
             shard = self.cfg.shard_size or self.local_world_size
@@ -263,14 +282,19 @@ class Runtime:
         faults.hang_point(step, self.rank)
         self._t_step = time.perf_counter()
         self._step = step
-        rank, world = self.ft.data_rank() if self.ft is not None else (self.rank, self.world_size)
+        rank, world = self.ft.data_rank() if self.ft is not None else self.data_rank
         p = plan_step(self.order, step, rank=rank, world_size=world,
                       global_batch=self.cfg.data.global_batch, micro_batch=self.cfg.data.micro_batch)
         self._plan = (p, rank, world)
-        if self._sample_log and self.ft is None:  # under replica fault tolerance: logged when the step commits
-            with open(self._sample_log, "a") as f:
-                f.write(f"{os.getpid()} {step} {self.world_size} {self.rank} {' '.join(map(str, p.sample_ids))}\n")
+        if self.ft is None:  # under replica fault tolerance: logged when the step commits
+            self._log_samples(step, self.world_size, self.rank, p)
         return p
+
+    def _log_samples(self, step: int, world: int, rank: int, p: StepPlan) -> None:
+        """One line per rank and step in ``OPENPOD_SAMPLE_LOG`` (tests check which samples each step used)."""
+        if self._sample_log:
+            with open(self._sample_log, "a") as f:
+                f.write(f"{os.getpid()} {step} {world} {rank} {' '.join(map(str, p.sample_ids))}\n")
 
     def batch(self, ids: list[int]) -> torch.Tensor:
         return self.data.batch(ids).to(self.device, non_blocking=True)
@@ -289,26 +313,51 @@ class Runtime:
             if self.ft is not None:  # the group's gradient shards (reduce-scattered in it), then over the groups
                 t = self._sum_shards_over_groups(model, t)
             self._stop_agreed = (self._step, bool(t[1] > 0))
-            return float(t[0])
+            return float(t[0]) / self.cfg.tp  # the tp ranks of a dp rank computed the same loss
         params = [p for p in model.parameters() if p.requires_grad]
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
-        dtype = params[0].dtype
-        flat = torch.cat([p.grad.reshape(-1) for p in params]
-                         + [loss_sum.detach().reshape(1).to(dtype), torch.full((1,), stop, dtype=dtype,
-                                                                              device=params[0].device)])
-        if self.world_size > 1:
-            dist.all_reduce(flat)
-        if self.ft is not None:  # then over the replica groups (a failure makes commit() return False)
-            self.ft.allreduce_sum(flat)
-        self._stop_agreed = (self._step, bool(flat[-1] > 0))
-        off = 0
-        for p in params:
-            n = p.numel()
-            p.grad.copy_(flat[off:off + n].view_as(p))
-            off += n
-        return float(flat[-2])
+
+        def reduce(flat: torch.Tensor) -> None:
+            if self.world_size > 1:
+                dist.all_reduce(flat)
+            if self.ft is not None:  # then over the replica groups (a failure makes commit() return False)
+                self.ft.allreduce_sum(flat)
+
+        t = torch.stack([loss_sum.detach().reshape(()).to(params[0].dtype),
+                         torch.tensor(stop, dtype=params[0].dtype, device=params[0].device)])
+        t = _sum_flat([p.grad for p in params], t, reduce)
+        self._stop_agreed = (self._step, bool(t[1] > 0))
+        return float(t[0])
+
+    def clip_grad_norm_(self, model: torch.nn.Module, max_norm: float) -> torch.Tensor:
+        """``torch.nn.utils.clip_grad_norm_`` for every parallelism. With ``--tp`` the gradients live on two meshes
+        ((dp, tp) for the split layers, dp for the rest), which torch's version cannot stack: each rank sums the
+        squares of its local pieces, weighted by 1 / the number of ranks holding the same piece, one all-reduce
+        gives the global norm, and every local piece is scaled as torch would (max_norm / (norm + 1e-6), at most 1).
+        """
+        if self.cfg.tp <= 1:
+            return torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        from torch.distributed.tensor import DTensor
+
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        sq = torch.zeros((), dtype=torch.float32, device=self.device)
+        for g in grads:
+            copies = self.world_size
+            if isinstance(g, DTensor):
+                mesh = g.device_mesh
+                copies = self.world_size // mesh.size()
+                for i, pl in enumerate(g.placements):
+                    copies *= mesh.size(i) if pl.is_replicate() else 1
+                g = g.to_local()
+            sq += g.detach().float().pow(2).sum() / copies
+        dist.all_reduce(sq)
+        norm = sq.sqrt()
+        coef = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+        for g in grads:
+            (g.to_local() if isinstance(g, DTensor) else g).mul_(coef.to(g.dtype))
+        return norm
 
     def _sum_shards_over_groups(self, model: torch.nn.Module, t: torch.Tensor) -> torch.Tensor:
         """Replica groups over FSDP2 (HSDP with torchft as the replicate dimension): rank r of every group holds
@@ -317,15 +366,7 @@ class Runtime:
         from training.checkpoint.staging import local_tensor
 
         grads = [local_tensor(p.grad) for p in model.parameters() if p.requires_grad and p.grad is not None]
-        dtype = grads[0].dtype if grads else t.dtype
-        flat = torch.cat([g.reshape(-1) for g in grads] + [t.to(dtype)])
-        self.ft.allreduce_sum(flat)
-        off = 0
-        for g in grads:
-            n = g.numel()
-            g.copy_(flat[off:off + n].view_as(g))
-            off += n
-        return flat[off:].float()
+        return _sum_flat(grads, t, self.ft.allreduce_sum).float()
 
     def _stop_now(self, step: int) -> bool:
         """Whether any rank got SIGTERM, agreed by all ranks at ``step`` (an all-reduce of its own if the
@@ -339,10 +380,9 @@ class Runtime:
 
     def step_done(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: float) -> None:
         self.last_loss = loss
-        if self._sample_log and self.ft is not None:
+        if self.ft is not None:
             p, rank, world = self._plan
-            with open(self._sample_log, "a") as f:
-                f.write(f"{os.getpid()} {step} {world} {rank} {' '.join(map(str, p.sample_ids))}\n")
+            self._log_samples(step, world, rank, p)
         held = self.checkpointer.take_waited() if self.checkpointer is not None else 0.0
         self.goodput.add("checkpoint_blocking", held)  # the optimizer step waited for overlapped staging
         self.goodput.step_done(step, time.perf_counter() - self._t_step - held)
@@ -401,6 +441,7 @@ class Runtime:
             "loss": self.last_loss,
             "state_sha256": state_sha256(state),
             "world_size": self.world_size,
+            "tp": self.cfg.tp,
             "restored_from": self.restored.source if self.restored else None,
             "restored_step": self.restored.step if self.restored else 0,
             "restore_seconds": round(self.restored.seconds, 4) if self.restored else 0.0,
@@ -410,7 +451,8 @@ class Runtime:
                             else {},
                             "last_error": self.checkpointer.stats.last_error if self.checkpointer else None,
                             "memory_tier_short": self.checkpointer.stats.memory_tier_short if self.checkpointer
-                            else False},
+                            else False,
+                            "restored_older": self.checkpointer.stats.restored_older if self.checkpointer else 0},
             "goodput": self.goodput.summary(),
             "fault_tolerance": self.ft.summary() if self.ft is not None else None,
             "data_cache": self.data.cache_stats,  # this rank's shards: found in node memory, copied, uncached
@@ -420,6 +462,29 @@ class Runtime:
         dist.barrier()
         dist.destroy_process_group()
         return result
+
+
+def uses_cuda(cfg: RunConfig) -> bool:
+    """Whether a run of ``cfg`` trains on CUDA: ``device`` cuda, or auto on a machine with a GPU."""
+    return cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
+
+
+def backend(cfg: RunConfig) -> str:
+    """The process group backend for ``cfg``: NCCL on CUDA, gloo on CPU."""
+    return "nccl" if uses_cuda(cfg) else "gloo"
+
+
+def _sum_flat(grads: list[torch.Tensor], tail: torch.Tensor, reduce) -> torch.Tensor:
+    """Sum ``grads`` and ``tail`` with one collective: flatten them into one buffer (``grads``' dtype), let
+    ``reduce`` sum it in place, copy each gradient's part back; returns the summed ``tail``."""
+    flat = torch.cat([g.reshape(-1) for g in grads] + [tail.to(grads[0].dtype if grads else tail.dtype)])
+    reduce(flat)
+    off = 0
+    for g in grads:
+        n = g.numel()
+        g.copy_(flat[off:off + n].view_as(g))
+        off += n
+    return flat[off:]
 
 
 def _to_local(obj):

@@ -39,7 +39,7 @@ def train(cfg: RunConfig) -> dict:
             loss.backward()
             loss_sum += loss.detach()
         loss_value = rt.sync_gradients(model, loss_sum)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.optim.grad_clip)
+        rt.clip_grad_norm_(model, cfg.optim.grad_clip)
         for group in optimizer.param_groups:
             group["lr"] = rt.lr_schedule(step)
         if rt.commit():  # False only if a replica group was lost during this step: it runs again

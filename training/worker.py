@@ -51,15 +51,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _train_in_process(cfg: RunConfig, train) -> dict:
-    import torch
-
     from training import faults
     from training.ft.inprocess import InProcessRestart
+    from training.runtime import backend
 
     faults.die_with_parent()  # never outlive the launcher
-    cuda = cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available())
     restarter = InProcessRestart(store_addr=os.environ["OPENPOD_RESTART_STORE"], rank=int(os.environ["RANK"]),
-                                 world_size=int(os.environ["WORLD_SIZE"]), backend="nccl" if cuda else "gloo",
+                                 world_size=int(os.environ["WORLD_SIZE"]), backend=backend(cfg),
                                  pg_timeout_s=cfg.pg_timeout_seconds, max_restarts=cfg.restart_max)
     result = restarter.run(lambda: train(cfg))
     result["restart"] = restarter.summary()

@@ -67,11 +67,12 @@ def test_save_commits_in_every_tier_and_restores_bit_exactly(tmp_path):
     ck, h = saved(tmp_path, cfg)
     for kind, root in (("memory", tmp_path / "shm/n0"), ("nvme", tmp_path / "nvme/n0"), ("fsx", tmp_path / "fsx")):
         marker = json.loads((root / "step_000000002/rank_00000.commit.json").read_text())
-        assert marker["step"] == 2 and marker["meta"] == {"loss": 2.0}
+        assert marker["step"] == 2 and marker["meta"] == {"loss": 2.0, "layout": "replicated"}
         assert set(marker["files"]) == {".metadata", "__0_0.distcp"}
         assert all(len(f["sha256"]) == 64 for f in marker["files"].values())
     info, h2 = restore(tmp_path, cfg)
-    assert (info.step, info.source, info.meta) == (2, f"memory:{tmp_path}/shm/n0", {"loss": 2.0})
+    assert (info.step, info.source) == (2, f"memory:{tmp_path}/shm/n0")
+    assert info.meta == {"loss": 2.0, "layout": "replicated"}
     assert h2 == h
     fresh, _ = restore(tmp_path / "empty", tiers(tmp_path / "empty"))
     assert fresh is None
@@ -643,3 +644,23 @@ def test_abandon_with_a_direct_durable_tier_stops_everything(tmp_path):
     ck.save(2, model, opt, {"loss": 2.0})
     ck.abandon()
     assert ck._copier._shutdown and ck._writer._shutdown
+
+
+def test_a_checkpoint_of_the_fused_qkv_model_is_refused_with_a_clear_error(tmp_path):
+    """The reference model's fused qkv projection became q, k and v (tensor parallelism). A checkpoint saved before
+    holds blocks.N.qkv.*: restore refuses with one error naming the parameters instead of skipping every step and
+    starting from step 0."""
+    from training.checkpoint import IncompatibleCheckpoint
+
+    cfg = tiers(tmp_path)
+    old, opt = make_model()
+    for blk in old.blocks:  # the model as it was: one fused [3d, d] projection
+        del blk.q, blk.k, blk.v
+        blk.qkv = torch.nn.Linear(64, 3 * 64)
+    opt = torch.optim.AdamW(old.parameters(), lr=1e-3)
+    ck = checkpointer(tmp_path, cfg)
+    ck.save(2, old, opt, {"loss": 1.0})
+    ck.close()
+    with pytest.raises(IncompatibleCheckpoint,
+                       match=r"lacks model\.blocks\.0\.k\.bias.* has model\.blocks\.0\.qkv.*fused qkv projection"):
+        restore(tmp_path, cfg)

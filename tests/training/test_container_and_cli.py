@@ -53,6 +53,10 @@ def test_dockerfile_builds_from_the_repo_root_with_pinned_components():
     (["--steps", "5", "--shard-size", "2"], "--shard-size: only applies with --parallelism hsdp"),
     (["--steps", "5", "--parallelism", "hsdp", "--nproc-per-node", "3", "--shard-size", "2"],
      "--shard-size: 2 does not divide the world size 3"),
+    (["--steps", "5", "--tp", "2"], "--tp: needs --parallelism fsdp"),
+    (["--steps", "5", "--parallelism", "fsdp", "--nproc-per-node", "3", "--tp", "2"], "--tp: 2 must divide --nproc"),
+    (["--steps", "5", "--parallelism", "fsdp", "--nproc-per-node", "3", "--tp", "3"],
+     "--tp: 3 must divide the model's 4 heads"),
 ])
 def test_bad_arguments_exit_2_with_a_clear_message(tmp_path, args, message):
     # The same checks, without running anything (what `openpod submit --runtime openpod` uses).

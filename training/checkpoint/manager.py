@@ -22,7 +22,7 @@ from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from training.checkpoint.hashing import Destination, TeeFileSystem
-from training.checkpoint.reshard import MergedShardsReader
+from training.checkpoint.reshard import MergedShardsReader, directly_loadable, shard_sets, state_layout
 from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
 from training.checkpoint.staging import HostStager, local_tensor
 from torch.distributed.tensor import DTensor
@@ -50,6 +50,10 @@ class RefusedFreshStart(RuntimeError):
     """No checkpoint could be restored while a checkpoint source failed: starting fresh could lose progress."""
 
 
+class IncompatibleCheckpoint(RefusedFreshStart):
+    """The checkpoint holds a different model (parameter names): loading it, or starting fresh, would be wrong."""
+
+
 @dataclass
 class RestoreInfo:
     step: int
@@ -70,11 +74,12 @@ class SaveStats:
     promote_failed: dict[str, int] = field(default_factory=dict)  # tier kind -> failed promotions
     source_failed: dict[str, str] = field(default_factory=dict)   # restore: source -> last error after retries
     memory_tier_short: bool = False   # the memory tier's file system is smaller than its steady state needs
+    restored_older: int = 0           # restores that resumed from an older step than the newest one seen
 
     @property
     def failures(self) -> int:
         """Every failure: saves that did not commit plus promotions that did not reach a tier."""
-        return self.failed + sum(self.promote_failed.values()) + len(self.source_failed)
+        return self.failed + sum(self.promote_failed.values()) + len(self.source_failed) + self.restored_older
 
 
 class _PeerSource:
@@ -100,11 +105,13 @@ class _PeerSource:
                 log.warning("peer %s:%s unreachable: %s", *c.address, e)
         return out
 
-    def materialize(self, marker: Marker, scratch: Path) -> Path:
+    def materialize(self, marker: Marker, scratch: Path, landing: DirTier | None = None) -> Path:
+        """Fetch ``marker``'s snapshot into ``landing`` (default: this node's memory tier), committed there."""
         c = self._where[marker.key]
-        m = c.get(marker.step, marker.rank, self.landing)
+        landing = landing or self.landing
+        m = c.get(marker.step, marker.rank, landing)
         self.name = f"peer:{c.address[0]}:{c.address[1]}"
-        return self.landing.snapshot_dir(m.step, m.rank)
+        return landing.snapshot_dir(m.step, m.rank)
 
 
 class Checkpointer:
@@ -202,7 +209,17 @@ class Checkpointer:
     def _load_into(self, reader, model, optimizer, where: str) -> None:
         """DCP-load a snapshot into the live model, optimizer and registered components."""
         state = self.state(model, optimizer)
-        saved = {k.split(".", 1)[0] for k in reader.read_metadata().state_dict_metadata}
+        keys = set(reader.read_metadata().state_dict_metadata)
+        want = {f"model.{k}" for k, v in state["model"].items() if isinstance(v, torch.Tensor)}  # DCP flattens the rest
+        if not want <= keys:
+            extra = sorted(k for k in keys - want if k.startswith("model."))
+            raise IncompatibleCheckpoint(
+                f"checkpoint {where} holds another model: it lacks {', '.join(sorted(want - keys)[:3])}"
+                + (f" and has {', '.join(extra[:3])}" if extra else "")
+                + (" (the reference model's fused qkv projection became q, k and v for tensor parallelism on "
+                   "2026-11-23; checkpoints saved before cannot be resumed by this version)"
+                   if any(".qkv." in k for k in extra) else ""))
+        saved = {k.split(".", 1)[0] for k in keys}
         for name in self.components:
             if name not in saved:  # a checkpoint from before the component was registered
                 log.warning("checkpoint %s has no %r state; keeping its current value", where, name)
@@ -235,7 +252,8 @@ class Checkpointer:
         if not self._budget_checked:
             self._check_memory_budget()
         replicated = self._replicated = not _has_dtensor(state)  # sharded: each rank's snapshot holds its shards
-        self._inflight = self._writer.submit(self._persist, step, staged, dict(meta or {}), copying, replicated)
+        meta = {**(meta or {}), "layout": state_layout(state)}  # restore: same mesh, or reshard
+        self._inflight = self._writer.submit(self._persist, step, staged, meta, copying, replicated)
         return time.perf_counter() - t0
 
     def _check_memory_budget(self) -> None:
@@ -518,34 +536,48 @@ class Checkpointer:
         return sources + self.tiers[1:]
 
     def restore(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> RestoreInfo | None:
-        """Load the newest checkpoint every rank can load, verified; None for a fresh start."""
+        """Load the newest checkpoint every rank can load, verified; None for a fresh start.
+
+        A rank loads its own snapshot when the step was saved on the same mesh (or is replicated); otherwise it
+        reshards: it reads every old rank's snapshot of the step from whichever sources hold them - its node's
+        memory and NVMe, the buddy copies its node holds, other nodes' memory over the peer channel, FSx, S3 -
+        and DCP picks the pieces of its new shards. Resuming from an older step than the newest one any rank
+        can see is said in one warning and counted (``stats.restored_older``)."""
         t0 = time.perf_counter()
-        avail: dict[int, list[tuple[object, Marker]]] = {}
         failed_sources: list[str] = []
+        listed = []
         for src in self._sources():
             markers = self._list_with_retries(src, failed_sources)
-            if markers is None:
-                continue
+            if markers is not None:
+                listed.append((src, markers))
+        layout = state_layout(self.state(model, optimizer))
+        direct: dict[int, list[tuple[object, Marker]]] = {}
+        for src, markers in listed:
             for m in markers:
-                if not m.replicated and m.world_size != self.world_size:
-                    continue  # another world size's shards: see _restore_resharded
-                if m.rank == self.rank or m.replicated:
-                    avail.setdefault(m.step, []).append((src, m))
-        for cands in avail.values():  # our own rank's snapshot first within a source order
+                if directly_loadable(m, self.rank, self.world_size, layout):
+                    direct.setdefault(m.step, []).append((src, m))
+        for cands in direct.values():  # our own rank's snapshot first within a source order
             cands.sort(key=lambda sm: 0 if sm[1].rank == self.rank else 1)
-        steps = set(avail)
-        for other in _all_gather(sorted(steps), self.world_size):
+        sets = shard_sets(listed)
+        steps = set(direct) | {s for s, ss in sets.items() if ss[0].complete}
+        seen = max((m.step for _, markers in listed for m in markers), default=0)
+        gathered = _all_gather((sorted(steps), seen), self.world_size)
+        for other, _ in gathered:
             steps &= set(other)
+        newest = max(s for _, s in gathered)
+        info = None
         while steps:
             step = max(steps)
-            info = self._load_step(step, avail[step], model, optimizer)
+            info = self._load_step(step, direct.get(step, []), model, optimizer)
+            if info is None:
+                info = self._load_resharded(step, [s for s in sets.get(step, []) if s.complete], model, optimizer)
             if _all_ok(info is not None, self.world_size):
-                info.seconds = time.perf_counter() - t0
-                shutil.rmtree(self.scratch, ignore_errors=True)
-                return info
+                break
+            info = None
             steps.discard(step)
-        info = self._restore_resharded(model, optimizer)
         shutil.rmtree(self.scratch, ignore_errors=True)
+        if newest > (info.step if info is not None else 0):
+            self._say_older(newest, info, direct, sets)
         if info is not None:
             info.seconds = time.perf_counter() - t0
             return info
@@ -559,6 +591,28 @@ class Checkpointer:
             log.warning("starting from step 0 although %s could not be read (allow_fresh_start)",
                         ", ".join(failed_sources))
         return None
+
+    def _say_older(self, newest: int, info: RestoreInfo | None, direct: dict, sets: dict) -> None:
+        """One warning (rank 0) and a counter (every rank): a newer step exists than the one restored."""
+        self.stats.restored_older += 1
+        why = ""
+        if newest not in direct:
+            cand = sets.get(newest)
+            if cand:
+                s = cand[0]
+                missing = ", ".join(map(str, s.missing))
+                why = (f"the shards of rank {missing} of {s.world_size} are in no reachable tier or peer" if s.missing
+                       else f"its shards from {s.world_size} ranks could not be read")
+            else:
+                why = "this rank sees no copy of it"
+        else:
+            why = "no copy of it could be read"
+        reasons = [r for r in _all_gather(why, self.world_size) if r]
+        if self.rank == 0:
+            back = (f"resuming from step {info.step} ({info.source})" if info is not None
+                    else "starting from step 0")
+            log.warning("newest checkpoint step %d cannot be restored on this mesh of %d ranks (%s); %s",
+                        newest, self.world_size, reasons[0] if reasons else "another rank could not read it", back)
 
     def _list_with_retries(self, src, failed: list[str]) -> list[Marker] | None:
         """``src.markers()``, tried ``cfg.source_attempts`` times; None (and ``src`` named in ``failed``) if all fail."""
@@ -575,48 +629,41 @@ class Checkpointer:
         failed.append(f"{src.name} ({last})")
         return None
 
-    def _restore_resharded(self, model, optimizer) -> RestoreInfo | None:
-        """Sharded state saved by another world size: every rank reads every old rank's snapshot of one step
-        from one shared tier (FSx or S3), and DCP's planner picks the pieces of this rank's new shards."""
-        found: dict[int, list[tuple[object, list[Marker]]]] = {}
-        for src in self.tiers:
-            if src.kind not in SHARED or src.name in self.stats.source_failed:
-                continue
-            try:
-                markers = src.markers()
-            except Exception as e:  # noqa: BLE001 - an unreachable tier is skipped here
-                log.warning("checkpoint source %s unavailable: %s", src.name, e)
-                continue
-            by_step: dict[tuple[int, int], dict[int, Marker]] = {}
-            for m in markers:
-                if not m.replicated and m.world_size != self.world_size:
-                    by_step.setdefault((m.step, m.world_size), {})[m.rank] = m
-            for (step, ws), ranks in by_step.items():
-                if set(ranks) == set(range(ws)):
-                    found.setdefault(step, []).append((src, [ranks[r] for r in range(ws)]))
-        steps = set(found)
-        for other in _all_gather(sorted(steps), self.world_size):
-            steps &= set(other)
-        while steps:
-            step = max(steps)
-            info = None
-            for src, ms in found[step]:
-                where = f"{src.name}/step_{step:09d} (saved by {len(ms)} ranks)"
-                try:
-                    dirs = []
-                    for m in ms:
-                        d = src.materialize(m, self.scratch)
-                        verify_dir(d, m, f"{src.name}/{m.key}")
+    def _load_resharded(self, step: int, sets: list, model, optimizer) -> RestoreInfo | None:
+        """Reshard ``step`` from a complete set of another mesh's snapshots: each old rank's snapshot from the
+        first source whose copy verifies (fetched from a peer or S3 into scratch), read by one merged DCP reader."""
+        for s in sets:
+            dirs, names = [], []
+            for r in range(s.world_size):
+                for src, m in s.copies[r]:
+                    where = f"{src.name}/{m.key}"
+                    try:
+                        if isinstance(src, _PeerSource):  # into scratch: not this node's memory tier
+                            d = src.materialize(m, self.scratch, landing=DirTier("memory", self.scratch / "peers",
+                                                                                 keep=1 << 30, fsync=False))
+                        else:
+                            d = src.materialize(m, self.scratch)
+                            verify_dir(d, m, where)
                         dirs.append(d)
-                    self._load_into(MergedShardsReader(dirs), model, optimizer, where)
-                    log.info("resharded %s onto %d ranks", where, self.world_size)
-                    info = RestoreInfo(step=step, source=src.name, seconds=0.0, meta=ms[0].meta)
-                    break
-                except (Exception, CheckpointException) as e:  # noqa: BLE001 - next source
-                    log.warning("skipping checkpoint %s: %s: %s", where, type(e).__name__, e)
-            if _all_ok(info is not None, self.world_size):
-                return info
-            steps.discard(step)
+                        names += [src.name] if src.name not in names else []
+                        break
+                    except (Exception, CheckpointException) as e:  # noqa: BLE001 - next copy of this rank's shards
+                        log.warning("skipping checkpoint %s: %s: %s", where, type(e).__name__, e)
+                else:
+                    break  # no readable copy of rank r's shards
+            if len(dirs) < s.world_size:
+                continue
+            where = f"{'+'.join(names)}/step_{step:09d} (saved by {s.world_size} ranks)"
+            try:
+                self._load_into(MergedShardsReader(dirs), model, optimizer, where)
+            except IncompatibleCheckpoint:
+                raise
+            except (Exception, CheckpointException) as e:  # noqa: BLE001 - another set, or an older step
+                log.warning("skipping checkpoint %s: %s: %s", where, type(e).__name__, e)
+                continue
+            log.info("resharded %s onto %d ranks", where, self.world_size)
+            return RestoreInfo(step=step, source="+".join(names), seconds=0.0,
+                               meta=s.copies[0][0][1].meta)
         return None
 
     def _load_step(self, step: int, cands: list, model, optimizer) -> RestoreInfo | None:
@@ -629,6 +676,8 @@ class Checkpointer:
                     verify_dir(d, m, where)
                 self._load_into(FileSystemReader(d), model, optimizer, where)
                 return RestoreInfo(step=step, source=src.name, seconds=0.0, meta=m.meta)
+            except IncompatibleCheckpoint:
+                raise
             except CorruptCheckpoint as e:
                 log.warning("skipping corrupt checkpoint %s", e)
             except (Exception, CheckpointException) as e:  # noqa: BLE001 - any unreadable copy: next source
