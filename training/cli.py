@@ -266,8 +266,6 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
     local worker's Python stack into ``ft_dir`` and kills the workers: torchrun then restarts
     the worker group (``--max-restarts``), which restores from the newest checkpoint.
     """
-    import time
-
     from training.ft.watchdog import Watchdog, clear_state
 
     import signal
@@ -289,9 +287,8 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
         except subprocess.TimeoutExpired:
             pass
         pids = watchdog.pids()
-        beats = watchdog.beats()
+        quiet = watchdog.quiet()  # before check(), which waits for the stack dumps
         if pids and watchdog.check(pids):
-            quiet = time.time() - max(b.time for b in beats) if beats else 0.0
             click.echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {watchdog.bound():.1f}s); "
                        f"stacks in {ft_dir}; restarting the workers", err=True)
             clear_state(ft_dir)

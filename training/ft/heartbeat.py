@@ -1,8 +1,10 @@
 """Per-rank step heartbeats and the hang bound the launcher's watchdog uses.
 
-Each rank writes ``<dir>/rank-<r>.json`` ({"rank", "step", "time", "step_time", "started"})
-atomically when it begins a step and after every step. The watchdog reads them all; a hang
-is declared when no rank has advanced for ``max(floor_s, multiple * median recent step time)``;
+Each rank writes ``<dir>/rank-<r>.json`` ({"rank", "step", "time", "step_time", "started",
+"started_time", "finished"}) atomically after every step (``step`` done at ``time``) and when
+it begins one (``started`` at ``started_time``). The watchdog reads them all; a hang is
+declared when no rank has advanced (begun or completed a step) for ``max(floor_s, multiple *
+median recent step time)``;
 :func:`behind` names the ranks that did not begin the step their peers began (the culprits:
 the peers wait for them in that step's collective).
 """
@@ -23,7 +25,13 @@ class Beat:
     time: float
     step_time: float
     started: int = -1  # the step this rank began last (-1: none yet)
+    started_time: float = 0.0
     finished: bool = False  # its steps are over (Runtime.finish)
+
+    @property
+    def advanced(self) -> float:
+        """When this rank last began or completed a step."""
+        return max(self.time, self.started_time)
 
 
 class Heartbeat:
@@ -41,19 +49,19 @@ class Heartbeat:
         now = time.time() if now is None else now
         step_time = 0.0 if self._last is None else now - self._last
         self._last = now
-        return self._write(Beat(self.rank, step, now, step_time, self._beat.started))
+        b = self._beat
+        return self._write(Beat(self.rank, step, now, step_time, b.started, b.started_time))
 
     def begin(self, step: int, now: float | None = None) -> Beat:
         """This rank begins ``step`` (it got past its data loading and fault hooks)."""
-        now = time.time() if now is None else now
-        return self._write(Beat(self.rank, self._beat.step, now, self._beat.step_time, step))
+        b = self._beat
+        return self._write(Beat(self.rank, b.step, b.time, b.step_time, step, time.time() if now is None else now))
 
-    def finished(self, now: float | None = None) -> Beat:
+    def finished(self) -> Beat:
         """The steps are over (the final flush and exit follow): the watchdog no longer counts this rank -
         it watches steps, and a final durable write may take longer than the bound."""
         b = self._beat
-        return self._write(Beat(self.rank, b.step, time.time() if now is None else now, b.step_time, b.started,
-                                finished=True))
+        return self._write(Beat(self.rank, b.step, b.time, b.step_time, b.started, b.started_time, finished=True))
 
     def _write(self, b: Beat) -> Beat:
         self._beat = b
@@ -86,7 +94,7 @@ def is_hung(beats: list[Beat], now: float, floor_s: float = 60.0, multiple: floa
     beats = [b for b in beats if not b.finished]
     if not beats:
         return False
-    newest = max(b.time for b in beats)
+    newest = max(b.advanced for b in beats)
     return now - newest > hang_bound(beats, floor_s, multiple)
 
 

@@ -58,7 +58,7 @@ class Watchdog:
     def quiet(self, now: float | None = None) -> float:
         """Seconds since a rank last advanced (0 with no beats)."""
         beats = read_beats(self.dir)
-        return (time.time() if now is None else now) - max(b.time for b in beats) if beats else 0.0
+        return (time.time() if now is None else now) - max(b.advanced for b in beats) if beats else 0.0
 
     def culprits(self) -> list[int]:
         """The ranks that did not begin the step their peers began (heartbeat.behind); empty if none lags."""

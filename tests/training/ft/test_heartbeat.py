@@ -29,6 +29,9 @@ def test_the_rank_that_did_not_begin_the_step_its_peers_began_is_behind(tmp_path
     assert behind(read_beats(tmp_path)) == [1]
     b.begin(12, now=101.3)
     assert behind(read_beats(tmp_path)) == []          # stuck together (inside a collective): no culprit
+    beats = read_beats(tmp_path)
+    assert {x.rank: x.time for x in beats} == {0: 101.0, 1: 101.0, 2: 101.0}  # "time": the last step completed
+    assert not is_hung(beats, 101.3 + 4.0, floor_s=4.5) and is_hung(beats, 101.3 + 5.0, floor_s=4.5)  # begun too
 
 
 def test_ranks_whose_steps_are_over_do_not_count(tmp_path):
@@ -36,10 +39,10 @@ def test_ranks_whose_steps_are_over_do_not_count(tmp_path):
     a, b = Heartbeat(tmp_path, 0), Heartbeat(tmp_path, 1)
     a.beat(20, now=100.0)
     b.begin(19, now=100.0)
-    a.finished(now=100.5)
+    a.finished()
     assert behind(read_beats(tmp_path)) == []
     assert is_hung(read_beats(tmp_path), 200.0, floor_s=10.0)     # rank 1 never finished its step
-    b.finished(now=101.0)
+    b.finished()
     assert not is_hung(read_beats(tmp_path), 1e12, floor_s=10.0)  # all done: flushing, not hung
 
 
