@@ -49,10 +49,17 @@ def test_a_killed_rank_is_replaced_and_the_survivor_keeps_its_process(tmp_path, 
 
 
 def test_in_process_restart_refuses_what_it_does_not_support(tmp_path):
-    r = run_cli(train_args(tmp_path, extra=["--restart", "in-process", "--nnodes", "2",
+    r = run_cli(train_args(tmp_path, extra=["--restart", "in-process", "--nnodes", "1:2",
                                             "--rdzv-endpoint", "127.0.0.1:1"]))
     assert r.returncode == 2, failure_text(r)
-    assert "--restart: in-process supports one node (--nnodes 1)" in r.stderr
+    assert "--restart: in-process needs a fixed node count (--nnodes N), got --nnodes 1:2" in r.stderr
+    r = run_cli(train_args(tmp_path, extra=["--restart", "in-process", "--max-restarts", "1", "--nnodes", "2",
+                                            "--rdzv-endpoint", "127.0.0.1:1", "--node-rank", "2"]))
+    assert r.returncode == 2, failure_text(r)
+    assert "--node-rank: must be 0 .. 1, got 2" in r.stderr
+    r = run_cli(train_args(tmp_path, extra=["--node-rank", "1"]))
+    assert r.returncode == 2, failure_text(r)
+    assert "--node-rank: only applies with --restart in-process" in r.stderr
     r = run_cli(train_args(tmp_path, extra=["--restart", "in-process"]))  # --max-restarts 0: nothing to restart
     assert r.returncode == 2, failure_text(r)
     assert "--max-restarts: --restart in-process needs >= 1" in r.stderr
@@ -125,3 +132,39 @@ def test_a_second_failure_during_the_recovery_moves_everyone_to_the_next_generat
     assert r["restart"]["generation"] == 2 and r["restart"]["restarts"] in (1, 2)  # 1: it skipped generation 1
     assert r["restored_step"] == 10 and r["step"] == 20
     assert r["state_sha256"] == baseline["state_sha256"]
+
+
+def test_two_nodes_a_killed_rank_of_node_1_is_replaced_there_and_node_0_keeps_its_process(tmp_path, baseline):
+    """Two launchers on 127.0.0.1 act as two nodes of one rank each (--nnodes 2 --node-rank i): node 0's
+    launcher hosts the job's store at --rdzv-endpoint, node 1's connects to it. Node 1's rank is SIGKILLed
+    in step 12; node 1's standby takes it; the rank on node 0 keeps its process; the world size (2) and the
+    result are the uninterrupted run's."""
+    from tests.conftest import free_port
+
+    port, go = free_port(), tmp_path / "go"
+    ft = tmp_path / "ck" / "run" / "ft"
+    procs = {}
+    try:
+        for i, node in enumerate("ab"):
+            args = train_args(tmp_path, nproc=1, extra=["--restart", "in-process", "--max-restarts", "1",
+                                                        "--nnodes", "2", "--node-rank", str(i), "--node-id", node,
+                                                        "--rdzv-endpoint", f"127.0.0.1:{port}"])
+            procs[node] = spawn(args, env=cli_env(OPENPOD_HOOK_WAIT=f"{FAULT}@2@{go}"), log=tmp_path / f"{node}.log")
+        wait_for(lambda: {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)} == {0: FAULT, 1: FAULT},
+                 f"both ranks at step {FAULT}")
+        survivor = int((ft / "a" / "pid-0").read_text())
+        os.kill(int((ft / "b" / "pid-1").read_text()), signal.SIGKILL)
+        go.touch()
+        outs = {n: p.communicate(timeout=240)[0] for n, p in procs.items()}
+    finally:
+        for p in procs.values():
+            kill_group(p)
+    logs = {n: (tmp_path / f"{n}.log").read_text() for n in procs}
+    assert [procs[n].returncode for n in "ab"] == [0, 0], logs["a"][-3000:] + logs["b"][-3000:]
+    assert "rank 1 exited (-9); standby worker 0" in logs["b"] and "generation 1" in logs["b"]
+    r0, r1 = last_json(outs["a"]), last_json(outs["b"])
+    assert r0["pid"] == survivor                      # node 0's rank: the same process
+    assert r0["restart"] == {"mode": "in-process", "restarts": 1, "generation": 1}
+    assert r0["world_size"] == r1["world_size"] == 2
+    assert r0["restored_step"] == r1["restored_step"] == 10
+    assert r0["state_sha256"] == r1["state_sha256"] == baseline["state_sha256"]

@@ -247,8 +247,9 @@ class InProcessRestart:
             active = None
 
 
-def standby_assignment(store_addr: str, standby_id: str, poll_s: float = 0.02) -> tuple[int, int]:
-    """A warm spare (``OPENPOD_STANDBY``): block until the launcher assigns it a rank; (rank, generation).
+def standby_assignment(store_addr: str, standby_id: str, poll_s: float = 0.02) -> tuple[int, int, int]:
+    """A warm spare (``OPENPOD_STANDBY`` = ``<node>/<id>``): block until the launcher assigns it a rank;
+    (global rank, generation, local rank).
 
     Call it after the expensive imports: the spare has paid its start-up before any fault."""
     import torch.distributed as dist
@@ -258,14 +259,19 @@ def standby_assignment(store_addr: str, standby_id: str, poll_s: float = 0.02) -
     key = f"standby/{standby_id}"
     while not store.check([key]):
         time.sleep(poll_s)
-    rank, generation = (int(x) for x in store.get(key).decode().split(":"))
-    return rank, generation
+    rank, generation, local = (int(x) for x in store.get(key).decode().split(":"))
+    return rank, generation, local
 
 
 def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_restarts: int, stop_timeout: float,
                     echo: Callable[[str], None], ft_dir: Path | None = None, watchdog=None,
-                    spares: int = 0) -> tuple[int, bool]:
+                    spares: int = 0, nnodes: int = 1, node_rank: int = 0,
+                    endpoint: str | None = None) -> tuple[int, bool]:
     """Launcher side: run ``nproc`` workers (``cmd``) on this node; replace a failed one alone.
+
+    With ``nnodes`` > 1 every node's launcher runs this: node 0's hosts the job's store at ``endpoint``
+    (host:port), the others connect to it; node ``i`` runs global ranks ``i * nproc ..``; the
+    generation is one counter in that store, so a replacement on any node moves every rank on.
 
     ``spares`` warm standby workers (interpreter started, torch and the trainer imported, waiting on
     the store) take a failed rank's place at once; a new standby is started behind each one used.
@@ -279,14 +285,23 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
     """
     import torch.distributed as dist
 
-    store = dist.TCPStore(host, 0, is_master=True, wait_for_workers=False)
-    generation = 0
-    store.set(GENERATION_KEY, str(generation))
-    base = dict(env, MASTER_ADDR=host, MASTER_PORT=str(store.port), OPENPOD_RESTART_STORE=f"{host}:{store.port}",
-                WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc))
+    if nnodes > 1:
+        shost, _, sport = endpoint.rpartition(":")
+        store = dist.TCPStore(shost, int(sport), is_master=node_rank == 0, wait_for_workers=False,
+                              timeout=timedelta(seconds=600))  # a client waits this long for node 0's launcher
+    else:
+        shost, store = host, dist.TCPStore(host, 0, is_master=True, wait_for_workers=False)
+    if node_rank == 0:
+        store.set(GENERATION_KEY, "0")
+    else:
+        store.wait([GENERATION_KEY])
+    generation = int(store.get(GENERATION_KEY))
+    first = node_rank * nproc  # this node's first global rank
+    base = dict(env, MASTER_ADDR=shost, MASTER_PORT=str(store.port), OPENPOD_RESTART_STORE=f"{shost}:{store.port}",
+                WORLD_SIZE=str(nnodes * nproc), LOCAL_WORLD_SIZE=str(nproc))
 
-    def start(rank: int) -> subprocess.Popen:
-        e = dict(base, RANK=str(rank), LOCAL_RANK=str(rank), OPENPOD_GENERATION=str(generation))
+    def start(local: int) -> subprocess.Popen:
+        e = dict(base, RANK=str(first + local), LOCAL_RANK=str(local), OPENPOD_GENERATION=str(generation))
         return subprocess.Popen(cmd, env=e, stdout=sys.stderr)
 
     standby: list[tuple[subprocess.Popen, int]] = []
@@ -294,20 +309,20 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
 
     def start_standby() -> None:
         nonlocal next_standby
-        standby.append((subprocess.Popen(cmd, env=dict(base, OPENPOD_STANDBY=str(next_standby)), stdout=sys.stderr),
-                        next_standby))
+        standby.append((subprocess.Popen(cmd, env=dict(base, OPENPOD_STANDBY=f"{node_rank}/{next_standby}"),
+                                         stdout=sys.stderr), next_standby))
         next_standby += 1
 
-    def replace(rank: int) -> tuple[subprocess.Popen, str]:
+    def replace(local: int) -> tuple[subprocess.Popen, str]:
         while standby:
             p, sid = standby.pop(0)
             if p.poll() is None:
-                store.set(f"standby/{sid}", f"{rank}:{generation}")
+                store.set(f"standby/{node_rank}/{sid}", f"{first + local}:{generation}:{local}")
                 start_standby()
                 return p, f"standby worker {sid} (pid {p.pid})"
         if spares:
             start_standby()
-        return start(rank), "a new worker"
+        return start(local), "a new worker"
 
     procs = {r: start(r) for r in range(nproc)}
     for _ in range(spares):
@@ -351,6 +366,11 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                 else:
                     failed.append((r, rc))
             if len(done) == nproc:
+                if nnodes > 1:  # node 0's launcher keeps the store up until every node's workers are done
+                    store.add("nodes-done", 1)
+                    wait_until = time.monotonic() + max(stop_timeout, 60.0)
+                    while node_rank == 0 and store.add("nodes-done", 0) < nnodes and time.monotonic() < wait_until:
+                        time.sleep(0.1)
                 return 0, bool(signalled)
             if failed:
                 worst = failed[0][1]
@@ -359,26 +379,26 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                     why = ("stopping" if signalled else "a rank already finished" if done
                            else "refused to start" if any(rc == EXIT_REFUSED for _, rc in failed)
                            else f"--max-restarts {max_restarts} used up")
-                    echo(f"launcher: rank(s) {', '.join(str(r) for r, _ in failed)} exited ({worst}); {why}")
+                    echo(f"launcher: rank(s) {', '.join(str(first + r) for r, _ in failed)} exited ({worst}); {why}")
                     stop_all()
                     return (EXIT_REFUSED if any(rc == EXIT_REFUSED for _, rc in failed) else worst), bool(signalled)
                 restarts += 1
-                generation += 1
-                store.set(GENERATION_KEY, str(generation))  # survivors re-form their process group on this
+                # survivors (on every node) re-form their process group on this; add: launchers never collide
+                generation = store.add(GENERATION_KEY, 1)
                 for r, rc in failed:
                     procs[r], who = replace(r)
-                    echo(f"launcher: rank {r} exited ({rc}); {who} replaces it alone, generation "
+                    echo(f"launcher: rank {first + r} exited ({rc}); {who} replaces it alone, generation "
                          f"{generation} (in-process restart {restarts} of {max_restarts})")
             elif watchdog is not None and ft_dir is not None and time.monotonic() >= next_watch:
                 next_watch = time.monotonic() + 1.0  # as often as the torchrun launcher's (the bound is seconds)
                 if watchdog.hung():
                     quiet, bound = watchdog.quiet(), watchdog.bound()
                     live = {r: p for r, p in procs.items() if r not in done and p.poll() is None}
-                    lagging = [r for r in watchdog.culprits() if r in live]
+                    lagging = [r - first for r in watchdog.culprits() if r - first in live]  # local ranks
                     watchdog.dump_stacks([p.pid for p in live.values()])
                     for r in lagging or live:  # the next poll replaces them; the others re-form in-process
                         live[r].kill()
-                    who = (f"rank(s) {', '.join(map(str, lagging))} fell behind (did not begin the step the others "
+                    who = (f"rank(s) {', '.join(str(first + r) for r in lagging)} fell behind (did not begin the step the others "
                            "began): replacing them alone" if lagging
                            else "every rank began the same step: replacing every local worker")
                     echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {bound:.1f}s); stacks in {ft_dir}; "
