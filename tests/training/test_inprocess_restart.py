@@ -134,26 +134,30 @@ def test_a_second_failure_during_the_recovery_moves_everyone_to_the_next_generat
     assert r["state_sha256"] == baseline["state_sha256"]
 
 
-def test_two_nodes_a_killed_rank_of_node_1_is_replaced_there_and_node_0_keeps_its_process(tmp_path, baseline):
-    """Two launchers on 127.0.0.1 act as two nodes of one rank each (--nnodes 2 --node-rank i): node 0's
-    launcher hosts the job's store at --rdzv-endpoint, node 1's connects to it. Node 1's rank is SIGKILLed
-    in step 12; node 1's standby takes it; the rank on node 0 keeps its process; the world size (2) and the
-    result are the uninterrupted run's."""
+def test_two_nodes_a_killed_rank_of_node_1_is_replaced_there_and_the_survivors_on_both_nodes_keep_their_processes(
+        tmp_path):
+    """Two launchers on 127.0.0.1 act as two nodes of two ranks each (--nnodes 2 --node-rank i): node 0's
+    launcher hosts the job's store at --rdzv-endpoint, node 1's connects to it. Rank 3 (node 1) is SIGKILLed
+    in step 12; node 1's standby takes it; ranks 0, 1 (node 0) and 2 (node 1) keep their processes; the world
+    size (4) and the result are those of an uninterrupted 4-rank run."""
     from tests.conftest import free_port
 
+    ref = run_cli(train_args(tmp_path / "ref", nproc=4))
+    assert ref.returncode == 0, failure_text(ref)
     port, go = free_port(), tmp_path / "go"
     ft = tmp_path / "ck" / "run" / "ft"
     procs = {}
     try:
         for i, node in enumerate("ab"):
-            args = train_args(tmp_path, nproc=1, extra=["--restart", "in-process", "--max-restarts", "1",
+            args = train_args(tmp_path, nproc=2, extra=["--restart", "in-process", "--max-restarts", "1",
                                                         "--nnodes", "2", "--node-rank", str(i), "--node-id", node,
                                                         "--rdzv-endpoint", f"127.0.0.1:{port}"])
-            procs[node] = spawn(args, env=cli_env(OPENPOD_HOOK_WAIT=f"{FAULT}@2@{go}"), log=tmp_path / f"{node}.log")
-        wait_for(lambda: {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)} == {0: FAULT, 1: FAULT},
-                 f"both ranks at step {FAULT}")
-        survivor = int((ft / "a" / "pid-0").read_text())
-        os.kill(int((ft / "b" / "pid-1").read_text()), signal.SIGKILL)
+            procs[node] = spawn(args, env=cli_env(OPENPOD_HOOK_WAIT=f"{FAULT}@4@{go}"), log=tmp_path / f"{node}.log")
+        at = dict.fromkeys(range(4), FAULT)
+        wait_for(lambda: {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)} == at,
+                 f"every rank at step {FAULT}")
+        pids = {int(f.name.split("-")[1]): int(f.read_text()) for f in ft.glob("*/pid-*")}
+        os.kill(pids[3], signal.SIGKILL)
         go.touch()
         outs = {n: p.communicate(timeout=240)[0] for n, p in procs.items()}
     finally:
@@ -161,10 +165,13 @@ def test_two_nodes_a_killed_rank_of_node_1_is_replaced_there_and_node_0_keeps_it
             kill_group(p)
     logs = {n: (tmp_path / f"{n}.log").read_text() for n in procs}
     assert [procs[n].returncode for n in "ab"] == [0, 0], logs["a"][-3000:] + logs["b"][-3000:]
-    assert "rank 1 exited (-9); standby worker 0" in logs["b"] and "generation 1" in logs["b"]
-    r0, r1 = last_json(outs["a"]), last_json(outs["b"])
-    assert r0["pid"] == survivor                      # node 0's rank: the same process
-    assert r0["restart"] == {"mode": "in-process", "restarts": 1, "generation": 1}
-    assert r0["world_size"] == r1["world_size"] == 2
-    assert r0["restored_step"] == r1["restored_step"] == 10
-    assert r0["state_sha256"] == r1["state_sha256"] == baseline["state_sha256"]
+    assert "rank 3 exited (-9); standby worker 0" in logs["b"] and "generation 1" in logs["b"]
+    for rank in (0, 1, 2):                           # the survivors, on both nodes: the same processes
+        assert f"rank {rank}: re-forming the process group in generation 1 (same process, pid {pids[rank]};" \
+            in logs["ab"[rank // 2]], rank
+    r0, r2 = last_json(outs["a"]), last_json(outs["b"])  # each node reports its first rank
+    assert (r0["pid"], r2["pid"]) == (pids[0], pids[2])
+    assert r0["restart"] == r2["restart"] == {"mode": "in-process", "restarts": 1, "generation": 1}
+    assert r0["world_size"] == r2["world_size"] == 4
+    assert r0["restored_step"] == r2["restored_step"] == 10
+    assert r0["state_sha256"] == r2["state_sha256"] == last_json(ref.stdout)["state_sha256"]

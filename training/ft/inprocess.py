@@ -398,8 +398,8 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                     watchdog.dump_stacks([p.pid for p in live.values()])
                     for r in lagging or live:  # the next poll replaces them; the others re-form in-process
                         live[r].kill()
-                    who = (f"rank(s) {', '.join(str(first + r) for r in lagging)} fell behind (did not begin the step the others "
-                           "began): replacing them alone" if lagging
+                    who = (f"rank(s) {', '.join(str(first + r) for r in lagging)} fell behind (did not begin the "
+                           "step the others began): replacing them alone" if lagging
                            else "every rank began the same step: replacing every local worker")
                     echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {bound:.1f}s); stacks in {ft_dir}; "
                          f"{who}")
