@@ -2,6 +2,7 @@
 
     python -m benchmarks.replica_healing [--quick] [--model small] [--fault-step 13] [--every 5]
                                          [--modes restart,in-process,in-process-no-spare,replica]
+                                         [--hang-floor 8]  (modes restart-hang,in-process-hang)
 
 Both jobs train the same model on 2 ranks with the same data plan and are hit by the
 same fault: the worker of rank 1 is SIGKILLed while it holds before step ``fault_step``
@@ -17,6 +18,12 @@ same fault: the worker of rank 1 is SIGKILLed while it holds before step ``fault
 * replica - 2 replica groups of 1 worker (``--fault-tolerance replica``) and a torchft
   Lighthouse: only the killed group restarts; the survivor keeps its process and waits
   at the quorum; the new worker heals from the survivor's live state and both go on.
+
+* restart-hang, in-process-hang - the same two jobs, but rank 1 stops advancing before
+  ``fault_step`` (alive, its sockets open; ``OPENPOD_HANG_AT``) instead of being killed: the
+  launcher's watchdog declares the hang after ``--hang-floor`` seconds. torchrun's launcher
+  kills both workers and restarts them; the in-process one kills rank 1 alone, rank 0 is
+  released by the new generation and re-forms its process group. Timed from the hang.
 
 Reported per mode, from the workers' step heartbeats: seconds from the kill to the
 first step any restarted worker completes ("training again"), seconds to the first
@@ -79,14 +86,15 @@ def wait_for(cond, what: str, timeout: float = 300) -> None:
         time.sleep(0.02)
 
 
-def measure(fts: list[Path], t_kill: float, fault_step: int) -> dict:
+def measure(fts: list[Path], t_kill: float, fault_step: int, quiet: float = 0.0) -> dict:
     """After the kill: when a worker first completes a step (no survivor can complete one alone - the
     all-reduce needs the lost rank - so any newer heartbeat is from after the recovery), and when every
-    rank is past the step that was in flight."""
+    rank is past the step that was in flight. ``quiet``: seconds after ``t_kill`` in which no step can be
+    recovered yet (a hang: the peer's completion of the step before it may land just after it)."""
     again = progress = None
     while again is None or progress is None:
         now = [b for ft in fts for b in beats(ft)]
-        newer = [b["time"] for b in now if b["time"] > t_kill]
+        newer = [b["time"] for b in now if b["time"] > t_kill + quiet]
         if again is None and newer:
             again = min(newer) - t_kill
         if progress is None and newer and len(now) >= 2 and min(b["step"] for b in now) > fault_step:
@@ -125,6 +133,36 @@ def run_restart(tmp: Path, a, restart: str = "process", spares: int = 1) -> dict
             "committed_steps_lost": a.fault_step - r["restored_step"], "restored_from": r["restored_from"],
             "survivor_kept_process": survivor in {int(f.read_text()) for f in ft.rglob("pid-*")},
             "state_sha256": r["state_sha256"]}
+
+
+def run_hang(tmp: Path, a, restart: str) -> dict:
+    marker = tmp / "hung"
+    extra = ["--max-restarts", "1", "--restart", restart, "--hang-floor", str(a.hang_floor), "--hang-multiple", "5"]
+    p = subprocess.Popen(base_args(tmp, a, 2, extra), cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=open(tmp / "hang.err", "w"), text=True,
+                         env=env(OPENPOD_HANG_AT=f"{a.fault_step}@1@{marker}"), start_new_session=True)
+    ft = tmp / "ck" / "run" / "ft"
+    wait_for(lambda: {b["rank"] for b in beats(ft)} == {0, 1}, "both ranks' heartbeats")
+    pid_files = sorted(ft.rglob("pid-*"))
+    survivor = int(next(f for f in pid_files if f.name == "pid-0").read_text())
+    wait_for(marker.exists, "the hang")
+    t_hang = marker.stat().st_mtime
+    m = measure([ft], t_hang, a.fault_step, quiet=a.hang_floor / 2)
+    out, _ = p.communicate(timeout=600)
+    r = json.loads(out.strip().splitlines()[-1])
+    kept = r["pid"] == survivor if restart == "in-process" else \
+        survivor in {int(f.read_text()) for f in ft.rglob("pid-*")}
+    return {"mode": f"{restart} restart, rank 1 hung (watchdog floor {a.hang_floor:g} s)", **m,
+            "committed_steps_lost": a.fault_step - r["restored_step"], "restored_from": r["restored_from"],
+            "survivor_kept_process": kept, "state_sha256": r["state_sha256"]}
+
+
+def run_restart_hang(tmp: Path, a) -> dict:
+    return run_hang(tmp, a, "process")
+
+
+def run_in_process_hang(tmp: Path, a) -> dict:
+    return run_hang(tmp, a, "in-process")
 
 
 def run_in_process(tmp: Path, a) -> dict:
@@ -184,10 +222,12 @@ def main(argv=None) -> None:
     ap.add_argument("--fault-step", type=int, default=13)
     ap.add_argument("--heartbeat-ms", type=int, default=2000, help="the Lighthouse's --heartbeat_timeout_ms")
     ap.add_argument("--modes", default="restart,in-process,in-process-no-spare,replica",
-                    help="comma-separated, in this order")
+                    help="comma-separated, in this order (also: restart-hang, in-process-hang)")
+    ap.add_argument("--hang-floor", type=float, default=8.0, help="the watchdog's floor in the *-hang modes")
     a = ap.parse_args(argv)
-    if set(a.modes.split(",")) - {"restart", "in-process", "in-process-no-spare", "replica"}:
-        ap.error("--modes: choose from restart, in-process, in-process-no-spare, replica")
+    all_modes = ("restart", "in-process", "in-process-no-spare", "replica", "restart-hang", "in-process-hang")
+    if set(a.modes.split(",")) - set(all_modes):
+        ap.error(f"--modes: choose from {', '.join(all_modes)}")
     if a.quick:
         a.model, a.steps = "tiny", 16
     if not 0 < a.fault_step < a.steps:
@@ -201,7 +241,7 @@ def main(argv=None) -> None:
         want = json.loads(ref.stdout.strip().splitlines()[-1])["state_sha256"]
         rows = []
         modes = {"restart": run_restart, "in-process": run_in_process, "in-process-no-spare": run_in_process_no_spare,
-                 "replica": run_replica}
+                 "replica": run_replica, "restart-hang": run_restart_hang, "in-process-hang": run_in_process_hang}
         for name in a.modes.split(","):
             fn = modes[name]
             d = work / name

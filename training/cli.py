@@ -114,6 +114,9 @@ def main() -> None:
 @click.option("--spare-workers", type=int, default=1,
               help="in-process: warm standby workers on this node (started, torch imported, waiting) that take a "
                    "failed rank's place at once; 0: a replacement starts from scratch")
+@click.option("--node-rank", type=int, default=0,
+              help="in-process with --nnodes N: this node's index, 0 .. N-1; node 0's launcher hosts the job's "
+                   "store at --rdzv-endpoint")
 @click.option("--replica-id", type=int, default=0, help="replica: this group's index, 0 .. --replicas - 1")
 @click.option("--replicas", type=int, default=1, help="replica: replica groups in the job")
 @click.option("--min-replicas", type=int, default=0,
@@ -129,7 +132,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
         bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
         fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0,
-        restart="process", spare_workers=1, tp=1) -> None:
+        restart="process", spare_workers=1, tp=1, node_rank=0) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = usage_problems(click.get_current_context().params)
     if problems:
@@ -229,7 +232,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
                                             max_restarts=max_restarts, stop_timeout=stop_timeout,
                                             echo=lambda m: click.echo(m, err=True), ft_dir=ft_dir,
                                             watchdog=Watchdog(ft_dir, floor_s=hang_floor, multiple=hang_multiple),
-                                            spares=spare_workers)
+                                            spares=spare_workers, nnodes=int(nnodes), node_rank=node_rank,
+                                            endpoint=rdzv_endpoint)
         else:
             rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple)
         files = sorted(results.glob("result-*.json"))
@@ -270,8 +274,6 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
     local worker's Python stack into ``ft_dir`` and kills the workers: torchrun then restarts
     the worker group (``--max-restarts``), which restores from the newest checkpoint.
     """
-    import time
-
     from training.ft.watchdog import Watchdog, clear_state
 
     import signal
@@ -293,9 +295,8 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
         except subprocess.TimeoutExpired:
             pass
         pids = watchdog.pids()
-        beats = watchdog.beats()
+        quiet = watchdog.quiet()  # before check(), which waits for the stack dumps
         if pids and watchdog.check(pids):
-            quiet = time.time() - max(b.time for b in beats) if beats else 0.0
             click.echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {watchdog.bound():.1f}s); "
                        f"stacks in {ft_dir}; restarting the workers", err=True)
             clear_state(ft_dir)
@@ -399,9 +400,13 @@ def usage_problems(params: dict) -> list[str]:
     problems += _replica_problems(p, max_nodes)
     if p.get("restart", "process") != "in-process" and p.get("spare_workers", 1) != 1:
         problems.append("--spare-workers: only applies with --restart in-process")
+    if p.get("restart", "process") != "in-process" and p.get("node_rank", 0) != 0:
+        problems.append("--node-rank: only applies with --restart in-process (torchrun's rendezvous numbers nodes)")
     if p.get("restart", "process") == "in-process":
-        if nnodes != "1":
-            problems.append(f"--restart: in-process supports one node (--nnodes 1) for now, got --nnodes {nnodes}")
+        if ":" in nnodes:
+            problems.append(f"--restart: in-process needs a fixed node count (--nnodes N), got --nnodes {nnodes}")
+        elif max_nodes and not 0 <= p.get("node_rank", 0) < max_nodes:
+            problems.append(f"--node-rank: must be 0 .. {max_nodes - 1}, got {p.get('node_rank')}")
         if p.get("fault_tolerance", "restart") != "restart":
             problems.append("--restart: in-process applies to --fault-tolerance restart (replica mode keeps the "
                             "survivors' processes already)")

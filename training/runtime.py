@@ -280,6 +280,8 @@ class Runtime:
     def plan(self, step: int) -> StepPlan:
         faults.wait_point(step, self.world_size, self.rank)
         faults.hang_point(step, self.rank)
+        if self.heartbeat is not None:  # the watchdog's culprit: a rank that did not begin the step its peers began
+            self.heartbeat.begin(step)
         self._t_step = time.perf_counter()
         self._step = step
         rank, world = self.ft.data_rank() if self.ft is not None else self.data_rank
@@ -422,6 +424,8 @@ class Runtime:
 
     def finish(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
         """Drain checkpoint I/O, account, and describe the final state (identical on every rank)."""
+        if self.heartbeat is not None:
+            self.heartbeat.finished()
         if self.checkpointer is not None:
             self.checkpointer.flush()
             dist.barrier()  # every rank's replication is done before any peer server stops

@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> int:
 
         faults.die_with_parent()
         prepare()
-        r, g = standby_assignment(os.environ["OPENPOD_RESTART_STORE"], os.environ["OPENPOD_STANDBY"])
-        os.environ.update(RANK=str(r), LOCAL_RANK=str(r), OPENPOD_GENERATION=str(g))
+        r, g, local = standby_assignment(os.environ["OPENPOD_RESTART_STORE"], os.environ["OPENPOD_STANDBY"])
+        os.environ.update(RANK=str(r), LOCAL_RANK=str(local), OPENPOD_GENERATION=str(g))
     rank = os.environ.get("RANK", "0")
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"[rank {rank}] %(asctime)s %(name)s %(levelname)s %(message)s")

@@ -1,8 +1,12 @@
 """Per-rank step heartbeats and the hang bound the launcher's watchdog uses.
 
-Each rank writes ``<dir>/rank-<r>.json`` ({"rank", "step", "time", "step_time"})
-atomically after every step. The watchdog reads them all; a hang is declared
-when no rank has advanced for ``max(floor_s, multiple * median recent step time)``.
+Each rank writes ``<dir>/rank-<r>.json`` ({"rank", "step", "time", "step_time", "started",
+"started_time", "finished"}) atomically after every step (``step`` done at ``time``) and when
+it begins one (``started`` at ``started_time``). The watchdog reads them all; a hang is
+declared when no rank has advanced (begun or completed a step) for ``max(floor_s, multiple *
+median recent step time)``;
+:func:`behind` names the ranks that did not begin the step their peers began (the culprits:
+the peers wait for them in that step's collective).
 """
 from __future__ import annotations
 
@@ -20,6 +24,14 @@ class Beat:
     step: int
     time: float
     step_time: float
+    started: int = -1  # the step this rank began last (-1: none yet)
+    started_time: float = 0.0
+    finished: bool = False  # its steps are over (Runtime.finish)
+
+    @property
+    def advanced(self) -> float:
+        """When this rank last began or completed a step."""
+        return max(self.time, self.started_time)
 
 
 class Heartbeat:
@@ -30,12 +42,29 @@ class Heartbeat:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.rank = rank
         self._last: float | None = None
+        self._beat = Beat(rank, 0, 0.0, 0.0)
 
     def beat(self, step: int, now: float | None = None) -> Beat:
+        """``step`` steps are done."""
         now = time.time() if now is None else now
         step_time = 0.0 if self._last is None else now - self._last
         self._last = now
-        b = Beat(self.rank, step, now, step_time)
+        b = self._beat
+        return self._write(Beat(self.rank, step, now, step_time, b.started, b.started_time))
+
+    def begin(self, step: int, now: float | None = None) -> Beat:
+        """This rank begins ``step`` (it got past its data loading and fault hooks)."""
+        b = self._beat
+        return self._write(Beat(self.rank, b.step, b.time, b.step_time, step, time.time() if now is None else now))
+
+    def finished(self) -> Beat:
+        """The steps are over (the final flush and exit follow): the watchdog no longer counts this rank -
+        it watches steps, and a final durable write may take longer than the bound."""
+        b = self._beat
+        return self._write(Beat(self.rank, b.step, b.time, b.step_time, b.started, b.started_time, finished=True))
+
+    def _write(self, b: Beat) -> Beat:
+        self._beat = b
         path = self.dir / f"rank-{self.rank}.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(b.__dict__))
@@ -61,11 +90,20 @@ def hang_bound(beats: list[Beat], floor_s: float = 60.0, multiple: float = 10.0)
 
 
 def is_hung(beats: list[Beat], now: float, floor_s: float = 60.0, multiple: float = 10.0) -> bool:
-    """True when no rank has advanced for longer than the bound."""
+    """True when no rank has advanced for longer than the bound (ranks whose steps are over do not count)."""
+    beats = [b for b in beats if not b.finished]
     if not beats:
         return False
-    newest = max(b.time for b in beats)
+    newest = max(b.advanced for b in beats)
     return now - newest > hang_bound(beats, floor_s, multiple)
+
+
+def behind(beats: list[Beat]) -> list[int]:
+    """The ranks that did not begin the newest step another rank began: in a hang, the ranks the others
+    wait for in that step's collectives. Empty when every rank began the same step (stuck together)."""
+    beats = [b for b in beats if not b.finished]
+    newest = max((b.started for b in beats), default=-1)
+    return sorted(b.rank for b in beats if b.started < newest)
 
 
 def straggler_scores(beats: list[Beat]) -> dict[int, float]:

@@ -15,6 +15,15 @@ Two halves, both built on torch.distributed's own store and process-group API:
   interpreter, imported modules, the data set's mapped cache - and on GPUs the CUDA
   context - are kept.
 
+A worker does not wait for its collective to fail on its own: a watcher thread follows the
+store's generation and, as soon as the launcher announces a new one, aborts the transport of
+the current process group (:func:`abort_transport`) - a peer that hangs, or vanishes without
+its sockets being closed (a frozen or powered-off host, a rank in an uninterruptible kernel
+call), would otherwise hold the survivors' collective until the process-group timeout. Before
+a generation's process group is formed every rank checks in (:meth:`InProcessRestart._assemble`),
+and a rank whose generation is overtaken while it waits there goes on to the newer one, so
+several failures in a row each cost one generation, never a rendezvous timeout.
+
 An error that is not followed by a new generation within ``wait_s`` (a bug, not a lost
 peer) is raised as before: the worker exits and the launcher treats it as a failure.
 """
@@ -24,8 +33,10 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -39,6 +50,46 @@ GENERATION_KEY = "generation"
 EXIT_REFUSED = 3  # training.worker: refused a fresh start; restarting would refuse again
 
 active: "InProcessRestart | None" = None  # the running worker's restarter (Runtime registers its abort hook)
+
+
+def abort_transport(backend: str, keep_port: int) -> int:
+    """Make this process's collectives in flight fail now; the number of TCP connections shut down.
+
+    NCCL: ``_abort_process_group()`` aborts the communicators (torch 2.13.0
+    torch/distributed/distributed_c10d.py:2460-2505: "currently only works with the NCCL backend").
+    gloo has no abort: ``ProcessGroup.abort()`` calls each backend's ``abort()``
+    (torch/include/torch/csrc/distributed/c10d/ProcessGroup.hpp:998-1001), whose default is empty
+    (Backend.hpp:523-525), and ProcessGroupGloo.hpp overrides it only for send/recv work (lines 216,
+    239) - a blocked all-reduce stays blocked (tried here on 2026-11-23). Shutting down this side's TCP
+    connections does end it: gloo's pair reports "Connection closed by peer" and the collective raises.
+    Every connected TCP socket of the process is shut down except those to ``keep_port`` (the store):
+    the generation is being given up, and whatever else talked to peers is rebuilt with it.
+    """
+    if backend == "nccl":
+        import torch.distributed as dist
+
+        try:
+            dist.distributed_c10d._abort_process_group()
+        except Exception as e:  # noqa: BLE001 - already torn down; the sockets below still apply
+            log.warning("process-group abort failed: %s", e)
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                continue
+            s = socket.socket(fileno=int(fd))
+        except OSError:
+            continue
+        try:
+            if s.type == socket.SOCK_STREAM and s.family in (socket.AF_INET, socket.AF_INET6) \
+                    and s.getpeername()[1] != keep_port:
+                s.shutdown(socket.SHUT_RDWR)
+                n += 1
+        except OSError:
+            pass  # not connected (a listener), or already closed
+        finally:
+            s.detach()  # the fd stays its owner's
+    return n
 
 
 class InProcessRestart:
@@ -57,6 +108,10 @@ class InProcessRestart:
         self.generation = int(os.environ.get("OPENPOD_GENERATION", "0"))
         self.restarts = 0
         self._aborts: list[Callable[[], None]] = []
+        self._store_addr = (host, int(port))
+        self._lock = threading.Lock()
+        self._armed: int | None = None  # the generation whose process group the watcher may abort
+        self._stopped = threading.Event()
 
     def on_abort(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` when this generation is given up (release threads, ports, buffers; never block long)."""
@@ -65,10 +120,53 @@ class InProcessRestart:
     def summary(self) -> dict:
         return {"mode": "in-process", "restarts": self.restarts, "generation": self.generation}
 
+    def _watch(self, poll_s: float = 0.1) -> None:
+        """Watcher thread: abort the current generation's transport once the launcher announces a newer one."""
+        import torch.distributed as dist
+
+        try:
+            store = dist.TCPStore(*self._store_addr, is_master=False, timeout=timedelta(seconds=60))  # own link
+        except Exception as e:  # noqa: BLE001 - then collectives end only by failing on their own
+            log.warning("rank %d: no generation watcher (%s)", self.rank, e)
+            return
+        while not self._stopped.wait(poll_s):
+            try:
+                g = int(store.get(GENERATION_KEY))
+            except Exception:  # noqa: BLE001 - the launcher is gone: die_with_parent ends this process
+                continue
+            with self._lock:
+                if self._armed is None or g <= self._armed:
+                    continue
+                t0 = time.perf_counter()
+                n = abort_transport(self.backend, self._store_addr[1])
+                log.warning("rank %d: generation %d announced while in generation %d: transport aborted "
+                            "(%d connections shut down) in %.3fs", self.rank, g, self._armed, n,
+                            time.perf_counter() - t0)
+                self._armed = None
+
+    def _assemble(self, poll_s: float = 0.02) -> None:
+        """Check in to the current generation and wait until all ranks did; if the launcher moves on to a
+        newer generation meanwhile (another rank failed), go on to that one. Then forming the process
+        group waits for no one (a rendezvous on a generation that was overtaken would wait its timeout)."""
+        while True:
+            key = f"openpod/gen-{self.generation}/assembled"
+            n = self.store.add(key, 1)
+            while n < self.world_size:
+                time.sleep(poll_s)
+                n = self.store.add(key, 0)
+                g = self._store_generation()
+                if g > self.generation:
+                    break
+            else:
+                return
+            log.warning("rank %d: generation %d overtaken by %d before it formed", self.rank, self.generation, g)
+            self.generation = g
+
     def _join(self) -> None:
         import torch.distributed as dist
 
         t0 = time.perf_counter()
+        self._assemble()
         store = dist.PrefixStore(f"openpod/gen-{self.generation}/", self.store)
         dist.init_process_group(self.backend, store=store, rank=self.rank, world_size=self.world_size,
                                 timeout=self.pg_timeout)
@@ -114,10 +212,14 @@ class InProcessRestart:
         from training.checkpoint import RefusedFreshStart
 
         active = self
+        watcher = threading.Thread(target=self._watch, name="openpod-generation-watch", daemon=True)
+        watcher.start()
         try:
             while True:
-                self._join()
                 try:
+                    self._join()  # a peer lost while the group forms fails here: the same recovery
+                    with self._lock:
+                        self._armed = self.generation
                     return fn()
                 except RefusedFreshStart:
                     raise
@@ -132,16 +234,22 @@ class InProcessRestart:
                         log.error("rank %d: %s", self.rank, "no new generation within %.0fs" % self.wait_s
                                   if g is None else f"in-process restarts exhausted ({self.max_restarts})")
                         raise
+                    with self._lock:  # from here on the watcher leaves this process's sockets alone
+                        self._armed = None
                     self._abort()
                     self.generation, self.restarts = g, self.restarts + 1
                     log.warning("rank %d: re-forming the process group in generation %d (same process, pid %d; "
                                 "%.2fs after the failure)", self.rank, g, os.getpid(), time.monotonic() - t0)
         finally:
+            with self._lock:
+                self._armed = None
+            self._stopped.set()
             active = None
 
 
-def standby_assignment(store_addr: str, standby_id: str, poll_s: float = 0.02) -> tuple[int, int]:
-    """A warm spare (``OPENPOD_STANDBY``): block until the launcher assigns it a rank; (rank, generation).
+def standby_assignment(store_addr: str, standby_id: str, poll_s: float = 0.02) -> tuple[int, int, int]:
+    """A warm spare (``OPENPOD_STANDBY`` = ``<node>/<id>``): block until the launcher assigns it a rank;
+    (global rank, generation, local rank).
 
     Call it after the expensive imports: the spare has paid its start-up before any fault."""
     import torch.distributed as dist
@@ -151,32 +259,49 @@ def standby_assignment(store_addr: str, standby_id: str, poll_s: float = 0.02) -
     key = f"standby/{standby_id}"
     while not store.check([key]):
         time.sleep(poll_s)
-    rank, generation = (int(x) for x in store.get(key).decode().split(":"))
-    return rank, generation
+    rank, generation, local = (int(x) for x in store.get(key).decode().split(":"))
+    return rank, generation, local
 
 
 def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_restarts: int, stop_timeout: float,
                     echo: Callable[[str], None], ft_dir: Path | None = None, watchdog=None,
-                    spares: int = 0) -> tuple[int, bool]:
+                    spares: int = 0, nnodes: int = 1, node_rank: int = 0,
+                    endpoint: str | None = None) -> tuple[int, bool]:
     """Launcher side: run ``nproc`` workers (``cmd``) on this node; replace a failed one alone.
+
+    With ``nnodes`` > 1 every node's launcher runs this: node 0's hosts the job's store at ``endpoint``
+    (host:port), the others connect to it; node ``i`` runs global ranks ``i * nproc ..``; the
+    generation is one counter in that store, so a replacement on any node moves every rank on.
 
     ``spares`` warm standby workers (interpreter started, torch and the trainer imported, waiting on
     the store) take a failed rank's place at once; a new standby is started behind each one used.
     Each replacement moves the job to the next generation (at most ``max_restarts`` times).
     SIGTERM is passed to every worker, which get ``stop_timeout`` seconds before SIGKILL. A
-    hang declared by ``watchdog`` (training/ft/watchdog.py) kills every local worker; each is
-    replaced. Returns (exit status, signalled): 0 once every worker exited 0.
+    hang declared by ``watchdog`` (training/ft/watchdog.py) dumps every local worker's stack and
+    kills the ranks that fell behind (did not begin the step the others began; every local worker
+    if none did); they are replaced like any failed worker and the others, released by the new
+    generation, re-form in their processes. Returns (exit status, signalled): 0 once every worker
+    exited 0.
     """
     import torch.distributed as dist
 
-    store = dist.TCPStore(host, 0, is_master=True, wait_for_workers=False)
-    generation = 0
-    store.set(GENERATION_KEY, str(generation))
-    base = dict(env, MASTER_ADDR=host, MASTER_PORT=str(store.port), OPENPOD_RESTART_STORE=f"{host}:{store.port}",
-                WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc))
+    if nnodes > 1:
+        shost, _, sport = endpoint.rpartition(":")
+        store = dist.TCPStore(shost, int(sport), is_master=node_rank == 0, wait_for_workers=False,
+                              timeout=timedelta(seconds=600))  # a client waits this long for node 0's launcher
+    else:
+        shost, store = host, dist.TCPStore(host, 0, is_master=True, wait_for_workers=False)
+    if node_rank == 0:
+        store.set(GENERATION_KEY, "0")
+    else:
+        store.wait([GENERATION_KEY])
+    generation = int(store.get(GENERATION_KEY))
+    first = node_rank * nproc  # this node's first global rank
+    base = dict(env, MASTER_ADDR=shost, MASTER_PORT=str(store.port), OPENPOD_RESTART_STORE=f"{shost}:{store.port}",
+                WORLD_SIZE=str(nnodes * nproc), LOCAL_WORLD_SIZE=str(nproc))
 
-    def start(rank: int) -> subprocess.Popen:
-        e = dict(base, RANK=str(rank), LOCAL_RANK=str(rank), OPENPOD_GENERATION=str(generation))
+    def start(local: int) -> subprocess.Popen:
+        e = dict(base, RANK=str(first + local), LOCAL_RANK=str(local), OPENPOD_GENERATION=str(generation))
         return subprocess.Popen(cmd, env=e, stdout=sys.stderr)
 
     standby: list[tuple[subprocess.Popen, int]] = []
@@ -184,20 +309,20 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
 
     def start_standby() -> None:
         nonlocal next_standby
-        standby.append((subprocess.Popen(cmd, env=dict(base, OPENPOD_STANDBY=str(next_standby)), stdout=sys.stderr),
-                        next_standby))
+        standby.append((subprocess.Popen(cmd, env=dict(base, OPENPOD_STANDBY=f"{node_rank}/{next_standby}"),
+                                         stdout=sys.stderr), next_standby))
         next_standby += 1
 
-    def replace(rank: int) -> tuple[subprocess.Popen, str]:
+    def replace(local: int) -> tuple[subprocess.Popen, str]:
         while standby:
             p, sid = standby.pop(0)
             if p.poll() is None:
-                store.set(f"standby/{sid}", f"{rank}:{generation}")
+                store.set(f"standby/{node_rank}/{sid}", f"{first + local}:{generation}:{local}")
                 start_standby()
                 return p, f"standby worker {sid} (pid {p.pid})"
         if spares:
             start_standby()
-        return start(rank), "a new worker"
+        return start(local), "a new worker"
 
     procs = {r: start(r) for r in range(nproc)}
     for _ in range(spares):
@@ -241,6 +366,11 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                 else:
                     failed.append((r, rc))
             if len(done) == nproc:
+                if nnodes > 1:  # node 0's launcher keeps the store up until every node's workers are done
+                    store.add("nodes-done", 1)
+                    wait_until = time.monotonic() + max(stop_timeout, 60.0)
+                    while node_rank == 0 and store.add("nodes-done", 0) < nnodes and time.monotonic() < wait_until:
+                        time.sleep(0.1)
                 return 0, bool(signalled)
             if failed:
                 worst = failed[0][1]
@@ -249,22 +379,30 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                     why = ("stopping" if signalled else "a rank already finished" if done
                            else "refused to start" if any(rc == EXIT_REFUSED for _, rc in failed)
                            else f"--max-restarts {max_restarts} used up")
-                    echo(f"launcher: rank(s) {', '.join(str(r) for r, _ in failed)} exited ({worst}); {why}")
+                    echo(f"launcher: rank(s) {', '.join(str(first + r) for r, _ in failed)} exited ({worst}); {why}")
                     stop_all()
                     return (EXIT_REFUSED if any(rc == EXIT_REFUSED for _, rc in failed) else worst), bool(signalled)
                 restarts += 1
-                generation += 1
-                store.set(GENERATION_KEY, str(generation))  # survivors re-form their process group on this
+                # survivors (on every node) re-form their process group on this; add: launchers never collide
+                generation = store.add(GENERATION_KEY, 1)
                 for r, rc in failed:
                     procs[r], who = replace(r)
-                    echo(f"launcher: rank {r} exited ({rc}); {who} replaces it alone, generation "
+                    echo(f"launcher: rank {first + r} exited ({rc}); {who} replaces it alone, generation "
                          f"{generation} (in-process restart {restarts} of {max_restarts})")
             elif watchdog is not None and ft_dir is not None and time.monotonic() >= next_watch:
                 next_watch = time.monotonic() + 1.0  # as often as the torchrun launcher's (the bound is seconds)
-                pids = watchdog.pids()
-                if pids and watchdog.check(pids):
-                    echo(f"watchdog: no rank advanced for the bound ({watchdog.bound():.1f}s); stacks in {ft_dir}; "
-                         "replacing the workers")
+                if watchdog.hung():
+                    quiet, bound = watchdog.quiet(), watchdog.bound()
+                    live = {r: p for r, p in procs.items() if r not in done and p.poll() is None}
+                    lagging = [r - first for r in watchdog.culprits() if r - first in live]  # local ranks
+                    watchdog.dump_stacks([p.pid for p in live.values()])
+                    for r in lagging or live:  # the next poll replaces them; the others re-form in-process
+                        live[r].kill()
+                    who = (f"rank(s) {', '.join(str(first + r) for r in lagging)} fell behind (did not begin the "
+                           "step the others began): replacing them alone" if lagging
+                           else "every rank began the same step: replacing every local worker")
+                    echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {bound:.1f}s); stacks in {ft_dir}; "
+                         f"{who}")
                     clear_state(ft_dir)
             time.sleep(0.05)
     finally:

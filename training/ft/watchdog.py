@@ -3,7 +3,8 @@
 Workers call :func:`install_stack_dump` once; the watchdog, on a hang, sends
 SIGUSR1 to each worker (faulthandler writes every thread's Python stack to
 ``<dir>/stacks-rank-<r>.txt``), waits briefly, then SIGKILLs the workers so the
-launcher's existing restart path runs.
+launcher's existing restart path runs (:meth:`Watchdog.check`). The in-process
+launcher kills only the ranks that fell behind (:meth:`Watchdog.culprits`).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import signal
 import time
 from pathlib import Path
 
-from training.ft.heartbeat import hang_bound, is_hung, read_beats
+from training.ft.heartbeat import behind, hang_bound, is_hung, read_beats
 
 _STACK_FILES: list = []  # keep file objects alive for faulthandler
 
@@ -50,17 +51,33 @@ class Watchdog:
     def bound(self) -> float:
         return hang_bound(read_beats(self.dir), self.floor_s, self.multiple)
 
-    def check(self, pids: list[int], now: float | None = None) -> bool:
-        """Return True (after dumping stacks and killing ``pids``) when the job is hung."""
-        now = time.time() if now is None else now
-        if not is_hung(read_beats(self.dir), now, self.floor_s, self.multiple):
-            return False
+    def hung(self, now: float | None = None) -> bool:
+        """No rank advanced for the bound."""
+        return is_hung(read_beats(self.dir), time.time() if now is None else now, self.floor_s, self.multiple)
+
+    def quiet(self, now: float | None = None) -> float:
+        """Seconds since a rank last advanced (0 with no beats)."""
+        beats = read_beats(self.dir)
+        return (time.time() if now is None else now) - max(b.advanced for b in beats) if beats else 0.0
+
+    def culprits(self) -> list[int]:
+        """The ranks that did not begin the step their peers began (heartbeat.behind); empty if none lags."""
+        return behind(read_beats(self.dir))
+
+    def dump_stacks(self, pids: list[int]) -> None:
+        """SIGUSR1 to ``pids`` (faulthandler writes their stacks), then wait ``dump_wait_s`` for the files."""
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGUSR1)
             except ProcessLookupError:
                 pass
         time.sleep(self.dump_wait_s)
+
+    def check(self, pids: list[int], now: float | None = None) -> bool:
+        """Return True (after dumping stacks and killing ``pids``) when the job is hung."""
+        if not self.hung(now):
+            return False
+        self.dump_stacks(pids)
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -1,4 +1,4 @@
-from training.ft.heartbeat import Heartbeat, hang_bound, is_hung, read_beats, straggler_scores
+from training.ft.heartbeat import Heartbeat, behind, hang_bound, is_hung, read_beats, straggler_scores
 
 
 def test_heartbeat_round_trip_and_hang_bound(tmp_path):
@@ -16,6 +16,34 @@ def test_heartbeat_round_trip_and_hang_bound(tmp_path):
     assert not is_hung(beats, newest + 6.0, floor_s=60.0, multiple=2.0)
     scores = straggler_scores(beats)
     assert scores[1] > 1.0 > scores[0]
+
+
+def test_the_rank_that_did_not_begin_the_step_its_peers_began_is_behind(tmp_path):
+    a, b, c = Heartbeat(tmp_path, 0), Heartbeat(tmp_path, 1), Heartbeat(tmp_path, 2)
+    for hb in (a, b, c):
+        hb.begin(11, now=100.0)
+        hb.beat(12, now=101.0)
+    assert behind(read_beats(tmp_path)) == []          # between steps: nobody is behind
+    a.begin(12, now=101.1)
+    c.begin(12, now=101.2)                             # rank 1 never begins step 12 (its peers wait for it)
+    assert behind(read_beats(tmp_path)) == [1]
+    b.begin(12, now=101.3)
+    assert behind(read_beats(tmp_path)) == []          # stuck together (inside a collective): no culprit
+    beats = read_beats(tmp_path)
+    assert {x.rank: x.time for x in beats} == {0: 101.0, 1: 101.0, 2: 101.0}  # "time": the last step completed
+    assert not is_hung(beats, 101.3 + 4.0, floor_s=4.5) and is_hung(beats, 101.3 + 5.0, floor_s=4.5)  # begun too
+
+
+def test_ranks_whose_steps_are_over_do_not_count(tmp_path):
+    """The final flush may take longer than the bound; a rank still stepping is judged on its own."""
+    a, b = Heartbeat(tmp_path, 0), Heartbeat(tmp_path, 1)
+    a.beat(20, now=100.0)
+    b.begin(19, now=100.0)
+    a.finished()
+    assert behind(read_beats(tmp_path)) == []
+    assert is_hung(read_beats(tmp_path), 200.0, floor_s=10.0)     # rank 1 never finished its step
+    b.finished()
+    assert not is_hung(read_beats(tmp_path), 1e12, floor_s=10.0)  # all done: flushing, not hung
 
 
 def test_no_beats_is_not_a_hang(tmp_path):

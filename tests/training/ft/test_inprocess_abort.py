@@ -1,0 +1,86 @@
+"""A survivor blocked in a collective with a peer that neither advances nor closes its sockets (hung, frozen,
+or on a host that vanished) is released by the launcher's next generation in seconds, not by the
+process-group timeout, and re-forms the process group in the same process (training/ft/inprocess.py).
+
+gloo has no abort (``ProcessGroup.abort()`` is a no-op for it in torch 2.13.0, see ``abort_transport``):
+this is the path that needs the watcher."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.training.conftest import wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+
+ROOT = Path(__file__).resolve().parents[3]
+PG_TIMEOUT_S = 60  # what the survivor would wait without the watcher
+
+WORKER = """
+import json, os, sys, time
+import torch, torch.distributed as dist
+from training.ft.inprocess import InProcessRestart
+addr, rank, mode, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+r = InProcessRestart(store_addr=addr, rank=rank, world_size=2, backend="gloo", pg_timeout_s=%d, max_restarts=1,
+                     wait_s=30)
+def fn():
+    if mode == "hang":  # joined the group, then stops advancing: alive, sockets open
+        time.sleep(3600)
+    t = torch.tensor([float(rank + 1)])
+    open(out + ".entered", "w").close()
+    try:
+        dist.all_reduce(t)
+    except Exception:
+        open(out + ".failed", "w").write(str(time.time()))
+        raise
+    return {"sum": t.item(), "pid": os.getpid(), **r.summary()}
+json.dump(r.run(fn), open(out, "w"))
+""" % PG_TIMEOUT_S
+
+
+def test_a_new_generation_releases_a_survivor_blocked_on_a_peer_that_keeps_its_sockets(tmp_path):
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    store.set("generation", "0")
+    addr = f"127.0.0.1:{store.port}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "OPENPOD_GENERATION": "0"}
+    out = tmp_path / "rank0.json"
+
+    def worker(rank: int, mode: str, generation: int, path: Path) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", WORKER, addr, str(rank), mode, str(path)],
+                                env={**env, "OPENPOD_GENERATION": str(generation)}, cwd=ROOT,
+                                stderr=open(f"{path}.log", "w"))
+
+    def logs() -> str:
+        return "\n".join(f"--- {q.name}\n{q.read_text()[-3000:]}" for q in sorted(tmp_path.glob("*.log")))
+
+    survivor, hung = worker(0, "reduce", 0, out), worker(1, "hang", 0, tmp_path / "rank1.json")
+    replacement = None
+    try:
+        wait_for(lambda: Path(f"{out}.entered").exists(), "rank 0 in its all-reduce", timeout=120)
+        time.sleep(1.0)                                      # blocked there: rank 1 never enters it
+        assert survivor.poll() is None and not Path(f"{out}.failed").exists()
+        bumped = time.time()
+        store.set("generation", "1")                         # the launcher's next generation
+        wait_for(lambda: Path(f"{out}.failed").exists(), "rank 0's all-reduce to fail",
+                 timeout=PG_TIMEOUT_S + 30)
+        released = float(Path(f"{out}.failed").read_text()) - bumped
+        print(f"released {released:.2f}s after the new generation")  # docs/training.md quotes it (-s)
+        assert released < 5.0, f"released {released:.1f}s after the new generation (the pg timeout is {PG_TIMEOUT_S}s)"
+        assert hung.poll() is None, logs()                   # the peer is still there, sockets open
+        replacement = worker(1, "reduce", 1, tmp_path / "rank1-new.json")
+        assert survivor.wait(timeout=120) == 0, logs()
+        result = json.loads(out.read_text())
+        assert result == {"sum": 3.0, "pid": survivor.pid, "mode": "in-process", "restarts": 1, "generation": 1}
+        assert replacement.wait(timeout=60) == 0, logs()
+    finally:
+        for p in (survivor, hung, replacement):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
