@@ -80,7 +80,7 @@ LAUNCHER_RESTARTS = 3
 LAUNCHER_FLAGS = ("--nnodes", "--nproc-per-node", "--rdzv-endpoint", "--rdzv-id", "--node-id", "--bind-host",
                   "--max-restarts", "--checkpoint-dir", "--memory-dir", "--nvme-dir", "--s3-uri", "--stop-timeout",
                   "--metrics-port", "--fault-tolerance", "--replica-id", "--replicas", "--min-replicas",
-                  "--lighthouse", "--restart", "--spare-workers")
+                  "--lighthouse", "--restart", "--spare-workers", "--node-rank")
 # Of those, the ones the user chooses through submit's own flag of the same name.
 SUBMIT_FLAGS = ("--restart", "--spare-workers")
 # --restart (runtime openpod): process = torchrun restarts every worker of the node; in-process = the launcher
@@ -123,6 +123,8 @@ MAX_RESTARTABLE_GROUPS = 1024
 LIGHTHOUSE_CONTAINER = "lighthouse"
 LIGHTHOUSE_PORT = 29510
 REPLICA_ID_ENV = "REPLICA_ID"
+# In-process restart over several nodes: each pod's index in its Indexed child Job = its --node-rank.
+NODE_RANK_ENV = "NODE_RANK"
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 # What the Lighthouse pod requests. It is carved out of every trainer pod's share (each asks for this much
 # less CPU and memory than a whole node gives), so the job's quota charge stays within nodes x node share
@@ -291,7 +293,8 @@ def _validate_openpod(spec: ClusterSpec, req: JobRequest) -> None:
                            f"(set by submit: {', '.join(LAUNCHER_FLAGS)})")
     from training.cli import check_run_args  # the runtime's own parser: no torch import
 
-    problems = check_run_args([a.replace(f"$({REPLICA_ID_ENV})", "0") for a in launch_command(spec, req)[4:]])
+    problems = check_run_args([a.replace(f"$({REPLICA_ID_ENV})", "0").replace(f"$({NODE_RANK_ENV})", "0")
+                               for a in launch_command(spec, req)[4:]])
     refused = [p for p in problems if p.startswith(tuple(f"{f}:" for f in SUBMIT_FLAGS))]
     if req.restart == "in-process" and refused:  # e.g. replica groups, or more nodes than the runtime supports
         raise JobError(f"--restart in-process: the training runtime refuses it for this job: {'; '.join(refused)}")
@@ -345,6 +348,9 @@ def _validate_restart(spec: ClusterSpec, req: JobRequest) -> None:
     if req.runtime != "openpod":
         raise JobError("--restart in-process needs --runtime openpod: torchrun restarts every worker of the node; "
                        "the platform's launcher replaces the failed rank alone")
+    if _multi_node_in_process(req) and NODE_RANK_ENV in req.env:
+        raise JobError(f"--env {NODE_RANK_ENV} not allowed with --restart in-process on several nodes: it is the "
+                       "pod's index in its Job, set from the pod itself")
     t = spec.group(req.group).type
     nproc = res.processes_per_node(t, req.accelerators_per_node or t.accelerator_count)
     if req.spare_workers is not None and not 0 <= req.spare_workers <= nproc:
@@ -403,6 +409,10 @@ def fsx_mounts(spec: ClusterSpec, team: str) -> list[dict[str, Any]]:
             {"name": "fsx", "mountPath": f"{mount}{datasets}", "subPath": datasets.strip("/"), "readOnly": True}]
 
 
+def _multi_node_in_process(req: JobRequest) -> bool:
+    return req.restart == "in-process" and not req.replica_mode and req.nodes > 1
+
+
 def launch_command(spec: ClusterSpec, req: JobRequest) -> list[str]:
     """The container command on every node; ``$(VAR)`` is expanded by the kubelet from the container's env."""
     t = spec.group(req.group).type
@@ -423,6 +433,8 @@ def launch_command(spec: ClusterSpec, req: JobRequest) -> list[str]:
     restart: list[str] = []
     if req.restart == "in-process":  # standbys: processes of this pod, within its limits (no extra request)
         restart.append("--restart=in-process")
+        if _multi_node_in_process(req):  # node 0 hosts the store; node i runs global ranks i*nproc..
+            restart.append(f"--node-rank=$({NODE_RANK_ENV})")
         if req.spare_workers is not None:
             restart.append(f"--spare-workers={req.spare_workers}")
     tiers = [f"--checkpoint-dir={checkpoint_dir(spec, req)}", f"--memory-dir={MEMORY_DIR}"]
@@ -476,6 +488,9 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
                              # optional: applied without submit's Secret, the peer server runs unauthenticated
                              {"name": PEER_SECRET_ENV, "valueFrom": {"secretKeyRef": {
                                  "name": peer_secret_name(req.name), "key": PEER_SECRET_ENV, "optional": True}}}]
+    if _multi_node_in_process(req):
+        container["env"].append({"name": NODE_RANK_ENV, "valueFrom": {"fieldRef": {
+            "fieldPath": f"metadata.labels['{labels.JOB_COMPLETION_INDEX_LABEL}']"}}})
     if req.replica_mode:  # the child Job's index in the replicated job = the replica group
         container["env"].append({"name": REPLICA_ID_ENV, "valueFrom": {"fieldRef": {
             "fieldPath": f"metadata.labels['{JOB_INDEX_LABEL}']"}}})

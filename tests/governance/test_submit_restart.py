@@ -120,3 +120,33 @@ def test_what_the_runtime_refuses_of_in_process_restart_is_reported_as_submits_f
                                          f"job: {'; '.join(problems)}")
     else:
         assert result.exit_code == 0, result.output
+
+
+def test_each_node_of_a_multi_node_in_process_job_gets_its_own_node_rank():
+    """In-process restart over several nodes (training/ft/inprocess.py): node 0's launcher hosts the job's store
+    at --rdzv-endpoint and node i runs global ranks i*nproc.. (--node-rank). Every pod must get its own index:
+    left at the default, every node would be node 0, each hosting a store and running ranks 0..nproc-1."""
+    js = dry_run("--name", "llama", "--team", "research", "--group", "p5", "--nodes", "2", "--runtime", "openpod",
+                 "--restart", "in-process", *TRAINING_ARGS)
+    c = trainer(js)
+    (rank_env,) = [e for e in c["env"] if e["name"] == "NODE_RANK"]
+    # the Job controller's label on each pod of an Indexed Job (the child Jobs are Indexed)
+    assert rank_env["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-completion-index']"}}
+    assert "--node-rank=$(NODE_RANK)" in c["command"]
+    assert k8s_schema.jobset_pod_spec(js) and js["spec"]["replicatedJobs"][0]["template"]["spec"]["completionMode"] == "Indexed"
+    for index in ("0", "1"):
+        args = [re.sub(r"\$\((\w+)\)", lambda m: {"NODE_NAME": "n", "POD_IP": "10.0.0.1", "NODE_RANK": index}[m.group(1)], a)
+                for a in c["command"][4:]]
+        assert f"--node-rank={index}" in args and training_cli.check_run_args(args) == []
+    # one node: nothing to number, the command is as before
+    assert not any(a.startswith("--node-rank") for a in trainer(dry_run(*ONE_P5, "--restart", "in-process",
+                                                                             *TRAINING_ARGS))["command"])
+
+
+def test_node_rank_is_set_by_submit_not_after_the_double_dash():
+    assert "--node-rank after -- not allowed" in error("--name", "llama", "--team", "research", "--group", "p5",
+                                                       "--nodes", "2", "--runtime", "openpod", "--restart",
+                                                       "in-process", *TRAINING_ARGS, "--node-rank=1")
+    assert error("--name", "llama", "--team", "research", "--group", "p5", "--nodes", "2", "--runtime", "openpod",
+                 "--restart", "in-process", "--env", "NODE_RANK=3", *TRAINING_ARGS).startswith(
+        "error: --env NODE_RANK not allowed with --restart in-process on several nodes")
