@@ -63,9 +63,17 @@ class Goodput:
         self._g_step = Gauge("openpod_training_step", "Last completed optimizer step", registry=self.registry)
         self._g_ckpt_fail = Gauge("openpod_checkpoint_failures", "Checkpoint saves and tier promotions that failed (this incarnation)",
                                   registry=self.registry)
-        # openpod_train_straggler_score: registered here by the runtime (training/straggler.py, read at scrape).
+        # Served over HTTP: the ledger's gauges and what only a scrape computes (``serve_also``), e.g. the
+        # runtime's openpod_train_straggler_score (training/straggler.py). metrics.prom gets the gauges alone,
+        # so writing it never runs a scrape-time collector on the training step.
+        self.served = CollectorRegistry()
+        self.served.register(self.registry)
         if metrics_port is not None and (rank == 0 if serve is None else serve):
-            self._http = start_http_server(metrics_port, addr="0.0.0.0", registry=self.registry)
+            self._http = start_http_server(metrics_port, addr="0.0.0.0", registry=self.served)
+
+    def serve_also(self, collector) -> None:
+        """Serve ``collector`` on the metrics port (collected at scrape time only, never into metrics.prom)."""
+        self.served.register(collector)
 
     def close(self) -> None:
         """Stop serving metrics (an in-process restart builds a new Goodput on the same port)."""

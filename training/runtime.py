@@ -141,7 +141,7 @@ class Runtime:
             if cfg.metrics_port is not None and self.local_rank == 0:  # this node's ranks' scores, read at scrape
                 from training.straggler import StragglerCollector
 
-                self.goodput.registry.register(StragglerCollector(ft_dir))
+                self.goodput.serve_also(StragglerCollector(ft_dir))
             Path(ft_dir, f"pid-{self.rank}").write_text(str(os.getpid()))
         from training.ft.preemption import StopRequest
 

@@ -114,17 +114,3 @@ def straggler_scores(beats: list[Beat]) -> dict[int, float]:
     med = statistics.median(times)
     return {b.rank: (b.step_time / med if med > 0 else 1.0) for b in beats if b.step_time > 0}
 
-
-def export_straggler_metrics(directory: str | os.PathLike, registry=None):
-    """Set ``openpod_train_straggler_score{rank}`` from the current heartbeats."""
-    from prometheus_client import REGISTRY, Gauge
-
-    registry = REGISTRY if registry is None else registry
-    gauge = getattr(registry, "_openpod_straggler", None)
-    if gauge is None:
-        gauge = Gauge("openpod_train_straggler_score", "Rank step time / job median step time",
-                      ["rank"], registry=registry)
-        registry._openpod_straggler = gauge
-    for rank, score in straggler_scores(read_beats(directory)).items():
-        gauge.labels(rank=str(rank)).set(score)
-    return gauge

@@ -49,16 +49,3 @@ def test_ranks_whose_steps_are_over_do_not_count(tmp_path):
 def test_no_beats_is_not_a_hang(tmp_path):
     assert not is_hung(read_beats(tmp_path), 1e12)
 
-
-def test_straggler_metric_exported(tmp_path):
-    from prometheus_client import CollectorRegistry
-
-    from training.ft.heartbeat import export_straggler_metrics
-
-    a, b = Heartbeat(tmp_path, 0), Heartbeat(tmp_path, 1)
-    for step, t in enumerate([0.0, 1.0]):
-        a.beat(step, now=t)
-        b.beat(step, now=3.0 * t)
-    reg = CollectorRegistry()
-    export_straggler_metrics(tmp_path, reg)
-    assert reg.get_sample_value("openpod_train_straggler_score", {"rank": "1"}) == 1.5
