@@ -298,6 +298,7 @@ class S3Tier(Tier):
         self.keep, self.every = keep, every
         self.s3 = boto3.client("s3", endpoint_url=endpoint_url)
         self._abort_warned = False
+        self._swept: set[int] = set()  # ranks whose stale multipart uploads this process has aborted
 
     @property
     def name(self) -> str:
@@ -337,19 +338,25 @@ class S3Tier(Tier):
                     n += 1
         return n
 
-    def _abort_quietly(self, rank: int, step: int | None = None) -> None:
+    def _abort_quietly(self, rank: int, step: int | None = None) -> bool:
         """:meth:`abort_incomplete`, best effort: without ``s3:ListBucketMultipartUploads`` (or during an
-        outage) the copy goes on and the bucket's lifecycle rule remains the backstop."""
+        outage) the copy goes on and the bucket's lifecycle rule remains the backstop. Returns whether it ran."""
         try:
             self.abort_incomplete(rank, step)
+            return True
         except Exception as e:  # noqa: BLE001 - botocore ClientError, connection errors
             if not self._abort_warned:
                 self._abort_warned = True
                 log.warning("cannot abort incomplete multipart uploads in s3://%s/%s (%s: %s); the bucket's "
                             "lifecycle rule will", self.bucket, self.prefix, type(e).__name__, e)
+            return False
 
     def put(self, src: Path, marker: Marker) -> None:
-        self._abort_quietly(marker.rank)  # parts of earlier attempts (a killed writer) are billed until then
+        # Parts of earlier attempts (a killed writer) are billed until aborted. Only an earlier process leaves
+        # them unseen - this one aborts a failed copy's in delete() - so the job's uploads are listed once per
+        # process and rank, and again after an abort that could not run.
+        if marker.rank not in self._swept and self._abort_quietly(marker.rank):
+            self._swept.add(marker.rank)
         for name in marker.files:
             self.s3.upload_file(str(src / name), self.bucket, self._key(f"{marker.key}/{name}"))
         self.s3.put_object(Bucket=self.bucket, Key=self._key(marker.key + MARKER_SUFFIX),
@@ -365,7 +372,8 @@ class S3Tier(Tier):
 
     def delete(self, step: int, rank: int) -> None:
         key = checkpoint_key(step, rank)
-        self._abort_quietly(rank, step)
+        if not self._abort_quietly(rank, step):
+            self._swept.discard(rank)  # the next put lists them again
         self.s3.delete_object(Bucket=self.bucket, Key=self._key(key + MARKER_SUFFIX))
         listing = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=self._key(key + "/"))
         objs = [{"Key": o["Key"]} for o in listing.get("Contents", [])]
