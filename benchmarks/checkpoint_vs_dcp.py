@@ -17,7 +17,12 @@ For each, per save (median of ``--reps``):
   snapshots kept in the memory tier count);
 * step slowdown: median step time while the save is in flight against quiet steps.
 
-DCP configuration, torch 2.13.0 (the strongest a user would pick on this machine):
+DCP configuration, torch 2.13.0 (the strongest a user would pick on this machine), used as
+PyTorch's async checkpoint recipe shows (pytorch/tutorials
+recipes_source/distributed_async_checkpoint_recipe.rst, checked 2026-11-23): the state is a
+``Stateful`` whose ``state_dict()`` calls ``get_state_dict(model, optimizer)`` (what FSDP2
+models need), which ``async_save`` calls before it returns (state_dict_saver.py:323), so its
+blocking includes building the state dict as openpod's ``save`` does;
 ``async_save(..., async_stager=DefaultStager(StagingOptions(...)))`` with async staging in
 the stager's own thread (torch/distributed/checkpoint/staging.py:179-186, 211-219) and the
 thread executor (state_dict_saver.py:228, 343-347), returning ``AsyncSaveResponse``
@@ -42,6 +47,8 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.stateful import Stateful
 
 from benchmarks.training_checkpoint import build, state_bytes, train_step
 from training.checkpoint import Checkpointer
@@ -100,6 +107,20 @@ def wait_file(path: Path, done: dict, stop: threading.Event) -> None:
         stop.wait(0.002)
 
 
+class TrainState(Stateful):
+    """Model + optimizer for ``dcp.async_save``, as the DCP recipe wraps them: DCP calls ``state_dict()``."""
+
+    def __init__(self, model, opt):
+        self.model, self.opt = model, opt
+
+    def state_dict(self) -> dict:
+        msd, osd = get_state_dict(self.model, self.opt)
+        return {"model": msd, "optim": osd}
+
+    def load_state_dict(self, sd: dict) -> None:
+        set_state_dict(self.model, self.opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+
+
 def run_dcp(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]:
     cuda = torch.cuda.is_available()
     base = MemorySampler(shm).level()  # before the stager holds any copy
@@ -108,7 +129,7 @@ def run_dcp(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]:
     out = []
     try:
         for r in range(reps + 1):  # the first save warms up (allocation, thread start) and is not counted
-            sd = {"model": model.state_dict(), "optim": opt.state_dict()}
+            sd = {"train": TrainState(model, opt)}  # state_dict() runs inside async_save, timed
             d = root / f"step_{r}"
             done: dict = {}
             with MemorySampler(shm) as mem:
