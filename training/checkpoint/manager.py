@@ -305,6 +305,8 @@ class Checkpointer:
             fs, results = self._write([tier, direct] if direct is not None else [tier], step, staged, meta,
                                       replicated)
             if direct is not None:
+                # Files written (the durable tier's; the memory tier's are kept for later), no marker of this step yet.
+                kill_point("before_commit", step, self.rank)
                 kill_point("during_promote", step, self.rank)  # the durable tier is written, not committed yet
                 if self._commit_direct(step, results[1]):  # a durable copy stays even when the memory tier fails
                     with self._cond:  # room for this step in memory: it is durable and newer than any there
