@@ -10,14 +10,20 @@ For each, per save (median of ``--reps``):
   openpod: its optimizer pre-hook), since the update may not run over a copy in progress;
 * time to durable: from the save call until the checkpoint is fsynced on the first
   durable tier (DCP: ``upload_completion`` of a ``FileSystemWriter(sync_files=True)``
-  on disk; openpod: the commit marker of its ``nvme`` tier, after the memory tier);
+  on disk; openpod: the commit marker of its ``nvme`` tier, before the memory tier's);
 * peak host memory: the process's resident set plus the bytes this run holds in
   ``/dev/shm`` (tmpfs is RAM), sampled every 5 ms during the save, above the level
-  before the stager / checkpointer existed (so staging copies kept between saves and
-  snapshots kept in the memory tier count);
+  before the stager / checkpointer existed, taken after freed heap memory was handed
+  back to the OS (so staging copies kept between saves and snapshots kept in the memory
+  tier count, and pages an earlier run freed do not hide them);
 * step slowdown: median step time while the save is in flight against quiet steps.
 
-DCP configuration, torch 2.13.0 (the strongest a user would pick on this machine):
+DCP configuration, torch 2.13.0 (the strongest a user would pick on this machine), used as
+PyTorch's async checkpoint recipe shows (pytorch/tutorials
+recipes_source/distributed_async_checkpoint_recipe.rst, checked 2026-11-23): the state is a
+``Stateful`` whose ``state_dict()`` calls ``get_state_dict(model, optimizer)`` (what FSDP2
+models need), which ``async_save`` calls before it returns (state_dict_saver.py:323), so its
+blocking includes building the state dict as openpod's ``save`` does;
 ``async_save(..., async_stager=DefaultStager(StagingOptions(...)))`` with async staging in
 the stager's own thread (torch/distributed/checkpoint/staging.py:179-186, 211-219) and the
 thread executor (state_dict_saver.py:228, 343-347), returning ``AsyncSaveResponse``
@@ -30,6 +36,8 @@ needed only by the process executor, so it is off (it would place the staged cop
 from __future__ import annotations
 
 import argparse
+import ctypes
+import gc
 import os
 import shutil
 import statistics
@@ -42,6 +50,8 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.stateful import Stateful
 
 from benchmarks.training_checkpoint import build, state_bytes, train_step
 from training.checkpoint import Checkpointer
@@ -62,6 +72,16 @@ def tree_bytes(root: Path) -> int:
             except FileNotFoundError:
                 pass
     return n
+
+
+def release_freed() -> None:
+    """Hand memory freed by earlier runs back to the OS (glibc keeps freed heap pages resident), so a level
+    measured next is not lowered by pages the measured run would merely reuse."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
 
 
 class MemorySampler:
@@ -100,15 +120,30 @@ def wait_file(path: Path, done: dict, stop: threading.Event) -> None:
         stop.wait(0.002)
 
 
+class TrainState(Stateful):
+    """Model + optimizer for ``dcp.async_save``, as the DCP recipe wraps them: DCP calls ``state_dict()``."""
+
+    def __init__(self, model, opt):
+        self.model, self.opt = model, opt
+
+    def state_dict(self) -> dict:
+        msd, osd = get_state_dict(self.model, self.opt)
+        return {"model": msd, "optim": osd}
+
+    def load_state_dict(self, sd: dict) -> None:
+        set_state_dict(self.model, self.opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+
+
 def run_dcp(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]:
     cuda = torch.cuda.is_available()
+    release_freed()
     base = MemorySampler(shm).level()  # before the stager holds any copy
     stager = DefaultStager(StagingOptions(use_pinned_memory=cuda, use_shared_memory=False,
                                           use_async_staging=True, use_non_blocking_copy=cuda))
     out = []
     try:
         for r in range(reps + 1):  # the first save warms up (allocation, thread start) and is not counted
-            sd = {"model": model.state_dict(), "optim": opt.state_dict()}
+            sd = {"train": TrainState(model, opt)}  # state_dict() runs inside async_save, timed
             d = root / f"step_{r}"
             done: dict = {}
             with MemorySampler(shm) as mem:
@@ -145,6 +180,7 @@ def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dic
     cfg = CheckpointConfig(every=1, peer_replication=False, write_threads=1,
                            tiers=[TierConfig("memory", str(shm / "mem"), keep=1),
                                   TierConfig("nvme", str(root / "nvme"), keep=1)])
+    release_freed()
     base = MemorySampler(shm).level()  # before the checkpointer holds any buffer or memory-tier snapshot
     ck = Checkpointer(cfg, rank=0, world_size=1, local_world_size=1, node_id="bench", scratch_dir=root / "scratch")
     nvme = ck.tiers[1]

@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import signal
 import time
@@ -46,12 +47,17 @@ def _rules(var: str) -> list[list[str]]:
     return [r.split("@") for r in os.environ.get(var, "").split(",") if r.strip()]
 
 
+def kill_armed(point: str, step: int, rank: int | None = None) -> bool:
+    """Whether ``kill_point(point, step, rank)`` would kill (callers on hot paths check once)."""
+    return any(rule[0] == point and int(rule[1]) == step and (len(rule) < 3 or rank is None or int(rule[2]) == rank)
+               for rule in _rules("OPENPOD_KILL_AT"))
+
+
 def kill_point(point: str, step: int, rank: int | None = None) -> None:
-    for rule in _rules("OPENPOD_KILL_AT"):
-        if rule[0] == point and int(rule[1]) == step and (len(rule) < 3 or rank is None or int(rule[2]) == rank):
-            os.kill(os.getppid(), signal.SIGKILL)
-            os.kill(os.getpid(), signal.SIGKILL)
-            time.sleep(10)  # pragma: no cover - the signal is on its way
+    if kill_armed(point, step, rank):
+        os.kill(os.getppid(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(10)  # pragma: no cover - the signal is on its way
 
 
 def enospc_limit(kind: str, step: int) -> int | None:
@@ -60,6 +66,29 @@ def enospc_limit(kind: str, step: int) -> int | None:
         if rule[0] == kind and int(rule[1]) == step:
             return 4096
     return None
+
+
+class LimitedWrites:
+    """Storage-layer fault: a file system that runs out of space after ``limit`` bytes.
+
+    Charged by the checkpoint writers (``training.checkpoint.hashing``) and directory copies
+    (``DirTier.put``) per byte written when the ``OPENPOD_FAULT_ENOSPC`` hook names the tier;
+    writes past the limit raise ``OSError(ENOSPC)`` exactly as write(2) would.
+    """
+
+    def __init__(self, limit: int):
+        self.limit, self.used = limit, 0
+
+    def charge(self, n: int) -> None:
+        self.used += n
+        if self.used > self.limit:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def enospc_quota(kind: str, step: int) -> LimitedWrites | None:
+    """The ``OPENPOD_FAULT_ENOSPC`` quota of tier ``kind`` for ``step``, or None (no fault)."""
+    limit = enospc_limit(kind, step)
+    return LimitedWrites(limit) if limit is not None else None
 
 
 def wait_point(step: int, world_size: int, rank: int) -> None:

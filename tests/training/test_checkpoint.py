@@ -69,7 +69,7 @@ def test_save_commits_in_every_tier_and_restores_bit_exactly(tmp_path):
         marker = json.loads((root / "step_000000002/rank_00000.commit.json").read_text())
         assert marker["step"] == 2 and marker["meta"] == {"loss": 2.0, "layout": "replicated"}
         assert set(marker["files"]) == {".metadata", "__0_0.distcp"}
-        assert all(len(f["sha256"]) == 64 for f in marker["files"].values())
+        assert all(len(f["blake3"]) == 64 and "sha256" not in f for f in marker["files"].values())
     info, h2 = restore(tmp_path, cfg)
     assert (info.step, info.source) == (2, f"memory:{tmp_path}/shm/n0")
     assert info.meta == {"loss": 2.0, "layout": "replicated"}
@@ -135,7 +135,7 @@ def test_corrupt_checkpoint_is_skipped_with_a_warning_naming_it(tmp_path, caplog
         info, h2 = restore(tmp_path, cfg)
     assert info.source == f"fsx:{tmp_path}/fsx" and h2 == h  # memory corrupt, nvme marker unreadable
     text = caplog.text
-    assert f"memory:{tmp_path}/shm/n0/step_000000002/rank_00000: file __0_0.distcp fails its sha256 check" in text
+    assert f"memory:{tmp_path}/shm/n0/step_000000002/rank_00000: file __0_0.distcp fails its blake3 check" in text
     assert f"{tmp_path}/nvme/n0/step_000000002/rank_00000.commit.json: unreadable commit marker" in text
 
 
@@ -259,7 +259,7 @@ def test_peer_server_holds_a_buddys_snapshot(tmp_path):
         assert [x.key for x in landing.markers()] == [m.key]
         with pytest.raises(ConnectionError, match="no snapshot for step 9"):
             client.get(9, 1, landing)
-        bad = Marker(step=3, rank=1, world_size=2, files={n: {**f, "sha256": "0" * 64} for n, f in marker.files.items()})
+        bad = Marker(step=3, rank=1, world_size=2, files={n: {**f, "blake3": "0" * 64} for n, f in marker.files.items()})
         with pytest.raises(ConnectionError):  # the server refuses a transfer whose checksum does not match
             client.put(bad, src)
         assert not (tmp_path / "other-node.held/step_000000003/rank_00001.commit.json").exists()
@@ -387,24 +387,24 @@ def test_a_source_outage_refuses_a_fresh_start_unless_allowed(tmp_path, monkeypa
 
 
 def test_commit_hashes_while_writing_and_never_reads_the_snapshot_back(tmp_path, monkeypatch):
-    """Time to durable: the marker's sha256 come from the bytes as DCP wrote them, not a second read."""
+    """Time to durable: the marker's hashes come from the bytes as DCP wrote them, not a second read."""
     import training.checkpoint.hashing as hashing
     import training.checkpoint.storage as storage
 
-    real = storage.sha256_file
+    real = storage.hash_file
     reads = []
 
-    def counting(path):
+    def counting(path, *a):
         reads.append(path)
-        return real(path)
+        return real(path, *a)
 
-    monkeypatch.setattr(storage, "sha256_file", counting)
-    monkeypatch.setattr(hashing, "sha256_file", counting)
+    monkeypatch.setattr(storage, "hash_file", counting)
+    monkeypatch.setattr(hashing, "hash_file", counting)
     cfg = tiers(tmp_path)
     ck, h = saved(tmp_path, cfg)
     assert ck.stats.committed == 1 and ck.stats.failed == 0
     assert reads == []  # no file was read back to hash it
-    monkeypatch.setattr(storage, "sha256_file", real)
+    monkeypatch.setattr(storage, "hash_file", real)
     marker = json.loads((tmp_path / "shm/n0/step_000000002/rank_00000.commit.json").read_text())
     assert marker["files"] == describe_dir(tmp_path / "shm/n0/step_000000002/rank_00000")
     info, h2 = restore(tmp_path, cfg)  # verify_dir checks every file against the marker
@@ -501,13 +501,12 @@ def test_one_serialization_and_one_hash_feed_the_memory_and_the_durable_tier(tmp
     """Time to durable: the memory tier and the first durable tier (nvme) are filled by one DCP write - each
     tensor serialized once and each byte hashed once - and nvme's files are fsynced before its marker.
     Failed on the old code: two DCP writes serialized every tensor twice and hashed every byte twice."""
-    import hashlib
     import os
 
-    import training.checkpoint.hashing as hashing
+    import training.checkpoint.storage as storage
 
     saves, hashed, fsynced = [], [], set()
-    real_save, real_fsync, real_sha = torch.save, os.fsync, hashlib.sha256
+    real_save, real_fsync, real_sha = torch.save, os.fsync, storage.HASHERS["blake3"]
 
     def counting_save(obj, f, *a, **kw):
         if isinstance(obj, torch.Tensor):  # (DCP's planner also torch.saves each non-tensor value)
@@ -536,7 +535,7 @@ def test_one_serialization_and_one_hash_feed_the_memory_and_the_durable_tier(tmp
     train(model, opt)
     ck = checkpointer(tmp_path, cfg)
     monkeypatch.setattr(torch, "save", counting_save)
-    monkeypatch.setattr(hashing.hashlib, "sha256", CountingSha)
+    monkeypatch.setitem(storage.HASHERS, "blake3", CountingSha)
     monkeypatch.setattr(os, "fsync", recording_fsync)
     ck.save(2, model, opt)
     ck.wait()  # memory and nvme written and committed; the promoter copies to FSx next
@@ -550,7 +549,7 @@ def test_one_serialization_and_one_hash_feed_the_memory_and_the_durable_tier(tmp
     for kind, root in (("memory", tmp_path / "shm/n0"), ("nvme", tmp_path / "nvme/n0")):
         assert DirTier(kind, root).markers()[0].files == describe_dir(root / "step_000000002/rank_00000")
     # Still standard DCP: a plain dcp.load reads the snapshot (its records carry no zip CRC32; the marker's
-    # sha256 covers them).
+    # BLAKE3 hashes cover them).
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint import FileSystemReader
 
@@ -664,3 +663,129 @@ def test_a_checkpoint_of_the_fused_qkv_model_is_refused_with_a_clear_error(tmp_p
     with pytest.raises(IncompatibleCheckpoint,
                        match=r"lacks model\.blocks\.0\.k\.bias.* has model\.blocks\.0\.qkv.*fused qkv projection"):
         restore(tmp_path, cfg)
+
+
+def test_the_memory_tier_is_filled_after_the_durable_commit_and_never_holds_a_superseded_step(tmp_path, monkeypatch):
+    """Time to durable and peak memory: nvme's marker is written before a byte of the step reaches the memory
+    tier (the tmpfs copy is not on the way to durable), and the memory tier's older snapshots beyond ``keep``
+    are dropped once the new step is durable, before the new one fills it (so /dev/shm never holds keep + 1
+    snapshots). Failed on the old code: the memory tier was written during the DCP write and pruned after."""
+    from training.checkpoint import hashing
+
+    seen = {}
+    real_commit, real_fill = DirTier.commit, hashing.TeeFileSystem.fill
+
+    def commit(self, marker):
+        if self.kind == "nvme":
+            d = tmp_path / f"shm/n0/step_{marker.step:09d}/rank_00000"
+            seen[("nvme", marker.step)] = sorted(p.name for p in d.iterdir()) if d.exists() else None
+        return real_commit(self, marker)
+
+    def fill(self):
+        step = self.step
+        seen[("fill", step)] = [m.step for m in DirTier("memory", tmp_path / "shm/n0").markers()]
+        return real_fill(self)
+
+    monkeypatch.setattr(DirTier, "commit", commit)
+    monkeypatch.setattr(hashing.TeeFileSystem, "fill", fill)
+    cfg = tiers(tmp_path, keep=1)
+    model, opt = make_model()
+    ck = checkpointer(tmp_path, cfg)
+    for s in (2, 4):
+        train(model, opt)
+        ck.save(s, model, opt)
+        ck.flush()  # promoted to FSx (a step being promoted is pinned in memory until its copy is done)
+    ck.close()
+    h = state_sha256(ck.state(model, opt))
+    assert ck.stats.committed == 2 and ck.stats.failed == 0 and ck.stats.promote_failed == {}
+    assert seen[("nvme", 2)] == [] and seen[("nvme", 4)] == []  # memory files not written yet at nvme's commit
+    assert seen[("fill", 2)] == [] and seen[("fill", 4)] == []  # step 2 left memory once step 4 was durable
+    for kind, root in (("memory", tmp_path / "shm/n0"), ("nvme", tmp_path / "nvme/n0")):
+        assert [m.step for m in DirTier(kind, root).markers()] == [4]
+        assert DirTier(kind, root).markers()[0].files == describe_dir(root / "step_000000004/rank_00000")
+    info, h2 = restore(tmp_path, cfg)
+    assert (info.step, info.source) == (4, f"memory:{tmp_path}/shm/n0") and h2 == h
+
+
+def test_a_failed_durable_write_keeps_the_memory_tiers_older_steps(tmp_path, monkeypatch):
+    """The memory tier makes room early only for a step that is durable: when nvme fails, memory keeps its
+    ``keep`` newest steps and still gets the new one."""
+    monkeypatch.setenv("OPENPOD_FAULT_ENOSPC", "nvme@4")
+    cfg = tiers(tmp_path, keep=2)
+    ck, h = saved(tmp_path, cfg, steps=(2, 4))
+    assert ck.stats.committed == 2 and ck.stats.promote_failed == {"nvme": 1}
+    assert [m.step for m in DirTier("memory", tmp_path / "shm/n0").markers()] == [4, 2]
+    assert [m.step for m in DirTier("nvme", tmp_path / "nvme/n0").markers()] == [2]
+    info, h2 = restore(tmp_path, cfg)
+    assert info.step == 4 and h2 == h
+
+
+def test_markers_with_sha256_hashes_still_verify_and_detect_corruption(tmp_path, caplog):
+    """Markers written before BLAKE3 name their files' hash "sha256": they restore, a corrupt file under one
+    is still caught, and the peer channel checks them too. A marker naming no known hash is skipped."""
+    import hashlib
+
+    from training.checkpoint.storage import MARKER_SUFFIX
+
+    cfg = tiers(tmp_path)
+    _, h = saved(tmp_path, cfg, steps=(2,))
+    for root in (tmp_path / "shm/n0", tmp_path / "nvme/n0", tmp_path / "fsx"):  # rewrite as the old format
+        path = root / ("step_000000002/rank_00000" + MARKER_SUFFIX)
+        m = json.loads(path.read_text())
+        d = root / "step_000000002/rank_00000"
+        m["files"] = {n: {"size": f["size"], "sha256": hashlib.sha256((d / n).read_bytes()).hexdigest()}
+                      for n, f in m["files"].items()}
+        path.write_text(json.dumps(m))
+    info, h2 = restore(tmp_path, cfg)
+    assert (info.step, info.source) == (2, f"memory:{tmp_path}/shm/n0") and h2 == h
+
+    old = Marker.from_json((tmp_path / "shm/n0/step_000000002/rank_00000.commit.json").read_text())
+    held = DirTier("memory", tmp_path / "other-node.held", fsync=False)
+    server = PeerServer(held, own=None)
+    try:
+        PeerClient(server.address).put(dataclasses.replace(old, rank=1), tmp_path / "shm/n0/step_000000002/rank_00000")
+        assert [m.key for m in held.markers()] == ["step_000000002/rank_00001"]
+    finally:
+        server.close()
+
+    data = tmp_path / "shm/n0/step_000000002/rank_00000/__0_0.distcp"
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 3] ^= 0x01
+    data.write_bytes(bytes(raw))
+    nvme_marker = tmp_path / "nvme/n0/step_000000002/rank_00000.commit.json"
+    m = json.loads(nvme_marker.read_text())
+    m["files"] = {n: {"size": f["size"], "md5": "0" * 32} for n, f in m["files"].items()}
+    nvme_marker.write_text(json.dumps(m))
+    with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+        info, h3 = restore(tmp_path, cfg)
+    assert info.source == f"fsx:{tmp_path}/fsx" and h3 == h
+    assert "file __0_0.distcp fails its sha256 check" in caplog.text
+    assert "no file hash of a known algorithm (blake3, sha256)" in caplog.text
+
+
+def test_s3_lists_the_jobs_multipart_uploads_once_per_process_not_on_every_copy(tmp_path, moto_s3, bucket):
+    """Failed on the old code: every promotion to S3 listed all of the job's unfinished multipart uploads
+    (one paginated listing per copy, growing with the job). Stale uploads of an earlier process are aborted
+    at the first copy; a failed copy's own are aborted by its delete(), and if that cannot run the next copy
+    lists again."""
+    from training.checkpoint.storage import S3Tier
+
+    src = tmp_path / "snap"
+    src.mkdir()
+    (src / "__0_0.distcp").write_bytes(b"x" * 1024)
+    tier = S3Tier(f"s3://{bucket}/job1", endpoint_url=moto_s3)
+    listings = []
+    tier.s3.meta.events.register("before-call.s3.ListMultipartUploads", lambda **kw: listings.append(1))
+    for step in (1, 2, 3):
+        tier.put(src, Marker(step=step, rank=0, world_size=1, files=describe_dir(src)))
+    assert len(listings) == 1
+    assert [m.step for m in tier.markers()] == [3, 2, 1]
+
+    def outage(**kw):
+        raise ConnectionError("S3 unreachable")
+
+    tier.s3.meta.events.register("before-call.s3.ListMultipartUploads", outage)
+    tier.delete(3, 0)  # a failed copy's cleanup whose abort cannot run
+    tier.s3.meta.events.unregister("before-call.s3.ListMultipartUploads", outage)
+    tier.put(src, Marker(step=4, rank=0, world_size=1, files=describe_dir(src)))
+    assert len(listings) == 3  # the failed abort (1) and the next copy's listing again (1)

@@ -3,13 +3,16 @@
 DCP serializes the staged state once. :class:`TeeFileSystem` writes each chunk to
 the durable destinations (disk: its writeback starts as the bytes arrive, via
 ``sync_file_range``, so the commit's fsync waits only for the tail) and hands the
-same chunk to a follower thread, which feeds it to one sha256 and writes it into
-the other destinations (the memory tier). Tensor bytes are handed over by
-reference - they point into the staged host buffers, which stay untouched until
-the save is done - anything else as a copy. So the bytes are serialized once,
-hashed once, never read back, and hashing and the memory copy run next to the
-disk write instead of after it. A destination that fails (ENOSPC, EIO) is dropped
-and its error kept; the others go on, and the write fails only when none is left.
+same chunk to a follower thread, which feeds it to one BLAKE3 hash
+(``storage.HASH``) and keeps it for the other destinations (the memory tier):
+those are *deferred*, written by :meth:`TeeFileSystem.fill` once the durable copy
+is committed, so the memory copy is not on the way to durable. Tensor bytes are
+kept by reference - they point into the staged host buffers, which stay untouched
+until the save is done - anything else as a copy (zip headers and pickles: a few
+KiB per tensor). So the bytes are serialized once, hashed once, never read back,
+and hashing runs next to the disk write instead of after it. A destination that
+fails (ENOSPC, EIO) is dropped and its error kept; the others go on, and the
+write fails only when none is left.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import hashlib
 import io
 import os
 import queue
@@ -30,8 +32,9 @@ import numpy as np
 import torch.serialization
 from torch.distributed.checkpoint.filesystem import FileSystem
 
-from training.checkpoint.storage import sha256_file
-from training.faults import _rules, enospc_limit, kill_point
+from training.checkpoint import storage
+from training.checkpoint.storage import HASH, hash_file
+from training.faults import enospc_quota, kill_armed, kill_point
 
 WRITEBACK_CHUNK = 16 << 20  # start writeback of a durable file every this many bytes
 SMALL_WRITE = 64 << 10      # writes below this size are gathered ...
@@ -51,7 +54,7 @@ def _libc_sync_file_range():
 _sync_file_range = _libc_sync_file_range()
 
 # torch.save computes a CRC32 of every record it writes (torch 2.13.0 torch/serialization.py:172-197, read
-# when a zip writer is created, :849). Bytes written into a TeeFileSystem stream are covered by the sha256
+# when a zip writer is created, :849). Bytes written into a TeeFileSystem stream are covered by the hash
 # in the commit marker, which restore verifies before loading, so that CRC is skipped for them: it cost
 # ~0.14 s of CPU per 0.33 GiB on the writer's critical path. torch.load does not need it (:183-197).
 # Only the thread writing into such a stream is affected, and only while it does; every other
@@ -68,18 +71,20 @@ torch.serialization.get_crc32_options = _crc32_unless_hashed
 
 
 class Destination:
-    """One directory a :class:`TeeFileSystem` writes into; ``error`` is set once a write to it failed."""
+    """One directory a :class:`TeeFileSystem` writes into; ``error`` is set once a write to it failed.
+
+    ``deferred``: written by :meth:`TeeFileSystem.fill` after the stream (set by the file system for
+    the non-durable destinations when a durable one is written)."""
 
     def __init__(self, kind: str, root: Path, *, durable: bool, step: int):
         self.kind, self.root, self.durable = kind, Path(root), durable
-        self.limit = enospc_limit(kind, step)  # the OPENPOD_FAULT_ENOSPC hook (training/faults.py)
-        self.written = 0
+        self.quota = enospc_quota(kind, step)  # the OPENPOD_FAULT_ENOSPC hook (training/faults.py)
+        self.deferred = False
         self.error: BaseException | None = None
 
     def charge(self, n: int) -> None:
-        self.written += n
-        if self.limit is not None and self.written > self.limit:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if self.quota is not None:
+            self.quota.charge(n)
 
 
 class _File:
@@ -108,14 +113,14 @@ class _File:
 
 
 class _TeeStream(io.RawIOBase):
-    """A write stream: durable destinations are written here, the rest and the hash by the follower.
+    """A write stream: the destinations are written here; the follower hashes and keeps deferred chunks.
 
     torch.save hands over each tensor as a few dozen small writes (zip headers, pickle) and one large
     one (the tensor's bytes): small ones are gathered here and passed on together.
     """
 
-    def __init__(self, fs: "TeeFileSystem", files: list[_File], followed: list[_File], digest: dict):
-        self._fs, self._files, self._followed, self._d = fs, files, followed, digest
+    def __init__(self, fs: "TeeFileSystem", files: list[_File], record: list | None, digest: dict):
+        self._fs, self._files, self._record, self._d = fs, files, record, digest
         self._small = bytearray()
         self._pos = 0
 
@@ -137,7 +142,7 @@ class _TeeStream(io.RawIOBase):
 
     def _pass_on(self, chunk) -> None:
         n = len(chunk)
-        self._fs.follow(self._followed, self._d, chunk, self._files)
+        self._fs.follow(self._record, self._d, chunk, self._files)
         for f in self._files:
             if f.dest.error is None:
                 try:
@@ -188,12 +193,14 @@ class _TeeStream(io.RawIOBase):
 class TeeFileSystem(FileSystem):
     """The DCP file system of one snapshot written into ``dests`` (DCP gives paths under the first one).
 
-    ``stable``: ``(address, nbytes)`` of host buffers that stay unchanged until :meth:`close` (the staged
-    tensors); chunks inside them reach the follower by reference, others as a copy. Durable destinations
-    are written by DCP's writer thread, the others by the follower (all of them by the writer when none is
-    durable). It never fsyncs: the tiers' commit does (``DirTier.commit``), after the writeback this
+    ``stable``: ``(address, nbytes)`` of host buffers that stay unchanged until the deferred destinations
+    are filled (the staged tensors); chunks inside them are kept by reference, others as a copy. When a
+    durable destination is among ``dests``, the durable ones are written by DCP's writer thread and the
+    others are deferred: kept (chunks, renames, removals) until :meth:`fill`; else all are written by the
+    writer. It never fsyncs: the tiers' commit does (``DirTier.commit``), after the writeback this
     started. The fault hooks of ``training.faults`` apply per destination (ENOSPC) and once per write
-    (the ``during_write`` kill point). Call :meth:`close` when DCP is done, before :meth:`describe`.
+    (the ``during_write`` kill point). Call :meth:`close` when DCP is done, then :meth:`describe` for
+    the written destinations and :meth:`fill` (then :meth:`describe`) for the deferred ones.
     """
 
     def __init__(self, dests: list[Destination], *, step: int, rank: int, stable=()):
@@ -203,9 +210,12 @@ class TeeFileSystem(FileSystem):
         self.dests, self.step, self.rank = dests, step, rank
         self.primary = dests[0].root
         self.digests: dict[str, dict] = {}  # path relative to a destination -> {"h", "size", "ok"}
+        if any(d.durable for d in dests):
+            for d in dests:
+                d.deferred = not d.durable
+        self._records: dict[str, list] = {}  # path -> its chunks, for the deferred destinations
         self._lock = threading.Lock()
-        self._kill = any(r[0] == "during_write" and int(r[1]) == step and (len(r) < 3 or int(r[2]) == rank)
-                         for r in _rules("OPENPOD_KILL_AT"))
+        self._kill = kill_armed("during_write", step, rank)
         spans = sorted((a, a + n) for a, n in stable if n > 0)
         self._starts, self._ends = [a for a, _ in spans], [e for _, e in spans]
         self._q: queue.Queue = queue.Queue()
@@ -220,6 +230,10 @@ class TeeFileSystem(FileSystem):
 
     def live(self) -> list[Destination]:
         return [d for d in self.dests if d.error is None]
+
+    def _written(self) -> list[Destination]:
+        """Live destinations whose files exist now (not deferred)."""
+        return [d for d in self.live() if not d.deferred]
 
     def raise_if_none_left(self) -> None:
         if not self.live():
@@ -237,12 +251,13 @@ class TeeFileSystem(FileSystem):
         i = bisect_right(self._starts, addr) - 1
         return i >= 0 and addr + len(mv) <= self._ends[i]
 
-    def follow(self, files: list[_File], digest: dict, chunk, written: list[_File] = ()) -> None:
-        """Queue ``chunk`` for the hash and the followed files (by reference if it lies in a stable buffer
-        or is a gathered bytearray, which the stream never reuses; else as a copy)."""
+    def follow(self, record: list | None, digest: dict, chunk, written: list[_File] = ()) -> None:
+        """Queue ``chunk`` for the hash and, if ``record`` is given, the deferred destinations (by reference
+        if it lies in a stable buffer or is a gathered bytearray, which the stream never reuses; else as a
+        copy); ``written``: the files the writer wrote it to, whose writeback the follower starts."""
         if isinstance(chunk, memoryview) and not self._stable(chunk):
             chunk = bytes(chunk)
-        self._q.put((files, digest, chunk, written))
+        self._q.put((record, digest, chunk, written))
 
     def _follow_loop(self) -> None:
         while True:
@@ -250,9 +265,9 @@ class TeeFileSystem(FileSystem):
             try:
                 if item is None:
                     return
-                files, digest, chunk, written = item
-                if files is None:  # end of a stream: close its files (the writer's too: see start_writeback)
-                    for f in digest:
+                record, digest, chunk, written = item
+                if digest is None:  # end of a stream: close its files (see start_writeback)
+                    for f in written:
                         try:
                             f.start_writeback(at_least=1)
                             f.fh.close()
@@ -260,21 +275,19 @@ class TeeFileSystem(FileSystem):
                             self.fail(f.dest, e)
                     continue
                 digest["h"].update(chunk)
-                for f in files:
-                    if f.dest.error is None:
-                        try:
-                            f.write(chunk)
-                        except OSError as e:
-                            self.fail(f.dest, e)
+                if record is not None:
+                    record.append(chunk)
                 for f in written:
                     try:
                         f.start_writeback()
                     except (OSError, ValueError) as e:
                         self.fail(f.dest, e)
             except Exception as e:  # noqa: BLE001 - never leave the queue unfinished (drain would hang)
-                files, digest = (item[0] or [], item[1]) if item else ([], None)
-                for f in files:
-                    self.fail(f.dest, e)
+                record, digest = (item[0], item[1]) if item else (None, None)
+                if record is not None:  # a chunk could not be kept: the deferred destinations cannot be filled
+                    for d in self.live():
+                        if d.deferred:
+                            self.fail(d, e)
                 if isinstance(digest, dict):
                     digest["ok"] = False  # describe() hashes that file from disk instead
             finally:
@@ -286,20 +299,39 @@ class TeeFileSystem(FileSystem):
         self.raise_if_none_left()
 
     def close(self) -> None:
-        """Finish the follower's work and stop it (the stable buffers may change after this)."""
+        """Finish the follower's work and stop it (the stable buffers must stay until :meth:`fill`)."""
         self._q.join()
         self._q.put(None)
         self._follower.join()
+
+    def fill(self) -> None:
+        """Write the deferred destinations' files from the kept chunks (after :meth:`close`; the stable
+        buffers are read here, so they may change only after this), then drop the chunks. A destination
+        that fails keeps its error (see ``error``)."""
+        for d in self.live():
+            if not d.deferred:
+                continue
+            for rel, chunks in self._records.items():
+                try:
+                    with open(d.root / rel, "wb") as fh:
+                        for c in chunks:
+                            d.charge(len(c))
+                            fh.write(c)
+                except OSError as e:
+                    self.fail(d, e)
+                    break
+            d.deferred = False
+        self._records = {}
 
     # ---------------------------------------------------------------- paths
     def _rel(self, path) -> str:
         return str(Path(path).relative_to(self.primary))
 
-    def _each(self, path, op) -> None:
-        """``op(path in dest)`` for every live destination; a failure drops that destination."""
-        self.drain()  # the follower has finished writing what is renamed or removed
+    def _each(self, path, op, *, deferred: bool = True) -> None:
+        """``op(path in dest)`` for every live destination (``deferred``: those too); a failure drops it."""
+        self.drain()  # the follower has finished with what is renamed or removed
         rel = self._rel(path)
-        for d in self.live():
+        for d in self.live() if deferred else self._written():
             try:
                 op(d.root / rel)
             except OSError as e:
@@ -312,27 +344,29 @@ class TeeFileSystem(FileSystem):
         rel = self._rel(path)
         if "w" not in mode:
             self.drain()
-            with open(self.live()[0].root / rel, mode) as s:
+            with open(self._reader().root / rel, mode) as s:
                 yield s
             return
         if "a" in mode or "+" in mode:
             raise ValueError(f"checkpoint files are written whole (mode {mode!r})")
-        direct, followed = [], []
-        any_durable = any(d.durable for d in self.live())
-        for d in self.live():
+        direct = []
+        for d in self._written():
             try:
-                f = _File(d, open(d.root / rel, mode))
+                direct.append(_File(d, open(d.root / rel, mode)))
             except OSError as e:
                 self.fail(d, e)
-                continue
-            (direct if d.durable or not any_durable else followed).append(f)
+        record = None
+        if any(d.deferred for d in self.live()):
+            record = []
+            with self._lock:
+                self._records[rel] = record
         stream = None
         try:
             self.raise_if_none_left()
-            digest = {"h": hashlib.sha256(), "size": 0, "ok": True}
+            digest = {"h": storage.HASHERS[HASH](), "size": 0, "ok": True}
             with self._lock:
                 self.digests[rel] = digest
-            stream = _TeeStream(self, direct, followed, digest)
+            stream = _TeeStream(self, direct, record, digest)
             _in_tee_stream.active = True
             try:
                 yield stream
@@ -348,7 +382,7 @@ class TeeFileSystem(FileSystem):
                     f.pos = f.fh.tell()
                 except OSError as e:
                     self.fail(f.dest, e)
-            self._q.put((None, direct + followed, None, ()))  # the follower closes them after their last chunk
+            self._q.put((None, None, None, direct))  # the follower closes them after their last chunk
         self.raise_if_none_left()
 
     def mkdir(self, path) -> None:
@@ -357,33 +391,51 @@ class TeeFileSystem(FileSystem):
     def rename(self, path, new_path) -> None:
         rel, rel_new = self._rel(path), self._rel(new_path)
         self.drain()
-        for d in self.live():
+        for d in self._written():
             try:
                 (d.root / rel).rename(d.root / rel_new)
             except OSError as e:
                 self.fail(d, e)
         self.raise_if_none_left()
         with self._lock:
-            got = self.digests.pop(rel, None)
-            if got is not None:
-                self.digests[rel_new] = got
+            for table in (self.digests, self._records):
+                got = table.pop(rel, None)
+                if got is not None:
+                    table[rel_new] = got
+
+    def _reader(self) -> Destination:
+        """A live destination whose files exist now (reads, listings)."""
+        written = self._written()
+        if not written:
+            raise OSError(errno.ENOENT, "no written checkpoint destination left to read from")
+        return written[0]
 
     def exists(self, path) -> bool:
         self.drain()
-        return (self.live()[0].root / self._rel(path)).exists()
+        rel = self._rel(path)
+        with self._lock:
+            if rel in self._records:
+                return True
+        written = self._written()
+        return bool(written) and (written[0].root / rel).exists()
 
     def rm_file(self, path) -> None:
-        self._each(path, lambda p: p.unlink(missing_ok=True))
+        self._each(path, lambda p: p.unlink(missing_ok=True), deferred=False)
+        with self._lock:
+            self._records.pop(self._rel(path), None)
+            self.digests.pop(self._rel(path), None)
 
     def ls(self, path) -> list[str]:
         self.drain()
         rel = self._rel(path)
-        return [str(self.primary / rel / p.name) for p in (self.live()[0].root / rel).iterdir()]
+        return [str(self.primary / rel / p.name) for p in (self._reader().root / rel).iterdir()]
 
     # --------------------------------------------------------------- result
     def describe(self, dest: Destination) -> dict[str, dict]:
-        """Like ``storage.describe_dir`` for one destination: each file's size and sha256, from the hash
-        taken while writing; a file written by another path is read back and hashed."""
+        """Like ``storage.describe_dir`` for one written destination: each file's size and hash, from the
+        hash taken while writing; a file written by another path is read back and hashed."""
+        if dest.deferred:
+            raise RuntimeError(f"{dest.kind} destination {dest.root} is not filled yet (call fill() first)")
         self._q.join()
         out = {}
         for p in sorted(dest.root.iterdir()):
@@ -392,7 +444,7 @@ class TeeFileSystem(FileSystem):
             size = p.stat().st_size
             got = self.digests.get(p.name)
             if got is not None and got["ok"] and got["size"] == size:
-                out[p.name] = {"size": size, "sha256": got["h"].hexdigest()}
+                out[p.name] = {"size": size, HASH: got["h"].hexdigest()}
             else:
-                out[p.name] = {"size": size, "sha256": sha256_file(p)}
+                out[p.name] = {"size": size, HASH: hash_file(p)}
         return out

@@ -86,7 +86,7 @@ class _PeerSource:
     """Snapshots held in other nodes' memory, fetched over the peer side-channel into our memory tier."""
 
     name = "peer"
-    verified_on_fetch = True  # sha256 checked while streaming; nothing is committed otherwise
+    verified_on_fetch = True  # every file checked against its marker hash while streaming; nothing is committed otherwise
 
     def __init__(self, addresses: list[tuple[str, int]], me: int, landing: DirTier):
         self.clients = [PeerClient(a) for i, a in enumerate(addresses) if i != me and a]
@@ -313,14 +313,23 @@ class Checkpointer:
         t0 = time.perf_counter()
         tier = self.first
         direct = self._direct if self._direct is not None and self._due_in(self._direct, step, replicated) else None
-        results = None
         failed = None
         try:
             if copying is not None:
                 copying.result()  # the overlapped part of staging has landed in host memory
-            # One DCP write fills the memory tier and the first durable tier together (serialized and hashed once).
-            results = self._write([tier, direct] if direct is not None else [tier], step, staged, meta, replicated)
-            marker = results[0]
+            # One DCP write fills the memory tier and the first durable tier (serialized and hashed once): the
+            # durable tier's files as DCP writes them, the memory tier's from the same bytes once the durable
+            # copy is committed (``fill``), so the memory copy is not on the way to durable.
+            fs, results = self._write([tier, direct] if direct is not None else [tier], step, staged, meta,
+                                      replicated)
+            if direct is not None:
+                # Files written (the durable tier's; the memory tier's are kept for later), no marker of this step yet.
+                kill_point("before_commit", step, self.rank)
+                kill_point("during_promote", step, self.rank)  # the durable tier is written, not committed yet
+                if self._commit_direct(step, results[1]):  # a durable copy stays even when the memory tier fails
+                    with self._cond:  # room for this step in memory: it is durable and newer than any there
+                        self._retain_first(keep=self.first.keep - 1)
+            marker = self._fill(fs, results, 0, step, meta, replicated)
             if isinstance(marker, BaseException):
                 raise marker
             kill_point("before_commit", step, self.rank)
@@ -328,11 +337,8 @@ class Checkpointer:
             kill_point("after_commit", step, self.rank)
         except (Exception, CheckpointException) as e:  # a full disk fails this save, not the training
             failed = e
-        if direct is not None and results is not None:
-            kill_point("during_promote", step, self.rank)  # the durable tier is written, not committed yet
-            self._commit_direct(step, results[1])  # a durable copy stays even when the memory tier failed
-            if failed is None:
-                self._direct_done[step] = True  # tried and counted: the promoter skips that tier
+        if direct is not None and failed is None:
+            self._direct_done[step] = True  # tried and counted: the promoter skips that tier
         if failed is not None:
             self.stats.failed += 1
             self.stats.last_error = f"{type(failed).__name__}: {failed}"
@@ -358,10 +364,12 @@ class Checkpointer:
             self._cond.notify_all()
 
     def _write(self, tiers: list[DirTier], step: int, staged: dict, meta: dict,
-               replicated: bool) -> list[Marker | BaseException]:
+               replicated: bool) -> tuple[TeeFileSystem | None, list[Marker | Destination | BaseException]]:
         """One DCP write of ``staged`` into a new snapshot directory in each of ``tiers``: every tensor is
-        serialized once and every byte hashed once, while it is written (no read back). Returns, per tier,
-        its marker (files written, not committed: ``DirTier.commit`` fsyncs) or the error that failed it."""
+        serialized once and every byte hashed once, while it is written (no read back). Returns the file
+        system and, per tier, its marker (files written, not committed: ``DirTier.commit`` fsyncs), its
+        deferred destination (a memory tier beside a durable one: :meth:`_fill` writes it) or the error
+        that failed it."""
         errors: dict[int, BaseException] = {}
         dests: dict[int, Destination] = {}
         for i, t in enumerate(tiers):
@@ -369,7 +377,8 @@ class Checkpointer:
                 dests[i] = Destination(t.kind, t.prepare(step, self.rank), durable=t.fsync, step=step)
             except Exception as e:  # noqa: BLE001 - this tier fails, the others are written
                 errors[i] = e
-        markers: dict[int, Marker] = {}
+        out: dict[int, Marker | Destination] = {}
+        fs = None
         if dests:
             fs = TeeFileSystem(list(dests.values()), step=step, rank=self.rank, stable=self.stager.spans())
             writer = FileSystemWriter(fs.primary, sync_files=False, thread_count=self.cfg.write_threads)
@@ -385,12 +394,30 @@ class Checkpointer:
                 if i in errors or d.error is not None:
                     errors.setdefault(i, d.error)
                     continue
+                if d.deferred:
+                    out[i] = d
+                    continue
                 try:
-                    markers[i] = Marker(step=step, rank=self.rank, world_size=self.world_size,
-                                        files=fs.describe(d), replicated=replicated, meta=meta)
+                    out[i] = Marker(step=step, rank=self.rank, world_size=self.world_size,
+                                    files=fs.describe(d), replicated=replicated, meta=meta)
                 except OSError as e:
                     errors[i] = e
-        return [markers[i] if i in markers else errors[i] for i in range(len(tiers))]
+        return fs, [out[i] if i in out else errors[i] for i in range(len(tiers))]
+
+    def _fill(self, fs: TeeFileSystem | None, results: list, i: int, step: int, meta: dict,
+              replicated: bool) -> Marker | BaseException:
+        """Tier ``i``'s marker, writing its files first if they were deferred (from the staged bytes)."""
+        got = results[i]
+        if not isinstance(got, Destination):
+            return got
+        fs.fill()
+        if got.error is not None:
+            return got.error
+        try:
+            return Marker(step=step, rank=self.rank, world_size=self.world_size, files=fs.describe(got),
+                          replicated=replicated, meta=meta)
+        except OSError as e:
+            return e
 
     def _cadence_due(self, tier: Tier, step: int) -> bool:
         if step in self._forced and tier is self.durable:
@@ -406,9 +433,9 @@ class Checkpointer:
             return False
         return not (tier.kind in SHARED and replicated and self.rank != 0)
 
-    def _commit_direct(self, step: int, written: Marker | BaseException) -> None:
+    def _commit_direct(self, step: int, written: Marker | BaseException) -> bool:
         """Commit the first durable tier's copy written next to the memory tier; a failure is counted like a
-        failed promotion (training goes on)."""
+        failed promotion (training goes on). Returns whether it committed."""
         tier = self._direct
         try:
             if isinstance(written, BaseException):
@@ -418,6 +445,7 @@ class Checkpointer:
             with self._cond:
                 tier.retain(self.rank)
             self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
+            return True
         except (Exception, CheckpointException) as e:
             self.stats.last_error = f"{type(e).__name__}: {e}"
             self.stats.promote_failed[tier.kind] = self.stats.promote_failed.get(tier.kind, 0) + 1
@@ -426,11 +454,13 @@ class Checkpointer:
                 tier.delete(step, self.rank)
             except Exception:  # noqa: BLE001 - best effort cleanup
                 pass
+            return False
 
-    def _retain_first(self) -> None:
-        """Apply the first tier's retention (caller holds ``_cond``); a failure costs space, not the job."""
+    def _retain_first(self, keep: int | None = None) -> None:
+        """Apply the first tier's retention (caller holds ``_cond``); a failure costs space, not the job.
+        ``keep``: fewer than the tier's own, to make room before a newer step is written into it."""
         try:
-            self.first.retain(self.rank, self._pinned)
+            self.first.retain(self.rank, self._pinned, keep=keep)
         except OSError as e:
             log.warning("retention in %s failed: %s", self.first.name, e)
 

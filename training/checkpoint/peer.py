@@ -13,7 +13,6 @@ hashed on the fly, so a damaged transfer is never committed).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import socket
@@ -23,7 +22,7 @@ import threading
 from pathlib import Path
 
 from training.checkpoint import peer_auth
-from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker
+from training.checkpoint.storage import HASHERS, CorruptCheckpoint, DirTier, Marker, file_hash
 
 log = logging.getLogger("training.checkpoint")
 
@@ -76,15 +75,17 @@ def check_file_name(name: object) -> str:
 
 
 def _recv_snapshot(sock: socket.socket, header: dict, tier: DirTier) -> Marker:
-    """Stream the files into ``tier``, checking each sha256 on the fly; commit only if all match."""
+    """Stream the files into ``tier``, checking each file's hash on the fly; commit only if all match."""
     marker = Marker.from_json(header["marker"])
     names = [check_file_name(n) for n in header["names"]]
     if sorted(names) != sorted(check_file_name(n) for n in marker.files) or len(names) != len(header["sizes"]):
         raise ValueError("snapshot header: names and sizes must list exactly the marker's files")
+    hashes = {name: file_hash(f) for name, f in marker.files.items()}  # ValueError: no known algorithm
     d = tier.prepare(marker.step, marker.rank)
     buf = bytearray(_BUF)
     for name, size in zip(header["names"], header["sizes"]):
-        h, left = hashlib.sha256(), size
+        alg, want = hashes[name]
+        h, left = HASHERS[alg](), size
         with open(d / name, "wb") as f:
             while left:
                 k = sock.recv_into(buf, min(len(buf), left))
@@ -94,9 +95,9 @@ def _recv_snapshot(sock: socket.socket, header: dict, tier: DirTier) -> Marker:
                 h.update(view)
                 f.write(view)
                 left -= k
-        if h.hexdigest() != marker.files[name]["sha256"]:
+        if h.hexdigest() != want:
             tier.delete(marker.step, marker.rank)
-            raise CorruptCheckpoint(f"peer copy of {marker.key}: file {name} fails its sha256 check")
+            raise CorruptCheckpoint(f"peer copy of {marker.key}: file {name} fails its {alg} check")
     tier.commit(marker)
     return marker
 

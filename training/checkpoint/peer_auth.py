@@ -2,7 +2,7 @@
 
 Every request header carries ``mac``: HMAC-SHA256 under the job's peer secret over the
 canonical JSON of the rest of the header (which, for a ``put``, includes the marker with
-every file's sha256, so the file bytes are covered too) and a ``ts`` within
+every file's BLAKE3 hash, so the file bytes are covered too) and a ``ts`` within
 ``MAX_SKEW_S`` of the server's clock. The secret is per job: ``OPENPOD_PEER_SECRET``
 (hex), delivered from a Kubernetes Secret as an environment variable.
 """
