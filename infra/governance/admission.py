@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.governance.install import JOBSET_NAMESPACE, KUEUE_NAMESPACE
-from infra.governance.jobset import PRIORITY_LABEL
+from infra.governance.jobset import MAX_RESTARTS, PRIORITY_LABEL
 from infra.governance.queues import FSX_CLAIM, TEAM_LABEL, queued_groups
 from infra.spec import ClusterSpec, TeamSpec
 from openpod_core import labels
@@ -111,6 +111,8 @@ def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
 # mode, install.JOBSET_FEATURE_GATES). With those a failing team job restarts forever while it holds quota
 # (borrowed quota included), and nothing ends it but a person. Updates from the platform's controllers
 # (Kueue suspends and resumes JobSets) are not matched, so a JobSet created before the policy stays manageable.
+# The bounded actions are bounded only by ``maxRestarts`` (int32), so it is capped at submit's own limit
+# (jobset.MAX_RESTARTS): a JobSet applied with kubectl cannot go around submit.
 
 RESTART_POLICY = "openpod-jobset-restarts"
 UNBOUNDED_RESTART_ACTIONS = ("RestartJobSetAndIgnoreMaxRestarts", "RestartJobAndIgnoreMaxRestarts")
@@ -118,7 +120,8 @@ BOUNDED_RESTART_ACTIONS = ("FailJobSet", "RestartJobSet", "RestartJob")
 
 
 def restart_policy() -> list[dict[str, Any]]:
-    """Refuse team JobSets whose failure-policy rules restart without counting against ``maxRestarts``."""
+    """Refuse team JobSets whose failure-policy rules restart without counting against ``maxRestarts``, or
+    whose ``maxRestarts`` is above ``MAX_RESTARTS``."""
     allowed = ", ".join(BOUNDED_RESTART_ACTIONS[:-1]) + " or " + BOUNDED_RESTART_ACTIONS[-1]
     return policy_and_binding(
         RESTART_POLICY,
@@ -128,13 +131,19 @@ def restart_policy() -> list[dict[str, Any]]:
           "messageExpression": "'spec.failurePolicy.rules: rule ' + (has(variables.unbounded[0].name) ? "
                                "variables.unbounded[0].name : '(unnamed)') + ' has action ' + "
                                "variables.unbounded[0].action + ', which does not count against maxRestarts "
-                               f"(a team job could restart forever); use {allowed}'"}],
+                               f"(a team job could restart forever); use {allowed}'"},
+         {"expression": f"variables.max_restarts <= {MAX_RESTARTS}", "reason": "Forbidden",
+          "messageExpression": "'spec.failurePolicy.maxRestarts: ' + string(variables.max_restarts) + "
+                               f"' is above {MAX_RESTARTS}, the most a team job may restart; use 0 to {MAX_RESTARTS}'"}],
         namespace_selector=team_namespaces(),
         match_conditions=[{"name": "not-a-platform-controller", "expression": NOT_A_CONTROLLER}],
         variables=[{"name": "unbounded",
                     "expression": "has(object.spec.failurePolicy) && has(object.spec.failurePolicy.rules) ? "
                                   "object.spec.failurePolicy.rules.filter(r, has(r.action) && r.action in "
-                                  f"{_cel_list(UNBOUNDED_RESTART_ACTIONS)}) : []"}])
+                                  f"{_cel_list(UNBOUNDED_RESTART_ACTIONS)}) : []"},
+                   {"name": "max_restarts",
+                    "expression": "has(object.spec.failurePolicy) && has(object.spec.failurePolicy.maxRestarts) ? "
+                                  "object.spec.failurePolicy.maxRestarts : 0"}])
 
 
 # ---------------------------------------------------------------------------------------------- pod security

@@ -53,6 +53,7 @@ LEVELS: dict[str, str] = {
 }
 DEFAULT_HUGEPAGES_MI = labels.EFA_HUGEPAGES_MI  # what EFA nodes preallocate (instance group user data)
 DEFAULT_MAX_RESTARTS = 10
+MAX_RESTARTS = 1000  # the most a team JobSet may restart; admission (openpod-jobset-restarts) enforces it too
 # Seconds between SIGTERM and SIGKILL for the job's pods (eviction for a node upgrade or drain, Kueue
 # preemption). `--runtime openpod` checkpoints the current step durably in that time, so it gets more;
 # the launcher leaves STOP_MARGIN_S of it for torchrun and itself to exit. A preempting job waits for
@@ -236,8 +237,8 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
                            f"{t.ultraserver.instances} instances")
         if req.require_topology == "host" and req.nodes > 1:
             raise JobError(f"--nodes {req.nodes} cannot fit one host; --require-topology host needs --nodes 1")
-    if not 0 <= req.max_restarts <= 1000:
-        raise JobError(f"--max-restarts {req.max_restarts} not allowed; use 0 to 1000")
+    if not 0 <= req.max_restarts <= MAX_RESTARTS:
+        raise JobError(f"--max-restarts {req.max_restarts} not allowed; use 0 to {MAX_RESTARTS}")
     if req.hugepages_mi is not None:
         if req.hugepages_mi < 0 or req.hugepages_mi % labels.HUGEPAGE_SIZE_MI:
             raise JobError(f"--hugepages {req.hugepages_mi} not allowed; use 0 or more MiB, a multiple of "

@@ -86,3 +86,17 @@ def test_the_platforms_controllers_updating_an_existing_jobset_are_not_matched()
 def test_other_namespaces_are_not_matched():
     js = with_action("RestartJobAndIgnoreMaxRestarts")
     assert [m for p in POLICIES for m in vap.admit(p, js, namespace_labels={})] == []
+
+
+def test_max_restarts_above_what_submit_allows_is_refused():
+    """A bounded action with ``maxRestarts: 2147483647`` (int32) restarts as good as forever: the policy caps
+    maxRestarts at submit's own limit (jobset.MAX_RESTARTS), so kubectl cannot go around submit. Failed on the
+    first version of the policy, which checked the actions only."""
+    js = replica_jobset()
+    js["spec"]["failurePolicy"]["maxRestarts"] = jobset.MAX_RESTARTS
+    assert admit(js) == []
+    for too_many in (jobset.MAX_RESTARTS + 1, 2**31 - 1):
+        js["spec"]["failurePolicy"]["maxRestarts"] = too_many
+        (msg,) = admit(js)
+        assert msg == (f"spec.failurePolicy.maxRestarts: {too_many} is above {jobset.MAX_RESTARTS}, the most a "
+                       "team job may restart; use 0 to 1000")
