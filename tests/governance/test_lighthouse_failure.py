@@ -193,5 +193,7 @@ def test_with_retries_the_groups_get_their_quorum_once_the_lighthouse_is_back():
     result = _quorum_across_a_lighthouse_restart(retries=retries, outage_s=3.0, timeout_s=timeout_s)
     for ok, quorum_id, seconds in result:
         assert ok, quorum_id
-        # back within the outage plus torchft's reconnect backoff (src/net.rs:30-41: up to 10 s between tries)
-        assert 3.0 <= seconds < 3.0 + 15.0
+        # after the outage, and before the timeout that ends the quorum without retries (typically within the
+        # outage plus torchft's reconnect backoff, src/net.rs:30-41: up to 10 s between tries; a loaded CI
+        # machine took longer than that once, so the bound asserted is the timeout)
+        assert 3.0 <= seconds < timeout_s
