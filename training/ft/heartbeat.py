@@ -42,6 +42,10 @@ class Heartbeat:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.rank = rank
         self._last: float | None = None
+        # Written at once: a new generation's rank (in-process restart) must not be judged by the beat of the
+        # process it replaces, which may have begun a step later than the one the job restored.
+        # (Its started_time is when this process joined: the watchdog's clock for it until it begins a step.)
+        self._write(Beat(rank, 0, 0.0, 0.0, started_time=time.time()))
         self._beat = Beat(rank, 0, 0.0, 0.0)
 
     def beat(self, step: int, now: float | None = None) -> Beat:
@@ -70,6 +74,12 @@ class Heartbeat:
         tmp.write_text(json.dumps(b.__dict__))
         os.replace(tmp, path)
         return b
+
+
+def forget(directory: str | os.PathLike, rank: int) -> None:
+    """Drop a dead rank's beat (the launcher, as it replaces the rank): until its replacement starts, the
+    watchdog judges only the live ranks."""
+    Path(directory, f"rank-{rank}.json").unlink(missing_ok=True)
 
 
 def read_beats(directory: str | os.PathLike) -> list[Beat]:

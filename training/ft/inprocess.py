@@ -42,6 +42,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
+from training.ft.heartbeat import forget
 from training.ft.watchdog import clear_state
 
 log = logging.getLogger("training")
@@ -386,6 +387,8 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                 # survivors (on every node) re-form their process group on this; add: launchers never collide
                 generation = store.add(GENERATION_KEY, 1)
                 for r, rc in failed:
+                    if ft_dir is not None:
+                        forget(ft_dir, first + r)
                     procs[r], who = replace(r)
                     echo(f"launcher: rank {first + r} exited ({rc}); {who} replaces it alone, generation "
                          f"{generation} (in-process restart {restarts} of {max_restarts})")

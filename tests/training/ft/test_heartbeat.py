@@ -49,3 +49,32 @@ def test_ranks_whose_steps_are_over_do_not_count(tmp_path):
 def test_no_beats_is_not_a_hang(tmp_path):
     assert not is_hung(read_beats(tmp_path), 1e12)
 
+
+
+def test_after_an_in_process_replacement_the_hung_replacement_is_the_culprit_not_the_survivors(tmp_path):
+    """Rank 1 dies in step 12; survivors restore step 10 in their own processes and begin it; the replacement
+    hangs before its first step. Failed on the old code: the dead rank's file still said it began step 12, so
+    behind() named rank 0 (a healthy survivor) and the launcher would have killed it and kept the hung one."""
+    from training.ft.heartbeat import behind, forget
+
+    old = [Heartbeat(tmp_path, 0), Heartbeat(tmp_path, 1)]
+    for s in range(13):
+        for b in old:
+            b.begin(s)
+    forget(tmp_path, 1)  # the launcher, as it replaces rank 1
+    assert behind(read_beats(tmp_path)) == []  # until the new generation starts: nobody to blame
+    survivor, replacement = Heartbeat(tmp_path, 0), Heartbeat(tmp_path, 1)  # the next generation's runtimes
+    survivor.begin(10)
+    assert behind(read_beats(tmp_path)) == [1]
+    replacement.begin(10)
+    assert behind(read_beats(tmp_path)) == []
+
+
+def test_a_new_generations_heartbeat_starts_from_no_step_begun(tmp_path):
+    """Even without the launcher's forget(): a rank's new Heartbeat overwrites its old beat at once."""
+    from training.ft.heartbeat import behind
+
+    Heartbeat(tmp_path, 1).begin(12)
+    Heartbeat(tmp_path, 0).begin(10)
+    Heartbeat(tmp_path, 1)  # the replacement's runtime starts
+    assert behind(read_beats(tmp_path)) == [1]
