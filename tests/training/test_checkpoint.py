@@ -789,3 +789,21 @@ def test_s3_lists_the_jobs_multipart_uploads_once_per_process_not_on_every_copy(
     tier.s3.meta.events.unregister("before-call.s3.ListMultipartUploads", outage)
     tier.put(src, Marker(step=4, rank=0, world_size=1, files=describe_dir(src)))
     assert len(listings) == 3  # the failed abort (1) and the next copy's listing again (1)
+
+
+def test_steps_listed_but_none_loadable_refuse_a_fresh_start_unless_allowed(tmp_path, monkeypatch):
+    """Every copy of every step fails to load (e.g. S3 throttled while fetching, a read error on each copy):
+    the job must not start from step 0 while it knows checkpoints exist. Failed on the old code: a warning,
+    and restore returned None - a fresh start that loses the progress of steps 2 and 4."""
+    from training.checkpoint import RefusedFreshStart
+    from training.checkpoint.manager import Checkpointer
+
+    cfg = tiers(tmp_path)
+    saved(tmp_path, cfg, steps=(2, 4))
+    monkeypatch.setattr(Checkpointer, "_load_step", lambda self, *a, **kw: None)
+    monkeypatch.setattr(Checkpointer, "_load_resharded", lambda self, *a, **kw: None)
+    with pytest.raises(RefusedFreshStart, match=r"checkpoints up to step 4 exist but none could be loaded; "
+                                                r"refusing to start from step 0"):
+        restore(tmp_path, cfg)
+    info, _ = restore(tmp_path, dataclasses.replace(cfg, allow_fresh_start=True))
+    assert info is None

@@ -617,6 +617,10 @@ class Checkpointer:
                    else "another rank could not read a checkpoint source")
             raise RefusedFreshStart(f"{why}; refusing to start from step 0, which could lose progress "
                                     f"(fix the source, or pass --allow-fresh-start)")
+        if newest > 0 and not self.cfg.allow_fresh_start:  # known steps, none loaded (same answer on every rank)
+            raise RefusedFreshStart(f"checkpoints up to step {newest} exist but none could be loaded; refusing to "
+                                    "start from step 0, which would lose their progress (the warnings above name "
+                                    "each copy and why; fix it, or pass --allow-fresh-start)")
         if failed_sources:
             log.warning("starting from step 0 although %s could not be read (allow_fresh_start)",
                         ", ".join(failed_sources))
