@@ -807,3 +807,37 @@ def test_steps_listed_but_none_loadable_refuse_a_fresh_start_unless_allowed(tmp_
         restore(tmp_path, cfg)
     info, _ = restore(tmp_path, dataclasses.replace(cfg, allow_fresh_start=True))
     assert info is None
+
+
+def test_an_abandoned_save_that_outlives_its_grace_leaves_the_memory_tier_alone(tmp_path, monkeypatch):
+    """An in-process restart abandons the generation's checkpointer; the new generation restores from the memory
+    tier. A save still writing after abandon()'s grace must not prune, fill or commit that tier behind the new
+    generation's back (with keep=1 it would delete the only snapshot while it may be loading). Failed on the
+    old code: once the slow durable commit finished, step 2 was pruned and step 4 written to memory."""
+    import threading
+
+    cfg = tiers(tmp_path, keep=1)
+    model, opt = make_model()
+    ck = checkpointer(tmp_path, cfg)
+    train(model, opt)
+    ck.save(2, model, opt)
+    ck.flush()
+    release, real_commit = threading.Event(), DirTier.commit
+
+    def slow_commit(self, marker):
+        if self.kind == "nvme" and marker.step == 4:
+            release.wait(30)
+        return real_commit(self, marker)
+
+    monkeypatch.setattr(DirTier, "commit", slow_commit)
+    train(model, opt)
+    ck.save(4, model, opt)
+    ck.abandon(wait_s=0.2)
+    inflight = ck._inflight
+    release.set()
+    try:
+        inflight.result(timeout=30)
+    except Exception:  # noqa: BLE001 - whatever it did, the tier is what matters
+        pass
+    assert [m.step for m in DirTier("memory", tmp_path / "shm/n0").markers()] == [2]
+    assert [m.step for m in DirTier("nvme", tmp_path / "nvme/n0").markers()] == [4]  # the durable copy stays

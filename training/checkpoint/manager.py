@@ -147,6 +147,7 @@ class Checkpointer:
         self._cond = threading.Condition()
         self._pending: Marker | None = None
         self._closing = False
+        self._abandoned = False  # abandon(): the memory tier now belongs to the next generation
         self._promoting = False
         self._promoter = threading.Thread(target=self._promote_loop, name="ckpt-promoter", daemon=True)
         self._promoter.start()
@@ -328,12 +329,18 @@ class Checkpointer:
                 kill_point("during_promote", step, self.rank)  # the durable tier is written, not committed yet
                 if self._commit_direct(step, results[1]):  # a durable copy stays even when the memory tier fails
                     with self._cond:  # room for this step in memory: it is durable and newer than any there
-                        self._retain_first(keep=self.first.keep - 1)
+                        if not self._abandoned:
+                            self._retain_first(keep=self.first.keep - 1)
+            if self._abandoned:  # outlived abandon()'s grace: the durable copy stays, memory is not ours now
+                return
             marker = self._fill(fs, results, 0, step, meta, replicated)
             if isinstance(marker, BaseException):
                 raise marker
             kill_point("before_commit", step, self.rank)
-            tier.commit(marker)
+            with self._cond:
+                if self._abandoned:
+                    return
+                tier.commit(marker)
             kill_point("after_commit", step, self.rank)
         except (Exception, CheckpointException) as e:  # a full disk fails this save, not the training
             failed = e
@@ -547,6 +554,7 @@ class Checkpointer:
             except Exception:  # noqa: BLE001 - a failed or stuck write: its snapshot is not committed
                 pass
         with self._cond:
+            self._abandoned = True  # a write still running leaves the memory tier to the next generation
             self._closing = True
             self._pending = None
             self._cond.notify_all()
