@@ -17,9 +17,11 @@ class Block(nn.Module):
         self.ln1 = nn.LayerNorm(c.d_model)
         # Separate query, key and value projections, so that tensor parallelism can split each column-wise by
         # heads (a column split of one fused [3d, d] weight would hand a rank queries and keys of other heads).
-        # Initialised from one fused layer's draw: the same initial values as the fused projection they replace.
+        # Initialised from one fused layer's draw: the same initial values as the fused projection they replace,
+        # and (built on the meta device, so drawing nothing) the same random stream for every later layer.
         fused = nn.Linear(c.d_model, 3 * c.d_model)
-        self.q, self.k, self.v = (nn.Linear(c.d_model, c.d_model) for _ in range(3))
+        self.q, self.k, self.v = (nn.Linear(c.d_model, c.d_model, device="meta").to_empty(device=fused.weight.device)
+                                  for _ in range(3))
         with torch.no_grad():
             for i, lin in enumerate((self.q, self.k, self.v)):
                 lin.weight.copy_(fused.weight[i * c.d_model:(i + 1) * c.d_model])

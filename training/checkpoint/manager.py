@@ -218,7 +218,8 @@ class Checkpointer:
                 f"checkpoint {where} holds another model: it lacks {', '.join(sorted(want - keys)[:3])}"
                 + (f" and has {', '.join(extra[:3])}" if extra else "")
                 + (" (the reference model's fused qkv projection became q, k and v for tensor parallelism on "
-                   "2026-11-23; checkpoints saved before cannot be resumed by this version)"
+                   "2026-11-23; checkpoints saved before cannot be resumed by this version: resume them with the "
+                   "version that wrote them, or start this run with a new --checkpoint-dir)"
                    if any(".qkv." in k for k in extra) else ""))
         saved = {k.split(".", 1)[0] for k in keys}
         for name in self.components:
