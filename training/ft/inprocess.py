@@ -47,6 +47,7 @@ from training.ft.watchdog import clear_state
 
 log = logging.getLogger("training")
 
+JOIN_TIMEOUT_S = 30.0  # forming a generation's process group, once every rank checked in
 GENERATION_KEY = "generation"
 EXIT_REFUSED = 3  # training.worker: refused a fresh start; restarting would refuse again
 
@@ -169,8 +170,14 @@ class InProcessRestart:
         t0 = time.perf_counter()
         self._assemble()
         store = dist.PrefixStore(f"openpod/gen-{self.generation}/", self.store)
+        # Every rank checked in, so the rendezvous waits for live peers only: bound it by JOIN_TIMEOUT_S, not the
+        # process-group timeout, so a rank that dies in between costs seconds (this generation fails, the next
+        # one follows). The group then gets its full timeout for collectives (new_group uses its own default).
+        join = min(self.pg_timeout, timedelta(seconds=JOIN_TIMEOUT_S))
         dist.init_process_group(self.backend, store=store, rank=self.rank, world_size=self.world_size,
-                                timeout=self.pg_timeout)
+                                timeout=join)
+        if join < self.pg_timeout:
+            dist.distributed_c10d._set_pg_timeout(self.pg_timeout)
         log.info("rank %d joined the process group of generation %d in %.2fs", self.rank, self.generation,
                  time.perf_counter() - t0)
 

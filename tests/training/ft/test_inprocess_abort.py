@@ -84,3 +84,35 @@ def test_a_new_generation_releases_a_survivor_blocked_on_a_peer_that_keeps_its_s
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+JOIN = """
+import sys, time
+from datetime import timedelta
+import torch.distributed as dist
+from training.ft import inprocess
+master = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=120))
+master.set(inprocess.GENERATION_KEY, "0")
+master.add("openpod/gen-0/assembled", 1)  # rank 1 checked in to generation 0, then died
+inprocess.JOIN_TIMEOUT_S = 2.0
+r = inprocess.InProcessRestart(store_addr=f"127.0.0.1:{master.port}", rank=0, world_size=2, backend="gloo",
+                               pg_timeout_s=60, max_restarts=1)
+t0 = time.monotonic()
+try:
+    r._join()
+    print("joined")
+except Exception as e:
+    print(f"failed after {time.monotonic() - t0:.1f}s: {type(e).__name__}")
+"""
+
+
+def test_a_rank_lost_after_every_rank_checked_in_costs_the_join_timeout_not_the_process_group_timeout():
+    """The window the watcher cannot cover: every rank checked in, then one died before init_process_group
+    returned. The survivor's rendezvous is bounded by JOIN_TIMEOUT_S (here 2 s), so its generation fails in
+    seconds and the next one follows. Failed on the old code: it waited the process-group timeout (60 s here;
+    1800 s by default). CI once timed out test_a_second_failure_during_the_recovery... in this window."""
+    r = subprocess.run([sys.executable, "-c", JOIN], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    line = r.stdout.strip().splitlines()[-1]
+    assert line.startswith("failed after"), r.stdout + r.stderr[-2000:]
+    assert float(line.split()[2].rstrip("s:")) < 15.0, line
