@@ -38,7 +38,7 @@ synth: setup
 	@echo "synthesized $(if $(SPEC),$(SPEC),examples/default.yaml) into cdk.out/"
 
 test: setup
-	$(PY) -m pytest -n 2 --dist loadgroup
+	$(PY) -m pytest -n 2 --dist loadgroup --durations=25
 
 bench: setup
 	$(PY) -m benchmarks

@@ -296,7 +296,7 @@ def _validate_openpod(spec: ClusterSpec, req: JobRequest) -> None:
 
     problems = check_run_args([a.replace(f"$({REPLICA_ID_ENV})", "0").replace(f"$({NODE_RANK_ENV})", "0")
                                for a in launch_command(spec, req)[4:]])
-    refused = [p for p in problems if p.startswith(tuple(f"{f}:" for f in SUBMIT_FLAGS))]
+    refused = [p for p in problems if p.startswith(tuple(f"{f}:" for f in (*SUBMIT_FLAGS, "--node-rank")))]
     if req.restart == "in-process" and refused:  # e.g. replica groups, or more nodes than the runtime supports
         raise JobError(f"--restart in-process: the training runtime refuses it for this job: {'; '.join(refused)}")
     if problems:

@@ -1,4 +1,10 @@
-"""Shared fixtures for the training runtime tests: a CLI runner and a moto S3 server."""
+"""Shared fixtures for the training runtime tests: a CLI runner and a moto S3 server.
+
+Multi-process tests sit in one of two xdist groups, so CI's two workers (``-n 2 --dist loadgroup``) run at most
+one test of each at a time: ``training-cli`` (timing-sensitive: hang watchdogs, in-process and replica recovery,
+Lighthouse outages) and ``training-sharded`` (FSDP2/HSDP/TP resume and resharding, whose kills are at fixed
+kill points).
+"""
 
 from __future__ import annotations
 

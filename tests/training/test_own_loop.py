@@ -4,7 +4,7 @@ import pytest
 
 from tests.training.conftest import PY, ROOT, cli_env, failure_text, last_json, run_cli
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-sharded")]
 
 
 def _run(d, env=None):

@@ -10,7 +10,7 @@ import pytest
 
 from tests.training.conftest import cli_env, failure_text, kill_group, last_json, run_cli, spawn, train_args
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-sharded")]
 
 LAYOUTS = {"fsdp": (2, ["--parallelism", "fsdp"]),
            "hsdp": (4, ["--parallelism", "hsdp", "--shard-size", "2"])}  # 2 replicas x 2 shards
