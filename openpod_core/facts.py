@@ -31,8 +31,7 @@ FACTS: tuple[Fact, ...] = (
     ),
     Fact(
         "aws-ofi-nccl.commit", "08ad665dec2d1209826cf3e8130dc240b9f4fe1b",
-        "github.com/aws/aws-ofi-nccl tag v1.14.0 (tag object b917bcca0ab02cadee5609f1a4b0d9c426f778ca -> commit "
-        "08ad665d; the version itself: configure.ac:9 AC_INIT([aws-ofi-nccl], [1.14.0]))", "2026-11-23",
+        "https://github.com/aws/aws-ofi-nccl/releases/tag/v1.14.0", "2026-11-23",
         "the commit the annotated, PGP-signed tag v1.14.0 (tag object b917bcca0ab02cadee5609f1a4b0d9c426f778ca, "
         "tagger Ye Xiang, 2025-03-14) points at, read with git in a snapshot of github.com/aws/aws-ofi-nccl. No "
         "checksum of the release tarball is published, so the training image clones the tag, fails unless HEAD is "

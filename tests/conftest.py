@@ -45,11 +45,40 @@ def spec_problems(data) -> list[str]:
     return [str(p) for p in e.value.problems]
 
 
+# Ports handed out by free_port(): below Linux's ephemeral range (32768-60999 by default, where the OS picks
+# outgoing and port-0 sockets), split between the xdist workers, handed out in turn. Two multi-process tests on
+# different workers then never get the same port, which "bind to port 0 and close" could not promise: CI once
+# saw EADDRINUSE on a torchrun rendezvous port another worker's test had been given a moment before.
+_PORTS = (15000, 32000)
+
+
+def _port_sequence():
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index, count = int(worker[2:] or 0), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    span = (_PORTS[1] - _PORTS[0]) // max(count, 1)
+    low = _PORTS[0] + span * (index % max(count, 1))
+    start = os.getpid() % span
+    return (low + (start + i) % span for i in range(span))
+
+
+_ports = None
+
+
 def free_port() -> int:
-    """A loopback TCP port nothing listens on (the OS picked it free a moment ago)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback TCP port nothing listens on, from this xdist worker's own range (never another worker's)."""
+    global _ports
+    for _ in range(2):
+        if _ports is None:
+            _ports = _port_sequence()
+        for port in _ports:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue  # in use, or lingering after an earlier test
+                return port
+        _ports = None  # wrapped around: start again
+    raise RuntimeError(f"no free loopback port in {_PORTS} for this worker")
 
 
 def write_kubeconfig(path: Path, server: str, token: str) -> Path:

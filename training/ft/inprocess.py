@@ -174,8 +174,15 @@ class InProcessRestart:
         # process-group timeout, so a rank that dies in between costs seconds (this generation fails, the next
         # one follows). The group then gets its full timeout for collectives (new_group uses its own default).
         join = min(self.pg_timeout, timedelta(seconds=JOIN_TIMEOUT_S))
-        dist.init_process_group(self.backend, store=store, rank=self.rank, world_size=self.world_size,
-                                timeout=join)
+        try:
+            dist.init_process_group(self.backend, store=store, rank=self.rank, world_size=self.world_size,
+                                    timeout=join)
+        except Exception:
+            # The failed init numbered a group that does not exist: the next generation's default group must get
+            # the same number (it is part of its store keys) on survivors and on a replacement's first group alike,
+            # as destroy_process_group() ensures for a group that did form (distributed_c10d.py:2420-2427, 2.13.0).
+            dist.distributed_c10d._world.group_count = 0
+            raise
         if join < self.pg_timeout:
             dist.distributed_c10d._set_pg_timeout(self.pg_timeout)
         log.info("rank %d joined the process group of generation %d in %.2fs", self.rank, self.generation,
