@@ -20,6 +20,7 @@ from infra.governance.queues import TEAM_LABEL
 from infra.spec import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import vap
+from tests.governance.test_lighthouse_failure import replica_jobset
 
 SPEC = load_spec(EXAMPLES / "default.yaml")
 POLICIES = [o for o in all_objects(SPEC) if o["kind"] == "ValidatingAdmissionPolicy"]
@@ -29,14 +30,6 @@ TEAM_NS = {TEAM_LABEL: "research"}
 def admit(obj: dict, *, user: str = vap.TEAM_USER, old: dict | None = None) -> list[str]:
     """Every deployed policy's denial messages for this request ([] = allowed)."""
     return [m for p in POLICIES for m in vap.admit(p, obj, namespace_labels=TEAM_NS, user=user, old=old)]
-
-
-def replica_jobset() -> dict:
-    req = jobset.JobRequest(name="llama", team="research", group="p5", image="registry.example/train:1", nodes=2,
-                            script=("--steps", "10", "--global-batch", "64"), runtime="openpod",
-                            fault_tolerance="replica")
-    jobset.validate(SPEC, req)
-    return jobset.build(SPEC, req)
 
 
 def with_action(action: str) -> dict:

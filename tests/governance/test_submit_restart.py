@@ -11,28 +11,13 @@ from __future__ import annotations
 import re
 
 import pytest
-import yaml
-from click.testing import CliRunner
 
-from infra.cli import main
-from tests.conftest import EXAMPLES
 from tests.governance import k8s_schema
+from tests.governance.test_submit_openpod import dry_run, submit
 from training import cli as training_cli
 
-SPEC = str(EXAMPLES / "default.yaml")
 ONE_P5 = ("--name", "llama", "--team", "research", "--group", "p5", "--nodes", "1", "--runtime", "openpod")
 TRAINING_ARGS = ("--", "--steps", "100", "--global-batch", "64")
-
-
-def submit(*args: str):
-    return CliRunner().invoke(main, ["submit", "--spec", SPEC, "--image", "registry.example/train:1", "--dry-run",
-                                     *args])
-
-
-def dry_run(*args: str) -> dict:
-    result = submit(*args)
-    assert result.exit_code == 0, result.output
-    return yaml.safe_load(result.stdout)
 
 
 def error(*args: str) -> str:
