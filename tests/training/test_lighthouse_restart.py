@@ -8,12 +8,14 @@ both groups are inside step 12 the Lighthouse is SIGKILLed, so step 13's quorum 
 is started again on the same port a few seconds later. Both groups keep their processes, train to the end,
 and end bit-identical to the uninterrupted 2-worker DDP run (the session ``baseline``).
 
-The limit (second test): a new Lighthouse numbers its quorums from 1 again. Once a group was lost and healed,
-the groups are at quorum 2 or later; the new Lighthouse's quorum 1 makes them re-form their process group
-under the store prefix ``torchft/1/`` their first quorum used (torchft/manager.py:692-704 of the 0.2.0
-wheel). Its keys are stale: when gloo reads one before the peer rewrote it, it dials the dead worker's address,
-steps stop committing and each group's hang watchdog restarts its workers, which restore from node memory
-(a race: seen in two of three runs). Either way the run ends bit-identical.
+Second test: a restarted Lighthouse numbers its quorums from 1 again (src/lighthouse.rs:282, :313 at
+meta-pytorch/torchft@7eb7087, the 0.2.0 sources). Once a group was lost and healed, the groups are at quorum 2
+or later, and the new Lighthouse's quorum 1 would make them re-form their process group under the store prefix
+``torchft/1/`` their first quorum used (torchft/manager.py:692-704 of the 0.2.0 wheel), whose keys are stale:
+gloo could dial the dead worker's address, steps stopped committing and each group's hang watchdog restarted
+its workers (seen in two of three runs, and one CI run that did not recover within 200 s). The runtime gives
+the manager quorum ids made of the Lighthouse's id and the members (training.ft.replica.distinct_quorum_id),
+so no prefix is used twice and both groups keep their processes.
 """
 
 import os
@@ -90,13 +92,13 @@ def test_both_groups_keep_their_processes_across_a_lighthouse_restart_and_end_bi
           f"({OUTAGE_S:.0f}s outage)")
 
 
-def test_after_a_group_healed_a_lighthouse_restart_costs_a_worker_restart_but_the_run_ends_bit_identical(
+def test_after_a_group_healed_a_lighthouse_restart_reuses_no_store_prefix_and_every_process_is_kept(
         tmp_path, baseline):
     port, log, go, go2 = free_port(), tmp_path / "lighthouse.log", tmp_path / "go", tmp_path / "go2"
     url = f"http://127.0.0.1:{port}"
     lighthouses = [start_lighthouse(port, log)]
     env = {QUORUM_RETRIES_ENV: str(quorum_retries())}
-    extra = ["--hang-floor", "20"]  # the watchdog that ends the stuck steps (300 s by default)
+    extra = ["--hang-floor", "20"]  # a stuck step ends in a worker restart, which the pid check below catches
     procs = [spawn(replica_args(tmp_path, 0, url, extra), env=cli_env(**env), log=tmp_path / "r0.err"),
              spawn(replica_args(tmp_path, 1, url, extra),
                    env=cli_env(OPENPOD_HOOK_WAIT=f"{HOLD}@1@{go},{SECOND_HOLD}@1@{go2}", **env),
@@ -117,7 +119,7 @@ def test_after_a_group_healed_a_lighthouse_restart_costs_a_worker_restart_but_th
         time.sleep(OUTAGE_S)
         lighthouses.append(start_lighthouse(port, log))
         wait_for(lambda: all((beat(tmp_path, r) or {}).get("step", 0) > SECOND_HOLD + 1 for r in (0, 1)),
-                 f"both groups past step {SECOND_HOLD + 1}", timeout=200)
+                 f"both groups past step {SECOND_HOLD + 1}", timeout=90)
         resumed_after = time.monotonic() - killed_at
         outs = results(procs, tmp_path)
     finally:
@@ -127,11 +129,12 @@ def test_after_a_group_healed_a_lighthouse_restart_costs_a_worker_restart_but_th
             p.kill()
             p.wait()
 
-    log0 = (tmp_path / "r0.err").read_text()
-    assert log0.count("reconfiguring for quorum_id=1 ") >= 2  # the first quorum's id, used again
-    # Whether the re-formed process group read a stale key (then the watchdog restarted the workers) is a race
+    import re
+
+    for r in (0, 1):
+        ids = re.findall(r"reconfiguring for quorum_id=(\d+) ", (tmp_path / f"r{r}.err").read_text())
+        assert len(ids) >= 3 and len(set(ids)) == len(ids), ids  # a process group never re-forms under an old prefix
     for out in outs:
         assert out["step"] == 20 and out["state_sha256"] == baseline["state_sha256"]
-    kept = [out["fault_tolerance"]["pid"] == pids[r] for r, out in enumerate(outs)]
-    print(f"both groups past step {SECOND_HOLD + 1} {resumed_after:.1f}s after the Lighthouse was killed "
-          f"(--hang-floor 20); processes kept: {kept}")
+    assert [out["fault_tolerance"]["pid"] for out in outs] == list(pids)  # no worker restarted after the outage
+    print(f"both groups past step {SECOND_HOLD + 1} {resumed_after:.1f}s after the Lighthouse was killed")

@@ -29,6 +29,7 @@ import pytest
 
 from tests.training.conftest import (PY, cli_env, free_port, kill_group, last_json, run_cli, spawn,
                                      train_args, wait_for)
+from training.ft.replica import replica_name
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
 
@@ -178,15 +179,21 @@ def test_with_min_replicas_1_the_survivor_trains_on_alone_with_the_whole_global_
     """--min-replicas 1: the survivor does not wait. Until the lost group is back it runs every step on its own
     with the whole global batch (twice the micro-batches: gradient accumulation), so the sum is re-associated:
     the result equals the uninterrupted run's to float rounding, not bit for bit."""
-    go, back = tmp_path / "go", tmp_path / "back"
+    go, back, both = tmp_path / "go", tmp_path / "back", tmp_path / "both"
     samples = tmp_path / "samples.log"
     extra = ["--min-replicas", "1"]
     with lighthouse(1, tmp_path / "lighthouse.log") as url:
+        # a quorum of one forms as soon as one group asks, so a group that starts late could find the other
+        # past step 12 already: each holds before step 1 until the Lighthouse has seen both ask for a quorum
         procs = [spawn(replica_args(tmp_path, 0, url, extra), log=tmp_path / "r0.err",
-                       env=cli_env(OPENPOD_SAMPLE_LOG=str(samples), OPENPOD_HOOK_WAIT=f"16@1@{back}")),
+                       env=cli_env(OPENPOD_SAMPLE_LOG=str(samples), OPENPOD_HOOK_WAIT=f"1@1@{both},16@1@{back}")),
                  spawn(replica_args(tmp_path, 1, url, extra), log=tmp_path / "r1.err",
-                       env=cli_env(OPENPOD_SAMPLE_LOG=str(samples), OPENPOD_HOOK_WAIT=f"{HOLD}@1@{go}"))]
+                       env=cli_env(OPENPOD_SAMPLE_LOG=str(samples), OPENPOD_HOOK_WAIT=f"1@1@{both},{HOLD}@1@{go}"))]
         try:
+            asked = lambda r: f"Received quorum request for replica {replica_name(r)}" in (  # noqa: E731
+                tmp_path / "lighthouse.log").read_text()  # src/lighthouse.rs:493-496 at torchft@7eb7087
+            wait_for(lambda: asked(0) and asked(1), "both groups asking the Lighthouse for a quorum")
+            both.touch()
             wait_for(lambda: (beat(tmp_path, 1) or {}).get("step") == HOLD, f"replica 1 at step {HOLD}")
             time.sleep(0.5)
             survivor, victim = worker_pid(tmp_path, 0), worker_pid(tmp_path, 1)

@@ -31,6 +31,12 @@ torchft 0.2.0 behaviour relied on (site-packages/torchft, read 2026-11-23):
   group only, not across groups.
 * With a sync quorum every member of the quorum participates, healed ones included
   (manager.py:674-678).
+* A process group is (re)configured when the quorum id changes, under the store prefix
+  ``torchft/<quorum_id>/`` (manager.py:692-704). A restarted Lighthouse numbers its
+  quorums from 1 again (src/lighthouse.rs:282 starts the state at 0, :313 adds 1 per
+  membership change), so groups that healed before the restart would re-form under a
+  prefix an earlier quorum wrote, and gloo could dial a dead worker's address from a
+  stale key. :func:`distinct_quorum_id` gives the manager ids that do not repeat.
 * ``HTTPTransport`` serves the live state dict (CPU tensors are not copied,
   http_transport.py:222-240) until ``should_commit`` calls ``disallow_checkpoint``
   (manager.py:925), i.e. before the optimizer changes it.
@@ -38,6 +44,7 @@ torchft 0.2.0 behaviour relied on (site-packages/torchft, read 2026-11-23):
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
@@ -55,6 +62,42 @@ log = logging.getLogger("training.ft")
 def replica_name(replica_id: int) -> str:
     """torchft orders replicas by this string (and reads its trailing digits): zero-padded."""
     return f"replica_{replica_id:05d}"
+
+
+def distinct_quorum_id(quorum_id: int, replica_ids: list[str]) -> int:
+    """The id under which the manager configures its process group: the Lighthouse's quorum id and the
+    quorum's members (torchft replica ids end in a uuid per manager, so a replaced group is a new member).
+
+    Every member computes the same value from the same quorum. It changes whenever the Lighthouse's id or the
+    membership changes, so a group never re-forms under an earlier quorum's store prefix, also after a
+    Lighthouse restart; a restart with unchanged members maps to the id in use and nothing is re-formed."""
+    key = f"{quorum_id}|" + "|".join(sorted(replica_ids))
+    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=7).digest(), "big")
+
+
+class _Quorum:
+    """A torchft quorum result whose ``quorum_id`` is :func:`distinct_quorum_id`'s."""
+
+    def __init__(self, result):
+        self._result = result
+        self.quorum_id = distinct_quorum_id(result.quorum_id, list(result.replica_ids))
+        self.lighthouse_quorum_id = result.quorum_id
+
+    def __getattr__(self, name):
+        return getattr(self._result, name)
+
+
+class _DistinctQuorumClient:
+    """The manager's client to its manager server, returning quorums with distinct ids."""
+
+    def __init__(self, client):
+        self._client = client
+
+    def _quorum(self, *args, **kwargs):
+        return _Quorum(self._client._quorum(*args, **kwargs))
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
 
 
 class ReplicaGroup:
@@ -94,6 +137,7 @@ class ReplicaGroup:
             rank=group_rank, world_size=group_world_size, store_addr=host, store_port=port[0],
             lighthouse_addr=cfg.lighthouse, replica_id=replica_name(cfg.replica_id), hostname=host,
             checkpoint_transport=Transport(timeout=timeout, num_chunks=0))
+        self.manager._client = _DistinctQuorumClient(self.manager._client)
         self.healed: dict | None = None     # {"step", "seconds", "from"} once this group healed from a peer
         self.redone = 0                      # steps whose commit failed and were run again
         self._quorum_done = False            # the next step's quorum already happened (in join())
