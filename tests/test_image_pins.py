@@ -117,14 +117,25 @@ def test_aws_ofi_nccl_is_built_from_the_commit_its_release_tag_names():
     assert "aws-ofi-nccl tarball" not in UNVERIFIED_TEXT
 
 
+def test_no_build_arg_can_change_part_of_a_digest_pinned_base_image():
+    # `FROM image:${TAG}@digest` pulls the digest whatever --build-arg TAG says: overriding the tag would
+    # silently build the pinned image under another name. Digest-pinned references are written out whole
+    # (or come whole from one ARG, which an override replaces entirely: node_agent/Dockerfile's BASE).
+    for name, path in DOCKERFILES.items():
+        for ref in re.findall(r"^FROM (\S+)", path.read_text(), re.M):
+            if "@" in ref:
+                assert "${" not in ref, f"{name}: {ref}"
+            elif ref.startswith("${"):
+                assert re.fullmatch(r"\$\{\w+\}", ref) and "@sha256:" in render(path.read_text(), ref), f"{name}: {ref}"
+
+
 def test_the_cuda_base_images_are_pinned_by_the_digests_in_the_facts_register():
     # Both stages of the training image, by digest: a moved tag cannot change what is built, and a digest the
     # registry does not hold fails the pull instead of fetching another image.
     text = DOCKERFILES["training"].read_text()
     refs = base_images(text)
     assert refs == [
-        f"nvidia/cuda:{args(text)['CUDA_VERSION']}-cudnn-devel-ubuntu24.04@{value('image.cuda-12.8.1-cudnn-devel-ubuntu24.04.digest')}",
-        f"nvidia/cuda:{args(text)['CUDA_VERSION']}-cudnn-runtime-ubuntu24.04@{value('image.cuda-12.8.1-cudnn-runtime-ubuntu24.04.digest')}",
+        f"nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04@{value('image.cuda-12.8.1-cudnn-devel-ubuntu24.04.digest')}",
+        f"nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04@{value('image.cuda-12.8.1-cudnn-runtime-ubuntu24.04.digest')}",
     ]
-    assert args(text)["CUDA_VERSION"] == "12.8.1"  # the digests are those of the 12.8.1 tags: bump them together
     assert "training image base images" not in UNVERIFIED_TEXT

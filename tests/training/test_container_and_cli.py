@@ -34,7 +34,7 @@ def test_dockerfile_builds_from_the_repo_root_with_pinned_components():
     text = DOCKERFILE.read_text()
     for needle in ("COPY pyproject.toml README.md ./", "COPY infra infra", "COPY training training",
                    "ARG EFA_INSTALLER_VERSION=1.", "ARG AWS_OFI_NCCL_VERSION=1.", '"libnccl2=${NCCL_VERSION}"',
-                   "--skip-kmod", "NCCL_NET_PLUGIN=", "nvidia/cuda:${CUDA_VERSION}"):
+                   "--skip-kmod", "NCCL_NET_PLUGIN=", "nvidia/cuda:12.8.1-cudnn-"):
         assert needle in text, needle
     pins = dict(line.split("==") for line in (ROOT / "training/constraints.txt").read_text().splitlines()
                 if "==" in line)
