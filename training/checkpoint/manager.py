@@ -78,8 +78,16 @@ class SaveStats:
 
     @property
     def failures(self) -> int:
-        """Every failure: saves that did not commit plus promotions that did not reach a tier."""
-        return self.failed + sum(self.promote_failed.values()) + len(self.source_failed) + self.restored_older
+        """Save-path failures: saves that did not commit plus promotions that did not reach a tier. A restore's
+        unreadable sources and fall-backs to an older step are exported on their own (``gauges``): they say
+        nothing about whether saves work now."""
+        return self.failed + sum(self.promote_failed.values())
+
+    def gauges(self) -> dict[str, int]:
+        """What ``Goodput.persist`` exports: openpod_checkpoint_failures, openpod_checkpoint_restore_source_failures
+        and openpod_checkpoint_restored_older (this incarnation)."""
+        return {"checkpoint_failures": self.failures, "restore_source_failures": len(self.source_failed),
+                "restored_older": self.restored_older}
 
 
 class _PeerSource:
