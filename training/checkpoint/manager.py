@@ -215,9 +215,10 @@ class Checkpointer:
         msd, osd = get_state_dict(model, optimizer)
         return {"model": msd, "optim": osd, **{n: c.state_dict() for n, c in self.components.items()}}
 
-    def _load_into(self, reader, model, optimizer, where: str) -> None:
-        """DCP-load a snapshot into the live model, optimizer and registered components."""
-        state = self.state(model, optimizer)
+    def _load_into(self, reader, model, optimizer, where: str, state: dict | None = None) -> None:
+        """DCP-load a snapshot into the live model, optimizer and registered components. ``state``: this
+        rank's :meth:`state`, built by the caller once for all the copies it tries (default: built here)."""
+        state = dict(self.state(model, optimizer) if state is None else state)  # components may be dropped below
         keys = set(reader.read_metadata().state_dict_metadata)
         want = {f"model.{k}" for k, v in state["model"].items() if isinstance(v, torch.Tensor)}  # DCP flattens the rest
         if not want <= keys:
@@ -597,7 +598,8 @@ class Checkpointer:
             markers = self._list_with_retries(src, failed_sources)
             if markers is not None:
                 listed.append((src, markers))
-        layout = state_layout(self.state(model, optimizer))
+        state = self.state(model, optimizer)  # built once: its layout picks the sources, every load fills it
+        layout = state_layout(state)
         direct: dict[int, list[tuple[object, Marker]]] = {}
         for src, markers in listed:
             for m in markers:
@@ -615,9 +617,10 @@ class Checkpointer:
         info = None
         while steps:
             step = max(steps)
-            info = self._load_step(step, direct.get(step, []), model, optimizer)
+            info = self._load_step(step, direct.get(step, []), model, optimizer, state)
             if info is None:
-                info = self._load_resharded(step, [s for s in sets.get(step, []) if s.complete], model, optimizer)
+                info = self._load_resharded(step, [s for s in sets.get(step, []) if s.complete], model, optimizer,
+                                            state)
             if _all_ok(info is not None, self.world_size):
                 break
             info = None
@@ -680,7 +683,7 @@ class Checkpointer:
         failed.append(f"{src.name} ({last})")
         return None
 
-    def _load_resharded(self, step: int, sets: list, model, optimizer) -> RestoreInfo | None:
+    def _load_resharded(self, step: int, sets: list, model, optimizer, state: dict) -> RestoreInfo | None:
         """Reshard ``step`` from a complete set of another mesh's snapshots: each old rank's snapshot from the
         first source whose copy verifies (fetched from a peer or S3 into scratch), read by one merged DCP reader."""
         for s in sets:
@@ -706,7 +709,7 @@ class Checkpointer:
                 continue
             where = f"{'+'.join(names)}/step_{step:09d} (saved by {s.world_size} ranks)"
             try:
-                self._load_into(MergedShardsReader(dirs), model, optimizer, where)
+                self._load_into(MergedShardsReader(dirs), model, optimizer, where, state)
             except IncompatibleCheckpoint:
                 raise
             except (Exception, CheckpointException) as e:  # noqa: BLE001 - another set, or an older step
@@ -717,7 +720,7 @@ class Checkpointer:
                                meta=s.copies[0][0][1].meta)
         return None
 
-    def _load_step(self, step: int, cands: list, model, optimizer) -> RestoreInfo | None:
+    def _load_step(self, step: int, cands: list, model, optimizer, state: dict) -> RestoreInfo | None:
         for src, m in cands:
             where = f"{src.name}/{m.key}"
             try:
@@ -725,7 +728,7 @@ class Checkpointer:
                 where = f"{src.name}/{m.key}"
                 if not getattr(src, "verified_on_fetch", False):
                     verify_dir(d, m, where)
-                self._load_into(FileSystemReader(d), model, optimizer, where)
+                self._load_into(FileSystemReader(d), model, optimizer, where, state)
                 return RestoreInfo(step=step, source=src.name, seconds=0.0, meta=m.meta)
             except IncompatibleCheckpoint:
                 raise
