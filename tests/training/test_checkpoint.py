@@ -628,26 +628,6 @@ def test_abandon_with_a_direct_durable_tier_stops_everything(tmp_path):
     assert ck._copier._shutdown and ck._writer._shutdown
 
 
-def test_a_checkpoint_of_the_fused_qkv_model_is_refused_with_a_clear_error(tmp_path):
-    """The reference model's fused qkv projection became q, k and v (tensor parallelism). A checkpoint saved before
-    holds blocks.N.qkv.*: restore refuses with one error naming the parameters instead of skipping every step and
-    starting from step 0."""
-    from training.checkpoint import IncompatibleCheckpoint
-
-    cfg = tiers(tmp_path)
-    old, opt = make_model()
-    for blk in old.blocks:  # the model as it was: one fused [3d, d] projection
-        del blk.q, blk.k, blk.v
-        blk.qkv = torch.nn.Linear(64, 3 * 64)
-    opt = torch.optim.AdamW(old.parameters(), lr=1e-3)
-    ck = checkpointer(tmp_path, cfg)
-    ck.save(2, old, opt, {"loss": 1.0})
-    ck.close()
-    with pytest.raises(IncompatibleCheckpoint,
-                       match=r"lacks model\.blocks\.0\.k\.bias.* has model\.blocks\.0\.qkv.*fused qkv projection"):
-        restore(tmp_path, cfg)
-
-
 def test_the_memory_tier_is_filled_after_the_durable_commit_and_never_holds_a_superseded_step(tmp_path, monkeypatch):
     """Time to durable and peak memory: nvme's marker is written before a byte of the step reaches the memory
     tier (the tmpfs copy is not on the way to durable), and the memory tier's older snapshots beyond ``keep``

@@ -21,6 +21,7 @@ from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+from training.checkpoint import legacy
 from training.checkpoint.hashing import Destination, TeeFileSystem
 from training.checkpoint.reshard import MergedShardsReader, directly_loadable, shard_sets, state_layout
 from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
@@ -219,17 +220,15 @@ class Checkpointer:
         """DCP-load a snapshot into the live model, optimizer and registered components. ``state``: this
         rank's :meth:`state`, built by the caller once for all the copies it tries (default: built here)."""
         state = dict(self.state(model, optimizer) if state is None else state)  # components may be dropped below
-        keys = set(reader.read_metadata().state_dict_metadata)
+        metadata = reader.read_metadata()
+        keys = set(metadata.state_dict_metadata)
         want = {f"model.{k}" for k, v in state["model"].items() if isinstance(v, torch.Tensor)}  # DCP flattens the rest
-        if not want <= keys:
+        fused = not want <= keys and legacy.explains(want - keys, keys)  # saved before the q, k, v split
+        if not want <= keys and not fused:
             extra = sorted(k for k in keys - want if k.startswith("model."))
             raise IncompatibleCheckpoint(
                 f"checkpoint {where} holds another model: it lacks {', '.join(sorted(want - keys)[:3])}"
-                + (f" and has {', '.join(extra[:3])}" if extra else "")
-                + (" (the reference model's fused qkv projection became q, k and v for tensor parallelism on "
-                   "2026-11-23; checkpoints saved before cannot be resumed by this version: resume them with the "
-                   "version that wrote them, or start this run with a new --checkpoint-dir)"
-                   if any(".qkv." in k for k in extra) else ""))
+                + (f" and has {', '.join(extra[:3])}" if extra else ""))
         saved = {k.split(".", 1)[0] for k in keys}
         for name in self.components:
             if name not in saved:  # a checkpoint from before the component was registered
@@ -237,7 +236,10 @@ class Checkpointer:
                 state.pop(name)
         if hasattr(reader, "reset"):
             reader.reset()
-        dcp.load(state, storage_reader=reader, no_dist=True)
+        if fused:
+            legacy.load_fused_qkv(state, reader, metadata)
+        else:
+            dcp.load(state, storage_reader=reader, no_dist=True)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         for name, c in self.components.items():
             if name in state:
