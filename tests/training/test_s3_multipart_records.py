@@ -144,3 +144,39 @@ def test_a_completed_copy_leaves_no_record_and_records_are_read_once_per_process
     assert s3.list_objects_v2(Bucket=bucket, Prefix="job1/_multipart/").get("KeyCount", 0) == 0
     assert len(reads) == 1
     assert [m.step for m in tier.markers()] == [3, 2, 1]
+
+
+def test_a_sweep_that_cannot_run_is_tried_again_at_the_next_copy(tmp_path, moto_s3, bucket, caplog):
+    """S3 fails while a failed copy's upload is being aborted: one warning, the copy path goes on, and the next
+    copy reads the records again and aborts it."""
+    import boto3
+
+    src = _snapshot(tmp_path)
+    tier = S3Tier(f"s3://{bucket}/job1", endpoint_url=moto_s3)
+    tier.put(_snapshot(tmp_path, "first", size=1024), Marker(step=1, rank=0, world_size=1,
+                                                             files=describe_dir(tmp_path / "first")))
+    parts = {"n": 0}
+
+    def fail_second_part(**kwargs):
+        parts["n"] += 1
+        if parts["n"] == 2:
+            raise ConnectionError("connection reset while uploading a part")
+
+    def outage(**kwargs):
+        raise ConnectionError("S3 unreachable")
+
+    tier.s3.meta.events.register("before-call.s3.UploadPart", fail_second_part)
+    tier.s3.meta.events.register("before-call.s3.AbortMultipartUpload", outage)
+    with pytest.raises(Exception):
+        tier.put(src, Marker(step=2, rank=0, world_size=1, files=describe_dir(src)))
+    with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+        tier.delete(2, 0)
+    assert "cannot abort incomplete multipart uploads" in caplog.text
+    s3 = boto3.client("s3", endpoint_url=moto_s3)
+    assert _uploads(s3, bucket) == ["job1/step_000000002/rank_00000/__0_0.distcp"]
+    tier.s3.meta.events.unregister("before-call.s3.AbortMultipartUpload", outage)
+    tier.s3.meta.events.unregister("before-call.s3.UploadPart", fail_second_part)
+    small = _snapshot(tmp_path, "next", size=1024)
+    tier.put(small, Marker(step=3, rank=0, world_size=1, files=describe_dir(small)))
+    assert _uploads(s3, bucket) == []
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="job1/_multipart/").get("KeyCount", 0) == 0
