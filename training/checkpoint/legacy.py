@@ -2,8 +2,8 @@
 
 Until 2026-11-23 each block held one ``nn.Linear(d, 3d)`` named ``qkv`` whose output was split along its last
 dimension into query, key and value in that order (``self.qkv(x).split(d, dim=2)``; training/model.py before
-commit 4f73abd). Its weight ``[3d, d]`` therefore holds q's rows ``0:d``, k's ``d:2d`` and v's ``2d:3d`` (dim 0), and its
-bias the same ranges; AdamW's ``exp_avg`` and ``exp_avg_sq`` have the parameter's shape and split the same way, and
+commit 4f73abd). Its weight ``[3d, d]`` therefore holds q's rows ``0:d``, k's ``d:2d`` and v's ``2d:3d`` (dim 0),
+and its bias the same ranges; AdamW's ``exp_avg`` and ``exp_avg_sq`` have the parameter's shape and split the same way, and
 its ``step`` is shared. The split model computes exactly the same function from those slices.
 
 A snapshot holding ``...qkv.*`` where the live model wants ``...q.*``, ``...k.*``, ``...v.*`` is loaded by reading each
