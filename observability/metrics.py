@@ -132,6 +132,12 @@ METRICS: tuple[Metric, ...] = (
            "Last completed optimizer step (0 until the first step of this incarnation)"),
     Metric("openpod_checkpoint_failures", "gauge", "1", (), JOB_TRAINING, "training/goodput.py (Goodput)",
            "Checkpoint saves and tier promotions that failed in this incarnation (resets on restart)"),
+    Metric("openpod_checkpoint_restore_source_failures", "gauge", "1", (), JOB_TRAINING,
+           "training/goodput.py (Goodput)",
+           "Checkpoint sources (tiers, peers) still unreadable after retries at this incarnation's restore"),
+    Metric("openpod_checkpoint_restored_older", "gauge", "1", (), JOB_TRAINING, "training/goodput.py (Goodput)",
+           "1 if this incarnation resumed from an older step than the newest checkpoint any rank saw "
+           "(its progress since that step is replayed)"),
     # ------------------------------------------------------------------ Kueue v0.19.2 (per team: cluster_queue == team)
     _kueue("kueue_pending_workloads", "gauge", "1", ("cluster_queue", "status", "replica_role"), 414,
            "Pending workloads per ClusterQueue; status active (in the admission queue) or inadmissible"),

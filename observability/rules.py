@@ -189,6 +189,26 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "more progress than planned.",
               "Check the job's log for the tier (local NVMe full, FSx quota, S3 permissions or throttling); "
               "free space or fix access before the next failure."),
+        Alert("OpenpodCheckpointRestoredOlder",
+              f"max {BY_JOB} (openpod_checkpoint_restored_older) > 0 "
+              f"unless max {BY_JOB} (openpod_checkpoint_restored_older offset 1h) > 0", "0m", "warning",
+              "Job {{ $labels.namespace }}/{{ $labels.training_job }} resumed from an older checkpoint than its "
+              "newest",
+              "The newest step some rank saw could not be restored (a snapshot lost with its node, a corrupt or "
+              "unreadable copy); the job went on from an older one and replays the steps in between. Fires for "
+              "the first hour of such an incarnation.",
+              "The job's log names the step and why (`newest checkpoint step N cannot be restored`); check the "
+              "tier it names (node memory lost with a node, FSx or S3 access) before the next restart."),
+        Alert("OpenpodCheckpointSourceUnreadable",
+              f"max {BY_JOB} (openpod_checkpoint_restore_source_failures) > 0 "
+              f"unless max {BY_JOB} (openpod_checkpoint_restore_source_failures offset 1h) > 0", "0m", "warning",
+              "Job {{ $labels.namespace }}/{{ $labels.training_job }}: {{ $value }} checkpoint source(s) "
+              "unreadable at restore",
+              "At the last restart, a checkpoint tier or peer could not be listed even after retries; the job "
+              "restored from another source (or refused to start). Fires for the first hour of such an "
+              "incarnation.",
+              "The job's log names the source and its error (`checkpoint source ... could not be read`): "
+              "FSx mount, S3 permissions or throttling, an unreachable peer."),
         Alert("OpenpodGoodputBelowTarget",
               f"openpod:job_goodput:ratio_window < {t.goodput_target} "
               f"and on (namespace, training_job) sum {BY_JOB} (openpod:job_training_seconds:max) "

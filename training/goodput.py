@@ -63,6 +63,12 @@ class Goodput:
         self._g_step = Gauge("openpod_training_step", "Last completed optimizer step", registry=self.registry)
         self._g_ckpt_fail = Gauge("openpod_checkpoint_failures", "Checkpoint saves and tier promotions that failed (this incarnation)",
                                   registry=self.registry)
+        self._g_src_fail = Gauge("openpod_checkpoint_restore_source_failures",
+                                 "Checkpoint sources still unreadable after retries at this incarnation's restore",
+                                 registry=self.registry)
+        self._g_older = Gauge("openpod_checkpoint_restored_older",
+                              "1 if this incarnation resumed from an older step than the newest checkpoint seen",
+                              registry=self.registry)
         # Served over HTTP: the ledger's gauges and what only a scrape computes (``serve_also``), e.g. the
         # runtime's openpod_train_straggler_score (training/straggler.py). metrics.prom gets the gauges alone,
         # so writing it never runs a scrape-time collector on the training step.
@@ -122,13 +128,18 @@ class Goodput:
                 "goodput": round(tot["productive"] / wall, 4) if wall else 0.0,
                 "incarnations": self.incarnation, "high_water_step": self.high_water}
 
-    def persist(self, *, finished: bool = False, checkpoint_failures: int = 0) -> None:
+    def persist(self, *, finished: bool = False, checkpoint_failures: int = 0, restore_source_failures: int = 0,
+                restored_older: int = 0) -> None:
+        """Set the gauges and write the ledger and metrics.prom (rank 0). The checkpoint figures are
+        ``SaveStats.gauges()``: save-path failures, and the restore's unreadable sources and fall-back apart."""
         self._last_write = time.monotonic()
         s = self.summary()
         for k, v in s["seconds"].items():
             self._g_seconds.labels(category=k).set(v)
         self._g_ratio.set(s["goodput"])
         self._g_ckpt_fail.set(checkpoint_failures)
+        self._g_src_fail.set(restore_source_failures)
+        self._g_older.set(min(restored_older, 1))
         if self.rank != 0:
             return
         try:

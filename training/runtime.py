@@ -229,6 +229,8 @@ class Runtime:
             self.last_loss = self.restored.meta.get("loss")
             log.info("rank %d restored step %d from %s in %.3fs", self.rank, start, self.restored.source,
                      self.restored.seconds)
+        if self.checkpointer is not None:  # the restore's figures are exported now, not at the first save
+            self.goodput.persist(**self.checkpointer.stats.gauges())
         self.goodput.training_starts()
         self._t_step = time.perf_counter()
         return start
@@ -399,7 +401,7 @@ class Runtime:
             blocked = self.checkpointer.save(done, model, optimizer,
                                              meta={"loss": loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", blocked)
-            self.goodput.persist(checkpoint_failures=self.checkpointer.stats.failures)
+            self.goodput.persist(**self.checkpointer.stats.gauges())
 
     def _stop_after(self, done: int, model, optimizer, loss: float) -> None:
         """Write step ``done`` to the durable tier whatever the cadence, wait for it, and ask the loop to stop."""
@@ -409,7 +411,7 @@ class Runtime:
             durable = self.checkpointer.save_durably(done, model, optimizer,
                                                      meta={"loss": loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", time.perf_counter() - t0)
-            self.goodput.persist(checkpoint_failures=self.checkpointer.stats.failures)
+            self.goodput.persist(**self.checkpointer.stats.gauges())
         self.preempted = {"step": done, "durable": durable}
         self.should_stop = True
         log.warning("rank %d stopped by SIGTERM at step %d; %s", self.rank, done,
@@ -437,8 +439,7 @@ class Runtime:
             msd, osd = get_state_dict(model, optimizer)
             state = {"model": msd, "optim": osd}
         failed = self.checkpointer.stats.failed if self.checkpointer else 0
-        failures = self.checkpointer.stats.failures if self.checkpointer else 0
-        self.goodput.persist(finished=True, checkpoint_failures=failures)
+        self.goodput.persist(finished=True, **(self.checkpointer.stats.gauges() if self.checkpointer else {}))
         result = {
             "step": self.preempted["step"] if self.preempted else self.cfg.steps,
             "preempted": self.preempted,

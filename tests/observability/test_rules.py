@@ -137,6 +137,23 @@ CASES = [
     Case("OpenpodCheckpointSaveFailing", "35m",
          [s("openpod_checkpoint_failures", TRAIN, "2x40"),                                # old failures only
           s("openpod_checkpoint_failures", {**TRAIN, "training_job": "ok"}, "0x40")]),
+    Case("OpenpodCheckpointSaveFailing", "20m",   # a restore fell back to an older step; saves are fine
+         [s("openpod_checkpoint_failures", TRAIN, "0x40"),
+          s("openpod_checkpoint_restored_older", TRAIN, "0x3 1x40"),
+          s("openpod_checkpoint_restore_source_failures", TRAIN, "0x3 1x40")]),
+    Case("OpenpodCheckpointRestoredOlder", "30m", [s("openpod_checkpoint_restored_older", TRAIN, "0x3 1x40")],
+         [{"namespace": "team-a", "training_job": "llm"}],
+         ["Job team-a/llm resumed from an older checkpoint than its newest"]),
+    Case("OpenpodCheckpointRestoredOlder", "90m",
+         [s("openpod_checkpoint_restored_older", TRAIN, "0x3 1x100"),                     # over an hour ago
+          s("openpod_checkpoint_restored_older", {**TRAIN, "training_job": "ok"}, "0x100")]),
+    Case("OpenpodCheckpointSourceUnreadable", "30m",
+         [s("openpod_checkpoint_restore_source_failures", TRAIN, "0x3 2x40")],
+         [{"namespace": "team-a", "training_job": "llm"}],
+         ["Job team-a/llm: 2 checkpoint source(s) unreadable at restore"]),
+    Case("OpenpodCheckpointSourceUnreadable", "90m",
+         [s("openpod_checkpoint_restore_source_failures", TRAIN, "1x100"),                # over an hour ago
+          s("openpod_checkpoint_restore_source_failures", {**TRAIN, "training_job": "ok"}, "0x100")]),
     Case("OpenpodGoodputBelowTarget", "90m",
          [s("openpod_training_seconds", {**TRAIN, "category": "productive"}, "10000+48x120"),
           s("openpod_training_seconds", {**TRAIN, "category": "restore"}, "100+12x120")],

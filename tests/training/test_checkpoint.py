@@ -588,23 +588,6 @@ def _uploads(s3, bucket):
     return [(u["Key"], u["UploadId"]) for u in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
 
 
-def test_s3_multipart_left_by_a_killed_writer_is_aborted_by_the_next_one(tmp_path, moto_s3, bucket):
-    """Failed on the old code: a multipart upload a killed writer left behind stayed (billed storage) until
-    the bucket's lifecycle rule, days later. The rank's next copy to S3 aborts its own stale uploads, and
-    only its own: another rank's upload in progress is left alone."""
-    import boto3
-
-    s3 = boto3.client("s3", endpoint_url=moto_s3)
-    stale = s3.create_multipart_upload(Bucket=bucket, Key="job1/step_000000001/rank_00000/__0_0.distcp")
-    s3.upload_part(Bucket=bucket, Key="job1/step_000000001/rank_00000/__0_0.distcp", PartNumber=1,
-                   UploadId=stale["UploadId"], Body=b"x" * (5 << 20))
-    other = s3.create_multipart_upload(Bucket=bucket, Key="job1/step_000000002/rank_00001/__1_0.distcp")
-    cfg = tiers(tmp_path, s3=f"s3://{bucket}/job1", endpoint=moto_s3)
-    ck, _ = saved(tmp_path, cfg, steps=(2,))
-    assert ck.stats.promoted.get("s3") == 1
-    assert _uploads(s3, bucket) == [("job1/step_000000002/rank_00001/__1_0.distcp", other["UploadId"])]
-
-
 def test_s3_multipart_of_a_failed_copy_is_aborted(tmp_path, moto_s3, bucket):
     """A copy that fails after some parts reached S3 leaves no incomplete multipart upload behind."""
     import boto3
@@ -643,26 +626,6 @@ def test_abandon_with_a_direct_durable_tier_stops_everything(tmp_path):
     ck.save(2, model, opt, {"loss": 2.0})
     ck.abandon()
     assert ck._copier._shutdown and ck._writer._shutdown
-
-
-def test_a_checkpoint_of_the_fused_qkv_model_is_refused_with_a_clear_error(tmp_path):
-    """The reference model's fused qkv projection became q, k and v (tensor parallelism). A checkpoint saved before
-    holds blocks.N.qkv.*: restore refuses with one error naming the parameters instead of skipping every step and
-    starting from step 0."""
-    from training.checkpoint import IncompatibleCheckpoint
-
-    cfg = tiers(tmp_path)
-    old, opt = make_model()
-    for blk in old.blocks:  # the model as it was: one fused [3d, d] projection
-        del blk.q, blk.k, blk.v
-        blk.qkv = torch.nn.Linear(64, 3 * 64)
-    opt = torch.optim.AdamW(old.parameters(), lr=1e-3)
-    ck = checkpointer(tmp_path, cfg)
-    ck.save(2, old, opt, {"loss": 1.0})
-    ck.close()
-    with pytest.raises(IncompatibleCheckpoint,
-                       match=r"lacks model\.blocks\.0\.k\.bias.* has model\.blocks\.0\.qkv.*fused qkv projection"):
-        restore(tmp_path, cfg)
 
 
 def test_the_memory_tier_is_filled_after_the_durable_commit_and_never_holds_a_superseded_step(tmp_path, monkeypatch):
@@ -761,34 +724,6 @@ def test_markers_with_sha256_hashes_still_verify_and_detect_corruption(tmp_path,
     assert info.source == f"fsx:{tmp_path}/fsx" and h3 == h
     assert "file __0_0.distcp fails its sha256 check" in caplog.text
     assert "no file hash of a known algorithm (blake3, sha256)" in caplog.text
-
-
-def test_s3_lists_the_jobs_multipart_uploads_once_per_process_not_on_every_copy(tmp_path, moto_s3, bucket):
-    """Failed on the old code: every promotion to S3 listed all of the job's unfinished multipart uploads
-    (one paginated listing per copy, growing with the job). Stale uploads of an earlier process are aborted
-    at the first copy; a failed copy's own are aborted by its delete(), and if that cannot run the next copy
-    lists again."""
-    from training.checkpoint.storage import S3Tier
-
-    src = tmp_path / "snap"
-    src.mkdir()
-    (src / "__0_0.distcp").write_bytes(b"x" * 1024)
-    tier = S3Tier(f"s3://{bucket}/job1", endpoint_url=moto_s3)
-    listings = []
-    tier.s3.meta.events.register("before-call.s3.ListMultipartUploads", lambda **kw: listings.append(1))
-    for step in (1, 2, 3):
-        tier.put(src, Marker(step=step, rank=0, world_size=1, files=describe_dir(src)))
-    assert len(listings) == 1
-    assert [m.step for m in tier.markers()] == [3, 2, 1]
-
-    def outage(**kw):
-        raise ConnectionError("S3 unreachable")
-
-    tier.s3.meta.events.register("before-call.s3.ListMultipartUploads", outage)
-    tier.delete(3, 0)  # a failed copy's cleanup whose abort cannot run
-    tier.s3.meta.events.unregister("before-call.s3.ListMultipartUploads", outage)
-    tier.put(src, Marker(step=4, rank=0, world_size=1, files=describe_dir(src)))
-    assert len(listings) == 3  # the failed abort (1) and the next copy's listing again (1)
 
 
 def test_steps_listed_but_none_loadable_refuse_a_fresh_start_unless_allowed(tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+from training.checkpoint import legacy
 from training.checkpoint.hashing import Destination, TeeFileSystem
 from training.checkpoint.reshard import MergedShardsReader, directly_loadable, shard_sets, state_layout
 from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
@@ -78,8 +79,16 @@ class SaveStats:
 
     @property
     def failures(self) -> int:
-        """Every failure: saves that did not commit plus promotions that did not reach a tier."""
-        return self.failed + sum(self.promote_failed.values()) + len(self.source_failed) + self.restored_older
+        """Save-path failures: saves that did not commit plus promotions that did not reach a tier. A restore's
+        unreadable sources and fall-backs to an older step are exported on their own (``gauges``): they say
+        nothing about whether saves work now."""
+        return self.failed + sum(self.promote_failed.values())
+
+    def gauges(self) -> dict[str, int]:
+        """What ``Goodput.persist`` exports: openpod_checkpoint_failures, openpod_checkpoint_restore_source_failures
+        and openpod_checkpoint_restored_older (this incarnation)."""
+        return {"checkpoint_failures": self.failures, "restore_source_failures": len(self.source_failed),
+                "restored_older": self.restored_older}
 
 
 class _PeerSource:
@@ -207,20 +216,19 @@ class Checkpointer:
         msd, osd = get_state_dict(model, optimizer)
         return {"model": msd, "optim": osd, **{n: c.state_dict() for n, c in self.components.items()}}
 
-    def _load_into(self, reader, model, optimizer, where: str) -> None:
-        """DCP-load a snapshot into the live model, optimizer and registered components."""
-        state = self.state(model, optimizer)
-        keys = set(reader.read_metadata().state_dict_metadata)
+    def _load_into(self, reader, model, optimizer, where: str, state: dict | None = None) -> None:
+        """DCP-load a snapshot into the live model, optimizer and registered components. ``state``: this
+        rank's :meth:`state`, built by the caller once for all the copies it tries (default: built here)."""
+        state = dict(self.state(model, optimizer) if state is None else state)  # components may be dropped below
+        metadata = reader.read_metadata()
+        keys = set(metadata.state_dict_metadata)
         want = {f"model.{k}" for k, v in state["model"].items() if isinstance(v, torch.Tensor)}  # DCP flattens the rest
-        if not want <= keys:
+        fused = not want <= keys and legacy.explains(want - keys, keys)  # saved before the q, k, v split
+        if not want <= keys and not fused:
             extra = sorted(k for k in keys - want if k.startswith("model."))
             raise IncompatibleCheckpoint(
                 f"checkpoint {where} holds another model: it lacks {', '.join(sorted(want - keys)[:3])}"
-                + (f" and has {', '.join(extra[:3])}" if extra else "")
-                + (" (the reference model's fused qkv projection became q, k and v for tensor parallelism on "
-                   "2026-11-23; checkpoints saved before cannot be resumed by this version: resume them with the "
-                   "version that wrote them, or start this run with a new --checkpoint-dir)"
-                   if any(".qkv." in k for k in extra) else ""))
+                + (f" and has {', '.join(extra[:3])}" if extra else ""))
         saved = {k.split(".", 1)[0] for k in keys}
         for name in self.components:
             if name not in saved:  # a checkpoint from before the component was registered
@@ -228,7 +236,10 @@ class Checkpointer:
                 state.pop(name)
         if hasattr(reader, "reset"):
             reader.reset()
-        dcp.load(state, storage_reader=reader, no_dist=True)
+        if fused:
+            legacy.load_fused_qkv(state, reader, metadata)
+        else:
+            dcp.load(state, storage_reader=reader, no_dist=True)
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         for name, c in self.components.items():
             if name in state:
@@ -589,7 +600,8 @@ class Checkpointer:
             markers = self._list_with_retries(src, failed_sources)
             if markers is not None:
                 listed.append((src, markers))
-        layout = state_layout(self.state(model, optimizer))
+        state = self.state(model, optimizer)  # built once: its layout picks the sources, every load fills it
+        layout = state_layout(state)
         direct: dict[int, list[tuple[object, Marker]]] = {}
         for src, markers in listed:
             for m in markers:
@@ -607,9 +619,10 @@ class Checkpointer:
         info = None
         while steps:
             step = max(steps)
-            info = self._load_step(step, direct.get(step, []), model, optimizer)
+            info = self._load_step(step, direct.get(step, []), model, optimizer, state)
             if info is None:
-                info = self._load_resharded(step, [s for s in sets.get(step, []) if s.complete], model, optimizer)
+                info = self._load_resharded(step, [s for s in sets.get(step, []) if s.complete], model, optimizer,
+                                            state)
             if _all_ok(info is not None, self.world_size):
                 break
             info = None
@@ -672,7 +685,7 @@ class Checkpointer:
         failed.append(f"{src.name} ({last})")
         return None
 
-    def _load_resharded(self, step: int, sets: list, model, optimizer) -> RestoreInfo | None:
+    def _load_resharded(self, step: int, sets: list, model, optimizer, state: dict) -> RestoreInfo | None:
         """Reshard ``step`` from a complete set of another mesh's snapshots: each old rank's snapshot from the
         first source whose copy verifies (fetched from a peer or S3 into scratch), read by one merged DCP reader."""
         for s in sets:
@@ -698,7 +711,7 @@ class Checkpointer:
                 continue
             where = f"{'+'.join(names)}/step_{step:09d} (saved by {s.world_size} ranks)"
             try:
-                self._load_into(MergedShardsReader(dirs), model, optimizer, where)
+                self._load_into(MergedShardsReader(dirs), model, optimizer, where, state)
             except IncompatibleCheckpoint:
                 raise
             except (Exception, CheckpointException) as e:  # noqa: BLE001 - another set, or an older step
@@ -709,7 +722,7 @@ class Checkpointer:
                                meta=s.copies[0][0][1].meta)
         return None
 
-    def _load_step(self, step: int, cands: list, model, optimizer) -> RestoreInfo | None:
+    def _load_step(self, step: int, cands: list, model, optimizer, state: dict) -> RestoreInfo | None:
         for src, m in cands:
             where = f"{src.name}/{m.key}"
             try:
@@ -717,7 +730,7 @@ class Checkpointer:
                 where = f"{src.name}/{m.key}"
                 if not getattr(src, "verified_on_fetch", False):
                     verify_dir(d, m, where)
-                self._load_into(FileSystemReader(d), model, optimizer, where)
+                self._load_into(FileSystemReader(d), model, optimizer, where, state)
                 return RestoreInfo(step=step, source=src.name, seconds=0.0, meta=m.meta)
             except IncompatibleCheckpoint:
                 raise

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -299,6 +300,13 @@ class S3Tier(Tier):
         self.s3 = boto3.client("s3", endpoint_url=endpoint_url)
         self._abort_warned = False
         self._swept: set[int] = set()  # ranks whose stale multipart uploads this process has aborted
+        self._uploads: dict[str, str] = {}  # upload id -> key: multipart uploads this process started, not ended
+        self._uploads_lock = threading.Lock()  # s3transfer calls the hooks from its worker threads
+        ev = self.s3.meta.events
+        ev.register("after-call.s3.CreateMultipartUpload", self._upload_started)
+        for op in ("CompleteMultipartUpload", "AbortMultipartUpload"):
+            ev.register(f"before-parameter-build.s3.{op}", self._upload_params)
+            ev.register(f"after-call.s3.{op}", self._upload_ended)
 
     @property
     def name(self) -> str:
@@ -322,27 +330,106 @@ class S3Tier(Tier):
                                     self.bucket, obj["Key"], e)
         return sorted(out, key=lambda m: (m.step, -m.rank), reverse=True)
 
-    def abort_incomplete(self, rank: int, step: int | None = None) -> int:
-        """Abort the multipart uploads ``rank`` left unfinished (all steps, or one): a killed writer's, or one
-        whose own cleanup failed. Only this rank's keys: other ranks may be uploading now. A rank copies one
-        snapshot at a time, so none of its own is in progress when this runs. Returns how many were aborted."""
-        where = checkpoint_key(step, rank) + "/" if step is not None else "step_"
-        mine = f"/rank_{rank:05d}/"
+    # ------------------------------------------------ multipart uploads: recorded as started, aborted by id
+    # boto3's upload_file copies files above 8 MiB as multipart uploads; parts of an upload never completed
+    # (a killed writer, a failed copy) are billed until aborted. Listing a bucket's unfinished uploads needs
+    # s3:ListBucketMultipartUploads on the whole bucket, which the platform does not grant (tenancy: it would
+    # show every team's keys). So each upload this writer starts is recorded in memory and as a small object
+    # under the job's prefix (``_multipart/rank_NNNNN/<sha256 of the id>``: key and id), dropped when the
+    # upload completes or is aborted; what is left is aborted by id (s3:AbortMultipartUpload on the prefix).
+    RECORDS = "_multipart"
+
+    def _record_key(self, rank: int, upload_id: str = "") -> str:
+        tail = hashlib.sha256(upload_id.encode()).hexdigest() if upload_id else ""
+        return self._key(f"{self.RECORDS}/rank_{rank:05d}/{tail}")
+
+    def _rank_of(self, key: str) -> int | None:
+        for part in key.split("/"):
+            if part.startswith("rank_") and part[5:].isdigit():
+                return int(part[5:])
+        return None
+
+    def _upload_started(self, parsed=None, http_response=None, **_kw) -> None:
+        """after-call CreateMultipartUpload: remember the id (memory, then the record object)."""
+        if http_response is None or http_response.status_code >= 300 or not parsed or "UploadId" not in parsed:
+            return
+        key, upload_id = parsed["Key"], parsed["UploadId"]
+        rank = self._rank_of(key)
+        if rank is None or not key.startswith(self._key("step_")):
+            return
+        with self._uploads_lock:
+            self._uploads[upload_id] = key
+        try:
+            self.s3.put_object(Bucket=self.bucket, Key=self._record_key(rank, upload_id),
+                               Body=json.dumps({"key": key, "upload_id": upload_id}).encode())
+        except Exception as e:  # noqa: BLE001 - the copy goes on; this process still aborts it by id if it fails
+            log.warning("cannot record multipart upload of s3://%s/%s (%s: %s); a crash before it completes "
+                        "leaves it to the bucket's lifecycle rule", self.bucket, key, type(e).__name__, e)
+
+    def _upload_params(self, params=None, context=None, **_kw) -> None:
+        """before-parameter-build Complete/AbortMultipartUpload: which upload the call is about."""
+        if params is not None and context is not None:
+            context["openpod_upload"] = (params.get("Key"), params.get("UploadId"))
+
+    def _upload_ended(self, http_response=None, context=None, parsed=None, **_kw) -> None:
+        """after-call Complete/AbortMultipartUpload: a completed or aborted upload needs no record."""
+        key, upload_id = (context or {}).get("openpod_upload", (None, None))
+        gone = http_response is not None and (http_response.status_code < 300 or (parsed or {}).get(
+            "Error", {}).get("Code") == "NoSuchUpload")
+        if not upload_id or not gone:
+            return
+        with self._uploads_lock:
+            self._uploads.pop(upload_id, None)
+        rank = self._rank_of(key or "")
+        if rank is not None:
+            try:
+                self.s3.delete_object(Bucket=self.bucket, Key=self._record_key(rank, upload_id))
+            except Exception as e:  # noqa: BLE001 - a stale record only costs one abort call later
+                log.debug("cannot drop the record of multipart upload %s: %s", upload_id, e)
+
+    def _abort(self, key: str, upload_id: str) -> bool:
+        try:
+            self.s3.abort_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id)
+        except self.s3.exceptions.NoSuchUpload:
+            return False  # completed or aborted already; _upload_ended drops the record
+        log.info("aborted incomplete multipart upload s3://%s/%s", self.bucket, key)
+        return True
+
+    def abort_incomplete(self, rank: int, step: int | None = None, *, world_size: int | None = None) -> int:
+        """Abort the multipart uploads ``rank`` left unfinished, by id: with ``step``, those of this process's
+        copy of that step (a failed copy); without, every one recorded for ``rank`` - a killed writer's - and,
+        given the job's ``world_size``, those of ranks the job no longer has (a restart on fewer ranks). Never
+        another current rank's: it may be uploading now. A rank copies one snapshot at a time, so none of its
+        own is in progress when this runs. Returns how many were aborted."""
         n = 0
-        for page in self.s3.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket,
-                                                                            Prefix=self._key(where)):
-            for u in page.get("Uploads", []):
-                if mine in "/" + u["Key"]:
-                    self.s3.abort_multipart_upload(Bucket=self.bucket, Key=u["Key"], UploadId=u["UploadId"])
-                    log.info("aborted incomplete multipart upload s3://%s/%s", self.bucket, u["Key"])
-                    n += 1
+        if step is not None:
+            where = self._key(checkpoint_key(step, rank) + "/")
+            with self._uploads_lock:
+                mine = [(u, k) for u, k in self._uploads.items() if k.startswith(where)]
+            return sum(self._abort(k, u) for u, k in mine)
+        prefix = self._key(f"{self.RECORDS}/")
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                owner = self._rank_of(obj["Key"][len(prefix):])
+                if owner != rank and (world_size is None or owner is None or owner < world_size):
+                    continue
+                try:
+                    rec = json.loads(self.s3.get_object(Bucket=self.bucket, Key=obj["Key"])["Body"].read())
+                except self.s3.exceptions.NoSuchKey:
+                    continue
+                except (ValueError, TypeError):
+                    log.warning("dropping unreadable multipart record s3://%s/%s", self.bucket, obj["Key"])
+                    self.s3.delete_object(Bucket=self.bucket, Key=obj["Key"])
+                    continue
+                n += self._abort(rec["key"], rec["upload_id"])
+                self.s3.delete_object(Bucket=self.bucket, Key=obj["Key"])
         return n
 
-    def _abort_quietly(self, rank: int, step: int | None = None) -> bool:
-        """:meth:`abort_incomplete`, best effort: without ``s3:ListBucketMultipartUploads`` (or during an
-        outage) the copy goes on and the bucket's lifecycle rule remains the backstop. Returns whether it ran."""
+    def _abort_quietly(self, rank: int, step: int | None = None, *, world_size: int | None = None) -> bool:
+        """:meth:`abort_incomplete`, best effort: during an outage the copy goes on and the bucket's lifecycle
+        rule remains the backstop. Returns whether it ran."""
         try:
-            self.abort_incomplete(rank, step)
+            self.abort_incomplete(rank, step, world_size=world_size)
             return True
         except Exception as e:  # noqa: BLE001 - botocore ClientError, connection errors
             if not self._abort_warned:
@@ -353,9 +440,11 @@ class S3Tier(Tier):
 
     def put(self, src: Path, marker: Marker) -> None:
         # Parts of earlier attempts (a killed writer) are billed until aborted. Only an earlier process leaves
-        # them unseen - this one aborts a failed copy's in delete() - so the job's uploads are listed once per
-        # process and rank, and again after an abort that could not run.
-        if marker.rank not in self._swept and self._abort_quietly(marker.rank):
+        # them unseen - this one aborts a failed copy's in delete() - so the records are read once per process
+        # and rank (rank 0 also takes those of ranks the job no longer has), and again after a sweep that
+        # could not run.
+        if marker.rank not in self._swept and self._abort_quietly(
+                marker.rank, world_size=marker.world_size if marker.rank == 0 else None):
             self._swept.add(marker.rank)
         for name in marker.files:
             self.s3.upload_file(str(src / name), self.bucket, self._key(f"{marker.key}/{name}"))
