@@ -22,20 +22,26 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported where tensors are made, not here: the launcher writes the data set (numpy only) and
+# must not pay torch's import (about 3 s of CPU per run) before torchrun starts the workers.
 
 INDEX = "index.json"
 
 
-def _synthetic_sample(g: torch.Generator, n: int, vocab: int) -> torch.Tensor:
+def _synthetic_sample(g: np.random.Generator, n: int, vocab: int) -> np.ndarray:
     """A learnable sequence: an arithmetic progression mod vocab with sparse noise."""
-    start = int(torch.randint(vocab, (1,), generator=g))
-    stride = int(torch.randint(1, 8, (1,), generator=g))
-    seq = (start + stride * torch.arange(n)) % vocab
-    noise = torch.rand(n, generator=g) < 0.05
-    seq[noise] = torch.randint(vocab, (int(noise.sum()),), generator=g)
+    start = int(g.integers(vocab))
+    stride = int(g.integers(1, 8))
+    seq = (start + stride * np.arange(n, dtype=np.int64)) % vocab
+    noise = g.random(n) < 0.05
+    seq[noise] = g.integers(vocab, size=int(noise.sum()))
     return seq
 
 
@@ -54,12 +60,12 @@ def ensure_dataset(data_dir: str | Path, *, seed: int, num_samples: int, samples
         raise ValueError("vocab_size must fit in uint16")
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{data_dir.name}.", dir=data_dir.parent))
-    g = torch.Generator().manual_seed(seed)
+    g = np.random.Generator(np.random.PCG64(seed))
     shards = []
     for first in range(0, num_samples, samples_per_shard):
         count = min(samples_per_shard, num_samples - first)
-        block = torch.stack([_synthetic_sample(g, seq_len + 1, vocab_size) for _ in range(count)])
-        raw = block.numpy().astype("<u2").tobytes()
+        block = np.stack([_synthetic_sample(g, seq_len + 1, vocab_size) for _ in range(count)])
+        raw = block.astype("<u2").tobytes()
         name = f"shard_{len(shards):05d}.bin"
         with open(tmp / name, "wb") as f:
             f.write(raw)
@@ -151,10 +157,14 @@ class TokenShards:
         return m
 
     def sample(self, i: int) -> torch.Tensor:
+        import torch
+
         shard, off = divmod(i, self.samples_per_shard)
         return torch.from_numpy(self._map(shard)[off].astype(np.int64))
 
     def batch(self, ids: list[int]) -> torch.Tensor:
+        import torch
+
         return torch.stack([self.sample(i) for i in ids])
 
 
@@ -169,6 +179,8 @@ class SampleOrder:
 
     def epoch_order(self, epoch: int) -> list[int]:
         if epoch != self._epoch:
+            import torch
+
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
             self._perm, self._epoch = torch.randperm(self.n, generator=g).tolist(), epoch
         return self._perm

@@ -112,3 +112,19 @@ def test_beyond_its_size_cap_the_cache_maps_the_source(tmp_path):
     d = TokenShards(src, cache_dir=tmp_path / "shm", cache_max_bytes=2 * shard_bytes)
     assert d.batch(list(range(100))).tolist() == TokenShards(src).batch(list(range(100))).tolist()
     assert (d.cache_stats["filled"], d.cache_stats["uncached"]) == (2, 2)
+
+
+def test_the_launcher_writes_the_data_set_without_importing_torch(tmp_path):
+    """The launcher runs before torchrun starts the workers: importing torch there cost ~1.5-3 s of CPU per run
+    (measured: 14.9 s -> 12.3-14.3 s for a 15-step 2-rank FSDP run on this machine)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import training.cli; from training.data import ensure_dataset; "
+            f"ensure_dataset({str(tmp_path / 'd')!r}, seed=1, num_samples=40, samples_per_shard=16, seq_len=15, "
+            "vocab_size=300); print('torch' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
+    assert len(TokenShards(tmp_path / "d")) == 40

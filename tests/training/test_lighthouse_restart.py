@@ -55,6 +55,28 @@ def start_lighthouse(port: int, log: Path) -> subprocess.Popen:
             time.sleep(0.05)
 
 
+def lighthouse_outage(tmp: Path, lighthouses: list, port: int, log: Path, release: Path, past: int) -> float:
+    """SIGKILL the running Lighthouse, release the group held at ``release``, start a new Lighthouse on the same
+    port ``OUTAGE_S`` later; seconds from the kill until both groups began a step after ``past``."""
+    lighthouses[-1].send_signal(signal.SIGKILL)
+    lighthouses[-1].wait()
+    killed_at = time.monotonic()
+    release.touch()
+    time.sleep(OUTAGE_S)
+    lighthouses.append(start_lighthouse(port, log))
+    wait_for(lambda: all((beat(tmp, r) or {}).get("step", 0) > past for r in (0, 1)), f"both groups past step {past}",
+             timeout=120)
+    return time.monotonic() - killed_at
+
+
+def stop(procs: list, lighthouses: list) -> None:
+    for p in procs:
+        kill_group(p) if p.poll() is None else None
+    for p in lighthouses:
+        p.kill()
+        p.wait()
+
+
 def test_both_groups_keep_their_processes_across_a_lighthouse_restart_and_end_bit_identical(tmp_path, baseline):
     port, log, go = free_port(), tmp_path / "lighthouse.log", tmp_path / "go"
     url = f"http://127.0.0.1:{port}"
@@ -67,22 +89,11 @@ def test_both_groups_keep_their_processes_across_a_lighthouse_restart_and_end_bi
         wait_for(lambda: (beat(tmp_path, 1) or {}).get("step") == HOLD, f"replica 1 at step {HOLD}", timeout=120)
         time.sleep(0.5)  # step 12's quorum is done; replica 0 waits in its all-reduce
         pids = worker_pid(tmp_path, 0), worker_pid(tmp_path, 1)
-        lighthouses[0].send_signal(signal.SIGKILL)
-        lighthouses[0].wait()
-        killed_at = time.monotonic()
-        go.touch()  # step 12 completes; step 13's quorum is asked of the dead Lighthouse
-        time.sleep(OUTAGE_S)
-        lighthouses.append(start_lighthouse(port, log))
-        wait_for(lambda: all((beat(tmp_path, r) or {}).get("step", 0) > HOLD + 1 for r in (0, 1)),
-                 "both groups past step 13", timeout=120)
-        resumed_after = time.monotonic() - killed_at
+        # step 12 completes; step 13's quorum is asked of the dead Lighthouse
+        resumed_after = lighthouse_outage(tmp_path, lighthouses, port, log, go, HOLD + 1)
         outs = results(procs, tmp_path)
     finally:
-        for p in procs:
-            kill_group(p) if p.poll() is None else None
-        for p in lighthouses:
-            p.kill()
-            p.wait()
+        stop(procs, lighthouses)
 
     for r, out in enumerate(outs):
         assert out["fault_tolerance"]["pid"] == pids[r] and out["goodput"]["incarnations"] == 1, out
@@ -112,22 +123,10 @@ def test_after_a_group_healed_a_lighthouse_restart_reuses_no_store_prefix_and_ev
                  timeout=180)
         time.sleep(0.5)
         pids = worker_pid(tmp_path, 0), worker_pid(tmp_path, 1)
-        lighthouses[0].send_signal(signal.SIGKILL)
-        lighthouses[0].wait()
-        killed_at = time.monotonic()
-        go2.touch()
-        time.sleep(OUTAGE_S)
-        lighthouses.append(start_lighthouse(port, log))
-        wait_for(lambda: all((beat(tmp_path, r) or {}).get("step", 0) > SECOND_HOLD + 1 for r in (0, 1)),
-                 f"both groups past step {SECOND_HOLD + 1}", timeout=90)
-        resumed_after = time.monotonic() - killed_at
+        resumed_after = lighthouse_outage(tmp_path, lighthouses, port, log, go2, SECOND_HOLD + 1)
         outs = results(procs, tmp_path)
     finally:
-        for p in procs:
-            kill_group(p) if p.poll() is None else None
-        for p in lighthouses:
-            p.kill()
-            p.wait()
+        stop(procs, lighthouses)
 
     import re
 
