@@ -42,7 +42,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
-from training.ft.heartbeat import forget
+from training.ft import jobbeats
+from training.ft.heartbeat import forget, read_beats
 from training.ft.watchdog import clear_state
 
 log = logging.getLogger("training")
@@ -235,6 +236,7 @@ class InProcessRestart:
                     self._join()  # a peer lost while the group forms fails here: the same recovery
                     with self._lock:
                         self._armed = self.generation
+                    os.environ["OPENPOD_GENERATION"] = str(self.generation)  # the heartbeat's (jobbeats.current)
                     return fn()
                 except RefusedFreshStart:
                     raise
@@ -307,6 +309,7 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
     else:
         shost, store = host, dist.TCPStore(host, 0, is_master=True, wait_for_workers=False)
     if node_rank == 0:
+        jobbeats.init(store, nnodes)
         store.set(GENERATION_KEY, "0")
     else:
         store.wait([GENERATION_KEY])
@@ -406,21 +409,32 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                     procs[r], who = replace(r)
                     echo(f"launcher: rank {first + r} exited ({rc}); {who} replaces it alone, generation "
                          f"{generation} (in-process restart {restarts} of {max_restarts})")
-            elif watchdog is not None and ft_dir is not None and time.monotonic() >= next_watch:
+            elif time.monotonic() >= next_watch:
                 next_watch = time.monotonic() + 1.0  # as often as the torchrun launcher's (the bound is seconds)
-                if watchdog.hung():
-                    quiet, bound = watchdog.quiet(), watchdog.bound()
-                    live = {r: p for r, p in procs.items() if r not in done and p.poll() is None}
-                    lagging = [r - first for r in watchdog.culprits() if r - first in live]  # local ranks
-                    watchdog.dump_stacks([p.pid for p in live.values()])
-                    for r in lagging or live:  # the next poll replaces them; the others re-form in-process
-                        live[r].kill()
-                    who = (f"rank(s) {', '.join(str(first + r) for r in lagging)} fell behind (did not begin the "
-                           "step the others began): replacing them alone" if lagging
-                           else "every rank began the same step: replacing every local worker")
-                    echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {bound:.1f}s); stacks in {ft_dir}; "
-                         f"{who}")
-                    clear_state(ft_dir)
+                jobbeats.publish(store, node_rank, read_beats(ft_dir) if ft_dir is not None else [])
+                if watchdog is not None and ft_dir is not None:
+                    # The whole job's beats of the current generation: a culprit on another node is named here too
+                    beats, node_of = jobbeats.current(jobbeats.gather(store, nnodes), int(store.get(GENERATION_KEY)))
+                    if watchdog.hung(beats=beats):
+                        quiet, bound = watchdog.quiet(beats=beats), watchdog.bound(beats)
+                        culprits = watchdog.culprits(beats)
+                        live = {r: p for r, p in procs.items() if r not in done and p.poll() is None}
+                        lagging = [r - first for r in culprits if r - first in live]  # local ranks
+                        elsewhere = [r for r in culprits if not first <= r < first + nproc]
+                        watchdog.dump_stacks([p.pid for p in live.values()])
+                        if lagging or not elsewhere:
+                            for r in lagging or live:  # the next poll replaces them; the others re-form in-process
+                                live[r].kill()
+                            clear_state(ft_dir)
+                        who = (f"rank(s) {', '.join(str(first + r) for r in lagging)} fell behind (did not begin "
+                               "the step the others began): replacing them alone" if lagging
+                               else f"rank(s) {', '.join(map(str, elsewhere))} on node(s) "
+                                    f"{', '.join(str(n) for n in sorted({node_of[r] for r in elsewhere}))} fell "
+                                    "behind: keeping this node's workers (their node's launcher replaces them)"
+                               if elsewhere else "every rank began the same step: replacing every local worker")
+                        echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {bound:.1f}s); stacks in "
+                             f"{ft_dir}; {who}")
+                        next_watch = time.monotonic() + bound  # the recovery's new generation, not a second verdict
             time.sleep(0.05)
     finally:
         signal.signal(signal.SIGTERM, previous)

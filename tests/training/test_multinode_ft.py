@@ -1,0 +1,62 @@
+"""Multi-node in-process restart: what one node's launcher must know about the others.
+
+Two launchers on 127.0.0.1 act as two nodes of one rank each (``--nnodes 2 --node-rank i``; node 0's
+launcher hosts the job's store). Each launcher publishes its node's rank heartbeats to that store, so
+every launcher's hang watchdog judges the whole job: a rank of node 1 that stops advancing is the
+culprit on every node, node 1's launcher alone replaces it, and node 0's rank - waiting for it in the
+step's all-reduce - keeps its process.
+"""
+
+import os
+
+import pytest
+
+from tests.training.conftest import cli_env, kill_group, last_json, spawn, train_args, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+
+HANG_FLOOR_S = 8.0  # as test_hang.py: a restored step on a loaded 2-core machine must not trip it again
+
+
+def two_nodes(tmp_path, env: dict, *, max_restarts: int = 1, extra=()) -> dict:
+    from tests.conftest import free_port
+
+    port = free_port()
+    procs = {}
+    for i, node in enumerate("ab"):
+        args = train_args(tmp_path, nproc=1, extra=["--restart", "in-process", "--max-restarts", str(max_restarts),
+                                                    "--nnodes", "2", "--node-rank", str(i), "--node-id", node,
+                                                    "--rdzv-endpoint", f"127.0.0.1:{port}", *extra])
+        procs[node] = spawn(args, env=cli_env(**env), log=tmp_path / f"{node}.log")
+    return procs
+
+
+def test_a_hung_rank_on_node_1_is_the_culprit_on_both_nodes_and_node_0_keeps_its_process(tmp_path, baseline):
+    """Rank 1 (node 1) stops advancing before step 12; rank 0 (node 0) waits in step 12's all-reduce. Node 0's
+    own heartbeat files show only a rank that began step 12 and went quiet: judged from them alone, node 0's
+    watchdog killed its own waiting rank (the old code). Judged from the job's store, rank 1 is the culprit
+    on both nodes; node 1's launcher replaces it; rank 0 re-forms in its process; the result is exact."""
+    ft = tmp_path / "ck" / "run" / "ft"
+    procs = two_nodes(tmp_path, {"OPENPOD_HANG_AT": f"12@1@{tmp_path / 'hung-once'}"},
+                      extra=["--hang-floor", str(HANG_FLOOR_S), "--hang-multiple", "5"])
+    try:
+        wait_for(lambda: (ft / "a" / "pid-0").exists(), "rank 0's pid file")
+        survivor = int((ft / "a" / "pid-0").read_text())
+        outs = {n: p.communicate(timeout=120)[0] for n, p in procs.items()}
+    finally:
+        for p in procs.values():
+            kill_group(p)
+    logs = {n: (tmp_path / f"{n}.log").read_text() for n in procs}
+    assert [procs[n].returncode for n in "ab"] == [0, 0], logs["a"][-3000:] + logs["b"][-3000:]
+    (line_b,) = [ln for ln in logs["b"].splitlines() if ln.startswith("watchdog: ")]
+    assert "rank(s) 1 fell behind" in line_b and "replacing them alone" in line_b, line_b
+    fired_after = float(line_b.split("no rank advanced for ")[1].split("s")[0])
+    assert HANG_FLOOR_S <= fired_after <= HANG_FLOOR_S + 3.0, line_b    # within its bound (+ 1 s polling)
+    node_a = [ln for ln in logs["a"].splitlines() if ln.startswith("watchdog: ")]
+    assert all("rank(s) 1 on node(s) 1 fell behind: keeping this node's workers" in ln for ln in node_a), node_a
+    assert "hang_forever" in (ft / "b" / "stacks-rank-1.txt").read_text()  # the hung rank, caught in the act
+    r0, r1 = last_json(outs["a"]), last_json(outs["b"])
+    assert r0["pid"] == survivor                                         # node 0's rank: the same process
+    assert r0["restart"] == {"mode": "in-process", "restarts": 1, "generation": 1}
+    assert r0["restored_step"] == 10 and r0["step"] == 20
+    assert r0["state_sha256"] == r1["state_sha256"] == baseline["state_sha256"]
