@@ -60,3 +60,44 @@ def test_a_hung_rank_on_node_1_is_the_culprit_on_both_nodes_and_node_0_keeps_its
     assert r0["restart"] == {"mode": "in-process", "restarts": 1, "generation": 1}
     assert r0["restored_step"] == 10 and r0["step"] == 20
     assert r0["state_sha256"] == r1["state_sha256"] == baseline["state_sha256"]
+
+
+def test_the_restart_budget_is_the_jobs_not_each_nodes(tmp_path):
+    """--max-restarts 1 on two nodes: rank 1 (node 1) is killed in step 12 and replaced (the job's one restart);
+    then rank 0 (node 0) is killed in step 16. On the old code each launcher counted its own restarts, so node 0
+    replaced rank 0 too (two restarts, 2 x the budget) and the job completed. Now the count is one counter in
+    the job's store: node 0's launcher stops with the budget used up, and node 1's stops with it, promptly."""
+    import signal
+    import time
+
+    from training.ft.heartbeat import read_beats
+
+    go, go2 = tmp_path / "go", tmp_path / "go2"
+    ft = tmp_path / "ck" / "run" / "ft"
+    procs = two_nodes(tmp_path, {"OPENPOD_HOOK_WAIT": f"12@2@{go},16@2@{go2}"})
+    try:
+        def steps():
+            return {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)}
+
+        wait_for(lambda: steps() == {0: 12, 1: 12}, "both ranks at step 12")
+        os.kill(int((ft / "b" / "pid-1").read_text()), signal.SIGKILL)
+        go.touch()
+        wait_for(lambda: steps() == {0: 16, 1: 16}, "both ranks at step 16 after the first restart")
+        os.kill(int((ft / "a" / "pid-0").read_text()), signal.SIGKILL)
+        t0 = time.monotonic()
+        go2.touch()
+        for p in procs.values():
+            p.communicate(timeout=60)
+        ended = time.monotonic() - t0
+    finally:
+        for p in procs.values():
+            kill_group(p)
+    logs = {n: (tmp_path / f"{n}.log").read_text() for n in procs}
+    assert "rank 1 exited (-9); standby worker 0" in logs["b"] and "in-process restart 1 of 1" in logs["b"]
+    assert procs["a"].returncode != 0, logs["a"][-3000:]
+    assert "launcher: rank(s) 0 exited (-9); --max-restarts 1 used up (the job's: 1 restart so far)" in logs["a"], \
+        logs["a"][-3000:]
+    assert procs["b"].returncode != 0, logs["b"][-3000:]
+    assert "launcher: the job stopped on node 0: rank(s) 0 exited (-9); --max-restarts 1 used up" in logs["b"], \
+        logs["b"][-3000:]
+    assert ended < 20, ended                          # node 1 did not wait out a timeout

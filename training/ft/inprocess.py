@@ -50,6 +50,8 @@ log = logging.getLogger("training")
 
 JOIN_TIMEOUT_S = 30.0  # forming a generation's process group, once every rank checked in
 GENERATION_KEY = "generation"
+RESTARTS_KEY = "openpod/restarts"  # the job's in-process restarts so far, every node's launcher counting
+FAILED_KEY = "openpod/failed"      # why a launcher gave up the job: every other launcher stops its workers too
 EXIT_REFUSED = 3  # training.worker: refused a fresh start; restarting would refuse again
 
 active: "InProcessRestart | None" = None  # the running worker's restarter (Runtime registers its abort hook)
@@ -292,7 +294,9 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
 
     ``spares`` warm standby workers (interpreter started, torch and the trainer imported, waiting on
     the store) take a failed rank's place at once; a new standby is started behind each one used.
-    Each replacement moves the job to the next generation (at most ``max_restarts`` times).
+    Each replacement moves the job to the next generation (at most ``max_restarts`` times in the whole job:
+    the count is one counter in the store, so N nodes do not get N times the budget). A launcher that gives
+    the job up says why in the store (``openpod/failed``); the others stop their workers at their next poll.
     SIGTERM is passed to every worker, which get ``stop_timeout`` seconds before SIGKILL. A
     hang declared by ``watchdog`` (training/ft/watchdog.py) dumps every local worker's stack and
     kills the ranks that fell behind (did not begin the step the others began; every local worker
@@ -346,7 +350,6 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
     for _ in range(spares):
         start_standby()
     done: set[int] = set()
-    restarts = 0
     signalled: list[int] = []
     deadline = None
 
@@ -366,6 +369,17 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                 p.kill()
         for p in everyone:
             p.wait()
+
+    def give_up(why: str) -> None:
+        """Tell the other launchers; node 0 (the store's host) waits a little for them to read it."""
+        try:
+            store.set(FAILED_KEY, why)
+            wait_until = time.monotonic() + 10.0
+            while node_rank == 0 and store.add(FAILED_KEY + "/seen", 0) < nnodes - 1 \
+                    and time.monotonic() < wait_until:
+                time.sleep(0.1)
+        except RuntimeError:
+            pass  # the store is gone: the other launchers find that out themselves
 
     previous = signal.signal(signal.SIGTERM, forward)
     next_watch = 0.0
@@ -392,15 +406,19 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                 return 0, bool(signalled)
             if failed:
                 worst = failed[0][1]
-                if signalled or done or any(rc == EXIT_REFUSED for _, rc in failed) \
-                        or restarts + 1 > max_restarts:
+                refused = any(rc == EXIT_REFUSED for _, rc in failed)
+                restarts = 0 if signalled or done or refused else store.add(RESTARTS_KEY, 1)  # the job's count
+                if signalled or done or refused or restarts > max_restarts:
                     why = ("stopping" if signalled else "a rank already finished" if done
-                           else "refused to start" if any(rc == EXIT_REFUSED for _, rc in failed)
-                           else f"--max-restarts {max_restarts} used up")
-                    echo(f"launcher: rank(s) {', '.join(str(first + r) for r, _ in failed)} exited ({worst}); {why}")
+                           else "refused to start" if refused
+                           else f"--max-restarts {max_restarts} used up (the job's: {restarts - 1} restart"
+                                f"{'' if restarts == 2 else 's'} so far)")
+                    msg = f"rank(s) {', '.join(str(first + r) for r, _ in failed)} exited ({worst}); {why}"
+                    echo(f"launcher: {msg}")
+                    if nnodes > 1:
+                        give_up(f"node {node_rank}: {msg}")
                     stop_all()
-                    return (EXIT_REFUSED if any(rc == EXIT_REFUSED for _, rc in failed) else worst), bool(signalled)
-                restarts += 1
+                    return (EXIT_REFUSED if refused else worst), bool(signalled)
                 # survivors (on every node) re-form their process group on this; add: launchers never collide
                 generation = store.add(GENERATION_KEY, 1)
                 for r, rc in failed:
@@ -411,7 +429,20 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                          f"{generation} (in-process restart {restarts} of {max_restarts})")
             elif time.monotonic() >= next_watch:
                 next_watch = time.monotonic() + 1.0  # as often as the torchrun launcher's (the bound is seconds)
-                jobbeats.publish(store, node_rank, read_beats(ft_dir) if ft_dir is not None else [])
+                try:
+                    jobbeats.publish(store, node_rank, read_beats(ft_dir) if ft_dir is not None else [])
+                    why = store.get(FAILED_KEY).decode() if nnodes > 1 and store.check([FAILED_KEY]) else None
+                except RuntimeError as e:  # DistNetworkError: node 0's launcher, which hosts the store, is gone
+                    echo(f"launcher: the job's store at {shost}:{store.port} is unreachable ({str(e)[:120]}): "
+                         "node 0's launcher is gone and the job with it; stopping this node's workers "
+                         "(on EKS the JobSet restarts the job: docs/training.md, \"Losing node 0\")")
+                    stop_all()
+                    return 1, bool(signalled)
+                if why:
+                    echo(f"launcher: the job stopped on {why}")
+                    store.add(FAILED_KEY + "/seen", 1)
+                    stop_all()
+                    return 1, bool(signalled)
                 if watchdog is not None and ft_dir is not None:
                     # The whole job's beats of the current generation: a culprit on another node is named here too
                     beats, node_of = jobbeats.current(jobbeats.gather(store, nnodes), int(store.get(GENERATION_KEY)))
