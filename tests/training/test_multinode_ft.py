@@ -8,6 +8,7 @@ step's all-reduce - keeps its process.
 """
 
 import os
+import shutil
 
 import pytest
 
@@ -18,16 +19,20 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
 HANG_FLOOR_S = 8.0  # as test_hang.py: a restored step on a loaded 2-core machine must not trip it again
 
 
-def two_nodes(tmp_path, env: dict, *, max_restarts: int = 1, extra=()) -> dict:
+def two_nodes(tmp_path, env: dict, *, max_restarts: int = 1, extra=(), only: str = "ab", port: int | None = None):
+    """Launchers for nodes ``only`` of two (``a``: node 0, hosting the store at ``port``); each has ``.port``."""
     from tests.conftest import free_port
 
-    port = free_port()
+    port = port or free_port()
     procs = {}
     for i, node in enumerate("ab"):
+        if node not in only:
+            continue
         args = train_args(tmp_path, nproc=1, extra=["--restart", "in-process", "--max-restarts", str(max_restarts),
                                                     "--nnodes", "2", "--node-rank", str(i), "--node-id", node,
                                                     "--rdzv-endpoint", f"127.0.0.1:{port}", *extra])
         procs[node] = spawn(args, env=cli_env(**env), log=tmp_path / f"{node}.log")
+        procs[node].port = port
     return procs
 
 
@@ -101,3 +106,63 @@ def test_the_restart_budget_is_the_jobs_not_each_nodes(tmp_path):
     assert "launcher: the job stopped on node 0: rank(s) 0 exited (-9); --max-restarts 1 used up" in logs["b"], \
         logs["b"][-3000:]
     assert ended < 20, ended                          # node 1 did not wait out a timeout
+
+
+def test_a_vanished_node_is_declared_lost_and_a_replacement_launcher_rejoins_the_job(tmp_path, baseline):
+    """Node 1's launcher, its worker and its standby are SIGKILLed together while rank 0 (node 0) waits in step
+    12's all-reduce - an instance dying. Node 0's launcher notices node 1's beat in the store go stale within
+    --node-timeout, declares the node lost (a new generation: rank 0 leaves the broken process group at once and
+    waits for a full world) and waits up to --node-wait for a launcher with --node-rank 1. A new one is started
+    (as the JobSet's pod replacement would); its worker joins; rank 0 keeps its process; the result is exact.
+    On the old code nothing noticed: rank 0 waited for a generation that never came and its launcher replaced it
+    (or the job waited for the process-group timeout)."""
+    from training.ft.heartbeat import read_beats
+
+    go = tmp_path / "go"
+    ft = tmp_path / "ck" / "run" / "ft"
+    extra = ["--node-timeout", "3", "--node-wait", "60"]
+    env = {"OPENPOD_HOOK_WAIT": f"12@2@{go}"}
+    procs = two_nodes(tmp_path, env, max_restarts=2, extra=extra)
+    try:
+        wait_for(lambda: {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)} == {0: 12, 1: 12},
+                 "both ranks at step 12")
+        survivor = int((ft / "a" / "pid-0").read_text())
+        kill_group(procs["b"])                       # the instance dies: launcher, worker and standby at once
+        go.touch()
+        wait_for(lambda: "node 1 lost" in (tmp_path / "a.log").read_text(), "node 0 declaring node 1 lost",
+                 timeout=30)
+        shutil.rmtree(tmp_path / "shm" / "b")         # the new instance's memory is empty
+        procs["b"] = two_nodes(tmp_path, env, max_restarts=2, extra=extra, only="b", port=procs["a"].port)["b"]
+        outs = {n: p.communicate(timeout=120)[0] for n, p in procs.items()}
+    finally:
+        for p in procs.values():
+            kill_group(p)
+    logs = {n: (tmp_path / f"{n}.log").read_text() for n in procs}
+    assert [procs[n].returncode for n in "ab"] == [0, 0], logs["a"][-3000:] + logs["b"][-3000:]
+    (lost,) = [ln for ln in logs["a"].splitlines() if "node 1 lost" in ln]
+    silent = float(lost.split("silent for ")[1].split("s")[0])
+    assert 3.0 <= silent <= 5.0, lost                # within --node-timeout (+ 1 s polling)
+    assert "waiting up to 60s for a launcher with --node-rank 1" in lost, lost
+    assert "launcher: node 1 rejoined" in logs["a"], logs["a"][-3000:]
+    r0, r1 = last_json(outs["a"]), last_json(outs["b"])
+    assert r0["pid"] == survivor                      # node 0's rank: the same process
+    assert r0["restart"]["generation"] == 1 and r0["restored_step"] == 10 and r0["step"] == 20
+    assert not r1["restored_from"].startswith("memory:"), r1["restored_from"]  # not the lost node's memory
+    assert r0["state_sha256"] == r1["state_sha256"] == baseline["state_sha256"]
+
+
+def test_a_lost_node_that_is_not_replaced_ends_the_job_with_a_clear_error(tmp_path):
+    go = tmp_path / "go"
+    ft = tmp_path / "ck" / "run" / "ft"
+    procs = two_nodes(tmp_path, {"OPENPOD_HOOK_WAIT": f"12@2@{go}"}, extra=["--node-timeout", "3", "--node-wait", "4"])
+    try:
+        wait_for(lambda: (ft / "a" / "pid-0").exists() and (ft / "b" / "pid-1").exists(), "both workers")
+        kill_group(procs["b"])
+        go.touch()
+        procs["a"].communicate(timeout=60)
+    finally:
+        for p in procs.values():
+            kill_group(p)
+    log = (tmp_path / "a.log").read_text()
+    assert procs["a"].returncode != 0
+    assert "launcher: node 1 lost and no launcher with --node-rank 1 joined within 4s; stopping" in log, log[-3000:]

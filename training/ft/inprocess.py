@@ -285,7 +285,8 @@ def standby_assignment(store_addr: str, standby_id: str, poll_s: float = 0.02) -
 def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_restarts: int, stop_timeout: float,
                     echo: Callable[[str], None], ft_dir: Path | None = None, watchdog=None,
                     spares: int = 0, nnodes: int = 1, node_rank: int = 0,
-                    endpoint: str | None = None) -> tuple[int, bool]:
+                    endpoint: str | None = None, node_timeout: float = 30.0,
+                    node_wait: float = 600.0) -> tuple[int, bool]:
     """Launcher side: run ``nproc`` workers (``cmd``) on this node; replace a failed one alone.
 
     With ``nnodes`` > 1 every node's launcher runs this: node 0's hosts the job's store at ``endpoint``
@@ -297,6 +298,12 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
     Each replacement moves the job to the next generation (at most ``max_restarts`` times in the whole job:
     the count is one counter in the store, so N nodes do not get N times the budget). A launcher that gives
     the job up says why in the store (``openpod/failed``); the others stop their workers at their next poll.
+    A node whose launcher stops publishing its beat to the store (training/ft/jobbeats.py) for
+    ``node_timeout`` seconds - an instance gone with its launcher and ranks - is declared lost by the
+    first launcher to notice: its ranks count as failed (a new generation; the survivors leave the
+    broken process group and wait for a full world) and every launcher waits up to ``node_wait``
+    seconds for a launcher with that ``node_rank`` to join (a replacement pod), which starts that
+    node's ranks in the current generation; on expiry the job stops with an error naming the node.
     SIGTERM is passed to every worker, which get ``stop_timeout`` seconds before SIGKILL. A
     hang declared by ``watchdog`` (training/ft/watchdog.py) dumps every local worker's stack and
     kills the ranks that fell behind (did not begin the step the others began; every local worker
@@ -317,8 +324,23 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
         store.set(GENERATION_KEY, "0")
     else:
         store.wait([GENERATION_KEY])
+    incarnation = store.add(f"openpod/node-{node_rank}/incarnation", 1)
+    if incarnation > 1 and store.add(f"openpod/lost/node-{node_rank}/inc-{incarnation - 1}", 1) == 1:
+        # This launcher replaces one that vanished before any other noticed: its ranks failed with it.
+        used = store.add(RESTARTS_KEY, 1)
+        if used > max_restarts:
+            echo(f"launcher: node {node_rank} replaced; --max-restarts {max_restarts} used up")
+            store.set(FAILED_KEY, f"node {node_rank}: replaced; --max-restarts {max_restarts} used up")
+            return 1, False
+        g = store.add(GENERATION_KEY, 1)
+        echo(f"launcher: replacing node {node_rank}'s launcher (incarnation {incarnation}); generation {g} "
+             f"(in-process restart {used} of {max_restarts})")
     generation = int(store.get(GENERATION_KEY))
+    if incarnation > 1:
+        echo(f"launcher: node {node_rank} rejoins the job in generation {generation}")
     first = node_rank * nproc  # this node's first global rank
+    seen: dict[int, tuple] = {}  # other node -> (its last published beat, when this launcher saw it change)
+    lost: dict[int, float] = {}  # node -> deadline for its replacement (monotonic)
     base = dict(env, MASTER_ADDR=shost, MASTER_PORT=str(store.port), OPENPOD_RESTART_STORE=f"{shost}:{store.port}",
                 WORLD_SIZE=str(nnodes * nproc), LOCAL_WORLD_SIZE=str(nproc))
 
@@ -375,11 +397,46 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
         try:
             store.set(FAILED_KEY, why)
             wait_until = time.monotonic() + 10.0
-            while node_rank == 0 and store.add(FAILED_KEY + "/seen", 0) < nnodes - 1 \
+            while node_rank == 0 and store.add(FAILED_KEY + "/seen", 0) < nnodes - 1 - len(lost) \
                     and time.monotonic() < wait_until:
                 time.sleep(0.1)
         except RuntimeError:
             pass  # the store is gone: the other launchers find that out themselves
+
+    def watch_nodes() -> str | None:
+        """Declare a node lost whose launcher went silent; why the job must stop, if it must."""
+        nonlocal generation
+        now = time.monotonic()
+        for n in jobbeats.gather(store, nnodes):
+            j = n.node
+            if j == node_rank:
+                continue
+            if j not in seen or seen[j][0] != n.time:
+                seen[j] = (n.time, now)
+                if j in lost and n.time is not None:
+                    del lost[j]
+                    echo(f"launcher: node {j} rejoined (a new launcher with --node-rank {j})")
+                continue
+            quiet = now - seen[j][1]
+            if n.time is None or j in lost or quiet <= node_timeout or store.check([f"openpod/done/node-{j}"]):
+                continue
+            lost[j] = now + node_wait
+            inc = store.add(f"openpod/node-{j}/incarnation", 0)
+            ranks = f"{j * nproc}..{(j + 1) * nproc - 1}" if nproc > 1 else str(j * nproc)
+            wait = f"waiting up to {node_wait:.0f}s for a launcher with --node-rank {j} to replace it"
+            if store.add(f"openpod/lost/node-{j}/inc-{inc}", 1) > 1:
+                echo(f"launcher: node {j} lost (declared by another launcher); {wait}")
+                continue
+            used = store.add(RESTARTS_KEY, 1)
+            if used > max_restarts:
+                return f"node {j} lost; --max-restarts {max_restarts} used up (the job's: {used - 1} so far)"
+            generation = store.add(GENERATION_KEY, 1)  # its ranks failed: the survivors move on
+            echo(f"launcher: node {j} lost: its launcher silent for {quiet:.1f}s (bound {node_timeout:.0f}s), rank(s) "
+                 f"{ranks} with it; generation {generation} (in-process restart {used} of {max_restarts}); {wait}")
+        for j, deadline in lost.items():
+            if now > deadline:
+                return f"node {j} lost and no launcher with --node-rank {j} joined within {node_wait:.0f}s"
+        return None
 
     previous = signal.signal(signal.SIGTERM, forward)
     next_watch = 0.0
@@ -399,6 +456,7 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                     failed.append((r, rc))
             if len(done) == nproc:
                 if nnodes > 1:  # node 0's launcher keeps the store up until every node's workers are done
+                    store.set(f"openpod/done/node-{node_rank}", "1")  # its beat stops: not a lost node
                     store.add("nodes-done", 1)
                     wait_until = time.monotonic() + max(stop_timeout, 60.0)
                     while node_rank == 0 and store.add("nodes-done", 0) < nnodes and time.monotonic() < wait_until:
@@ -443,6 +501,13 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                     store.add(FAILED_KEY + "/seen", 1)
                     stop_all()
                     return 1, bool(signalled)
+                if nnodes > 1:
+                    why = watch_nodes()
+                    if why:
+                        echo(f"launcher: {why}; stopping")
+                        give_up(f"node {node_rank}: {why}")
+                        stop_all()
+                        return 1, bool(signalled)
                 if watchdog is not None and ft_dir is not None:
                     # The whole job's beats of the current generation: a culprit on another node is named here too
                     beats, node_of = jobbeats.current(jobbeats.gather(store, nnodes), int(store.get(GENERATION_KEY)))

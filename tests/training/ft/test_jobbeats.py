@@ -21,3 +21,14 @@ def test_every_node_sees_every_rank_and_names_a_culprit_on_another_node():
     assert sorted(b.rank for b in beats) == [0, 1]    # rank 2's beat is from generation 0: stale, not judged
     assert node_of == {0: 0, 1: 1, 2: 1}
     assert behind(beats) == [1]                       # node 0 names node 1's rank as the culprit
+
+
+def test_node_timeout_and_wait_must_be_positive():
+    from training.cli import check_run_args
+
+    base = ["--steps", "10", "--checkpoint-dir", "/tmp/ck", "--restart", "in-process", "--max-restarts", "1",
+            "--nnodes", "2",
+            "--rdzv-endpoint", "h:1"]
+    assert check_run_args([*base, "--node-timeout", "5", "--node-wait", "60"]) == []
+    assert check_run_args([*base, "--node-timeout", "0", "--node-wait", "-1"]) == [
+        "--node-timeout: must be > 0 seconds, got 0.0", "--node-wait: must be > 0 seconds, got -1.0"]
