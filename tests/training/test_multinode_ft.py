@@ -166,3 +166,31 @@ def test_a_lost_node_that_is_not_replaced_ends_the_job_with_a_clear_error(tmp_pa
     log = (tmp_path / "a.log").read_text()
     assert procs["a"].returncode != 0
     assert "launcher: node 1 lost and no launcher with --node-rank 1 joined within 4s; stopping" in log, log[-3000:]
+
+
+def test_losing_node_0_stops_the_other_nodes_with_a_clear_error(tmp_path):
+    """Node 0's launcher hosts the job's store: when it vanishes with its ranks, the job's rendezvous state is
+    gone. Node 1's launcher says so and stops its workers within seconds (on EKS its pod then fails and the
+    JobSet restarts the job: docs/training.md). On the old code it crashed with a traceback from the store."""
+    import time
+
+    from training.ft.heartbeat import read_beats
+
+    go = tmp_path / "go"
+    ft = tmp_path / "ck" / "run" / "ft"
+    procs = two_nodes(tmp_path, {"OPENPOD_HOOK_WAIT": f"12@2@{go}"})
+    try:
+        wait_for(lambda: {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)} == {0: 12, 1: 12},
+                 "both ranks at step 12")
+        kill_group(procs["a"])
+        t0 = time.monotonic()
+        procs["b"].communicate(timeout=60)
+        ended = time.monotonic() - t0
+    finally:
+        for p in procs.values():
+            kill_group(p)
+    log = (tmp_path / "b.log").read_text()
+    assert procs["b"].returncode == 1, log[-3000:]
+    (line,) = [ln for ln in log.splitlines() if ln.startswith("launcher: ")]
+    assert line.startswith("launcher: the job's store at 127.0.0.1:") and "node 0's launcher is gone" in line, line
+    assert ended < 15, ended

@@ -487,15 +487,8 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                          f"{generation} (in-process restart {restarts} of {max_restarts})")
             elif time.monotonic() >= next_watch:
                 next_watch = time.monotonic() + 1.0  # as often as the torchrun launcher's (the bound is seconds)
-                try:
-                    jobbeats.publish(store, node_rank, read_beats(ft_dir) if ft_dir is not None else [])
-                    why = store.get(FAILED_KEY).decode() if nnodes > 1 and store.check([FAILED_KEY]) else None
-                except RuntimeError as e:  # DistNetworkError: node 0's launcher, which hosts the store, is gone
-                    echo(f"launcher: the job's store at {shost}:{store.port} is unreachable ({str(e)[:120]}): "
-                         "node 0's launcher is gone and the job with it; stopping this node's workers "
-                         "(on EKS the JobSet restarts the job: docs/training.md, \"Losing node 0\")")
-                    stop_all()
-                    return 1, bool(signalled)
+                jobbeats.publish(store, node_rank, read_beats(ft_dir) if ft_dir is not None else [])
+                why = store.get(FAILED_KEY).decode() if nnodes > 1 and store.check([FAILED_KEY]) else None
                 if why:
                     echo(f"launcher: the job stopped on {why}")
                     store.add(FAILED_KEY + "/seen", 1)
@@ -532,6 +525,14 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                              f"{ft_dir}; {who}")
                         next_watch = time.monotonic() + bound  # the recovery's new generation, not a second verdict
             time.sleep(0.05)
+    except dist.DistError as e:  # a store call failed: node 0's launcher, which hosts the store, is gone
+        if nnodes == 1:
+            raise
+        echo(f"launcher: the job's store at {shost}:{store.port} is unreachable ({str(e).splitlines()[0][:120]}): "
+             "node 0's launcher is gone and the job with it; stopping this node's workers (on EKS the JobSet "
+             "restarts the job: docs/training.md, \"node 0 is the job's rendezvous\")")
+        stop_all()
+        return 1, bool(signalled)
     finally:
         signal.signal(signal.SIGTERM, previous)
         stop_all()
