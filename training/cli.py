@@ -420,6 +420,11 @@ def usage_problems(params: dict) -> list[str]:
         for opt in ("node_timeout", "node_wait"):
             if p.get(opt, 1.0) <= 0:
                 problems.append(f"--{opt.replace('_', '-')}: must be > 0 seconds, got {p[opt]}")
+        from training.ft.inprocess import GENERATION_WAIT_S
+
+        if p.get("node_timeout", 1.0) >= GENERATION_WAIT_S:  # a survivor would give up before the node is lost
+            problems.append(f"--node-timeout: must be below {GENERATION_WAIT_S:.0f} s (how long a survivor waits "
+                            f"for a new generation after its collective failed), got {p['node_timeout']}")
         if p.get("spare_workers", 1) < 0:
             problems.append(f"--spare-workers: must be >= 0, got {p['spare_workers']}")
         if max_restarts < 1:

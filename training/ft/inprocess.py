@@ -49,6 +49,7 @@ from training.ft.watchdog import clear_state
 log = logging.getLogger("training")
 
 JOIN_TIMEOUT_S = 30.0  # forming a generation's process group, once every rank checked in
+GENERATION_WAIT_S = 60.0  # a worker whose generation failed waits this long for the launcher's next one
 GENERATION_KEY = "generation"
 RESTARTS_KEY = "openpod/restarts"  # the job's in-process restarts so far, every node's launcher counting
 FAILED_KEY = "openpod/failed"      # why a launcher gave up the job: every other launcher stops its workers too
@@ -101,7 +102,7 @@ class InProcessRestart:
     """Worker side: run ``fn`` in the process group of the current generation; re-form it after a peer is lost."""
 
     def __init__(self, *, store_addr: str, rank: int, world_size: int, backend: str, pg_timeout_s: float,
-                 max_restarts: int, wait_s: float = 60.0):
+                 max_restarts: int, wait_s: float = GENERATION_WAIT_S):
         import torch.distributed as dist
 
         host, _, port = store_addr.rpartition(":")

@@ -32,3 +32,6 @@ def test_node_timeout_and_wait_must_be_positive():
     assert check_run_args([*base, "--node-timeout", "5", "--node-wait", "60"]) == []
     assert check_run_args([*base, "--node-timeout", "0", "--node-wait", "-1"]) == [
         "--node-timeout: must be > 0 seconds, got 0.0", "--node-wait: must be > 0 seconds, got -1.0"]
+    assert check_run_args([*base, "--node-timeout", "60"]) == [
+        "--node-timeout: must be below 60 s (how long a survivor waits for a new generation after its collective "
+        "failed), got 60.0"]
