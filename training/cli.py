@@ -117,6 +117,12 @@ def main() -> None:
 @click.option("--node-rank", type=int, default=0,
               help="in-process with --nnodes N: this node's index, 0 .. N-1; node 0's launcher hosts the job's "
                    "store at --rdzv-endpoint")
+@click.option("--node-timeout", type=float, default=30.0, show_default=True,
+              help="in-process with --nnodes N: seconds a node's launcher may stay silent in the job's store before "
+                   "its node is declared lost (its ranks failed; the others wait for a replacement)")
+@click.option("--node-wait", type=float, default=600.0, show_default=True,
+              help="in-process with --nnodes N: seconds to wait for a launcher with a lost node's --node-rank to "
+                   "join (a replacement pod) before the job stops with an error")
 @click.option("--replica-id", type=int, default=0, help="replica: this group's index, 0 .. --replicas - 1")
 @click.option("--replicas", type=int, default=1, help="replica: replica groups in the job")
 @click.option("--min-replicas", type=int, default=0,
@@ -132,7 +138,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
         bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
         fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0,
-        restart="process", spare_workers=1, tp=1, node_rank=0) -> None:
+        restart="process", spare_workers=1, tp=1, node_rank=0, node_timeout=30.0, node_wait=600.0) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     problems = usage_problems(click.get_current_context().params)
     if problems:
@@ -233,7 +239,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
                                             echo=lambda m: click.echo(m, err=True), ft_dir=ft_dir,
                                             watchdog=Watchdog(ft_dir, floor_s=hang_floor, multiple=hang_multiple),
                                             spares=spare_workers, nnodes=int(nnodes), node_rank=node_rank,
-                                            endpoint=rdzv_endpoint)
+                                            endpoint=rdzv_endpoint, node_timeout=node_timeout,
+                                            node_wait=node_wait)
         else:
             rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple)
         files = sorted(results.glob("result-*.json"))
@@ -410,6 +417,14 @@ def usage_problems(params: dict) -> list[str]:
         if p.get("fault_tolerance", "restart") != "restart":
             problems.append("--restart: in-process applies to --fault-tolerance restart (replica mode keeps the "
                             "survivors' processes already)")
+        for opt in ("node_timeout", "node_wait"):
+            if p.get(opt, 1.0) <= 0:
+                problems.append(f"--{opt.replace('_', '-')}: must be > 0 seconds, got {p[opt]}")
+        from training.ft.inprocess import GENERATION_WAIT_S
+
+        if p.get("node_timeout", 1.0) >= GENERATION_WAIT_S:  # a survivor would give up before the node is lost
+            problems.append(f"--node-timeout: must be below {GENERATION_WAIT_S:.0f} s (how long a survivor waits "
+                            f"for a new generation after its collective failed), got {p['node_timeout']}")
         if p.get("spare_workers", 1) < 0:
             problems.append(f"--spare-workers: must be >= 0, got {p['spare_workers']}")
         if max_restarts < 1:

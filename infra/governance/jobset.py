@@ -126,6 +126,13 @@ LIGHTHOUSE_PORT = 29510
 REPLICA_ID_ENV = "REPLICA_ID"
 # In-process restart over several nodes: each pod's index in its Indexed child Job = its --node-rank.
 NODE_RANK_ENV = "NODE_RANK"
+# ... and a pod lost with its node (the taint manager's eviction from an unreachable node, PodGC for a deleted
+# one: both set the DisruptionTarget condition, KEP-3329 kubernetes/enhancements
+# keps/sig-apps/3329-retriable-and-non-retriable-failures/README.md "New PodConditions", checked 2026-11-23)
+# is replaced by the Job controller with the same completion index, without counting against backoffLimit
+# ("Ignore", same KEP "JobSpec API"): the other nodes' launchers keep their processes and wait for it
+# (training --node-wait). A launcher that exits with an error still fails the Job (backoffLimit 0).
+NODE_LOSS_POLICY = {"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}
 JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 # What the Lighthouse pod requests. It is carved out of every trainer pod's share (each asks for this much
 # less CPU and memory than a whole node gives), so the job's quota charge stays within nodes x node share
@@ -598,6 +605,7 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
                     "completions": req.nodes // req.groups,
                     "completionMode": "Indexed",
                     "backoffLimit": 0,
+                    **({"podFailurePolicy": NODE_LOSS_POLICY} if _multi_node_in_process(req) else {}),
                     "template": {"metadata": pod_meta, "spec": pod_spec},
                 }},
             }, *([lighthouse_job(req, pod_spec)] if req.replica_mode else [])],

@@ -27,6 +27,7 @@ class Beat:
     started: int = -1  # the step this rank began last (-1: none yet)
     started_time: float = 0.0
     finished: bool = False  # its steps are over (Runtime.finish)
+    generation: int = 0  # the in-process restart generation this process was in when it wrote the beat
 
     @property
     def advanced(self) -> float:
@@ -41,12 +42,13 @@ class Heartbeat:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.rank = rank
+        self.generation = int(os.environ.get("OPENPOD_GENERATION", "0"))  # set per generation (inprocess.py)
         self._last: float | None = None
         # Written at once: a new generation's rank (in-process restart) must not be judged by the beat of the
         # process it replaces, which may have begun a step later than the one the job restored.
         # (Its started_time is when this process joined: the watchdog's clock for it until it begins a step.)
-        self._write(Beat(rank, 0, 0.0, 0.0, started_time=time.time()))
-        self._beat = Beat(rank, 0, 0.0, 0.0)
+        self._write(Beat(rank, 0, 0.0, 0.0, started_time=time.time(), generation=self.generation))
+        self._beat = Beat(rank, 0, 0.0, 0.0, generation=self.generation)
 
     def beat(self, step: int, now: float | None = None) -> Beat:
         """``step`` steps are done."""
@@ -54,18 +56,20 @@ class Heartbeat:
         step_time = 0.0 if self._last is None else now - self._last
         self._last = now
         b = self._beat
-        return self._write(Beat(self.rank, step, now, step_time, b.started, b.started_time))
+        return self._write(Beat(self.rank, step, now, step_time, b.started, b.started_time, generation=b.generation))
 
     def begin(self, step: int, now: float | None = None) -> Beat:
         """This rank begins ``step`` (it got past its data loading and fault hooks)."""
         b = self._beat
-        return self._write(Beat(self.rank, b.step, b.time, b.step_time, step, time.time() if now is None else now))
+        return self._write(Beat(self.rank, b.step, b.time, b.step_time, step, time.time() if now is None else now,
+                                generation=b.generation))
 
     def finished(self) -> Beat:
         """The steps are over (the final flush and exit follow): the watchdog no longer counts this rank -
         it watches steps, and a final durable write may take longer than the bound."""
         b = self._beat
-        return self._write(Beat(self.rank, b.step, b.time, b.step_time, b.started, b.started_time, finished=True))
+        return self._write(Beat(self.rank, b.step, b.time, b.step_time, b.started, b.started_time, finished=True,
+                                generation=b.generation))
 
     def _write(self, b: Beat) -> Beat:
         self._beat = b

@@ -42,13 +42,17 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
-from training.ft.heartbeat import forget
+from training.ft import jobbeats
+from training.ft.heartbeat import forget, read_beats
 from training.ft.watchdog import clear_state
 
 log = logging.getLogger("training")
 
 JOIN_TIMEOUT_S = 30.0  # forming a generation's process group, once every rank checked in
+GENERATION_WAIT_S = 60.0  # a worker whose generation failed waits this long for the launcher's next one
 GENERATION_KEY = "generation"
+RESTARTS_KEY = "openpod/restarts"  # the job's in-process restarts so far, every node's launcher counting
+FAILED_KEY = "openpod/failed"      # why a launcher gave up the job: every other launcher stops its workers too
 EXIT_REFUSED = 3  # training.worker: refused a fresh start; restarting would refuse again
 
 active: "InProcessRestart | None" = None  # the running worker's restarter (Runtime registers its abort hook)
@@ -98,7 +102,7 @@ class InProcessRestart:
     """Worker side: run ``fn`` in the process group of the current generation; re-form it after a peer is lost."""
 
     def __init__(self, *, store_addr: str, rank: int, world_size: int, backend: str, pg_timeout_s: float,
-                 max_restarts: int, wait_s: float = 60.0):
+                 max_restarts: int, wait_s: float = GENERATION_WAIT_S):
         import torch.distributed as dist
 
         host, _, port = store_addr.rpartition(":")
@@ -235,6 +239,7 @@ class InProcessRestart:
                     self._join()  # a peer lost while the group forms fails here: the same recovery
                     with self._lock:
                         self._armed = self.generation
+                    os.environ["OPENPOD_GENERATION"] = str(self.generation)  # the heartbeat's (jobbeats.current)
                     return fn()
                 except RefusedFreshStart:
                     raise
@@ -281,7 +286,8 @@ def standby_assignment(store_addr: str, standby_id: str, poll_s: float = 0.02) -
 def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_restarts: int, stop_timeout: float,
                     echo: Callable[[str], None], ft_dir: Path | None = None, watchdog=None,
                     spares: int = 0, nnodes: int = 1, node_rank: int = 0,
-                    endpoint: str | None = None) -> tuple[int, bool]:
+                    endpoint: str | None = None, node_timeout: float = 30.0,
+                    node_wait: float = 600.0) -> tuple[int, bool]:
     """Launcher side: run ``nproc`` workers (``cmd``) on this node; replace a failed one alone.
 
     With ``nnodes`` > 1 every node's launcher runs this: node 0's hosts the job's store at ``endpoint``
@@ -290,7 +296,15 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
 
     ``spares`` warm standby workers (interpreter started, torch and the trainer imported, waiting on
     the store) take a failed rank's place at once; a new standby is started behind each one used.
-    Each replacement moves the job to the next generation (at most ``max_restarts`` times).
+    Each replacement moves the job to the next generation (at most ``max_restarts`` times in the whole job:
+    the count is one counter in the store, so N nodes do not get N times the budget). A launcher that gives
+    the job up says why in the store (``openpod/failed``); the others stop their workers at their next poll.
+    A node whose launcher stops publishing its beat to the store (training/ft/jobbeats.py) for
+    ``node_timeout`` seconds - an instance gone with its launcher and ranks - is declared lost by the
+    first launcher to notice: its ranks count as failed (a new generation; the survivors leave the
+    broken process group and wait for a full world) and every launcher waits up to ``node_wait``
+    seconds for a launcher with that ``node_rank`` to join (a replacement pod), which starts that
+    node's ranks in the current generation; on expiry the job stops with an error naming the node.
     SIGTERM is passed to every worker, which get ``stop_timeout`` seconds before SIGKILL. A
     hang declared by ``watchdog`` (training/ft/watchdog.py) dumps every local worker's stack and
     kills the ranks that fell behind (did not begin the step the others began; every local worker
@@ -307,11 +321,27 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
     else:
         shost, store = host, dist.TCPStore(host, 0, is_master=True, wait_for_workers=False)
     if node_rank == 0:
+        jobbeats.init(store, nnodes)
         store.set(GENERATION_KEY, "0")
     else:
         store.wait([GENERATION_KEY])
+    incarnation = store.add(f"openpod/node-{node_rank}/incarnation", 1)
+    if incarnation > 1 and store.add(f"openpod/lost/node-{node_rank}/inc-{incarnation - 1}", 1) == 1:
+        # This launcher replaces one that vanished before any other noticed: its ranks failed with it.
+        used = store.add(RESTARTS_KEY, 1)
+        if used > max_restarts:
+            echo(f"launcher: node {node_rank} replaced; --max-restarts {max_restarts} used up")
+            store.set(FAILED_KEY, f"node {node_rank}: replaced; --max-restarts {max_restarts} used up")
+            return 1, False
+        g = store.add(GENERATION_KEY, 1)
+        echo(f"launcher: replacing node {node_rank}'s launcher (incarnation {incarnation}); generation {g} "
+             f"(in-process restart {used} of {max_restarts})")
     generation = int(store.get(GENERATION_KEY))
+    if incarnation > 1:
+        echo(f"launcher: node {node_rank} rejoins the job in generation {generation}")
     first = node_rank * nproc  # this node's first global rank
+    seen: dict[int, tuple] = {}  # other node -> (its last published beat, when this launcher saw it change)
+    lost: dict[int, float] = {}  # node -> deadline for its replacement (monotonic)
     base = dict(env, MASTER_ADDR=shost, MASTER_PORT=str(store.port), OPENPOD_RESTART_STORE=f"{shost}:{store.port}",
                 WORLD_SIZE=str(nnodes * nproc), LOCAL_WORLD_SIZE=str(nproc))
 
@@ -343,7 +373,6 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
     for _ in range(spares):
         start_standby()
     done: set[int] = set()
-    restarts = 0
     signalled: list[int] = []
     deadline = None
 
@@ -364,6 +393,52 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
         for p in everyone:
             p.wait()
 
+    def give_up(why: str) -> None:
+        """Tell the other launchers; node 0 (the store's host) waits a little for them to read it."""
+        try:
+            store.set(FAILED_KEY, why)
+            wait_until = time.monotonic() + 10.0
+            while node_rank == 0 and store.add(FAILED_KEY + "/seen", 0) < nnodes - 1 - len(lost) \
+                    and time.monotonic() < wait_until:
+                time.sleep(0.1)
+        except RuntimeError:
+            pass  # the store is gone: the other launchers find that out themselves
+
+    def watch_nodes() -> str | None:
+        """Declare a node lost whose launcher went silent; why the job must stop, if it must."""
+        nonlocal generation
+        now = time.monotonic()
+        for n in jobbeats.gather(store, nnodes):
+            j = n.node
+            if j == node_rank:
+                continue
+            if j not in seen or seen[j][0] != n.time:
+                seen[j] = (n.time, now)
+                if j in lost and n.time is not None:
+                    del lost[j]
+                    echo(f"launcher: node {j} rejoined (a new launcher with --node-rank {j})")
+                continue
+            quiet = now - seen[j][1]
+            if n.time is None or j in lost or quiet <= node_timeout or store.check([f"openpod/done/node-{j}"]):
+                continue
+            lost[j] = now + node_wait
+            inc = store.add(f"openpod/node-{j}/incarnation", 0)
+            ranks = f"{j * nproc}..{(j + 1) * nproc - 1}" if nproc > 1 else str(j * nproc)
+            wait = f"waiting up to {node_wait:.0f}s for a launcher with --node-rank {j} to replace it"
+            if store.add(f"openpod/lost/node-{j}/inc-{inc}", 1) > 1:
+                echo(f"launcher: node {j} lost (declared by another launcher); {wait}")
+                continue
+            used = store.add(RESTARTS_KEY, 1)
+            if used > max_restarts:
+                return f"node {j} lost; --max-restarts {max_restarts} used up (the job's: {used - 1} so far)"
+            generation = store.add(GENERATION_KEY, 1)  # its ranks failed: the survivors move on
+            echo(f"launcher: node {j} lost: its launcher silent for {quiet:.1f}s (bound {node_timeout:.0f}s), rank(s) "
+                 f"{ranks} with it; generation {generation} (in-process restart {used} of {max_restarts}); {wait}")
+        for j, deadline in lost.items():
+            if now > deadline:
+                return f"node {j} lost and no launcher with --node-rank {j} joined within {node_wait:.0f}s"
+        return None
+
     previous = signal.signal(signal.SIGTERM, forward)
     next_watch = 0.0
     try:
@@ -382,6 +457,7 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                     failed.append((r, rc))
             if len(done) == nproc:
                 if nnodes > 1:  # node 0's launcher keeps the store up until every node's workers are done
+                    store.set(f"openpod/done/node-{node_rank}", "1")  # its beat stops: not a lost node
                     store.add("nodes-done", 1)
                     wait_until = time.monotonic() + max(stop_timeout, 60.0)
                     while node_rank == 0 and store.add("nodes-done", 0) < nnodes and time.monotonic() < wait_until:
@@ -389,15 +465,19 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                 return 0, bool(signalled)
             if failed:
                 worst = failed[0][1]
-                if signalled or done or any(rc == EXIT_REFUSED for _, rc in failed) \
-                        or restarts + 1 > max_restarts:
+                refused = any(rc == EXIT_REFUSED for _, rc in failed)
+                restarts = 0 if signalled or done or refused else store.add(RESTARTS_KEY, 1)  # the job's count
+                if signalled or done or refused or restarts > max_restarts:
                     why = ("stopping" if signalled else "a rank already finished" if done
-                           else "refused to start" if any(rc == EXIT_REFUSED for _, rc in failed)
-                           else f"--max-restarts {max_restarts} used up")
-                    echo(f"launcher: rank(s) {', '.join(str(first + r) for r, _ in failed)} exited ({worst}); {why}")
+                           else "refused to start" if refused
+                           else f"--max-restarts {max_restarts} used up (the job's: {restarts - 1} restart"
+                                f"{'' if restarts == 2 else 's'} so far)")
+                    msg = f"rank(s) {', '.join(str(first + r) for r, _ in failed)} exited ({worst}); {why}"
+                    echo(f"launcher: {msg}")
+                    if nnodes > 1:
+                        give_up(f"node {node_rank}: {msg}")
                     stop_all()
-                    return (EXIT_REFUSED if any(rc == EXIT_REFUSED for _, rc in failed) else worst), bool(signalled)
-                restarts += 1
+                    return (EXIT_REFUSED if refused else worst), bool(signalled)
                 # survivors (on every node) re-form their process group on this; add: launchers never collide
                 generation = store.add(GENERATION_KEY, 1)
                 for r, rc in failed:
@@ -406,22 +486,54 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                     procs[r], who = replace(r)
                     echo(f"launcher: rank {first + r} exited ({rc}); {who} replaces it alone, generation "
                          f"{generation} (in-process restart {restarts} of {max_restarts})")
-            elif watchdog is not None and ft_dir is not None and time.monotonic() >= next_watch:
+            elif time.monotonic() >= next_watch:
                 next_watch = time.monotonic() + 1.0  # as often as the torchrun launcher's (the bound is seconds)
-                if watchdog.hung():
-                    quiet, bound = watchdog.quiet(), watchdog.bound()
-                    live = {r: p for r, p in procs.items() if r not in done and p.poll() is None}
-                    lagging = [r - first for r in watchdog.culprits() if r - first in live]  # local ranks
-                    watchdog.dump_stacks([p.pid for p in live.values()])
-                    for r in lagging or live:  # the next poll replaces them; the others re-form in-process
-                        live[r].kill()
-                    who = (f"rank(s) {', '.join(str(first + r) for r in lagging)} fell behind (did not begin the "
-                           "step the others began): replacing them alone" if lagging
-                           else "every rank began the same step: replacing every local worker")
-                    echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {bound:.1f}s); stacks in {ft_dir}; "
-                         f"{who}")
-                    clear_state(ft_dir)
+                jobbeats.publish(store, node_rank, read_beats(ft_dir) if ft_dir is not None else [])
+                why = store.get(FAILED_KEY).decode() if nnodes > 1 and store.check([FAILED_KEY]) else None
+                if why:
+                    echo(f"launcher: the job stopped on {why}")
+                    store.add(FAILED_KEY + "/seen", 1)
+                    stop_all()
+                    return 1, bool(signalled)
+                if nnodes > 1:
+                    why = watch_nodes()
+                    if why:
+                        echo(f"launcher: {why}; stopping")
+                        give_up(f"node {node_rank}: {why}")
+                        stop_all()
+                        return 1, bool(signalled)
+                if watchdog is not None and ft_dir is not None:
+                    # The whole job's beats of the current generation: a culprit on another node is named here too
+                    beats, node_of = jobbeats.current(jobbeats.gather(store, nnodes), int(store.get(GENERATION_KEY)))
+                    if watchdog.hung(beats=beats):
+                        quiet, bound = watchdog.quiet(beats=beats), watchdog.bound(beats)
+                        culprits = watchdog.culprits(beats)
+                        live = {r: p for r, p in procs.items() if r not in done and p.poll() is None}
+                        lagging = [r - first for r in culprits if r - first in live]  # local ranks
+                        elsewhere = [r for r in culprits if not first <= r < first + nproc]
+                        watchdog.dump_stacks([p.pid for p in live.values()])
+                        if lagging or not elsewhere:
+                            for r in lagging or live:  # the next poll replaces them; the others re-form in-process
+                                live[r].kill()
+                            clear_state(ft_dir)
+                        who = (f"rank(s) {', '.join(str(first + r) for r in lagging)} fell behind (did not begin "
+                               "the step the others began): replacing them alone" if lagging
+                               else f"rank(s) {', '.join(map(str, elsewhere))} on node(s) "
+                                    f"{', '.join(str(n) for n in sorted({node_of[r] for r in elsewhere}))} fell "
+                                    "behind: keeping this node's workers (their node's launcher replaces them)"
+                               if elsewhere else "every rank began the same step: replacing every local worker")
+                        echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {bound:.1f}s); stacks in "
+                             f"{ft_dir}; {who}")
+                        next_watch = time.monotonic() + bound  # the recovery's new generation, not a second verdict
             time.sleep(0.05)
+    except dist.DistError as e:  # a store call failed: node 0's launcher, which hosts the store, is gone
+        if nnodes == 1:
+            raise
+        echo(f"launcher: the job's store at {shost}:{store.port} is unreachable ({str(e).splitlines()[0][:120]}): "
+             "node 0's launcher is gone and the job with it; stopping this node's workers (on EKS the JobSet "
+             "restarts the job: docs/training.md, \"node 0 is the job's rendezvous\")")
+        stop_all()
+        return 1, bool(signalled)
     finally:
         signal.signal(signal.SIGTERM, previous)
         stop_all()

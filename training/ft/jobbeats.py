@@ -1,0 +1,62 @@
+"""The job's heartbeats in its store (``--restart in-process``): every node's launcher sees every rank.
+
+A rank writes its beat to a file on its node (training/ft/heartbeat.py); a launcher reads only its own
+node's files. On several nodes that is not enough to name a hang's culprit: a rank of node 1 that stops
+advancing leaves node 0's ranks waiting in the step's collective, and node 0's files show only ranks
+that began the step and went quiet. So each launcher publishes its node's beats, about once a second,
+to the job's store (the launcher of node 0 hosts it: training/ft/inprocess.py), under one key per node
+(``openpod/beats/node-<i>``: the launcher's clock and its ranks' beats), and judges the hang from every
+node's: the culprits (the ranks that did not begin the step the others began) are the same on every
+node, and only the launcher that runs them kills them.
+
+Beats carry the in-process generation they were written in; only those of the store's current
+generation are judged (a survivor's beat from before a recovery is stale until it writes a new one).
+Times are wall-clock times of the nodes that wrote them: the nodes' clocks must agree to well within
+the hang bound (EKS nodes synchronise with the Amazon Time Sync Service through chrony).
+
+Cost: one ``set`` and one ``multi_get`` of N keys per launcher per second (N nodes).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from training.ft.heartbeat import Beat
+
+KEY = "openpod/beats/node-{}"
+
+
+@dataclass(frozen=True)
+class NodeBeats:
+    node: int
+    time: float | None  # when its launcher last published (None: never yet)
+    beats: tuple[Beat, ...] = ()
+
+
+def init(store, nnodes: int) -> None:
+    """Node 0's launcher, before it announces generation 0: every node's key exists (multi_get never waits)."""
+    for i in range(nnodes):
+        store.set(KEY.format(i), "")
+
+
+def publish(store, node: int, beats: list[Beat], now: float | None = None) -> None:
+    store.set(KEY.format(node), json.dumps({"time": time.time() if now is None else now,
+                                            "beats": [b.__dict__ for b in beats]}))
+
+
+def gather(store, nnodes: int) -> list[NodeBeats]:
+    out = []
+    for i, raw in enumerate(store.multi_get([KEY.format(i) for i in range(nnodes)])):
+        if not raw:
+            out.append(NodeBeats(i, None))
+            continue
+        d = json.loads(raw)
+        out.append(NodeBeats(i, d["time"], tuple(Beat(**b) for b in d["beats"])))
+    return out
+
+
+def current(nodes: list[NodeBeats], generation: int) -> tuple[list[Beat], dict[int, int]]:
+    """The beats of ``generation`` from every node, and each of their ranks' node."""
+    beats = [b for n in nodes for b in n.beats if b.generation == generation]
+    return beats, {b.rank: n.node for n in nodes for b in n.beats}
