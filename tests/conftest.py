@@ -102,3 +102,9 @@ def moto_endpoint():
     server.start()
     yield f"http://127.0.0.1:{port}"
     server.stop()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``slow`` run first (otherwise in collection order): CI's workers take tests one at a time, so
+    a minutes-long multi-process test does not start last while the other worker has nothing left to do."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

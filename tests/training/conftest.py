@@ -1,9 +1,8 @@
 """Shared fixtures for the training runtime tests: a CLI runner and a moto S3 server.
 
-Multi-process tests sit in one of two xdist groups, so CI's two workers (``-n 2 --dist loadgroup``) run at most
-one test of each at a time: ``training-cli`` (timing-sensitive: hang watchdogs, in-process and replica recovery,
-Lighthouse outages) and ``training-sharded`` (FSDP2/HSDP/TP resume and resharding, whose kills are at fixed
-kill points).
+Multi-process tests are marked ``slow`` and are in no xdist group: CI's two workers (``-n 2 --dist loadgroup``)
+may run any two of them side by side, so none may depend on having the machine to itself (each waits on what it
+holds the run at - a hook file, a beat, a Lighthouse log line - rather than on a fixed time).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 
 from tests.training.conftest import cli_env, failure_text, last_json, run_cli, train_args
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow]
 
 
 def test_a_restarted_worker_reads_the_data_set_from_the_node_memory_cache(tmp_path, baseline):

@@ -8,7 +8,7 @@ import pytest
 from tests.training.conftest import (PY, cli_env, failure_text, free_port, kill_group, last_json, run_cli, spawn,
                                      train_args, wait_for)
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow]
 
 
 def agent_args(tmp: Path, node: str, port: int, *, nnodes: str, steps: int, every: int, seed: int,

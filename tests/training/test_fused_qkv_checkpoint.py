@@ -161,7 +161,6 @@ def _sharded_worker(rank: int, world: int, tp: int, port: int, root: str, out: d
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("training-sharded")
 @pytest.mark.parametrize("world,tp", [(2, 1), (4, 2)], ids=["fsdp2", "dp2-tp2"])
 def test_a_fused_checkpoint_resumes_onto_sharded_q_k_v(tmp_path, world, tp):
     """The old checkpoint (one process, replicated) restored by FSDP2 ranks and by a (dp 2 x tp 2) mesh: each rank

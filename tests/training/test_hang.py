@@ -7,7 +7,7 @@ import pytest
 
 from tests.training.conftest import cli_env, failure_text, last_json, run_cli, train_args
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow]
 
 # 8 s, not 4: on a loaded CI machine (2 xdist workers beside other jobs) one restored step or checkpoint of the
 # healthy restarted run took over 4 s and tripped the watchdog a second time (a clean-clone run on 2026-11-23).

@@ -17,7 +17,7 @@ from tests.training.conftest import (cli_env, failure_text, kill_group, last_jso
                                      wait_for)
 from training.ft.heartbeat import read_beats
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow]
 
 FAULT = 12  # rank 0 holds before this step; rank 1 waits in its all-reduce and is killed there
 

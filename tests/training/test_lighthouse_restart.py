@@ -30,7 +30,7 @@ from infra.governance.jobset import QUORUM_RETRIES_ENV, quorum_retries
 from tests.training.conftest import PY, cli_env, free_port, kill_group, spawn, wait_for
 from tests.training.test_replica_ft import HOLD, beat, replica_args, results, worker_pid
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow]
 
 LIGHTHOUSE = Path(PY).parent / "torchft_lighthouse"
 OUTAGE_S = 3.0

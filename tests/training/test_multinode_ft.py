@@ -14,7 +14,7 @@ import pytest
 
 from tests.training.conftest import cli_env, kill_group, last_json, spawn, train_args, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow]
 
 HANG_FLOOR_S = 8.0  # as test_hang.py: a restored step on a loaded 2-core machine must not trip it again
 

@@ -4,7 +4,7 @@ import pytest
 
 from tests.training.conftest import PY, ROOT, cli_env, failure_text, last_json, run_cli
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-sharded")]
+pytestmark = [pytest.mark.slow]
 
 
 def _run(d, env=None):

@@ -31,7 +31,7 @@ from tests.training.conftest import (PY, cli_env, free_port, kill_group, last_js
                                      train_args, wait_for)
 from training.ft.replica import replica_name
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow]
 
 HOLD = 12
 LIGHTHOUSE = Path(PY).parent / "torchft_lighthouse"

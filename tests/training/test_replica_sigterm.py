@@ -17,7 +17,7 @@ import pytest
 from tests.training.conftest import cli_env, kill_group, last_json, spawn
 from tests.training.test_replica_ft import beat, lighthouse, replica_args, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow]
 
 HOLD = 12
 

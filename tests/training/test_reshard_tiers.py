@@ -7,7 +7,7 @@ import pytest
 
 from tests.training.conftest import cli_env, failure_text, last_json, run_cli, train_args
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-sharded")]
+pytestmark = [pytest.mark.slow]
 
 # FSx gets every 2nd checkpoint (steps 10, 20): step 15 exists only in node memory when the job dies staging step 20
 # (save() first waits for step 15's write, so both ranks committed it there).

@@ -7,7 +7,7 @@ import pytest
 
 from tests.training.conftest import cli_env, failure_text, kill_group, last_json, run_cli, spawn, train_args
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow]
 
 # Each incarnation dies at the next point; the chain covers a kill while DCP writes a
 # snapshot, after the files but before the commit marker (one rank only), between

@@ -4,7 +4,7 @@ import pytest
 
 from tests.training.conftest import cli_env, failure_text, last_json, run_cli, train_args
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow]
 
 
 def test_resuming_with_another_steps_keeps_the_lr_schedule(tmp_path):

@@ -18,7 +18,7 @@ import pytest
 from tests.training.conftest import cli_env, failure_text, kill_group, last_json, run_cli, spawn, train_args, wait_for
 from training.ft.heartbeat import read_beats
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow]
 
 HOLD_AT = 12  # rank 0 holds before this step until the test lets it go
 

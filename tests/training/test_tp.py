@@ -10,7 +10,7 @@ import pytest
 
 from tests.training.conftest import cli_env, failure_text, last_json, run_cli, train_args
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-sharded")]
+pytestmark = [pytest.mark.slow]
 
 TP = ["--parallelism", "fsdp", "--tp", "2"]
 

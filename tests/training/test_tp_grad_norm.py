@@ -19,7 +19,7 @@ from training.config import MODELS, CheckpointConfig, DataConfig, OptimConfig, R
 from training.data import SampleOrder, TokenShards, ensure_dataset, plan_step
 from training.model import GPT
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-sharded")]
+pytestmark = [pytest.mark.slow]
 
 WORLD, TP, SEED = 4, 2, 1
 GLOBAL_BATCH, MICRO = 8, 2

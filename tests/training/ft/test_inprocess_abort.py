@@ -16,7 +16,7 @@ import pytest
 
 from tests.training.conftest import wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("training-cli")]
+pytestmark = [pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[3]
 PG_TIMEOUT_S = 60  # what the survivor would wait without the watcher
