@@ -57,7 +57,7 @@ def step(model, opt, seed: int) -> float:
     loss = model.loss_sum(batch(seed))
     loss.backward()
     opt.step()
-    return float(loss)
+    return float(loss.detach())
 
 
 def test_a_checkpoint_with_a_fused_qkv_resumes_into_q_k_v(tmp_path, caplog):
