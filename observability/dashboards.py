@@ -125,8 +125,11 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                 P("Ledger seconds by category",
                   (Q(f"openpod:job_training_seconds:max{{{JOB}}}", "{{category}}"),), unit="s",
                   description="productive, startup, restore, checkpoint_blocking, replayed, rescheduling"),
-                P("Checkpoint failures (this incarnation)",
-                  (Q(f"max(openpod_checkpoint_failures{{{JOB}}})", "failures"),), kind="stat"),
+                P("Checkpoint failures and restore fallbacks (this incarnation)",
+                  (Q(f"max(openpod_checkpoint_failures{{{JOB}}})", "save failures"),
+                   Q(f"max(openpod_checkpoint_restored_older{{{JOB}}})", "restored an older step"),
+                   Q(f"max(openpod_checkpoint_restore_source_failures{{{JOB}}})", "unreadable restore sources")),
+                  kind="stat"),
             )),
         )),
 )
