@@ -14,7 +14,7 @@ import json
 import os
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -55,21 +55,16 @@ class Heartbeat:
         now = time.time() if now is None else now
         step_time = 0.0 if self._last is None else now - self._last
         self._last = now
-        b = self._beat
-        return self._write(Beat(self.rank, step, now, step_time, b.started, b.started_time, generation=b.generation))
+        return self._write(replace(self._beat, step=step, time=now, step_time=step_time))
 
     def begin(self, step: int, now: float | None = None) -> Beat:
         """This rank begins ``step`` (it got past its data loading and fault hooks)."""
-        b = self._beat
-        return self._write(Beat(self.rank, b.step, b.time, b.step_time, step, time.time() if now is None else now,
-                                generation=b.generation))
+        return self._write(replace(self._beat, started=step, started_time=time.time() if now is None else now))
 
     def finished(self) -> Beat:
         """The steps are over (the final flush and exit follow): the watchdog no longer counts this rank -
         it watches steps, and a final durable write may take longer than the bound."""
-        b = self._beat
-        return self._write(Beat(self.rank, b.step, b.time, b.step_time, b.started, b.started_time, finished=True,
-                                generation=b.generation))
+        return self._write(replace(self._beat, finished=True))
 
     def _write(self, b: Beat) -> Beat:
         self._beat = b

@@ -414,11 +414,11 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
         except RuntimeError:
             pass  # the store is gone: the other launchers find that out themselves
 
-    def watch_nodes() -> str | None:
+    def watch_nodes(nodes: list[jobbeats.NodeBeats]) -> str | None:
         """Declare a node lost whose launcher went silent; why the job must stop, if it must."""
         nonlocal generation
         now = time.monotonic()
-        for n in jobbeats.gather(store, nnodes):
+        for n in nodes:
             j = n.node
             if j == node_rank:
                 continue
@@ -505,16 +505,18 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                     store.add(FAILED_KEY + "/seen", 1)
                     stop_all()
                     return 1, bool(signalled)
+                judge = watchdog is not None and ft_dir is not None
+                nodes = jobbeats.gather(store, nnodes) if nnodes > 1 or judge else []  # one read per poll
                 if nnodes > 1:
-                    why = watch_nodes()
+                    why = watch_nodes(nodes)
                     if why:
                         echo(f"launcher: {why}; stopping")
                         give_up(f"node {node_rank}: {why}")
                         stop_all()
                         return 1, bool(signalled)
-                if watchdog is not None and ft_dir is not None:
+                if judge:
                     # The whole job's beats of the current generation: a culprit on another node is named here too
-                    beats, node_of = jobbeats.current(jobbeats.gather(store, nnodes), int(store.get(GENERATION_KEY)))
+                    beats, node_of = jobbeats.current(nodes, int(store.get(GENERATION_KEY)))
                     if watchdog.hung(beats=beats):
                         quiet, bound = watchdog.quiet(beats=beats), watchdog.bound(beats)
                         culprits = watchdog.culprits(beats)

@@ -48,24 +48,25 @@ class Watchdog:
         """The local workers' PIDs, from the pid files they write at start."""
         return [int(p.read_text()) for p in self.dir.glob("pid-*") if p.read_text().strip().isdigit()]
 
-    # ``beats``: judge these (the whole job's, from its store: training/ft/jobbeats.py) instead of this node's files.
+    def _beats(self, beats: list[Beat] | None) -> list[Beat]:
+        """``beats`` to judge (the whole job's, from its store: training/ft/jobbeats.py), else this node's files."""
+        return read_beats(self.dir) if beats is None else beats
 
     def bound(self, beats: list[Beat] | None = None) -> float:
-        return hang_bound(read_beats(self.dir) if beats is None else beats, self.floor_s, self.multiple)
+        return hang_bound(self._beats(beats), self.floor_s, self.multiple)
 
     def hung(self, now: float | None = None, beats: list[Beat] | None = None) -> bool:
         """No rank advanced for the bound."""
-        return is_hung(read_beats(self.dir) if beats is None else beats, time.time() if now is None else now,
-                       self.floor_s, self.multiple)
+        return is_hung(self._beats(beats), time.time() if now is None else now, self.floor_s, self.multiple)
 
     def quiet(self, now: float | None = None, beats: list[Beat] | None = None) -> float:
         """Seconds since a rank last advanced (0 with no beats)."""
-        beats = read_beats(self.dir) if beats is None else beats
+        beats = self._beats(beats)
         return (time.time() if now is None else now) - max(b.advanced for b in beats) if beats else 0.0
 
     def culprits(self, beats: list[Beat] | None = None) -> list[int]:
         """The ranks that did not begin the step their peers began (heartbeat.behind); empty if none lags."""
-        return behind(read_beats(self.dir) if beats is None else beats)
+        return behind(self._beats(beats))
 
     def dump_stacks(self, pids: list[int]) -> None:
         """SIGUSR1 to ``pids`` (faulthandler writes their stacks), then wait ``dump_wait_s`` for the files."""
