@@ -576,6 +576,68 @@ def test_only_the_thread_writing_a_checkpoint_stream_skips_torch_saves_crc32(tmp
     assert seen == {"writer": False, "other": True} and torch.serialization.get_crc32_options()
 
 
+
+def test_durable_files_are_flushed_while_they_are_written_and_memory_files_never(tmp_path, monkeypatch):
+    """Time to durable: the first durable tier's files are fdatasync'ed in the background while DCP still writes
+    them, so the commit's fsync waits for the tail only (on the benchmark machine it took 0.37-0.43 s per
+    0.33 GiB at the end, with the page cache already clean). The memory tier is never flushed. Failed on the
+    old code, which flushed nothing before the commit."""
+    import os
+
+    import training.checkpoint.hashing as hashing
+
+    monkeypatch.setattr(hashing, "FLUSH_CHUNK", 128 << 10)
+    flushed, first_flush = [], threading.Event()
+    real_fdatasync, real_write = hashing._fdatasync, hashing._File.write
+
+    def recording_fdatasync(fd):
+        flushed.append((os.readlink(f"/proc/self/fd/{fd}"), os.fstat(fd).st_size))
+        first_flush.set()
+        return real_fdatasync(fd)
+
+    def write(self, mv):  # the writer goes on only once a flush ran, so the test does not race the flusher
+        if self.dest.kind == "nvme" and self.pos >= 2 * hashing.FLUSH_CHUNK:
+            first_flush.wait(10)
+        return real_write(self, mv)
+
+    monkeypatch.setattr(hashing, "_fdatasync", recording_fdatasync)
+    monkeypatch.setattr(hashing._File, "write", write)
+    cfg = dataclasses.replace(tiers(tmp_path), overlap_staging=False)
+    ck, h = saved(tmp_path, cfg)
+    assert ck.stats.committed == 1 and ck.stats.promoted.get("nvme") == 1
+    d = tmp_path / "nvme/n0/step_000000002/rank_00000"
+    final = {str(p): p.stat().st_size for p in d.iterdir()}
+    during = [(path, size) for path, size in flushed if path in final and size < final[path]]
+    assert during, f"no durable file was flushed before it was complete: {flushed} (final sizes {final})"
+    assert not [path for path, _ in flushed if "/shm/" in path], flushed
+    info, h2 = restore(tmp_path, dataclasses.replace(cfg, tiers=[cfg.tiers[1]]))
+    assert info.step == 2 and h2 == h
+
+
+def test_a_failed_background_flush_fails_the_durable_copy_not_the_save(tmp_path, monkeypatch, caplog):
+    """An fdatasync error is reported once: the durable copy it hit is dropped and counted (the commit's own
+    fsync might succeed on the same file), the memory tier is still committed and training goes on."""
+    import errno
+
+    import training.checkpoint.hashing as hashing
+
+    def failing_fdatasync(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(hashing, "FLUSH_CHUNK", 128 << 10)
+    monkeypatch.setattr(hashing, "_fdatasync", failing_fdatasync)
+    cfg = tiers(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+        ck, h = saved(tmp_path, cfg)
+    assert ck.stats.committed == 1 and ck.stats.failed == 0
+    assert ck.stats.promote_failed == {"nvme": 1} and ck.stats.failures == 1
+    assert "writing step 2 to nvme" in caplog.text and "Input/output error" in caplog.text
+    assert DirTier("nvme", tmp_path / "nvme/n0").markers() == []
+    assert [m.step for m in DirTier("memory", tmp_path / "shm/n0").markers()] == [2]
+    info, h2 = restore(tmp_path, cfg)
+    assert info.step == 2 and h2 == h
+
+
 def _tensors(obj):
     if isinstance(obj, torch.Tensor):
         yield obj
@@ -776,3 +838,21 @@ def test_an_abandoned_save_that_outlives_its_grace_leaves_the_memory_tier_alone(
         pass
     assert [m.step for m in DirTier("memory", tmp_path / "shm/n0").markers()] == [2]
     assert [m.step for m in DirTier("nvme", tmp_path / "nvme/n0").markers()] == [4]  # the durable copy stays
+
+
+@pytest.mark.parametrize("first, niced", [("nvme", False), ("memory", True)])
+def test_the_writer_yields_to_training_only_when_it_writes_no_durable_tier(tmp_path, first, niced):
+    """A first tier on disk is the step's first durable copy: its writer runs at normal priority, as with a
+    memory tier followed by a directly written nvme tier. Failed on the old code, which niced the writer of
+    every configuration but that one (nvme-only: 1.38 s to durable against 0.89 s with a memory tier in
+    front, benchmarks/checkpoint_vs_dcp.py's loop, 2026-11-23)."""
+    import os
+
+    cfg = CheckpointConfig(every=1, peer_replication=False,
+                           tiers=[TierConfig(first, str(tmp_path / first), keep=1)])
+    ck = checkpointer(tmp_path, cfg)
+    try:
+        nice = ck._writer.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result()
+    finally:
+        ck.close()
+    assert (nice > os.getpriority(os.PRIO_PROCESS, 0)) == niced, nice

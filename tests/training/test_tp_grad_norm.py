@@ -92,7 +92,7 @@ def _reference(root: str, max_norm: float) -> dict:
     for ids in plan.micro_batches:
         loss = model.loss_sum(data.batch(ids)) / plan.global_batch
         loss.backward()
-        loss_sum += float(loss)
+        loss_sum += float(loss.detach())
     before = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
     norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     after = {n: p.grad.detach().clone() for n, p in model.named_parameters()}

@@ -171,11 +171,14 @@ class Checkpointer:
                 and isinstance(self.tiers[1], DirTier) and self.tiers[1].fsync):
             self._direct = self.tiers[1]
         # The writer fills the memory tier and, with direct_durable, the first durable tier in the same write.
-        # Then it runs at normal priority, as torch's own async_save writer: until it lands, the step exists only
-        # in this node's memory. (Niced like the other checkpoint threads, it waited behind a busy training
-        # loop: 5.9x DCP's time to durable instead of 2.0x in benchmarks/checkpoint_vs_dcp.py, 2026-11-23.)
+        # When it writes a durable tier (that one, or a first tier on disk) it runs at normal priority, as
+        # torch's own async_save writer: until it lands, the step exists only in this node's memory. (Niced like
+        # the other checkpoint threads, it waited behind a busy training loop: 5.9x DCP's time to durable
+        # instead of 2.0x in benchmarks/checkpoint_vs_dcp.py, 2026-11-23.) Only a writer of the memory tier
+        # alone yields to the training loop.
+        writes_durable = self._direct is not None or self.first.fsync
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="ckpt-writer",
-                                          initializer=None if self._direct is not None else _background_priority)
+                                          initializer=None if writes_durable else _background_priority)
         self._direct_done: dict[int, bool] = {}  # step -> written directly (the promoter skips that tier)
         # The first shared tier (FSx, else S3): what outlives this node. save_durably() forces a step there.
         self.durable = next((t for t in self.tiers[1:] if t.kind in SHARED), None)
