@@ -43,7 +43,7 @@ def test_a_hung_rank_on_node_1_is_the_culprit_on_both_nodes_and_node_0_keeps_its
     on both nodes; node 1's launcher replaces it; rank 0 re-forms in its process; the result is exact."""
     ft = tmp_path / "ck" / "run" / "ft"
     procs = two_nodes(tmp_path, {"OPENPOD_HANG_AT": f"12@1@{tmp_path / 'hung-once'}"},
-                      extra=["--hang-floor", str(HANG_FLOOR_S), "--hang-multiple", "5"])
+                      extra=["--hang-floor", str(HANG_FLOOR_S), "--hang-multiple", "5", "--node-timeout", "6"])
     try:
         wait_for(lambda: (ft / "a" / "pid-0").exists(), "rank 0's pid file")
         survivor = int((ft / "a" / "pid-0").read_text())

@@ -316,7 +316,10 @@ class TeeFileSystem(FileSystem):
         if (self._flusher is None or self._flush_busy or not f.dest.durable or f.dest.error is not None
                 or f.pos - f.flushed < FLUSH_CHUNK):
             return
-        fd = os.dup(f.fh.fileno())
+        try:
+            fd = os.dup(f.fh.fileno())
+        except OSError:  # no descriptor to spare (EMFILE): the commit's fsync flushes it all, as before
+            return
         self._flush_busy = True
         f.flushed = f.pos
         self._flushq.put((f.dest, fd))

@@ -35,3 +35,17 @@ def test_node_timeout_and_wait_must_be_positive():
     assert check_run_args([*base, "--node-timeout", "60"]) == [
         "--node-timeout: must be below 60 s (how long a survivor waits for a new generation after its collective "
         "failed), got 60.0"]
+
+
+def test_node_timeout_must_be_below_the_hang_floor():
+    """Until a silent node is declared lost its last beats stay in the store: a hang watchdog that fired first would
+    find every rank at one step and replace the survivors' waiting ranks. Failed on the old code (accepted)."""
+    from training.cli import check_run_args
+
+    base = ["--steps", "10", "--checkpoint-dir", "/tmp/ck", "--restart", "in-process", "--max-restarts", "1",
+            "--rdzv-endpoint", "h:1", "--node-timeout", "20"]
+    assert check_run_args([*base, "--nnodes", "2", "--hang-floor", "20"]) == [
+        "--node-timeout: must be below --hang-floor (20 s): a lost node must be declared before the hang watchdog "
+        "fires, got 20.0"]
+    assert check_run_args([*base, "--nnodes", "2", "--hang-floor", "21"]) == []
+    assert check_run_args([*base, "--nnodes", "1", "--hang-floor", "8"]) == []  # one node: no node is watched
