@@ -425,10 +425,10 @@ def usage_problems(params: dict) -> list[str]:
         if p.get("node_timeout", 1.0) >= GENERATION_WAIT_S:  # a survivor would give up before the node is lost
             problems.append(f"--node-timeout: must be below {GENERATION_WAIT_S:.0f} s (how long a survivor waits "
                             f"for a new generation after its collective failed), got {p['node_timeout']}")
-        elif (max_nodes or 1) > 1 and p.get("node_timeout", 1.0) >= p.get("hang_floor", 300.0):
+        elif (max_nodes or 1) > 1 and "hang_floor" in p and p.get("node_timeout", 1.0) >= p["hang_floor"]:
             # The hang bound is never below the floor (training/ft/watchdog.py hang_bound). A watchdog that fires
             # before the lost node is declared finds every rank at the same step and replaces its own waiting ranks.
-            problems.append(f"--node-timeout: must be below --hang-floor ({p.get('hang_floor', 300.0):g} s): a lost "
+            problems.append(f"--node-timeout: must be below --hang-floor ({p['hang_floor']:g} s): a lost "
                             f"node must be declared before the hang watchdog fires, got {p['node_timeout']}")
         if p.get("spare_workers", 1) < 0:
             problems.append(f"--spare-workers: must be >= 0, got {p['spare_workers']}")

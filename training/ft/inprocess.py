@@ -451,6 +451,7 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
 
     previous = signal.signal(signal.SIGTERM, forward)
     next_watch = 0.0
+    judge = watchdog is not None and ft_dir is not None  # hangs are judged here (from the job's beats)
     try:
         while True:
             if deadline is not None and time.monotonic() > deadline:
@@ -505,7 +506,6 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                     store.add(FAILED_KEY + "/seen", 1)
                     stop_all()
                     return 1, bool(signalled)
-                judge = watchdog is not None and ft_dir is not None
                 nodes = jobbeats.gather(store, nnodes) if nnodes > 1 or judge else []  # one read per poll
                 if nnodes > 1:
                     why = watch_nodes(nodes)
