@@ -29,7 +29,8 @@ $(STAMP): pyproject.toml
 	@# Byte-compile on both cores instead of pip's one (2026-11-23, fresh venv on the 2-core CI machine: pip
 	@# install 136 s compiling, 41 s + 43 s this way). Tests start hundreds of Python processes, and where
 	@# PYTHONDONTWRITEBYTECODE is set nothing would be cached later (import torch: 13.7 s against 6.1 s).
-	@# Like pip, it skips files that do not compile on this Python (torch ships a 3.12-only test file).
+	@# Like pip, it skips files that do not compile on this Python (torch 2.13.0 ships one written for 3.12:
+	@# torch/testing/_internal/py312_intrinsics.py, seen in the wheel 2026-11-23).
 	$(PY) -m compileall -qq -j 0 $(VENV)/lib > /dev/null || true
 	touch $@
 

@@ -56,7 +56,7 @@ def _libc_sync_file_range():
 
 
 _sync_file_range = _libc_sync_file_range()
-_fdatasync = getattr(os, "fdatasync", os.fsync)  # (macOS has no fdatasync)
+_fdatasync = getattr(os, "fdatasync", os.fsync)  # (where os has no fdatasync: fsync)
 
 # torch.save computes a CRC32 of every record it writes (torch 2.13.0 torch/serialization.py:172-197, read
 # when a zip writer is created, :849). Bytes written into a TeeFileSystem stream are covered by the hash
@@ -329,8 +329,11 @@ class TeeFileSystem(FileSystem):
             dest, fd = item
             try:
                 _fdatasync(fd)
-            except OSError as e:  # the data is not on stable storage: this destination failed (an fsync
-                self.fail(dest, e)  # error is reported once; the commit's fsync might not see it again)
+            except OSError as e:  # the data is not on stable storage: this destination failed. A writeback error,
+                # once reported, is not reported to a descriptor opened later, as the commit's is (Linux
+                # Documentation/filesystems/vfs.rst, "Handling errors during writeback", commit acbf3c3452c3;
+                # checked 2026-11-23): it must be kept here.
+                self.fail(dest, e)
             finally:
                 os.close(fd)
                 self._flush_busy = False
