@@ -239,8 +239,9 @@ _add(
     Rule("block-io-error", "kernel-log",
          r"(?:I/O|critical medium|critical target) error, dev (?P<device>nvme\d+n\d+|xvd[a-z]+|sd[a-z]+),"
          r"|Buffer I/O error on dev(?:ice)? (?P<xdev>nvme\d+n\d+(?:p\d+)?|xvd[a-z]+\d*),",
-         "block-io-error", S.CRITICAL, A.REBOOT, KERNEL + " block layer",
-         "root EBS volume or local NVMe failing I/O; repeated -> replacement"),
+         "block-io-error", S.WARNING, A.NONE, KERNEL + " block layer",
+         "one failed request is often transient (a path failover, a detached volume); repeated errors on the "
+         "same device are block-io-error-repeated"),
 )
 _add(
     Rule("fs-remount-ro", "kernel-log",
@@ -336,15 +337,44 @@ _add(
     Rule("deep-check-error", "deep-check", "a deep check's output cannot be parsed or it timed out",
          "deep-check-error", S.CRITICAL, A.REPLACE, DEEP, "a node that cannot prove health is not trusted"),
     Rule("soft-lockup-repeated", "kernel-log-repeat",
-         "soft-lockup on this node SOFT_LOCKUP_REPEAT times within SOFT_LOCKUP_WINDOW_S (node_agent.detector)",
+         "soft-lockup on this node 3 times within 600 s of log time (REPEATS)",
          "cpu-soft-lockup-repeated", S.CRITICAL, A.REBOOT, KERNEL + " watchdog",
          "a CPU that keeps locking up is not load; a reboot clears a wedged driver, recurrence escalates"),
+    Rule("block-io-error-repeated", "kernel-log-repeat",
+         "block-io-error on the same device 10 times within 600 s of log time (REPEATS)",
+         "block-io-error-repeated", S.CRITICAL, A.REBOOT, KERNEL + " block layer",
+         "root EBS volume or local NVMe that keeps failing I/O; repeated after a reboot -> replacement"),
     # The agent itself.
     Rule("config-invalid", "agent", "a config section fails validation", "agent-config-invalid",
          S.WARNING, A.NONE, "openpod node agent", "that check is disabled with a message; the others run"),
     Rule("check-crashed", "agent", "a probe raised an unexpected error", "agent-check-error",
          S.WARNING, A.NONE, "openpod node agent", "logged with the error; the other checks keep running"),
 )
+
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """A kernel-log rule that acts only when it repeats: ``count`` findings within ``window_s`` of log time."""
+
+    base: str          # the single-line rule
+    rule: str          # the rule it becomes on the count-th line within the window
+    count: int
+    window_s: float
+    per_device: bool   # count per device (a disk) or per node (any CPU)
+    why: str
+
+
+# Thresholds are openpod's engineering choices (no vendor publishes one); the live agent and `diagnose` read them
+# from here through node_agent.kernel_engine, on the log's own time axis.
+REPEATS: dict[str, Repeat] = {r.base: r for r in (
+    Repeat("soft-lockup", "soft-lockup-repeated", 3, 600.0, False,
+           "the watchdog fires after 2 x watchdog_thresh = 20 s (Documentation/admin-guide/lockup-watchdogs.rst): one "
+           "is often load, three in ten minutes a CPU or driver that keeps wedging"),
+    Repeat("block-io-error", "block-io-error-repeated", 10, 600.0, True,
+           "the block layer prints each failed request (block/blk-mq.c blk_print_req_error, rate-limited): one is "
+           "often a transient path or volume event, ten on one device in ten minutes a failing device"),
+)}
 
 RULES: dict[str, Rule] = {r.id: r for r in _RULES}
 assert len(RULES) == len(_RULES), "duplicate rule id"
