@@ -225,8 +225,15 @@ class LogFollower:
         cursor = state.load().get("cursor")
         argv = list(self.journalctl) + ([f"--after-cursor={cursor}"] if isinstance(cursor, str) else [])
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # noqa: S603 (fixed argv)
-        stopper = threading.Thread(target=lambda: (self.stop_event.wait(), proc.terminate()), daemon=True)
-        stopper.start()
+        done = threading.Event()
+
+        def stop_journalctl() -> None:  # the read below blocks: stopping the follower ends journalctl
+            while not (self.stop_event.wait(0.2) or done.is_set()):
+                pass
+            if proc.poll() is None:
+                proc.terminate()
+
+        threading.Thread(target=stop_journalctl, name="journalctl-stop", daemon=True).start()
         saved = cursor
         try:
             for raw in proc.stdout:
@@ -248,6 +255,7 @@ class LogFollower:
                     state.save(cursor=cursor)
                     saved = cursor
         finally:
+            done.set()
             if cursor != saved and isinstance(cursor, str):
                 state.save(cursor=cursor)
             if proc.poll() is None:

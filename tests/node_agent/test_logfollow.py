@@ -232,3 +232,12 @@ def test_a_corrupt_state_file_reads_from_the_first_record(tmp_path, monkeypatch)
     follow_until(d, 1)
     assert acted(d, "xid-79", "gpu-fell-off-bus", "reboot") == 1
     assert json.loads((tmp_path / "kernel-log.json").read_text()) == {"boot_id": "boot-a", "seq": 0}
+
+
+def test_journalctl_that_exits_is_an_error_with_its_message(tmp_path):
+    script = tmp_path / "journalctl.py"
+    script.write_text("import sys; print('No journal files were found.', file=sys.stderr); sys.exit(1)\n")
+    f = logfollow.LogFollower("journald", lambda m, ts: None, boot_id_path=str(_boot_id(tmp_path)),
+                              journalctl=(sys.executable, str(script)))
+    with pytest.raises(OSError, match="journalctl exited 1: No journal files were found"):
+        f.run()
