@@ -278,13 +278,12 @@ _add(
          KERNEL, "read from the log after kdump/pstore or a netconsole"),
     # Every x86 die() header is "<what>: <error code, %04lx> [#<n>]" (arch/x86/kernel/dumpstack.c __die_header:
     # "Oops: ", "general protection fault", "invalid opcode", "divide error", "stack segment", ...; since 6.10
-    # prefixed "Oops: "), arm64's "Internal error: <what>: <esr> [#<n>]" (arch/arm64/kernel/traps.c die()),
+    # prefixed "Oops: "), other architectures' "Oops: <text> [#<n>]" (powerpc "Oops: <why>, sig: <n> [#<n>]"),
+    # arm and arm64 "Internal error: <what>: <code> [#<n>]" (arch/arm64/kernel/traps.c die()),
     # "kernel tried to execute NX-protected page" (arch/x86/mm/fault.c show_fault_oops).
     Rule("kernel-oops", "kernel-log",
-         r"(?:\bOops|general protection fault|invalid opcode|divide error|stack segment|double fault"
-         r"|alignment check|coprocessor segment overrun|invalid TSS|segment not present|bounds)"
-         r"(?:, probably for [\w -]+ 0x[0-9a-f]+)?: (?:[\w ]+: )?[0-9a-f]{4} \[#\d+\]"
-         r"|BUG: kernel NULL pointer dereference|BUG: unable to handle (?:kernel |page fault)|kernel BUG at \S+!"
+         r": [0-9a-f]{4} \[#\d+\]|\bOops: [^\[]*\[#\d+\]|BUG: kernel NULL pointer dereference"
+         r"|BUG: unable to handle (?:kernel |page fault)|kernel BUG at \S+!"
          r"|\bInternal error: [\w ]+:|kernel tried to execute NX-protected page",
          "kernel-oops", S.CRITICAL, A.REBOOT, KERNEL + " die() headers (arch/x86/kernel/dumpstack.c, "
          "arch/arm64/kernel/traps.c, arch/x86/mm/fault.c)", "kernel state is undefined after an oops"),
@@ -480,10 +479,11 @@ _BY_CODE = set(_XID_BY_CODE.values()) | set(_SXID_BY_CODE.values()) | {_NVLINK5_
 _COMPILED: tuple[tuple[Rule, re.Pattern], ...] = tuple(
     (r, re.compile(r.match)) for r in KERNEL_RULES if r not in _BY_CODE)
 # Cheap substring gate: a line that contains none of these cannot match any kernel rule.
-_GATE = re.compile(r"NVRM|SXid|NEURON_HW_ERR|efa |ena |EXT4-fs|XFS \(|soft lockup|blocked for more than"
-                   r"|Out of memory|EDAC MC|Hardware Error|nvme|fallen off the bus|AER|PCIe Bus Error|zpci"
-                   r"|LOCKUP|Kernel panic|Oops|BUG|I/O error|error, dev |memory error|\[#\d|Internal error: "
-                   r"|NX-protected|rcu_|Memory failure|MCE 0x|GSP|RmInit|heartbeat|FSP|RISC-V|RC watchdog")
+_GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |ena |EXT4-fs|XFS \(|soft lockup|blocked for more than"
+                   r"|Out of memory|EDAC MC|Hardware Error|QID|controller is down|probe failure|fallen off the bus"
+                   r"|AER|PCIe Bus Error|zpci|LOCKUP|Kernel panic|Oops|BUG|I/O error|error, dev |memory error|\[#\d"
+                   r"|Internal error: |NX-protected|detected stall|Memory failure|MCE 0x|RmInit|GSP|kgspBootGspRm"
+                   r"|GFW|kfsp|FSP|eartbeat|RISC-V|RC watchdog")
 
 
 def match_kernel_line(line: str) -> Finding | None:
