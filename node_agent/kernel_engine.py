@@ -2,8 +2,9 @@
 
 A line is classified by ``rules.match_kernel_line``; a rule listed in ``rules.REPEATS`` becomes its repeated
 rule on the count-th finding within the window. Windows run on the log's own time axis: the /dev/kmsg or
-journald timestamp the follower passes, else a dmesg ``[ 123.456]`` prefix, else the last log time seen, else
-the caller's clock. Time going backwards by more than a second is a new boot: the windows start over.
+journald timestamp the follower passes, else the line's own time (a dmesg ``[ 123.456]`` prefix, an ISO 8601 or
+syslog timestamp: ``logfollow.log_seconds``), else the last log time seen, else the caller's clock. Time going
+backwards by more than a second is a new boot (or a new file): the windows start over.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import threading
 from collections import deque
 
 from node_agent.findings import Finding
-from node_agent.logfollow import dmesg_seconds
+from node_agent.logfollow import log_seconds
 from node_agent.rules import REPEATS, Repeat, match_kernel_line, rule
 
 
@@ -26,7 +27,7 @@ class KernelLogEngine:
     def feed(self, line: str, ts: float | None = None, *, now: float = 0.0) -> Finding | None:
         """The finding for one line (None if no rule matches); ``now`` is used only for a line without log time."""
         f = match_kernel_line(line)
-        t = ts if ts is not None else dmesg_seconds(line)
+        t = ts if ts is not None else log_seconds(line)
         with self._lock:
             if t is None:
                 t = self._last if self._last is not None else now

@@ -355,9 +355,28 @@ def _offline_line(raw: bytes) -> tuple[str, float | None]:
 
 
 _DMESG_TS = re.compile(r"\[\s*(\d+)\.(\d{1,9})\]")
+# Wall-clock prefixes of saved logs: ISO 8601 (journalctl -o short-iso, rsyslog RFC 3339) and the classic syslog
+# "Mmm dd HH:MM:SS" (no year: seconds within the year; a year's turn reads as time going back, a new window).
+_ISO_TS = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
+_SYSLOG_TS = re.compile(r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) (\d\d):(\d\d):(\d\d)\b")
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())}
 
 
-def dmesg_seconds(line: str) -> float | None:
-    """Seconds since boot from a dmesg / syslog ``[ 1234.567890]`` prefix (first 80 characters), else None."""
+def log_seconds(line: str) -> float | None:
+    """The log time of a line, in seconds: a dmesg ``[ 1234.567890]`` prefix (seconds since boot), else a
+    leading ISO 8601 or syslog timestamp (seconds on the wall clock); None when the line carries none."""
     m = _DMESG_TS.search(line, 0, 80)
-    return float(f"{m.group(1)}.{m.group(2)}") if m else None
+    if m:
+        return float(f"{m.group(1)}.{m.group(2)}")
+    m = _ISO_TS.match(line)
+    if m:
+        import calendar
+
+        y, mo, d, hh, mm, ss = (int(g) for g in m.groups()[:6])
+        frac = float(f"0.{m.group(7)}") if m.group(7) else 0.0
+        return calendar.timegm((y, mo, d, hh, mm, ss)) + frac
+    m = _SYSLOG_TS.match(line)
+    if m:
+        return (((_MONTHS[m.group(1)] * 31 + int(m.group(2))) * 24 + int(m.group(3))) * 60
+                + int(m.group(4))) * 60 + int(m.group(5))
+    return None

@@ -127,3 +127,15 @@ def test_diagnose_applies_the_live_repeat_windows_on_log_time(tmp_path):
     (tmp_path / "kmsg.txt").write_text(kmsg)
     r = diagnose_in_process(str(tmp_path / "kmsg.txt"), "--json")
     assert json.loads(r.output.splitlines()[-1])["action"] == "reboot"
+
+
+def test_diagnose_repeat_windows_on_syslog_and_iso_timestamps(tmp_path):
+    """/var/log/messages and journalctl -o short-iso lines carry wall-clock time, not a dmesg prefix."""
+    lockup = "kernel: watchdog: BUG: soft lockup - CPU#3 stuck for 22s! [python3:4121]"
+    syslog_close = "".join(f"Nov 25 10:0{i}:00 ip-10-0-0-1 {lockup}\n" for i in range(3))      # 3 in 2 minutes
+    iso_apart = "".join(f"2026-11-25T1{i}:00:00+0000 ip-10-0-0-1 {lockup}\n" for i in range(3))  # 3 in 2 hours
+    (tmp_path / "messages").write_text(syslog_close)
+    (tmp_path / "iso.log").write_text(iso_apart)
+    rules = lambda p: [json.loads(x)["rule"] for x in diagnose_in_process(str(p), "--json").output.splitlines()]  # noqa: E731
+    assert rules(tmp_path / "messages")[-1] == "soft-lockup-repeated"
+    assert rules(tmp_path / "iso.log") == ["soft-lockup"] * 3
