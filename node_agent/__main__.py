@@ -61,22 +61,24 @@ def diagnose(path: str, nvidia_smi: str | None, dcgmi: str | None, all_reduce: s
              instance_type: str | None, as_json: bool) -> None:
     """Classify a kernel log (PATH, or - for stdin) and recorded tool output with the live rules."""
     from node_agent import deep_check, gpu, neuron
-    from node_agent.logfollow import read_lines
-    from node_agent.rules import match_kernel_line
+    from node_agent.kernel_engine import KernelLogEngine
+    from node_agent.logfollow import BinaryLog, read_lines
 
     itype = _itype(instance_type)
     findings: list[Finding] = []
     if path != "-" and not os.path.isfile(path):
         fail(f"kernel log {path}: no such file")
+    engine = KernelLogEngine()  # the live detector's engine: same rules, same repeat windows, on the log's time
     try:
-        for line in read_lines(path):
-            f = match_kernel_line(line)
+        for line, ts in read_lines(path):
+            f = engine.feed(line, ts)
             if f:
                 findings.append(f)
     except OSError as e:
         fail(f"kernel log {path}: {e.strerror}")
-    except UnicodeDecodeError:
-        fail(f"kernel log {path}: not a text file")
+    except BinaryLog as e:
+        fail(f"kernel log {path}: {e}; expected text (dmesg, journalctl -k, /var/log/messages or kern.log); "
+             "for a binary journal file run journalctl -k --file=FILE | python -m node_agent diagnose -")
     recorded = [(nvidia_smi, "--nvidia-smi", lambda t: gpu.check_gpus(gpu.parse_recorded(t), itype)),
                 (dcgmi, "--dcgmi", deep_check.check_dcgmi),
                 (all_reduce, "--all-reduce", lambda t: deep_check.check_nccl(

@@ -22,7 +22,13 @@ class _Section(BaseModel):
 
 
 class KernelLogConfig(_Section):
-    path: str = Field("/dev/kmsg", description="/dev/kmsg, or a log file to follow (e.g. /var/log/messages)")
+    path: str = Field("/dev/kmsg", description="/dev/kmsg (journald where it cannot be opened), journald, or a log "
+                                               "file to follow (e.g. /var/log/messages)")
+    state_path: str = Field("", description="file keeping the boot id and the last /dev/kmsg record (or journald "
+                                            "cursor) handled, on a hostPath: a restarted agent resumes there "
+                                            "instead of acting twice; empty: none (every start reads this boot's "
+                                            "log from its first record)")
+    boot_id_path: str = Field("/proc/sys/kernel/random/boot_id", description="the kernel's boot id")
 
 
 class GpuConfig(_Section):

@@ -21,6 +21,7 @@ CONTROLLER = "node-remediation"
 APP = "app.kubernetes.io/name"
 ARCH = "kubernetes.io/arch"
 DETECTOR_METRICS_PORT = AgentConfig().metrics_port
+AGENT_STATE_DIR = "/var/lib/openpod/node-agent"
 CONTROLLER_METRICS_PORT = ControllerConfig().metrics_port
 
 
@@ -153,6 +154,7 @@ def agent_config(spec: ClusterSpec | None = None) -> dict:
     """The agent's config file: the defaults, written out so operators see and edit every knob, with each
     group's deep-check DCGM level from the spec."""
     cfg = AgentConfig()
+    cfg.kernel_log.state_path = f"{AGENT_STATE_DIR}/kernel-log.json"  # on the hostPath below: survives pod restarts
     if spec is not None:
         cfg.deep_check.dcgm_level_by_group = {g.name: g.dcgm_level for g in spec.instance_groups
                                               if g.type.accelerator is Accelerator.NVIDIA}
@@ -198,6 +200,8 @@ def detector_daemonset(image: str, arch: str = "amd64") -> dict:
         _host_path("proc", "/proc", "Directory", "/host/proc"),
         _host_path("host-root", "/", "Directory", "/host", mountPropagation="HostToContainer"),
         _host_path("containerd", "/run/containerd", "Directory", "/run/containerd"),
+        # The kernel-log position (boot id + last record handled), so a restarted agent acts once per fault.
+        _host_path("agent-state", AGENT_STATE_DIR, "DirectoryOrCreate", AGENT_STATE_DIR, read_only=False),
     ]
     sc = AgentConfig().scratch
     mounts += [_host_path(f"job-scratch-{i}", root, "DirectoryOrCreate", sc.mount_prefix + root, read_only=False)

@@ -31,15 +31,15 @@ from node_agent.logfollow import LogFollower
 from node_agent.marking import DEEP_CHECK, DEEP_CHECK_REQUEST, mark, mark_healthy
 from node_agent.metrics import DetectorMetrics
 from node_agent.nvml_events import NvmlEventWatcher
-from node_agent.rules import match_kernel_line, rule
+from node_agent.kernel_engine import KernelLogEngine
+from node_agent.rules import REPEATS, rule
 
 log = logging.getLogger("node_agent.detector")
 
 IMDS = "http://169.254.169.254/latest"
-# Soft lockups: one (the watchdog fires after 2 x watchdog_thresh = 20 s by default) is often load and a warning;
-# this many within the window is a CPU or driver that keeps wedging: the soft-lockup-repeated rule (reboot).
-SOFT_LOCKUP_REPEAT = 3
-SOFT_LOCKUP_WINDOW_S = 600.0
+# Soft lockups: one is often load and a warning; this many within the window (log time) is soft-lockup-repeated.
+SOFT_LOCKUP_REPEAT = REPEATS["soft-lockup"].count
+SOFT_LOCKUP_WINDOW_S = REPEATS["soft-lockup"].window_s
 
 
 def instance_type_from_imds(timeout: float = 1.0) -> str | None:
@@ -82,7 +82,7 @@ class Detector:
         self._lock = threading.Lock()
         self._action_rank = 0
         self._last_event: dict[tuple[str, str], float] = {}
-        self._soft_lockups: list[float] = []
+        self.engine = KernelLogEngine()
         self._gpu_source: gpu.GpuSource | None = None
         self._prev_gpu: list[gpu.GpuState] | None = None
         self._fabric_pending_since: float | None = None
@@ -109,21 +109,13 @@ class Detector:
             except Exception as e:  # noqa: BLE001 (the API may be briefly unavailable; retried on next finding)
                 log.error("cannot record %s on node %s: %s", f.fault, self.node_name, e)
 
-    def on_kernel_line(self, line: str) -> None:
+    def on_kernel_line(self, line: str, ts: float | None = None) -> bool:
+        """Classify one kernel log line (``ts``: its log time, seconds since boot); True when it made a finding."""
         self.metrics.kernel_lines.inc()
-        f = match_kernel_line(line)
+        f = self.engine.feed(line, ts, now=self.clock())
         if f:
-            if f.rule == "soft-lockup":
-                f = self._escalate_soft_lockup(f, line)
             self.report([f])
-
-    def _escalate_soft_lockup(self, f: Finding, line: str) -> Finding:
-        """One short soft lockup is a warning; SOFT_LOCKUP_REPEAT within the window is soft-lockup-repeated."""
-        now = time.monotonic()
-        with self._lock:
-            self._soft_lockups = [t for t in self._soft_lockups if now - t < SOFT_LOCKUP_WINDOW_S] + [now]
-            repeated = len(self._soft_lockups) >= SOFT_LOCKUP_REPEAT
-        return rule("soft-lockup-repeated").finding(line, device=f.device) if repeated else f
+        return f is not None
 
     def _guard(self, check: str, fn: Callable[[], list[Finding]]) -> list[Finding]:
         """Run one check; an unexpected error is a finding, never the end of the agent."""
@@ -263,7 +255,9 @@ class Detector:
     def start_follower(self) -> threading.Thread | None:
         if not self.config.kernel_log.enabled:
             return None
-        self.follower = LogFollower(self.config.kernel_log.path, self.on_kernel_line)
+        k = self.config.kernel_log
+        self.follower = LogFollower(k.path, self.on_kernel_line, state_path=k.state_path or None,
+                                    boot_id_path=k.boot_id_path)
 
         def follow() -> None:
             try:

@@ -202,6 +202,41 @@ _add(
          "efa-command-failed", S.WARNING, A.NONE, EFA_DRIVER, "one admin command rejected (often resource limits)"),
 )
 
+# ---------------------------------------------------------------- kernel log: ENA
+# amzn/amzn-drivers kernel/linux/ena/ena_netdev.c (in tree: drivers/net/ethernet/amazon/ena): ena_device_init
+# "Can not reset device" / "Can not initialize device", ena_probe "ENA device init failed" (older lowercase),
+# ena_destroy_device "Device reset failed", ena_restore_device "Reset attempt failed. Can not reset the device".
+# A keep-alive timeout or lost Tx completions make the driver reset the device itself: watched, no rule.
+_add(Rule("ena-reset-failed", "kernel-log",
+          rf"ena (?P<device>{_BDF}).*(?i:Can not reset (?:the )?device|Can not initialize device"
+          r"|device init failed|Device reset failed|Reset attempt failed)",
+          "ena-device-failed", S.CRITICAL, A.REBOOT, "Linux ena driver (amzn/amzn-drivers ena_netdev.c)",
+          "the node's primary network adapter could not be (re)initialised"))
+
+# ---------------------------------------------------------------- kernel log: GPU init / firmware without an Xid
+# NVIDIA/open-gpu-kernel-modules (checked 2026-11-25): osinit.c RmInitAdapter "RmInitAdapter failed! (0x%x:0x%x:%d)"
+# and "RmInitAdapter: Cannot initialize GSP firmware RM"; kernel_gsp.c _kgspBootGspRm "unexpected WPR2 already up"
+# ("the GPU is likely in a bad state and may need to be reset"), _kgspRpcRecvPoll "GSP RM heartbeat timed out" /
+# "LibOS heartbeat timed out" / "Timeout waiting for RPC from GSP"; kgspWaitForGfwBootOk / gpuWaitForGfwBootComplete
+# "failed to wait for GFW boot complete"; kern_fsp.c kfspPollForResponse "FSP command timed out" and FSP boot
+# (kfspWaitForSecureBoot); kernel_falcon "Timeout waiting for RISC-V to halt"; kernel_rc_watchdog.c "RC watchdog:
+# GPU is probably locked!". The GPU cannot be used until it is reset: a node reboot resets every GPU.
+GPU_INIT = "NVIDIA driver (open-gpu-kernel-modules osinit.c, kernel_gsp.c, kern_fsp.c, kernel_rc_watchdog.c)"
+_add(
+    Rule("gpu-init-failed", "kernel-log",
+         r"NVRM: (?:GPU (?P<device>[0-9a-fA-F:.]+): )?RmInitAdapter failed!"
+         r"|RmInitAdapter: Cannot initialize GSP firmware RM|_kgspBootGspRm: (?:unexpected WPR2 already up"
+         r"|\(the GPU is likely in a bad state)|failed to wait for GFW[_ ]BOOT|kfspWaitForSecureBoot\w*: .*(?:fail|timed? ?out)",
+         "gpu-init-failed", S.CRITICAL, A.REBOOT, GPU_INIT,
+         "the driver could not bring the GPU up (firmware, GSP or VBIOS boot); repeated -> replacement"),
+    Rule("gpu-firmware-timeout", "kernel-log",
+         r"_kgspRpcRecvPoll: (?:GSP RM|LibOS) heartbeat timed out|_kgspIsHeartbeatTimedOut: Heartbeat timed out"
+         r"|Timeout waiting for RPC from GSP|kfspPollForResponse\w*: FSP command timed out"
+         r"|Timeout waiting for RISC-V to halt|RC watchdog: GPU is probably locked",
+         "gpu-firmware-timeout", S.CRITICAL, A.REBOOT, GPU_INIT,
+         "the GPU's GSP/FSP firmware or engines stopped answering; the driver asks for a reset"),
+)
+
 # ---------------------------------------------------------------- kernel log: GPU lost without an Xid
 _add(
     Rule("gpu-fallen-off-bus", "kernel-log",
@@ -214,35 +249,89 @@ _add(
 # ---------------------------------------------------------------- kernel log: host
 # PCIe AER (drivers/pci/pcie/aer.c and err.c), lockup watchdogs (kernel/watchdog.c), panic/oops/BUG
 # (kernel/panic.c, arch/x86/mm/fault.c), block layer errors (block/blk-core.c, fs/buffer.c).
-_AER_DEV = r"(?P<device>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f])"
+_AER_DEV = r"(?P<device>[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f])"
+# Severity words: "Uncorrected (Fatal)" before Linux 6.x, "Uncorrectable (Fatal)" after (drivers/pci/pcie/aer.c
+# aer_error_severity_string); "... error received: <dev>" before, "... error message received from <dev>" after.
+_AER_SEV = r"Uncorrect(?:ed|able) \({sev}\)"
+PCI_ERR = ("Linux drivers/pci/pcie/err.c pcie_do_recovery / report_error_detected (torvalds/linux v6.12, checked "
+           "2026-11-25): a driver without an error_detected callback votes PCI_ERS_RESULT_NO_AER_DRIVER, and the "
+           "recovery of the whole hierarchy below the port fails")
 _add(
     Rule("pcie-aer-fatal", "kernel-log",
-         _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=Uncorrected \(Fatal\)"
-         r"|(?:Multiple )?Uncorrected \(Fatal\) error (?:message )?received)",
-         "pcie-uncorrectable-fatal", S.CRITICAL, A.REBOOT, KERNEL + " PCIe AER",
+         _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=" + _AER_SEV.format(sev="Fatal") +
+         r"|(?:Multiple )?" + _AER_SEV.format(sev="Fatal") + r" error (?:message )?received)",
+         "pcie-uncorrectable-fatal", S.CRITICAL, A.REBOOT, KERNEL + " PCIe AER (drivers/pci/pcie/aer.c)",
          "the link is reset by the kernel; the device behind it is not trusted until a reboot"),
-    Rule("pcie-aer-recovery-failed", "kernel-log", _AER_DEV + r": AER: device recovery failed",
-         "pcie-recovery-failed", S.CRITICAL, A.REBOOT, KERNEL + " PCIe AER", "the kernel could not recover the device"),
+    Rule("pcie-aer-recovery-failed", "kernel-log",
+         _AER_DEV + r": (?:AER: )?(?:[Dd]evice recovery failed|can't recover \(no error_detected callback\))"
+         r"|zpci: (?P<xdev>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]): Automatic recovery failed",
+         "pcie-recovery-failed", S.CRITICAL, A.REBOOT, PCI_ERR + "; s390 arch/s390/pci/pci_event.c",
+         "the kernel could not recover the device (both capitalisations; a driver without AER callbacks)"),
     Rule("pcie-aer-nonfatal", "kernel-log",
-         _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=Uncorrected \(Non-Fatal\)"
-         r"|(?:Multiple )?Uncorrected \(Non-Fatal\) error (?:message )?received)",
+         _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=" + _AER_SEV.format(sev="Non-Fatal") +
+         r"|(?:Multiple )?" + _AER_SEV.format(sev="Non-Fatal") + r" error (?:message )?received)",
          "pcie-uncorrectable-nonfatal", S.WARNING, A.NONE, KERNEL + " PCIe AER",
          "the driver recovers it; a failed recovery is pcie-aer-recovery-failed"),
     Rule("hard-lockup", "kernel-log", r"Watchdog detected hard LOCKUP on cpu (?P<device>\d+)",
          "cpu-hard-lockup", S.CRITICAL, A.REBOOT, KERNEL + " watchdog", "a CPU stopped taking interrupts"),
     Rule("kernel-panic", "kernel-log", r"Kernel panic - not syncing: ", "kernel-panic", S.CRITICAL, A.REBOOT,
          KERNEL, "read from the log after kdump/pstore or a netconsole"),
+    # Every x86 die() header is "<what>: <error code, %04lx> [#<n>]" (arch/x86/kernel/dumpstack.c __die_header:
+    # "Oops: ", "general protection fault", "invalid opcode", "divide error", "stack segment", ...; since 6.10
+    # prefixed "Oops: "), other architectures' "Oops: <text> [#<n>]" (powerpc "Oops: <why>, sig: <n> [#<n>]"),
+    # arm and arm64 "Internal error: <what>: <code> [#<n>]" (arch/arm64/kernel/traps.c die()),
+    # "kernel tried to execute NX-protected page" (arch/x86/mm/fault.c show_fault_oops).
     Rule("kernel-oops", "kernel-log",
-         r"\bOops: (?:Oops: )?\d+ \[#\d+\]|BUG: kernel NULL pointer dereference"
-         r"|BUG: unable to handle (?:kernel |page fault)|kernel BUG at \S+!",
-         "kernel-oops", S.CRITICAL, A.REBOOT, KERNEL, "kernel state is undefined after an oops"),
+         r": [0-9a-f]{4} \[#\d+\]|\bOops: [^\[]*\[#\d+\]|BUG: kernel NULL pointer dereference"
+         r"|BUG: unable to handle (?:kernel |page fault)|kernel BUG at \S+!"
+         r"|\bInternal error: [\w ]+:|kernel tried to execute NX-protected page",
+         "kernel-oops", S.CRITICAL, A.REBOOT, KERNEL + " die() headers (arch/x86/kernel/dumpstack.c, "
+         "arch/arm64/kernel/traps.c, arch/x86/mm/fault.c)", "kernel state is undefined after an oops"),
+    # RCU CPU stall warnings (kernel/rcu/tree_stall.h print_cpu_stall / print_other_cpu_stall, older
+    # "rcu_sched_state"; Documentation/RCU/stallwarn.rst): a CPU has not passed a quiescent state for
+    # CONFIG_RCU_CPU_STALL_TIMEOUT (21 s by default), no grace period ends, freed memory is not reclaimed
+    # ("Unless rcu_sched kthread gets sufficient CPU time, OOM is now expected behavior").
+    Rule("rcu-stall", "kernel-log",
+         r"INFO: rcu_\w+ (?:self-detected stall on CPU|detected stalls? on CPU)"
+         r"|INFO: rcu_\w+_state detected stalls? on CPU",
+         "cpu-rcu-stall", S.CRITICAL, A.REBOOT, KERNEL + " RCU (kernel/rcu/tree_stall.h, stallwarn.rst)",
+         "a CPU stuck in the kernel for 21 s or more; reclaim stops behind it"),
     Rule("block-io-error", "kernel-log",
          r"(?:I/O|critical medium|critical target) error, dev (?P<device>nvme\d+n\d+|xvd[a-z]+|sd[a-z]+),"
          r"|Buffer I/O error on dev(?:ice)? (?P<xdev>nvme\d+n\d+(?:p\d+)?|xvd[a-z]+\d*),",
-         "block-io-error", S.CRITICAL, A.REBOOT, KERNEL + " block layer",
-         "root EBS volume or local NVMe failing I/O; repeated -> replacement"),
+         "block-io-error", S.WARNING, A.NONE, KERNEL + " block layer",
+         "one failed request is often transient (a path failover, a detached volume); repeated errors on the "
+         "same device are block-io-error-repeated"),
 )
 _add(
+    # fs/xfs/xfs_log.c: xlog_ioend_work "log I/O error %d" (then xlog_force_shutdown), older xfs_log_force
+    # "xfs_log_force: error %d returned."; the log device failed a write: the filesystem is shut down.
+    Rule("xfs-log-io-error", "kernel-log",
+         r"XFS \((?P<device>[\w/.-]+)\): (?:log I/O error -?\d+|xfs_log_force: error -?\d+ returned)",
+         "filesystem-read-only", S.CRITICAL, A.REBOOT, KERNEL + " XFS (fs/xfs/xfs_log.c)",
+         "the log cannot be written: XFS shuts the filesystem down"),
+    # drivers/nvme/host/pci.c nvme_warn_reset: "controller is down; will reset: CSTS=%#x, PCI_STATUS=%#x" when
+    # CSTS.CFS (controller fatal status) is set or the register reads all ones (0xffffffff: the device is gone
+    # from PCIe); nvme_remove_dead_ctrl: "Removing after probe failure status: %d".
+    Rule("nvme-controller-down", "kernel-log",
+         r"(?P<device>nvme\d+): (?:controller is down; will reset: CSTS=0x[0-9a-f]+"
+         r"|Removing after probe failure status: -?\d+)",
+         "nvme-controller-down", S.CRITICAL, A.REBOOT, KERNEL + " NVMe (drivers/nvme/host/pci.c); NVMe base "
+         "specification 'Controller Fatal Status Condition': host software should reset the controller",
+         "the root EBS volume or a local NVMe disk stopped answering; repeated after a reboot -> replacement"),
+    # Host memory: memory_failure() (mm/memory-failure.c, pr_fmt "Memory failure: ", action_result
+    # "%#lx: recovery action for %s: %s"; before 4.x "MCE %#lx: ..."): a page of DRAM had an uncorrectable error
+    # (soft offline of corrected errors is "Memory failure: soft offline: ...", not matched). GHES/BERT CPER
+    # records (drivers/firmware/efi/cper.c cper_print_*: "event severity: %s", "Error %d, type: %s",
+    # cper_mem_err_type_strs "multi-bit ECC"): fatal and recoverable errors, also those the firmware kept from
+    # the previous boot ("BERT: Error records from previous boot:", drivers/acpi/apei/bert.c).
+    Rule("memory-failure", "kernel-log",
+         r"(?:Memory failure: |\bMCE )0x[0-9a-f]+: (?:recovery action for|unhandlable page|[\w -]*page)"
+         r"|\[Hardware Error\]: +(?:event severity: (?:fatal|recoverable)\b|Error \d+, type: (?:fatal|recoverable)\b"
+         r"|error_type: \d+, multi-(?:bit|symbol ChipKill) ECC)",
+         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (mm/memory-failure.c, "
+         "drivers/firmware/efi/cper.c, drivers/acpi/apei/ghes.c and bert.c)",
+         "uncorrectable or fatal platform hardware error; the same fault as memory-uncorrectable"),
     Rule("fs-remount-ro", "kernel-log",
          r"(?:EXT4-fs \((?P<device>[\w/.-]+)\): Remounting filesystem read-only"
          r"|XFS \((?P<xdev>[\w/.-]+)\): (?:.*Shutting down filesystem|Filesystem has been shut down due to))",
@@ -336,15 +425,44 @@ _add(
     Rule("deep-check-error", "deep-check", "a deep check's output cannot be parsed or it timed out",
          "deep-check-error", S.CRITICAL, A.REPLACE, DEEP, "a node that cannot prove health is not trusted"),
     Rule("soft-lockup-repeated", "kernel-log-repeat",
-         "soft-lockup on this node SOFT_LOCKUP_REPEAT times within SOFT_LOCKUP_WINDOW_S (node_agent.detector)",
+         "soft-lockup on this node 3 times within 600 s of log time (REPEATS)",
          "cpu-soft-lockup-repeated", S.CRITICAL, A.REBOOT, KERNEL + " watchdog",
          "a CPU that keeps locking up is not load; a reboot clears a wedged driver, recurrence escalates"),
+    Rule("block-io-error-repeated", "kernel-log-repeat",
+         "block-io-error on the same device 10 times within 600 s of log time (REPEATS)",
+         "block-io-error-repeated", S.CRITICAL, A.REBOOT, KERNEL + " block layer",
+         "root EBS volume or local NVMe that keeps failing I/O; repeated after a reboot -> replacement"),
     # The agent itself.
     Rule("config-invalid", "agent", "a config section fails validation", "agent-config-invalid",
          S.WARNING, A.NONE, "openpod node agent", "that check is disabled with a message; the others run"),
     Rule("check-crashed", "agent", "a probe raised an unexpected error", "agent-check-error",
          S.WARNING, A.NONE, "openpod node agent", "logged with the error; the other checks keep running"),
 )
+
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """A kernel-log rule that acts only when it repeats: ``count`` findings within ``window_s`` of log time."""
+
+    base: str          # the single-line rule
+    rule: str          # the rule it becomes on the count-th line within the window
+    count: int
+    window_s: float
+    per_device: bool   # count per device (a disk) or per node (any CPU)
+    why: str
+
+
+# Thresholds are openpod's engineering choices (no vendor publishes one); the live agent and `diagnose` read them
+# from here through node_agent.kernel_engine, on the log's own time axis.
+REPEATS: dict[str, Repeat] = {r.base: r for r in (
+    Repeat("soft-lockup", "soft-lockup-repeated", 3, 600.0, False,
+           "the watchdog fires after 2 x watchdog_thresh = 20 s (Documentation/admin-guide/lockup-watchdogs.rst): one "
+           "is often load, three in ten minutes a CPU or driver that keeps wedging"),
+    Repeat("block-io-error", "block-io-error-repeated", 10, 600.0, True,
+           "the block layer prints each failed request (block/blk-mq.c blk_print_req_error, rate-limited): one is "
+           "often a transient path or volume event, ten on one device in ten minutes a failing device"),
+)}
 
 RULES: dict[str, Rule] = {r.id: r for r in _RULES}
 assert len(RULES) == len(_RULES), "duplicate rule id"
@@ -361,9 +479,11 @@ _BY_CODE = set(_XID_BY_CODE.values()) | set(_SXID_BY_CODE.values()) | {_NVLINK5_
 _COMPILED: tuple[tuple[Rule, re.Pattern], ...] = tuple(
     (r, re.compile(r.match)) for r in KERNEL_RULES if r not in _BY_CODE)
 # Cheap substring gate: a line that contains none of these cannot match any kernel rule.
-_GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |EXT4-fs|XFS \(|soft lockup|blocked for more than"
-                   r"|Out of memory|EDAC MC|Hardware Error|nvme nvme|fallen off the bus|AER|PCIe Bus Error"
-                   r"|LOCKUP|Kernel panic|Oops|BUG|I/O error|error, dev |memory error")
+_GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |ena |EXT4-fs|XFS \(|soft lockup|blocked for more than"
+                   r"|Out of memory|EDAC MC|Hardware Error|QID|controller is down|probe failure|fallen off the bus"
+                   r"|AER|PCIe Bus Error|zpci|LOCKUP|Kernel panic|Oops|BUG|I/O error|error, dev |memory error|\[#\d"
+                   r"|Internal error: |NX-protected|detected stall|Memory failure|MCE 0x|RmInit|GSP|kgspBootGspRm"
+                   r"|GFW|kfsp|FSP|eartbeat|RISC-V|RC watchdog")
 
 
 def match_kernel_line(line: str) -> Finding | None:

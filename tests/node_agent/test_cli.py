@@ -90,3 +90,52 @@ def test_detector_without_a_cluster_says_so(tmp_path):
     r = subprocess.run([sys.executable, "-m", "node_agent", "detector", "--node", "n1"], capture_output=True,
                        text=True, env={**os.environ, "PYTHONPATH": str(ROOT), **env_home}, cwd=str(tmp_path))
     assert r.returncode == 2 and "no Kubernetes API configuration" in r.stderr and "Traceback" not in r.stderr
+
+
+def diagnose_in_process(*args, stdin: bytes | None = None):
+    from click.testing import CliRunner
+
+    from node_agent.__main__ import main
+
+    return CliRunner().invoke(main, ["diagnose", *args], input=stdin)
+
+
+def test_binary_input_is_refused_with_one_clear_error(tmp_path):
+    """A binary journal file (systemd journal files start with the magic 'LPKSHHRH', then NUL bytes:
+    https://systemd.io/JOURNAL_FILE_FORMAT/#header) or a core dump is not "no faults found"."""
+    (tmp_path / "system.journal").write_bytes(b"LPKSHHRH\x00\x00\x00\x00" + bytes(range(256)) * 4)
+    for args, stdin in (([str(tmp_path / "system.journal")], None), (["-"], b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 64)):
+        r = diagnose_in_process(*args, stdin=stdin)
+        assert r.exit_code == 2, r.output
+        err = r.output.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: kernel log ") and "binary data (NUL byte at offset" in err[0]
+        assert "no faults found" not in r.output
+
+
+def test_diagnose_applies_the_live_repeat_windows_on_log_time(tmp_path):
+    lockup = "watchdog: BUG: soft lockup - CPU#47 stuck for 23s! [kworker/47:1:1203]"
+    close = "".join(f"[{100.0 + 30 * i:12.6f}] {lockup}\n" for i in range(3))      # 3 within 10 minutes
+    apart = "".join(f"[{100.0 + 3600 * i:12.6f}] {lockup}\n" for i in range(3))    # 3 in 2 hours
+    (tmp_path / "close.log").write_text(close)
+    (tmp_path / "apart.log").write_text(apart)
+    r = diagnose_in_process(str(tmp_path / "close.log"), "--json")
+    assert [json.loads(x)["rule"] for x in r.output.splitlines()] == ["soft-lockup", "soft-lockup", "soft-lockup-repeated"]
+    r = diagnose_in_process(str(tmp_path / "apart.log"), "--json")
+    assert [json.loads(x)["rule"] for x in r.output.splitlines()] == ["soft-lockup"] * 3
+    # /dev/kmsg records saved with `cat /dev/kmsg` carry their own time (usec)
+    kmsg = "".join(f"4,{i},{(100 + 30 * i) * 10**6},-;{lockup}\n" for i in range(3))
+    (tmp_path / "kmsg.txt").write_text(kmsg)
+    r = diagnose_in_process(str(tmp_path / "kmsg.txt"), "--json")
+    assert json.loads(r.output.splitlines()[-1])["action"] == "reboot"
+
+
+def test_diagnose_repeat_windows_on_syslog_and_iso_timestamps(tmp_path):
+    """/var/log/messages and journalctl -o short-iso lines carry wall-clock time, not a dmesg prefix."""
+    lockup = "kernel: watchdog: BUG: soft lockup - CPU#3 stuck for 22s! [python3:4121]"
+    syslog_close = "".join(f"Nov 25 10:0{i}:00 ip-10-0-0-1 {lockup}\n" for i in range(3))      # 3 in 2 minutes
+    iso_apart = "".join(f"2026-11-25T1{i}:00:00+0000 ip-10-0-0-1 {lockup}\n" for i in range(3))  # 3 in 2 hours
+    (tmp_path / "messages").write_text(syslog_close)
+    (tmp_path / "iso.log").write_text(iso_apart)
+    rules = lambda p: [json.loads(x)["rule"] for x in diagnose_in_process(str(p), "--json").output.splitlines()]  # noqa: E731
+    assert rules(tmp_path / "messages")[-1] == "soft-lockup-repeated"
+    assert rules(tmp_path / "iso.log") == ["soft-lockup"] * 3

@@ -8,7 +8,8 @@ from node_agent import efa, gpu, host, neuron
 from node_agent.config import load_agent_config
 from node_agent.detector import Detector
 from node_agent.kube import InMemoryCluster, Node
-from node_agent.rules import RULES, SXID_ENTRIES, XID_ENTRIES, match_kernel_line, rule
+from node_agent.kernel_engine import KernelLogEngine
+from node_agent.rules import REPEATS, RULES, SXID_ENTRIES, XID_ENTRIES, match_kernel_line, rule
 from tests.node_agent.conftest import FIXTURES, fixture_text, materialize_sysfs
 from tests.node_agent.test_deep_check import Replay
 from tests.node_agent.test_xid_catalog import xid_line
@@ -62,9 +63,10 @@ def test_every_rule_is_exercised(tmp_path):
     seen |= {f.rule for f in Detector(c, "g", P5, gpu_source_factory=no_nvml).poll_gpu()}
     seen |= {f.rule for f in Detector(c, "t", TRN2, runner=Replay({})).poll_neuron()}
     seen |= {f.rule for f in Detector(c, "g", P5, gpu_source_factory=lambda: 1 / 0).poll_gpu()}
-    soft = match_kernel_line(fixture_text("kernel", "soft-lockup.log").splitlines()[0])
-    d = Detector(c, "g", P5)
-    seen |= {d._escalate_soft_lockup(soft, soft.evidence).rule for _ in range(3)}
+    engine = KernelLogEngine()  # repeat rules: the same line again within the window
+    for name in ("soft-lockup", "block-io-error"):
+        line = next(x for x in fixture_text("kernel", f"{name}.log").splitlines() if match_kernel_line(x))
+        seen |= {engine.feed(line).rule for _ in range(REPEATS[name].count)}
     # Bad configuration.
     (tmp_path / "bad.yaml").write_text("gpu: {interval_seconds: 0}\n")
     _, problems = load_agent_config(tmp_path / "bad.yaml")

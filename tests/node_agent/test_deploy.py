@@ -50,6 +50,8 @@ def test_daemonset_host_access_is_only_what_it_needs():
     paths = {v["hostPath"]["path"]: v["hostPath"]["type"] for v in pod["volumes"] if "hostPath" in v}
     assert paths == {"/dev/kmsg": "CharDevice", "/sys": "Directory", "/proc": "Directory", "/": "Directory",
                      "/run/containerd": "Directory",
+                     # writable: the kernel-log position, so a restarted agent acts once per fault
+                     "/var/lib/openpod/node-agent": "DirectoryOrCreate",
                      # writable: the per-job checkpoint directories it cleans up (test_scratch.py)
                      "/dev/shm/openpod": "DirectoryOrCreate", "/mnt/local-nvme/openpod": "DirectoryOrCreate"}
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}

@@ -255,3 +255,26 @@ def test_the_deep_check_runs_at_its_groups_dcgm_level():
     run.calls.clear()
     d.run_deep_check()
     assert run.calls[0][:4] == ["dcgmi", "diag", "-r", str(cfg.deep_check.dcgm_level)]  # not listed: default
+
+
+def test_live_repeat_windows_run_on_the_log_time_like_diagnose():
+    """A replayed buffer arrives in a burst: three soft lockups an hour apart in the log are not a repeat."""
+    c, d = make()
+    lockup = "watchdog: BUG: soft lockup - CPU#47 stuck for 23s! [kworker/47:1:1203]"
+    for i in range(3):
+        d.on_kernel_line(lockup, 100.0 + 3600 * i)
+    assert L.HEALTH_STATUS not in c.get_node("n1").labels
+    for i in range(3):
+        d.on_kernel_line(lockup, 20000.0 + 10 * i)
+    assert c.get_node("n1").labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REBOOT
+
+
+def test_one_block_io_error_is_watched_ten_on_one_device_reboot():
+    c, d = make()
+    line = "[ 880.1] I/O error, dev nvme1n1, sector 1953523712 op 0x0:(READ) flags 0x80700 phys_seg 1 prio class 2"
+    d.on_kernel_line(line)
+    assert L.HEALTH_STATUS not in c.get_node("n1").labels
+    for _ in range(9):
+        d.on_kernel_line(line)
+    assert c.get_node("n1").labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REBOOT
+    assert json.loads(c.get_node("n1").annotations[FAULT])["rule"] == "block-io-error-repeated"

@@ -20,12 +20,12 @@ def lines(name):
 @pytest.mark.parametrize("name,action,devices", [
     ("gpu-fallen-off-bus", Action.REBOOT, {"", "0000:b3:00.0", "0000:53:00.0"}),
     ("pcie-aer-fatal", Action.REBOOT, {"0000:40:01.1", "0000:41:00.0"}),
-    ("pcie-aer-recovery-failed", Action.REBOOT, {"0000:00:00.0"}),
+    ("pcie-aer-recovery-failed", Action.REBOOT, {"0000:00:00.0", "0000:01:00.0"}),  # + no error_detected
     ("pcie-aer-nonfatal", Action.NONE, {"0000:00:00.0"}),
     ("hard-lockup", Action.REBOOT, {"6", "0"}),
     ("kernel-panic", Action.REBOOT, {""}),
     ("kernel-oops", Action.REBOOT, {""}),
-    ("block-io-error", Action.REBOOT, {"nvme0n1", "nvme0n1p1"}),
+    ("block-io-error", Action.NONE, {"nvme0n1", "nvme0n1p1"}),  # one line: watched; repeats act
 ])
 def test_every_recorded_line_of_a_host_rule_matches(name, action, devices):
     found = [match_kernel_line(x) for x in lines(name)]
@@ -64,3 +64,23 @@ def test_one_soft_lockup_is_a_warning_repeated_ones_reboot():
     assert d.metrics.findings.labels("soft-lockup-repeated", "cpu-soft-lockup-repeated", "reboot")._value.get() == 1
 
 
+
+
+def test_aer_in_mainline_and_older_wordings():
+    """Linux 6.x "Uncorrectable (Fatal) error message received from", 4.x "Uncorrected (Fatal) error received:",
+    "device recovery failed" / "Device recovery failed", a driver without AER callbacks; corrected errors are
+    nothing. Lines from access.redhat.com/solutions/7128107 and /56302 (tuning half of the corpus)."""
+    acts = {
+        "kernel: pcieport 0000:00:1b.2: AER: Uncorrectable (Fatal) error message received from 0000:03:04.0": "reboot",
+        "kernel: pcieport 0000:03:04.0: PCIe Bus Error: severity=Uncorrectable (Fatal), type=Transaction Layer, "
+        "(Receiver ID)": "reboot",
+        "kernel: pci 0000:05:00.0: AER: can't recover (no error_detected callback)": "reboot",
+        "kernel: pcieport 0000:03:04.0: AER: device recovery failed": "reboot",
+        "pcieport 0000:00:03.0: AER: Device recovery failed": "reboot",
+        "Feb  5 15:41:33 hostname kernel: pcieport 10003:00:00.0: AER: Multiple Corrected error received: id=ae00":
+            "none",
+        "kernel: pcieport 0000:00:1b.2: AER: Correctable error received from 0000:03:04.0": "none",
+    }
+    for line, action in acts.items():
+        f = match_kernel_line(line)
+        assert (f.action.value if f else "none") == action, line
