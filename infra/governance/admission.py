@@ -20,6 +20,8 @@ from typing import Any
 
 from infra.governance.install import JOBSET_NAMESPACE, KUEUE_NAMESPACE
 from infra.governance.jobset import MAX_RESTARTS, PRIORITY_LABEL
+from infra.governance.pod_baseline import CONTAINERS as _CONTAINERS
+from infra.governance.pod_baseline import baseline_checks
 from infra.governance.queues import FSX_CLAIM, TEAM_LABEL, queued_groups
 from infra.spec import ClusterSpec, TeamSpec
 from openpod_core import labels
@@ -167,15 +169,10 @@ def restart_policy() -> list[dict[str, Any]]:
 
 POD_SECURITY_POLICY = "openpod-pod-security"
 POD_SECURITY_JOBSET_POLICY = "openpod-pod-security-jobsets"
-# Baseline's allowed added capabilities, plus IPC_LOCK for EFA.
-ALLOWED_CAPABILITIES = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-                        "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT", "IPC_LOCK")
-# Baseline's safe sysctls.
-SAFE_SYSCTLS = ("kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-                "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-                "net.ipv4.tcp_keepalive_probes")
-
+# Taints that hold nodes out of team use (openpod_core/labels.py), and the one `kubectl cordon`/drain sets
+# (kubernetes/api core/v1/well_known_taints.go TaintNodeUnschedulable, checked 2026-11-23).
+HOLD_TAINTS = (labels.STARTUP_TAINT, labels.UNHEALTHY_TAINT, labels.HOT_SPARE_TAINT, labels.PAIR_CHECK_TAINT,
+               "node.kubernetes.io/unschedulable")
 NVIDIA_ENV_PREFIX = "NVIDIA_"
 # Kueue takes a workload's priority from the first pod template's priorityClassName when it has no
 # kueue.x-k8s.io/priority-class label (kubernetes-sigs/kueue@v0.19.2 pkg/controller/jobframework/reconciler.go:1716-1733,
@@ -183,31 +180,9 @@ NVIDIA_ENV_PREFIX = "NVIDIA_"
 _PRIORITY_CLASS_OK = ("!has(s.priorityClassName) || s.priorityClassName == '' || "
                       "s.priorityClassName in variables.allowed")
 
-_CONTAINERS = ("(s.containers + (has(s.initContainers) ? s.initContainers : []) + "
-               "(has(s.ephemeralContainers) ? s.ephemeralContainers : []))")
-
-
-# Taints that hold nodes out of team use (openpod_core/labels.py), and the one `kubectl cordon`/drain sets
-# (kubernetes/api core/v1/well_known_taints.go TaintNodeUnschedulable, checked 2026-11-23).
-HOLD_TAINTS = (labels.STARTUP_TAINT, labels.UNHEALTHY_TAINT, labels.HOT_SPARE_TAINT, labels.PAIR_CHECK_TAINT,
-               "node.kubernetes.io/unschedulable")
-
 
 def _cel_list(items) -> str:
     return "[" + ", ".join(f"'{i}'" for i in items) + "]"
-
-
-def _set(obj: str, *fields: str) -> str:
-    """CEL: ``obj.f1.f2...`` is present."""
-    parts, out = [obj], []
-    for f in fields:
-        out.append(f"has({'.'.join(parts)}.{f})")
-        parts.append(f)
-    return " && ".join(out)
-
-
-def _sc(obj: str, *fields: str) -> tuple[str, str]:
-    return _set(obj, "securityContext", *fields), ".".join([obj, "securityContext", *fields])
 
 
 def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
@@ -215,36 +190,7 @@ def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
     roots = "|".join(labels.JOB_SCRATCH_ROOTS)
     datasets = spec.storage.fsx.data_repository_path.strip("/")
     groups = [g.name for g in queued_groups(spec)]
-    c_checks = []
-    for field, bad, msg in (
-            ("privileged", "{v}", "privileged containers are not allowed (securityContext.privileged)"),
-            ("procMount", "{v} != 'Default'", "securityContext.procMount must be Default"),
-    ):
-        has, value = _sc("c", field)
-        c_checks.append((f"!({has}) || !({bad.format(v=value)})", msg))
-    has_add, add = _sc("c", "capabilities", "add")
-    c_checks.append((f"!({has_add}) || {add}.all(x, x in {_cel_list(ALLOWED_CAPABILITIES)})",
-                     "securityContext.capabilities.add may only hold " + ", ".join(ALLOWED_CAPABILITIES)))
-    c_checks.append(("!has(c.ports) || c.ports.all(p, !has(p.hostPort) || p.hostPort == 0)",
-                     "hostPort is not allowed (ports[].hostPort)"))
-    checks = [(f"variables.specs.all(s, {_CONTAINERS}.all(c, {expr}))", msg) for expr, msg in c_checks]
-    checks.append(("variables.specs.all(s, !(has(s.hostNetwork) && s.hostNetwork) && "
-                   "!(has(s.hostPID) && s.hostPID) && !(has(s.hostIPC) && s.hostIPC))",
-                   "hostNetwork, hostPID and hostIPC are not allowed"))
-    for kind, msg in (("seccompProfile", "seccompProfile.type Unconfined is not allowed"),
-                      ("appArmorProfile", "appArmorProfile.type Unconfined is not allowed")):
-        pod_has, pod_v = _sc("s", kind, "type")
-        c_has, c_v = _sc("c", kind, "type")
-        checks.append((f"variables.specs.all(s, (!({pod_has}) || {pod_v} != 'Unconfined') && "
-                       f"{_CONTAINERS}.all(c, !({c_has}) || {c_v} != 'Unconfined'))", msg))
-    se_has, se = _sc("s", "seLinuxOptions")
-    c_se_has, c_se = _sc("c", "seLinuxOptions")
-    checks.append((f"variables.specs.all(s, (!({se_has}) || !(has({se}.user) || has({se}.role))) && "
-                   f"{_CONTAINERS}.all(c, !({c_se_has}) || !(has({c_se}.user) || has({c_se}.role))))",
-                   "seLinuxOptions.user and .role are not allowed"))
-    sys_has, sysctls = _sc("s", "sysctls")
-    checks.append((f"variables.specs.all(s, !({sys_has}) || {sysctls}.all(x, x.name in {_cel_list(SAFE_SYSCTLS)}))",
-                   "only Baseline's safe sysctls are allowed (securityContext.sysctls)"))
+    checks = baseline_checks()
     checks.append((f"variables.specs.all(s, !has(s.volumes) || s.volumes.all(v, !has(v.hostPath) || "
                    f"v.hostPath.path.matches('^({roots})/' + variables.team + '/[a-z0-9][a-z0-9-]*$')))",
                    f"hostPath volumes are allowed only as <root>/<team>/<job> with <root> one of "
