@@ -21,6 +21,7 @@ from infra.governance import compute_domain
 from infra.governance import resources as res
 from openpod_core.accelerator_stack import multi_node_nvlink
 from openpod_core.instance_types import InstanceType
+from infra.governance.topology_types import publishes_topology
 from infra.spec import ClusterSpec, GroupQuota, InstanceGroupSpec, TeamSpec
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -105,11 +106,12 @@ def fsx_volume_name(team: str) -> str:
 
 
 def topology_of(group: InstanceGroupSpec) -> str:
-    """Topology a group's flavor uses: UltraServer types, other accelerated types, CPU types."""
+    """Topology a group's flavor uses: UltraServer types, other types EC2 publishes topology for
+    (``topology_types``), and the rest (CPU types, and accelerated types such as p5.4xlarge without topology)."""
     t = group.type
     if t.ultraserver:
         return ULTRASERVER_TOPOLOGY
-    if t.is_accelerated:
+    if t.is_accelerated and publishes_topology(t.name):
         return NETWORK_TOPOLOGY
     return HOST_TOPOLOGY
 
