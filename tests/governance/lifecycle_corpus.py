@@ -316,6 +316,8 @@ def node_agent_cases() -> list[Case]:
              _r("UPDATE", "nodes", tainted, n, user=REMEDIATION, ns_labels=None)),
         Case("remediation controller labels an UltraServer node", "node-agent", "node_agent/topology.py",
              _r("UPDATE", "nodes", labelled, n, user=REMEDIATION, ns_labels=None)),
+        Case("detector labels its own node's NVLink domain", "node-agent", "node_agent/topology.py "
+             "label_own_nvlink_domain", _r("UPDATE", "nodes", labelled, n, user=DETECTOR, ns_labels=None, extra=own)),
         Case("detector taints its own node", "node-agent", src,
              _r("UPDATE", "nodes", tainted, n, user=DETECTOR, ns_labels=None, extra=own)),
         Case("detector taints another node", "attack-node", src,
