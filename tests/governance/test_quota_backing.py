@@ -39,3 +39,14 @@ def test_a_group_scaled_from_zero_is_a_warning_not_an_error():
     spec = load_spec(EXAMPLES / "large.yaml")
     warned = {p for p, _ in quota_backing.scale_from_zero_quotas(spec)}
     assert "teams.research.quotas.data-prep.nodes" in warned  # desired_size 0: the operator raises it
+
+
+def test_validate_prints_the_scale_from_zero_warnings_and_still_succeeds():
+    from click.testing import CliRunner
+
+    from infra.cli import main
+
+    r = CliRunner().invoke(main, ["validate", str(EXAMPLES / "large.yaml")])
+    assert r.exit_code == 0, r.output
+    assert "warning: teams.research.quotas.data-prep.nodes: team research's quota of data-prep nodes is not backed" \
+        in r.output
