@@ -35,7 +35,7 @@ def test_cdk_policies_admit_every_controller_request_and_deny_every_attack(synth
         "openpod-team-queue", "openpod-pod-security", "openpod-pod-security-jobsets", "openpod-jobset-restarts",
         "openpod-node-agent-own-node"}
     teams = [t.name for t in spec.teams]
-    cases = [c for mode, m in corpus.MODES.items() if corpus.group_for(spec, m["accelerator"])
+    cases = [c for mode, m in corpus.MODES.items() if corpus.group_for(spec, m["accelerator"], m.get("tainted", False))
              for c in corpus.lifecycle(spec, teams[0], mode)]
     cases += corpus.node_agent_cases() + corpus.attacks(spec, teams[0], teams[1])
     for case in cases:

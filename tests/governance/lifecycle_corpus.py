@@ -53,6 +53,8 @@ MODES = {
     "gpu-openpod-replica": dict(accelerator="nvidia", runtime="openpod", fault_tolerance="replica"),
     "gpu-openpod-in-process": dict(accelerator="nvidia", runtime="openpod", restart="in-process"),
     "neuron-torchrun": dict(accelerator="neuron", runtime="torchrun"),
+    # a group with taints of its own: Kueue merges the flavor's tolerations into the templates
+    "tainted-gpu-torchrun": dict(accelerator="nvidia", runtime="torchrun", tainted=True),
 }
 
 TUNE = ("submit", "job-controller", "kueue", "attack-pod")
@@ -68,16 +70,18 @@ class Case:
     deny: str | None = None          # None: must be admitted; else a substring of the denial naming the rule
 
 
-def group_for(spec: ClusterSpec, accelerator: str) -> str | None:
-    """The first queued group of the spec with that accelerator (not an UltraServer group), or None."""
+def group_for(spec: ClusterSpec, accelerator: str, tainted: bool = False) -> str | None:
+    """The first queued group of the spec with that accelerator (not an UltraServer group; with ``tainted``, one
+    with taints of its own), or None."""
     from infra.governance.queues import queued_groups
     return next((g.name for g in queued_groups(spec)
-                 if g.type.accelerator.value == accelerator and not g.type.ultraserver), None)
+                 if g.type.accelerator.value == accelerator and not g.type.ultraserver
+                 and (bool(g.taints) or not tainted)), None)
 
 
 def submit_request(spec: ClusterSpec, team: str, mode: str) -> jobset.JobRequest:
     m = dict(MODES[mode])
-    group = group_for(spec, m.pop("accelerator"))
+    group = group_for(spec, m.pop("accelerator"), m.pop("tainted", False))
     script = ("--steps", "10", "--global-batch", "64") if m["runtime"] == "openpod" else ("train.py",)
     return jobset.JobRequest(name="llama", team=team, group=group, image="registry.example/train:1", nodes=2,
                              script=script, **m)
@@ -169,6 +173,14 @@ def bound(pod: dict) -> dict:
     return out
 
 
+def _debugged(pod: dict) -> dict:
+    out = copy.deepcopy(pod)
+    out["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox:1.36", "targetContainerName":
+                                           out["spec"]["containers"][0]["name"],
+                                           "securityContext": {"allowPrivilegeEscalation": False}}]
+    return out
+
+
 def _r(op, resource, obj=None, old=None, *, user, ns_labels, sub="", group="", version="v1", ns=None,
        name=None, kind="", extra=None) -> Request:
     o = obj if obj is not None else old
@@ -227,6 +239,12 @@ def lifecycle(spec: ClusterSpec, team: str, mode: str) -> list[Case]:
              _r("UPDATE", "jobsets", labelled, adm, user=KUEUE_SA, **js_api, **u)),
         Case("jobset creates the child Job", "jobset", f"{JOBSET}:pkg/controllers/jobset_controller.go:731-760",
              _r("CREATE", "jobs", job, user=JOBSET_SA, **job_api, **u)),
+        Case("jobset unsuspends its child Job with the admitted node selector", "jobset",
+             X
+             "tolerations, then suspend false)",
+             _r("UPDATE", "jobs", {**copy.deepcopy(job), "spec": {**copy.deepcopy(job["spec"]), "suspend": False}},
+                {**copy.deepcopy(job), "spec": {**copy.deepcopy(job["spec"]), "suspend": True}},
+                user=JOBSET_SA, **job_api, **u)),
         Case("job controller creates the pod", "job-controller",
              f"{K8S}:pkg/controller/job/job_controller.go manageJob -> podControl.CreatePodsWithGenerateName",
              _r("CREATE", "pods", gated_pod, user=JOB_CONTROLLER, **u)),
@@ -243,6 +261,10 @@ def lifecycle(spec: ClusterSpec, team: str, mode: str) -> list[Case]:
         Case("kubelet reports status", "kubelet",
              f"{K8S}:pkg/kubelet/status/status_manager.go syncPod (PatchPodStatus, pods/status)",
              _r("UPDATE", "pods", running, on_node, user=KUBELET, sub="status", **u)),
+        Case("team user attaches a debug container to the running pod", "submit",
+             f"{K8S}:staging/src/k8s.io/kubectl/pkg/cmd/debug/debug.go (UpdateEphemeralContainers, "
+             "pods/ephemeralcontainers)",
+             _r("UPDATE", "pods", _debugged(running), running, user=TEAM_USER, sub="ephemeralcontainers", **u)),
         Case("job controller removes its finalizer from the finished, bound pod", "job-controller",
              f"{K8S}:pkg/controller/job/job_controller.go removeTrackingFinalizerPatch + podControl.PatchPod "
              "($deleteFromPrimitiveList/finalizers)",

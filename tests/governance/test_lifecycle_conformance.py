@@ -34,7 +34,7 @@ def _cases():
     for example, spec in SPECS.items():
         teams = [t.name for t in spec.teams]
         for mode, m in corpus.MODES.items():
-            if corpus.group_for(spec, m["accelerator"]) is None:
+            if corpus.group_for(spec, m["accelerator"], m.get("tainted", False)) is None:
                 continue
             for case in corpus.lifecycle(spec, teams[0], mode):
                 yield pytest.param(example, case, id=f"{example}-{mode}-{case.name}")
