@@ -240,7 +240,7 @@ def lifecycle(spec: ClusterSpec, team: str, mode: str) -> list[Case]:
         Case("jobset creates the child Job", "jobset", f"{JOBSET}:pkg/controllers/jobset_controller.go:731-760",
              _r("CREATE", "jobs", job, user=JOBSET_SA, **job_api, **u)),
         Case("jobset unsuspends its child Job with the admitted node selector", "jobset",
-             X
+             f"{JOBSET}:pkg/controllers/jobset_controller.go:577-680 (resumeJobsIfNecessary, resumeJob: the "
              "tolerations, then suspend false)",
              _r("UPDATE", "jobs", {**copy.deepcopy(job), "spec": {**copy.deepcopy(job["spec"]), "suspend": False}},
                 {**copy.deepcopy(job), "spec": {**copy.deepcopy(job["spec"]), "suspend": True}},
