@@ -241,7 +241,7 @@ def lifecycle(spec: ClusterSpec, team: str, mode: str) -> list[Case]:
              _r("CREATE", "jobs", job, user=JOBSET_SA, **job_api, **u)),
         Case("jobset unsuspends its child Job with the admitted node selector", "jobset",
              f"{JOBSET}:pkg/controllers/jobset_controller.go:577-680 (resumeJobsIfNecessary, resumeJob: the "
-             "tolerations, then suspend false)",
+             "template's nodeSelector and tolerations, then suspend false)",
              _r("UPDATE", "jobs", {**copy.deepcopy(job), "spec": {**copy.deepcopy(job["spec"]), "suspend": False}},
                 {**copy.deepcopy(job), "spec": {**copy.deepcopy(job["spec"]), "suspend": True}},
                 user=JOBSET_SA, **job_api, **u)),
