@@ -349,7 +349,7 @@ def node_agent_cases() -> list[Case]:
     ]
 
 
-def _pod_attack(spec: ClusterSpec, team: str, change, *, fsx: bool = False) -> Request:
+def _pod_attack(spec: ClusterSpec, team: str, change) -> Request:
     pod = pod_of(job_of(admitted_jobset(spec, rendered(spec, team, "gpu-openpod"))))
     pod["spec"].pop("schedulingGates", None)
     change(pod)
