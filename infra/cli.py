@@ -59,6 +59,10 @@ def validate(spec: str | None) -> None:
     s = load_or_exit(spec)
     groups = ", ".join(f"{g.name} ({g.instance_type} x{g.max_size})" for g in s.instance_groups)
     click.echo(f"{spec or DEFAULT_SPEC}: ok - {s.name} in {s.region}: {groups}")
+    from infra.quota_backing import scale_from_zero_quotas  # desired_size 0: a documented choice, warned
+
+    for path, message in scale_from_zero_quotas(s):
+        click.echo(f"warning: {path}: {message}", err=True)
 
 
 @main.command()

@@ -30,6 +30,7 @@ from openpod_core.instance_types import InstanceType
 from infra.pipeline_spec import PipelineSpec
 from infra.queueing_spec import QueueingSpec
 from infra.observability_spec import ObservabilitySpec
+from infra import quota_backing
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 DEFAULT_SPEC = EXAMPLES_DIR / "default.yaml"
@@ -645,7 +646,11 @@ def _check_buckets(spec: ClusterSpec) -> Iterator[Problem]:
                           "Object Lock needs versioning: set versioned: true, or remove object_lock_days")
 
 
-CHECKS = (_check_azs, _check_groups, _check_eks, _check_governance, _check_buckets)
+def _check_backed_quotas(spec: ClusterSpec) -> Iterator[Problem]:
+    yield from (Problem(path, msg) for path, msg in quota_backing.unbacked_quotas(spec))
+
+
+CHECKS = (_check_azs, _check_groups, _check_eks, _check_governance, _check_buckets, _check_backed_quotas)
 
 
 # ---------------------------------------------------------------------------- loading

@@ -115,7 +115,10 @@ def spec_md() -> str:
         "- capacity blocks are for accelerated instance types; placement groups only for EFA types;",
         "- UltraServer types (e.g. p6e-gb200) take sizes and hot spares in multiples of the UltraServer's "
         "instance count;",
-        "- team quotas name existing groups and never add up to more than a group's `max_size - hot_spares`.",
+        "- team quotas name existing groups and never add up to more than a group's `max_size - hot_spares`, nor "
+        "(while `desired_size > 0`) more than `desired_size - hot_spares`, the nodes that run "
+        "(`infra/quota_backing.py`; at `desired_size: 0` it is a warning: [governance.md](governance.md), "
+        "\"Quotas backed by running nodes\").",
         "",
         "## Pinned versions",
         "",

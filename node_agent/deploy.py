@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import yaml
 
+from infra.governance.pod_baseline import baseline_checks
 from openpod_core import labels as L
 from openpod_core.instance_types import Accelerator
 from infra.spec import ClusterSpec
@@ -113,24 +114,35 @@ def pair_check_policy(images: list[str]) -> list[dict]:
     job_ok = (f"object.kind != 'Job' || ("
               f"has({pod}.automountServiceAccountToken) && {pod}.automountServiceAccountToken == false"
               f" && (!has({pod}.serviceAccountName) || {pod}.serviceAccountName == 'default')"
-              f" && !(has({pod}.hostNetwork) && {pod}.hostNetwork) && !(has({pod}.hostPID) && {pod}.hostPID)"
-              f" && !(has({pod}.hostIPC) && {pod}.hostIPC) && !has({pod}.initContainers)"
+              f" && !has({pod}.initContainers)"
               f" && !has({pod}.ephemeralContainers)"
               f" && (!has({pod}.volumes) || {pod}.volumes.all(v, !has(v.hostPath)))"
-              f" && {pod}.containers.all(c, c.image in {allowed} && !(has(c.securityContext)"
-              f" && has(c.securityContext.privileged) && c.securityContext.privileged)))")
+              f" && {pod}.containers.all(c, c.image in {allowed}))")
+    # Pod Security Baseline on the Job's pods (the same checks as team pods), and neither a pinned node - the
+    # scheduler places them by the hostname affinity pair_check.job writes - nor a projected service-account
+    # token: the check needs no Kubernetes API.
+    baseline = [{"expression": f"object.kind != 'Job' || ({expr})", "reason": "Forbidden",
+                 "message": f"{CONTROLLER}: a pair-check Job's pods must meet Pod Security Baseline: {msg}"}
+                for expr, msg in baseline_checks()]
+    baseline.append({
+        "expression": f"object.kind != 'Job' || (!has({pod}.nodeName) && (!has({pod}.volumes) || "
+                      f"{pod}.volumes.all(v, !has(v.projected) || !has(v.projected.sources) || "
+                      "v.projected.sources.all(x, !has(x.serviceAccountToken)))))",
+        "reason": "Forbidden",
+        "message": f"{CONTROLLER}: a pair-check Job's pods may not set nodeName or mount a service-account token"})
     validations = [
         {"expression": "object.metadata.name.startsWith('pair-')", "reason": "Forbidden",
          "messageExpression": f"'{CONTROLLER} may create only pair-* objects, not ' + object.metadata.name"},
         {"expression": job_ok, "reason": "Forbidden",
          "messageExpression": f"'{CONTROLLER}: a pair-check Job runs only the pair-check images of the spec, without "
-                              "host access, privilege or a service-account token'"},
+                              "hostPath volumes or a service-account token'"},
         {"expression": "object.kind != 'Secret' || (has(object.type) && object.type == 'Opaque')",
          "reason": "Forbidden", "messageExpression": f"'{CONTROLLER} may create only Opaque Secrets'"},
         {"expression": "object.kind != 'Service' || (has(object.spec.clusterIP) && object.spec.clusterIP == 'None'"
                        " && !has(object.spec.externalIPs) && (!has(object.spec.type) || object.spec.type == "
                        "'ClusterIP'))",
          "reason": "Forbidden", "messageExpression": f"'{CONTROLLER} may create only headless Services'"},
+        *baseline,
     ]
     policy = {
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": meta,
@@ -142,6 +154,7 @@ def pair_check_policy(images: list[str]) -> list[dict]:
                  "operations": ["CREATE"]}]},
             "matchConditions": [{"name": "the-remediation-controller",
                                  "expression": f"request.userInfo.username == '{user}'"}],
+            "variables": [{"name": "specs", "expression": f"object.kind == 'Job' ? [{pod}] : []"}],
             "validations": validations,
         },
     }
@@ -257,10 +270,42 @@ def detector_daemonset(image: str, arch: str = "amd64") -> dict:
     }
 
 
-def controller_deployment(image: str, replicas: int = 2) -> dict:
-    """Two controller replicas on the system group's CPU nodes, on different nodes when possible; the one holding
-    the Lease acts, the other takes over when it stops renewing (node_agent/leader.py)."""
+def system_groups(spec: ClusterSpec) -> list:
+    """The groups the platform's controllers run on: CPU groups that always have nodes (min_size >= 1) and on
+    which no team has quota - so no team pod shares a node with an identity that can evict any pod and
+    reboot or replace any instance (admission keeps team pods on queued groups)."""
+    queued = {g for t in spec.teams for g in t.quotas}
+    return [g for g in spec.instance_groups
+            if not g.type.is_accelerated and g.min_size >= 1 and g.name not in queued]
+
+
+def controller_placement(spec: ClusterSpec) -> dict:
+    """Pod-spec fields that hold the controller to the system groups: a required node affinity on their
+    instance-group label (and amd64: the controller's image) and tolerations of those groups' own taints."""
+    groups = system_groups(spec)
+    if not groups:
+        raise ValueError("instance_groups: the remediation controller needs a system group - a CPU group with "
+                         "min_size >= 1 that no team has quota on")
+    tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect.value}
+                   for g in groups for t in g.taints]
+    out: dict = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": L.INSTANCE_GROUP, "operator": "In", "values": [g.name for g in groups]},
+            {"key": ARCH, "operator": "In", "values": ["amd64"]}]}]}}}}
+    if tolerations:
+        out["tolerations"] = tolerations
+    return out
+
+
+def controller_deployment(image: str, replicas: int = 2, *, placement: dict | None = None) -> dict:
+    """Two controller replicas on the system group's CPU nodes (``placement``: controller_placement), on different
+    nodes when possible; the one holding the Lease acts, the other takes over when it stops renewing
+    (node_agent/leader.py)."""
     labels = {APP: CONTROLLER}
+    placement = placement or {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": L.INSTANCE_GROUP, "operator": "In",
+                                                     "values": ["system"]},
+                                                    {"key": ARCH, "operator": "In", "values": ["amd64"]}]}]}}}}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": CONTROLLER, "namespace": NAMESPACE, "labels": labels},
@@ -273,10 +318,11 @@ def controller_deployment(image: str, replicas: int = 2) -> dict:
                 "spec": {
                     "serviceAccountName": CONTROLLER,
                     "priorityClassName": "system-cluster-critical",
-                    "nodeSelector": {L.ACCELERATOR: "none", ARCH: "amd64"},
-                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-                        {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": labels},
-                                                            "topologyKey": "kubernetes.io/hostname"}}]}},
+                    "affinity": {**placement["affinity"],
+                                 "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                                     {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": labels},
+                                                                         "topologyKey": "kubernetes.io/hostname"}}]}},
+                    **({"tolerations": placement["tolerations"]} if "tolerations" in placement else {}),
                     "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
                                         "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [{
@@ -332,6 +378,6 @@ def manifests(spec: ClusterSpec, images: dict[str, str], *, controller_service_a
         if arch not in images:
             raise ValueError(f"no {arch} image for the detector; groups of that architecture need one")
         out.append(detector_daemonset(images[arch], arch))
-    out.append(controller_deployment(images["amd64"]))
+    out.append(controller_deployment(images["amd64"], placement=controller_placement(spec)))
     out.append(controller_pdb())
     return out

@@ -33,6 +33,7 @@ from node_agent.metrics import DetectorMetrics
 from node_agent.nvml_events import NvmlEventWatcher
 from node_agent.kernel_engine import KernelLogEngine
 from node_agent.rules import REPEATS, rule
+from node_agent.topology import label_own_nvlink_domain
 
 log = logging.getLogger("node_agent.detector")
 
@@ -86,6 +87,7 @@ class Detector:
         self._gpu_source: gpu.GpuSource | None = None
         self._prev_gpu: list[gpu.GpuState] | None = None
         self._fabric_pending_since: float | None = None
+        self._nvlink_label: str | None = None
         self._prev_efa: list[efa.EfaDevice] | None = None
         self.stop_event = threading.Event()
         self.follower: LogFollower | None = None
@@ -147,6 +149,8 @@ class Detector:
             elif self._fabric_pending_since is None:
                 self._fabric_pending_since = self.clock()
             grace_over = pending and self.clock() - self._fabric_pending_since >= self.config.gpu.fabric_grace_seconds
+            if self.itype is not None and self.itype.ultraserver and nvidia:
+                self._nvlink_label = label_own_nvlink_domain(self.cluster, self.node_name, states, self._nvlink_label)
             found = gpu.check_gpus(states, self.itype, previous=self._prev_gpu,
                                    nvlink_error_threshold=self.config.gpu.nvlink_error_threshold,
                                    fabric_grace_over=grace_over)

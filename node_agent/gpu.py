@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -50,6 +51,8 @@ class GpuState:
     lost: bool = False                       # NVML answered NVML_ERROR_GPU_IS_LOST ("GPU is lost")
     fabric_state: str | None = None          # NVSwitch systems: Not Started | In Progress | Completed (N/A: none)
     fabric_status: str | None = None         # meaningful once Completed: Success, else the error
+    fabric_cluster_uuid: str = ""            # registered GPUs: the NVLink domain's cluster UUID (node_agent/topology.py)
+    fabric_clique_id: int | None = None      # and the NVLink partition (clique) within it
 
     @property
     def fabric_registered(self) -> bool | None:
@@ -271,6 +274,9 @@ class NvmlSource:
         s.fabric_state = FABRIC_STATES.get(int(info.state), f"state {int(info.state)}")
         if s.fabric_state == "Completed":
             s.fabric_status = "Success" if info.status == n.NVML_SUCCESS else str(n.NVMLError(info.status))
+            if s.fabric_status == "Success":
+                s.fabric_cluster_uuid = str(uuid.UUID(bytes=bytes(info.clusterUuid)))
+                s.fabric_clique_id = int(info.cliqueId)
 
     def _gpu(self, i: int) -> GpuState:
         n = self.nvml

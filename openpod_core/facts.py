@@ -374,10 +374,11 @@ FACTS: tuple[Fact, ...] = (
         "at most 100 InstanceIds per call, MaxResults not with InstanceIds",
         "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceTopology.html; botocore 1.44.5 "
         "ec2/2016-11-15/service-2.json (InstanceTopology, DescribeInstanceTopologyRequest)", "2026-11-23",
-        "the node agent's controller labels UltraServer nodes with it (node_agent/topology.py). botocore models "
+        "the node agent's controller labels non-NVIDIA UltraServer nodes (Trn2) with it (node_agent/topology.py; "
+        "GB200 nodes label themselves from their GPUs' NVML fabric clique). botocore models "
         "before 1.40.0 lack the field (1.35.99 has none; 1.40.0 has it; not bisected further). A Capacity Block "
         "may hold several UltraServers (CapacityBlockOffering.UltraserverCount), so the id can be coarser than "
-        "one NVLink domain: the controller reports that case. NVIDIA's topograph derives its AWS accelerator "
+        "one NVLink domain: the controller then removes the label from the block's nodes and reports it. NVIDIA's topograph derives its AWS accelerator "
         "domain from the same field (NVIDIA/topograph pkg/providers/aws/instance_topology.go, per its issue #293)",
     ),
     Fact(

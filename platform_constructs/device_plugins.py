@@ -24,6 +24,34 @@ EFA_INSTANCE_TYPES = sorted(t.name for t in INSTANCE_TYPES.values() if t.efa_sup
 
 NEURON_INSTANCE_TYPES = sorted(t.name for t in INSTANCE_TYPES.values() if t.accelerator is Accelerator.NEURON)
 
+# GPUs only through the device plugin (issue 23). With the device plugin's default ``envvar`` strategy the NVIDIA
+# container toolkit hands a container whatever NVIDIA_VISIBLE_DEVICES names - a pod requesting no GPU, or one
+# whose CUDA image sets NVIDIA_VISIBLE_DEVICES=all, gets every GPU of a node it shares with another team.
+# NVIDIA's fix (NVIDIA/k8s-device-plugin@v0.17.4 README.md:311-314, DEVICE_LIST_STRATEGY volume-mounts, whose
+# rationale document is "Preventing unprivileged access to GPUs in Kubernetes"): the plugin passes the allocated
+# devices as /dev/null mounts under /var/run/nvidia-container-devices, and the toolkit on each node reads those
+# and ignores the variable from unprivileged containers (NVIDIA/nvidia-container-toolkit@v1.17.9
+# internal/config/config.go:62-63 accept-nvidia-visible-devices-envvar-when-unprivileged /
+# accept-nvidia-visible-devices-as-volume-mounts, defaults true/false at internal/config/toml.go:207-208;
+# cmd/nvidia-container-runtime-hook/container_config.go:160-180 getDevices; only mounts whose host source is
+# /dev/null count, internal/config/image/cuda_image.go DevicesFromMounts - team pods cannot mount host paths).
+DEVICE_LIST_STRATEGY = "volume-mounts"
+DEVICE_LIST_ROOT = "/var/run/nvidia-container-devices"
+TOOLKIT_SETTINGS = {"accept-nvidia-visible-devices-envvar-when-unprivileged": "false",
+                    "accept-nvidia-visible-devices-as-volume-mounts": "true"}
+TOOLKIT_SCRIPT = """\
+#!/bin/bash
+# GPUs only through the device plugin: the NVIDIA container toolkit reads the plugin's volume mounts and ignores
+# NVIDIA_VISIBLE_DEVICES from unprivileged containers (platform_constructs/device_plugins.py). Runs before
+# nodeadm starts kubelet, so no pod starts under the toolkit's defaults.
+set -euo pipefail
+nvidia-ctk config --in-place {sets}
+""".format(sets=" ".join(f"--set {k}={v}" for k, v in TOOLKIT_SETTINGS.items()))
+# A pod outside the team namespaces that watches every GPU without allocating one (dcgm-exporter) asks the
+# toolkit for all of them the same way the plugin does: /dev/null mounted at <root>/all.
+ALL_GPUS_VOLUME = {"name": "nvidia-all-gpus", "hostPath": "/dev/null"}
+ALL_GPUS_MOUNT = {"name": "nvidia-all-gpus", "mountPath": f"{DEVICE_LIST_ROOT}/all", "readOnly": True}
+
 CHARTS: dict[str, dict] = {
     "aws-efa-k8s-device-plugin": dict(
         repository="https://aws.github.io/eks-charts", chart="aws-efa-k8s-device-plugin",
@@ -39,7 +67,7 @@ CHARTS: dict[str, dict] = {
         # NVIDIA nodes themselves, so the affinity names that label instead.
         values={"tolerations": _TOLERATE_ALL, "nodeSelector": {labels.ACCELERATOR: "nvidia"},
                 "affinity": _require(labels.ACCELERATOR, "nvidia"),
-                "gfd": {"enabled": False}},
+                "gfd": {"enabled": False}, "deviceListStrategy": DEVICE_LIST_STRATEGY},
     ),
     "neuron-helm-chart": dict(
         repository="oci://public.ecr.aws/neuron/neuron-helm-chart", chart="neuron-helm-chart",

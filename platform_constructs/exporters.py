@@ -28,6 +28,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from platform_constructs.device_plugins import ALL_GPUS_MOUNT, ALL_GPUS_VOLUME
 from openpod_core import labels
 from platform_constructs import neuron_monitor
 
@@ -49,7 +50,16 @@ def chart_values(system_node_selector: Mapping[str, str]) -> dict[str, dict]:
                                "nodeSelector": dict(system_node_selector)},
         "dcgm-exporter": {"podAnnotations": labels.scrape_annotations(DCGM_EXPORTER_PORT),
                           "nodeSelector": {labels.ACCELERATOR: "nvidia"}, "tolerations": [{"operator": "Exists"}],
-                          "serviceMonitor": {"enabled": False}},
+                          "serviceMonitor": {"enabled": False},
+                          # Every GPU without allocating one, now that the toolkit ignores NVIDIA_VISIBLE_DEVICES
+                          # from unprivileged containers (device_plugins.py). extraVolumeMounts replaces the
+                          # chart's default list, so its counters mount is repeated (values.yaml:167-182).
+                          "extraHostVolumes": [dict(ALL_GPUS_VOLUME)],
+                          "extraVolumeMounts": [
+                              {"name": "exporter-metrics-volume",
+                               "mountPath": "/etc/dcgm-exporter/default-counters.csv",
+                               "subPath": "default-counters.csv"},
+                              dict(ALL_GPUS_MOUNT)]},
     }
 
 

@@ -165,7 +165,8 @@ def hugepages_count(mib: int) -> int:
     return mib // keys.HUGEPAGE_SIZE_MI
 
 
-def user_data(*, local_nvme_raid0: bool, mount: str = LOCAL_NVME_MOUNT, hugepages_mib: int = 0) -> str:
+def user_data(*, local_nvme_raid0: bool, mount: str = LOCAL_NVME_MOUNT, hugepages_mib: int = 0,
+              nvidia_toolkit: bool = False) -> str:
     """MIME multi-part user data for AL2023 (nodeadm merges its NodeConfig part with EKS's own).
 
     ``hugepages_mib`` > 0 adds a script part that preallocates that many MiB of
@@ -178,6 +179,9 @@ def user_data(*, local_nvme_raid0: bool, mount: str = LOCAL_NVME_MOUNT, hugepage
             pages=pages, mib=hugepages_mib, size=keys.HUGEPAGE_SIZE_MI, conf=HUGEPAGES_SYSCTL_FILE)))
     if local_nvme_raid0:
         parts.append(('text/x-shellscript; charset="us-ascii"', _RAID0_SCRIPT.format(mount=mount)))
+    if nvidia_toolkit:  # GPUs only through the device plugin (device_plugins.TOOLKIT_SCRIPT)
+        from platform_constructs.device_plugins import TOOLKIT_SCRIPT
+        parts.append(('text/x-shellscript; charset="us-ascii"', TOOLKIT_SCRIPT))
     body = [f'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="{_BOUNDARY}"\n']
     for content_type, text in parts:
         body.append(f"--{_BOUNDARY}\nContent-Type: {content_type}\n\n{text}")
@@ -315,7 +319,8 @@ class InstanceGroup(Construct):
                 for i in self.interfaces
             ],
             user_data=Fn.base64(user_data(local_nvme_raid0=local_nvme_raid0 and instance_type.nvme_count > 0,
-                                          hugepages_mib=hugepages_mib)),
+                                          hugepages_mib=hugepages_mib,
+                                          nvidia_toolkit=instance_type.accelerator is Accelerator.NVIDIA)),
             monitoring=ec2.CfnLaunchTemplate.MonitoringProperty(enabled=True),
             tag_specifications=[
                 ec2.CfnLaunchTemplate.TagSpecificationProperty(

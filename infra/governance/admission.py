@@ -20,6 +20,8 @@ from typing import Any
 
 from infra.governance.install import JOBSET_NAMESPACE, KUEUE_NAMESPACE
 from infra.governance.jobset import MAX_RESTARTS, PRIORITY_LABEL
+from infra.governance.pod_baseline import CONTAINERS as _CONTAINERS
+from infra.governance.pod_baseline import baseline_checks
 from infra.governance.queues import FSX_CLAIM, TEAM_LABEL, queued_groups
 from infra.spec import ClusterSpec, TeamSpec
 from openpod_core import labels
@@ -71,8 +73,7 @@ def allowed_priorities(spec: ClusterSpec, team: TeamSpec) -> list[str]:
 
 def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
     """The policy and its binding (the LocalQueue of a team is named after the team: queues.local_queue_name)."""
-    allowed = "{" + ", ".join(f"'{t.name}': [{', '.join(repr(p) for p in allowed_priorities(spec, t))}]"
-                              for t in spec.teams) + "}"
+    allowed = _allowed_map(spec)
     return policy_and_binding(
         TEAM_QUEUE_POLICY,
         [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["*"], "resources": ["jobsets"],
@@ -88,7 +89,11 @@ def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
          {"expression": "variables.priority == '' || variables.priority in variables.allowed",
           "reason": "Forbidden",
           "messageExpression": f"'{PRIORITY_LABEL} ' + variables.priority + ' is not allowed for team ' + "
-                               "variables.team + ' (teams[].allowed_priorities in the cluster spec)'"}],
+                               "variables.team + ' (teams[].allowed_priorities in the cluster spec)'"},
+         {"expression": f"variables.templates.all(s, {_PRIORITY_CLASS_OK})", "reason": "Forbidden",
+          "messageExpression": "'priorityClassName of a pod template is not allowed for team ' + variables.team + "
+                               "': without the priority label Kueue takes the class as the priority; use the '"
+                               f" + '{PRIORITY_LABEL} label (teams[].allowed_priorities in the cluster spec)'"}],
         namespace_selector=team_namespaces(),
         match_conditions=[{"name": "not-a-platform-controller", "expression": NOT_A_CONTROLLER}],
         variables=[
@@ -98,6 +103,9 @@ def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
             {"name": "priority", "expression": f"has(object.metadata.labels) && '{PRIORITY_LABEL}' in "
                                                f"object.metadata.labels ? object.metadata.labels['{PRIORITY_LABEL}'] : ''"},
             {"name": "allowed", "expression": f"variables.team in {allowed} ? {allowed}[variables.team] : []"},
+            {"name": "templates", "expression": "object.kind == 'JobSet' ? (has(object.spec.replicatedJobs) ? "
+                                                "object.spec.replicatedJobs.map(r, r.template.spec.template.spec) "
+                                                ": []) : object.kind == 'Job' ? [object.spec.template.spec] : []"},
         ])
 
 
@@ -161,40 +169,20 @@ def restart_policy() -> list[dict[str, Any]]:
 
 POD_SECURITY_POLICY = "openpod-pod-security"
 POD_SECURITY_JOBSET_POLICY = "openpod-pod-security-jobsets"
-# Baseline's allowed added capabilities, plus IPC_LOCK for EFA.
-ALLOWED_CAPABILITIES = ("AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-                        "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT", "IPC_LOCK")
-# Baseline's safe sysctls.
-SAFE_SYSCTLS = ("kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-                "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-                "net.ipv4.tcp_keepalive_probes")
-
-_CONTAINERS = ("(s.containers + (has(s.initContainers) ? s.initContainers : []) + "
-               "(has(s.ephemeralContainers) ? s.ephemeralContainers : []))")
-
-
 # Taints that hold nodes out of team use (openpod_core/labels.py), and the one `kubectl cordon`/drain sets
 # (kubernetes/api core/v1/well_known_taints.go TaintNodeUnschedulable, checked 2026-11-23).
 HOLD_TAINTS = (labels.STARTUP_TAINT, labels.UNHEALTHY_TAINT, labels.HOT_SPARE_TAINT, labels.PAIR_CHECK_TAINT,
                "node.kubernetes.io/unschedulable")
+NVIDIA_ENV_PREFIX = "NVIDIA_"
+# Kueue takes a workload's priority from the first pod template's priorityClassName when it has no
+# kueue.x-k8s.io/priority-class label (kubernetes-sigs/kueue@v0.19.2 pkg/controller/jobframework/reconciler.go:1716-1733,
+# ExtractPriority / extractPriorityFromPodSets; read 2026-11-25), and kube-scheduler preempts by it.
+_PRIORITY_CLASS_OK = ("!has(s.priorityClassName) || s.priorityClassName == '' || "
+                      "s.priorityClassName in variables.allowed")
 
 
 def _cel_list(items) -> str:
     return "[" + ", ".join(f"'{i}'" for i in items) + "]"
-
-
-def _set(obj: str, *fields: str) -> str:
-    """CEL: ``obj.f1.f2...`` is present."""
-    parts, out = [obj], []
-    for f in fields:
-        out.append(f"has({'.'.join(parts)}.{f})")
-        parts.append(f)
-    return " && ".join(out)
-
-
-def _sc(obj: str, *fields: str) -> tuple[str, str]:
-    return _set(obj, "securityContext", *fields), ".".join([obj, "securityContext", *fields])
 
 
 def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
@@ -202,36 +190,7 @@ def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
     roots = "|".join(labels.JOB_SCRATCH_ROOTS)
     datasets = spec.storage.fsx.data_repository_path.strip("/")
     groups = [g.name for g in queued_groups(spec)]
-    c_checks = []
-    for field, bad, msg in (
-            ("privileged", "{v}", "privileged containers are not allowed (securityContext.privileged)"),
-            ("procMount", "{v} != 'Default'", "securityContext.procMount must be Default"),
-    ):
-        has, value = _sc("c", field)
-        c_checks.append((f"!({has}) || !({bad.format(v=value)})", msg))
-    has_add, add = _sc("c", "capabilities", "add")
-    c_checks.append((f"!({has_add}) || {add}.all(x, x in {_cel_list(ALLOWED_CAPABILITIES)})",
-                     "securityContext.capabilities.add may only hold " + ", ".join(ALLOWED_CAPABILITIES)))
-    c_checks.append(("!has(c.ports) || c.ports.all(p, !has(p.hostPort) || p.hostPort == 0)",
-                     "hostPort is not allowed (ports[].hostPort)"))
-    checks = [(f"variables.specs.all(s, {_CONTAINERS}.all(c, {expr}))", msg) for expr, msg in c_checks]
-    checks.append(("variables.specs.all(s, !(has(s.hostNetwork) && s.hostNetwork) && "
-                   "!(has(s.hostPID) && s.hostPID) && !(has(s.hostIPC) && s.hostIPC))",
-                   "hostNetwork, hostPID and hostIPC are not allowed"))
-    for kind, msg in (("seccompProfile", "seccompProfile.type Unconfined is not allowed"),
-                      ("appArmorProfile", "appArmorProfile.type Unconfined is not allowed")):
-        pod_has, pod_v = _sc("s", kind, "type")
-        c_has, c_v = _sc("c", kind, "type")
-        checks.append((f"variables.specs.all(s, (!({pod_has}) || {pod_v} != 'Unconfined') && "
-                       f"{_CONTAINERS}.all(c, !({c_has}) || {c_v} != 'Unconfined'))", msg))
-    se_has, se = _sc("s", "seLinuxOptions")
-    c_se_has, c_se = _sc("c", "seLinuxOptions")
-    checks.append((f"variables.specs.all(s, (!({se_has}) || !(has({se}.user) || has({se}.role))) && "
-                   f"{_CONTAINERS}.all(c, !({c_se_has}) || !(has({c_se}.user) || has({c_se}.role))))",
-                   "seLinuxOptions.user and .role are not allowed"))
-    sys_has, sysctls = _sc("s", "sysctls")
-    checks.append((f"variables.specs.all(s, !({sys_has}) || {sysctls}.all(x, x.name in {_cel_list(SAFE_SYSCTLS)}))",
-                   "only Baseline's safe sysctls are allowed (securityContext.sysctls)"))
+    checks = baseline_checks()
     checks.append((f"variables.specs.all(s, !has(s.volumes) || s.volumes.all(v, !has(v.hostPath) || "
                    f"v.hostPath.path.matches('^({roots})/' + variables.team + '/[a-z0-9][a-z0-9-]*$')))",
                    f"hostPath volumes are allowed only as <root>/<team>/<job> with <root> one of "
@@ -242,14 +201,14 @@ def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
            ".map(v, v.name)")
     checks.append((f"variables.specs.all(s, !has(s.volumes) || {_CONTAINERS}.all(c, !has(c.volumeMounts) || "
                    f"c.volumeMounts.all(m, !({fsx}.exists(n, n == m.name)) || (!has(m.subPathExpr) && "
-                   f"has(m.subPath) && !m.subPath.contains('..') && (m.subPath == variables.team || "
-                   f"m.subPath.startsWith(variables.team + '/') || (m.subPath == '{datasets}' && "
+                   f"has(m.subPath) && (m.subPath == variables.team || (m.subPath == '{datasets}' && "
                    f"has(m.readOnly) && m.readOnly))))))",
-                   f"the {FSX_CLAIM} claim may be mounted only with subPath <team>[/...], or subPath {datasets} "
-                   "read-only (FSx directories of other teams are not reachable)"))
+                   f"the {FSX_CLAIM} claim may be mounted only with subPath exactly <team>, or exactly {datasets} "
+                   "read-only (a deeper subPath could be a symlink the team planted to another team's directory)"))
     # Team pods run only on groups with team quota - never next to the platform's controllers on the
     # system group (whose service accounts can reboot nodes) - and never bypass the scheduler with nodeName.
-    checks.append((f"variables.specs.all(s, !has(s.nodeName) && has(s.nodeSelector) && "
+    checks.append((f"variables.specs.all(s, (!variables.node_name_checked || !has(s.nodeName)) && "
+                   f"has(s.nodeSelector) && "
                    f"'{labels.INSTANCE_GROUP}' in s.nodeSelector && "
                    f"s.nodeSelector['{labels.INSTANCE_GROUP}'] in {_cel_list(groups)})",
                    f"pods must select an instance group with team quota (nodeSelector {labels.INSTANCE_GROUP} "
@@ -267,10 +226,30 @@ def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
                    f"['{labels.TRAINING_SERVICE_ACCOUNT}', 'default']) && (!has(s.serviceAccount) || "
                    f"s.serviceAccount in ['{labels.TRAINING_SERVICE_ACCOUNT}', 'default']))",
                    f"serviceAccountName must be {labels.TRAINING_SERVICE_ACCOUNT} (or default)"))
+    # GPUs only through the device plugin: with the NVIDIA container toolkit an NVIDIA_VISIBLE_DEVICES in the
+    # container's environment selects GPUs the pod never requested (device_plugins.NVIDIA_DEVICE_SELECTION).
+    # An envFrom prefix that could spell an NVIDIA_ name is refused too; a ConfigMap key without prefix cannot
+    # be seen here - the toolkit refusing the variable from unprivileged containers covers that.
+    checks.append((f"variables.specs.all(s, {_CONTAINERS}.all(c, (!has(c.env) || c.env.all(e, "
+                   f"!e.name.startsWith('{NVIDIA_ENV_PREFIX}'))) && (!has(c.envFrom) || c.envFrom.all(f, "
+                   f"!has(f.prefix) || f.prefix == '' || !('{NVIDIA_ENV_PREFIX}'.startsWith(f.prefix) || "
+                   f"f.prefix.startsWith('{NVIDIA_ENV_PREFIX}'))))))",
+                   f"{NVIDIA_ENV_PREFIX}* environment variables (and envFrom prefixes that spell one) are not "
+                   "allowed: GPUs are selected by the device plugin from resources.limits['nvidia.com/gpu']"))
+    checks.append((f"variables.specs.all(s, {_PRIORITY_CLASS_OK})",
+                   "priorityClassName must be one of the team's allowed priorities "
+                   "(teams[].allowed_priorities; Kueue and the scheduler would take the class's priority)"))
     return checks
 
 
-def _pod_security(spec: ClusterSpec, name: str, rules: list[dict], specs: str) -> list[dict[str, Any]]:
+def _allowed_map(spec: ClusterSpec) -> str:
+    return "{" + ", ".join(f"'{t.name}': [{', '.join(repr(p) for p in allowed_priorities(spec, t))}]"
+                           for t in spec.teams) + "}"
+
+
+def _pod_security(spec: ClusterSpec, name: str, rules: list[dict], specs: str,
+                  node_name_checked: str) -> list[dict[str, Any]]:
+    allowed = _allowed_map(spec)
     return policy_and_binding(
         name, rules,
         [{"expression": expr, "reason": "Forbidden",
@@ -278,7 +257,9 @@ def _pod_security(spec: ClusterSpec, name: str, rules: list[dict], specs: str) -
          for expr, msg in pod_security_checks(spec)],
         namespace_selector=team_namespaces(),
         variables=[{"name": "team", "expression": f"namespaceObject.metadata.labels['{TEAM_LABEL}']"},
-                   {"name": "specs", "expression": specs}])
+                   {"name": "specs", "expression": specs},
+                   {"name": "node_name_checked", "expression": node_name_checked},
+                   {"name": "allowed", "expression": f"variables.team in {allowed} ? {allowed}[variables.team] : []"}])
 
 
 def pod_security_policies(spec: ClusterSpec) -> list[dict[str, Any]]:
@@ -288,12 +269,15 @@ def pod_security_policies(spec: ClusterSpec) -> list[dict[str, Any]]:
                        # kubectl debug adds containers through pods/ephemeralcontainers (UPDATE)
                        [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods", "pods/ephemeralcontainers"],
                          "operations": ["CREATE", "UPDATE"]}],
-                       "[object.spec]"),
+                       # A pod's nodeName is set by the scheduler's binding (pods/binding) and cannot change on
+                       # UPDATE (ValidatePodUpdate), so it is refused at creation only: the Job controller's
+                       # finalizer removal and kubectl debug on a bound pod are UPDATEs of a pod with nodeName.
+                       "[object.spec]", "request.operation == 'CREATE'"),
         *_pod_security(spec, POD_SECURITY_JOBSET_POLICY,
                        [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["*"], "resources": ["jobsets"],
                          "operations": ["CREATE", "UPDATE"]}],
                        "has(object.spec.replicatedJobs) ? "
-                       "object.spec.replicatedJobs.map(r, r.template.spec.template.spec) : []"),
+                       "object.spec.replicatedJobs.map(r, r.template.spec.template.spec) : []", "true"),
     ]
 
 

@@ -204,6 +204,10 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
     if not JOB_NAME.match(req.name):
         raise JobError(f"--name {req.name!r} not allowed; use lowercase letters, digits and '-', starting with a "
                        "letter, at most 40 characters")
+    for key in req.env:
+        if key.startswith("NVIDIA_"):
+            raise JobError(f"--env {key} not allowed: NVIDIA_* variables select GPUs outside the device plugin "
+                           "(admission refuses them too); GPUs come with --accelerators-per-node")
     teams = [t.name for t in spec.teams]
     if req.team not in teams:
         raise JobError(f"--team {req.team!r} is not a team of this spec; teams are: {', '.join(teams) or '(none)'}")

@@ -21,6 +21,8 @@ from infra.governance import compute_domain
 from infra.governance import resources as res
 from openpod_core.accelerator_stack import multi_node_nvlink
 from openpod_core.instance_types import InstanceType
+from infra.governance.topology_types import publishes_topology
+from infra.quota_backing import backed_nodes
 from infra.spec import ClusterSpec, GroupQuota, InstanceGroupSpec, TeamSpec
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -105,11 +107,12 @@ def fsx_volume_name(team: str) -> str:
 
 
 def topology_of(group: InstanceGroupSpec) -> str:
-    """Topology a group's flavor uses: UltraServer types, other accelerated types, CPU types."""
+    """Topology a group's flavor uses: UltraServer types, other types EC2 publishes topology for
+    (``topology_types``), and the rest (CPU types, and accelerated types such as p5.4xlarge without topology)."""
     t = group.type
     if t.ultraserver:
         return ULTRASERVER_TOPOLOGY
-    if t.is_accelerated:
+    if t.is_accelerated and publishes_topology(t.name):
         return NETWORK_TOPOLOGY
     return HOST_TOPOLOGY
 
@@ -158,10 +161,12 @@ def queued_groups(spec: ClusterSpec) -> list[InstanceGroupSpec]:
 
 
 def pool_nodes(spec: ClusterSpec, group: str) -> int:
-    """Nodes of a queued group no team has quota on (hot spares excluded): the Cohort's own quota,
-    a shared pool every team may borrow from (kueue@v0.19.2 apis/kueue/v1beta2/cohort_types.go:38-65)."""
+    """Nodes of a queued group that run (``desired_size``, hot spares excluded: ``quota_backing.backed_nodes``)
+    and no team has quota on: the Cohort's own quota, a shared pool every team may borrow from
+    (kueue@v0.19.2 apis/kueue/v1beta2/cohort_types.go:38-65). Nodes up to ``max_size`` that do not run are no
+    pool: quota on them would admit jobs whose pods stay Pending."""
     g = spec.group(group)
-    return max(0, g.schedulable_nodes - sum(_quota(t, group).nodes for t in spec.teams))
+    return max(0, backed_nodes(g) - sum(_quota(t, group).nodes for t in spec.teams))
 
 
 def idle_pools(spec: ClusterSpec) -> list[str]:

@@ -61,3 +61,12 @@ def test_openpod_queues_shows_the_pool(tmp_path):
     assert "idle pool (nodes in no team's quota, any team may borrow them): gpu 8" in result.stdout
     rows = {tuple(r.split()[:2]): r.split() for r in result.stdout.splitlines()[1:3]}
     assert rows[("a", "gpu")][-1] == "16"   # MAX NODES: 4 own + 4 of b + 8 pooled
+
+
+def test_the_pool_holds_only_nodes_that_run():
+    """Nodes between desired_size and max_size do not exist (nothing adds them): quota on them would admit
+    jobs whose pods stay Pending while the quota is held (infra/quota_backing.py)."""
+    d = pooled()
+    d["instance_groups"][1].update(desired_size=12, max_size=16, min_size=12)
+    spec = parse_spec(d)
+    assert q.pool_nodes(spec, "gpu") == 12 - 8

@@ -184,11 +184,15 @@ def test_mounting_more_of_fsx_than_the_teams_own_directory_is_denied(mount):
     assert len(denied) == 1 and denied[0].startswith("the fsx-lustre claim may be mounted only with subPath"), denied
 
 
-def test_the_teams_own_subdirectories_may_be_mounted():
+@pytest.mark.parametrize("sub", ["research/llama", "research/x", "datasets/x"])
+def test_no_subpath_below_the_teams_directory_or_the_datasets_is_mounted(sub):
+    """The kubelet resolves symlinks in a subPath and only checks the result stays inside the volume - the whole
+    file system - so ``research/x -> ../product`` planted by the team would reach another team's checkpoints."""
     pod = standard_pod()
     pod["spec"]["containers"][0]["volumeMounts"].append(
-        {"name": "fsx", "mountPath": "/ckpt", "subPath": "research/llama"})
-    assert admit_pod(pod) == []
+        {"name": "fsx", "mountPath": "/ckpt", "subPath": sub, "readOnly": True})
+    denied = admit_pod(pod)
+    assert len(denied) == 1 and "subPath exactly <team>" in denied[0], denied
 
 
 # ------------------------------------------------------------------------------ placement and identity
@@ -269,3 +273,34 @@ def test_training_pods_run_without_privilege_escalation_and_the_platform_image_w
     assert spec["automountServiceAccountToken"] is False
     torchrun = pod_of(jobset.build(SPEC, request("p5", "torchrun")))["spec"]["containers"][0]
     assert torchrun["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"add": ["IPC_LOCK"]}}
+
+
+def test_submit_refuses_nvidia_device_selection_in_env():
+    req = request("p5", "torchrun")
+    req.env["NVIDIA_VISIBLE_DEVICES"] = "all"
+    with pytest.raises(jobset.JobError, match="--env NVIDIA_VISIBLE_DEVICES not allowed"):
+        jobset.validate(SPEC, req)
+
+
+def test_a_bound_pod_updated_by_the_job_controller_is_admitted():
+    """The Job controller removes batch.kubernetes.io/job-tracking from every finished pod with an UPDATE of the
+    bound pod (nodeName set); refusing it kept Jobs from ever finishing."""
+    old = standard_pod()
+    old["metadata"]["finalizers"] = ["batch.kubernetes.io/job-tracking"]
+    old["spec"]["nodeName"] = "ip-10-0-1-5.ec2.internal"
+    new = copy.deepcopy(old)
+    new["metadata"]["finalizers"] = []
+    assert vap.admit(PODS, new, namespace_labels=TEAM_NS, user=JOB_CONTROLLER, old=old) == []
+
+
+@pytest.mark.parametrize("env_from, refused", [
+    ({"prefix": "NVIDIA_", "configMapRef": {"name": "x"}}, True),
+    ({"prefix": "NV", "configMapRef": {"name": "x"}}, True),     # NV + IDIA_VISIBLE_DEVICES
+    ({"prefix": "", "configMapRef": {"name": "x"}}, False),
+    ({"prefix": "APP_", "configMapRef": {"name": "x"}}, False),
+])
+def test_envfrom_prefixes_that_could_spell_an_nvidia_variable_are_refused(env_from, refused):
+    pod = standard_pod()
+    pod["spec"]["containers"][0]["envFrom"] = [env_from]
+    denied = admit_pod(pod)
+    assert bool(denied) is refused and all(d.startswith("NVIDIA_* environment variables") for d in denied)

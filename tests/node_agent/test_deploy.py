@@ -13,6 +13,7 @@ from openpod_core import labels as L
 from infra.spec import load_spec
 from node_agent import deploy
 from node_agent.config import load_agent_config, load_controller_config
+from tests.conftest import EXAMPLES
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGES = {"amd64": "repo/agent:amd64", "arm64": "repo/agent:arm64"}
@@ -40,7 +41,10 @@ def test_default_spec_gets_one_daemonset_per_arch_and_one_controller():
     assert pod["affinity"]["podAntiAffinity"]
     (pdb,) = k["PodDisruptionBudget"]
     assert pdb["spec"] == {"maxUnavailable": 1, "selector": dep["spec"]["selector"]}
-    assert dep["spec"]["template"]["spec"]["nodeSelector"] == {L.ACCELERATOR: "none", "kubernetes.io/arch": "amd64"}
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [{"key": L.INSTANCE_GROUP, "operator": "In", "values": ["system"]},
+                                        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}]
+    assert "nodeSelector" not in pod
     yaml.safe_dump_all(objs)  # plain data
 
 
@@ -210,8 +214,16 @@ def _job_with(change):
     (_job_with(lambda s: s["volumes"].append({"name": "root", "hostPath": {"path": "/"}})),
      "a pair-check Job runs only"),
     (_job_with(lambda s: s["containers"][0].update(securityContext={"privileged": True})),
-     "a pair-check Job runs only"),
-    (_job_with(lambda s: s.update(hostPID=True)), "a pair-check Job runs only"),
+     "must meet Pod Security Baseline: privileged containers"),
+    (_job_with(lambda s: s.update(hostPID=True)), "must meet Pod Security Baseline: hostNetwork, hostPID"),
+    (_job_with(lambda s: s["containers"][0].update(securityContext={"capabilities": {"add": ["SYS_MODULE"]}})),
+     "must meet Pod Security Baseline: securityContext.capabilities.add"),
+    (_job_with(lambda s: s.update(securityContext={"seccompProfile": {"type": "Unconfined"}})),
+     "must meet Pod Security Baseline: seccompProfile.type Unconfined"),
+    (_job_with(lambda s: s.update(nodeName="ip-10-0-1-5.ec2.internal")), "may not set nodeName"),
+    (_job_with(lambda s: s["volumes"].append({"name": "tok", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token", "audience": "sts.amazonaws.com"}}]}})),
+     "may not set nodeName or mount a service-account token"),
     (_job_with(lambda s: s.update(serviceAccountName=deploy.CONTROLLER)), "a pair-check Job runs only"),
     (_job_with(lambda s: s.pop("automountServiceAccountToken")), "a pair-check Job runs only"),
     (lambda objs: {**objs["Secret"], "type": "kubernetes.io/service-account-token"}, "may create only Opaque"),
@@ -219,7 +231,8 @@ def _job_with(change):
      "may create only headless"),
     (lambda objs: {**objs["Service"], "metadata": {**objs["Service"]["metadata"], "name": "kube-dns"}},
      "node-remediation may create only pair-*"),
-], ids=["image", "host-path", "privileged", "host-pid", "service-account", "token", "sa-token-secret",
+], ids=["image", "host-path", "privileged", "host-pid", "sys-module", "unconfined-seccomp", "node-name",
+        "projected-token", "service-account", "token", "sa-token-secret",
         "external-ips", "name"])
 def test_the_controllers_create_rights_start_nothing_else(make, message):
     from tests.governance import vap
@@ -228,3 +241,17 @@ def test_the_controllers_create_rights_start_nothing_else(make, message):
     denied = vap.admit(policy, make(objs), namespace_labels={}, user=CONTROLLER_USER)
     assert len(denied) == 1 and message in denied[0], denied
     assert vap.admit(policy, make(objs), namespace_labels={}, user="system:serviceaccount:x:y") == []
+
+
+def test_the_controller_runs_only_on_system_groups_no_team_has_quota_on():
+    """large.yaml's data-prep is a CPU group with team quota: the controller (which can evict any pod and reboot or
+    replace any instance) must never share a node with team pods there."""
+    spec = load_spec(EXAMPLES / "large.yaml")
+    (dep,) = [o for o in deploy.manifests(spec, IMAGES) if o["kind"] == "Deployment"]
+    (term,) = dep["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {"key": L.INSTANCE_GROUP, "operator": "In", "values": ["system"]} in term["matchExpressions"]
+    assert [g.name for g in deploy.system_groups(spec)] == ["system"]
+    no_system = spec.model_copy(update={"instance_groups": [g for g in spec.instance_groups if g.name != "system"]})
+    with pytest.raises(ValueError, match="needs a system group"):
+        deploy.controller_placement(no_system)

@@ -1,4 +1,6 @@
-"""UltraServer labels on plain EKS: the controller labels each UltraServer node from EC2's DescribeInstanceTopology.
+"""UltraServer labels on plain EKS: one NVLink domain per value. GB200 nodes label themselves from their GPUs'
+fabric registration (NVML); Trn2 UltraServer nodes get their Capacity Block id from the controller
+(DescribeInstanceTopology) only while the block holds one UltraServer.
 
 EKS itself sets no UltraServer label on plain EKS nodes (docs/platform.md, "UltraServer topology"); Kueue's
 UltraServer topology (infra/governance/queues.py) needs one per node to have domains at all. The recorded
@@ -50,57 +52,110 @@ def test_the_ultraserver_id_is_the_capacity_block_of_ultraserver_instances_only(
                    "i-0a00000000000gb03": "cb-0fedcba9876543210", "i-0a0000000000trn01": "cb-0aaaabbbbccccdddd"}
 
 
-def test_the_controller_labels_gb200_and_trn2u_nodes_and_asks_only_for_them():
+def test_the_controller_labels_trn2u_nodes_from_ec2_and_leaves_gb200_to_the_detector():
+    """GB200 nodes get their NVLink domain from their own GPUs (the detector, below): a Capacity Block id can
+    cover several UltraServers."""
     c = cluster(node("gb-1", "i-0a00000000000gb01", "p6e-gb200.36xlarge"),
-                node("gb-2", "i-0a00000000000gb02", "p6e-gb200.36xlarge"),
-                node("gb-3", "i-0a00000000000gb03", "p6e-gb200.36xlarge"),
                 node("trn-1", "i-0a0000000000trn01", "trn2u.48xlarge"),
                 node("p5-1", "i-0a00000000000p501", "p5.48xlarge"))
     ec2 = RecordedEc2()
-    labelled = label_ultraservers(c, ec2, c.list_nodes())
-    assert labelled == 4
+    assert label_ultraservers(c, ec2, c.list_nodes()) == 1
     got = {n.name: n.labels.get(L.ULTRASERVER_ID) for n in c.list_nodes()}
-    assert got == {"gb-1": "cb-0123456789abcdef0", "gb-2": "cb-0123456789abcdef0", "gb-3": "cb-0fedcba9876543210",
-                   "trn-1": "cb-0aaaabbbbccccdddd", "p5-1": None}
-    assert ec2.calls == [sorted(["i-0a00000000000gb01", "i-0a00000000000gb02", "i-0a00000000000gb03",
-                                 "i-0a0000000000trn01"])]
+    assert got == {"gb-1": None, "trn-1": "cb-0aaaabbbbccccdddd", "p5-1": None}
+    assert ec2.calls == [["i-0a0000000000trn01"]]
+
+
+def _trn(n: int, block: str | None) -> dict:
+    i = {"InstanceId": f"i-{n:017x}", "InstanceType": "trn2u.48xlarge"}
+    return {**i, "CapacityBlockId": block} if block else i
 
 
 def test_labelled_nodes_are_not_asked_again_and_a_node_not_yet_running_is_retried():
-    c = cluster(node("gb-1", "i-0a00000000000gb01", "p6e-gb200.36xlarge"),
-                node("gb-4", "i-0a00000000000gb04", "p6e-gb200.36xlarge"))
-    ec2 = RecordedEc2()
+    c = cluster(node("trn-1", f"i-{1:017x}", "trn2u.48xlarge"), node("trn-2", f"i-{2:017x}", "trn2u.48xlarge"))
+    ec2 = RecordedEc2({"Instances": [_trn(1, "cb-0aaaabbbbccccdddd"), _trn(2, None)]})
     assert label_ultraservers(c, ec2, c.list_nodes()) == 1
-    assert L.ULTRASERVER_ID not in c.get_node("gb-4").labels          # no CapacityBlockId yet: no label
+    assert L.ULTRASERVER_ID not in c.get_node("trn-2").labels          # no CapacityBlockId yet: no label
     assert label_ultraservers(c, ec2, c.list_nodes()) == 0
-    assert ec2.calls[1] == ["i-0a00000000000gb04"]                    # only the unlabelled one, again
+    assert ec2.calls[1] == [f"i-{2:017x}"]                              # only the unlabelled one, again
 
 
 def test_a_wrong_label_is_corrected():
-    c = cluster(node("gb-1", "i-0a00000000000gb01", "p6e-gb200.36xlarge", **{L.ULTRASERVER_ID: "cb-stale"}))
+    c = cluster(node("trn-1", "i-0a0000000000trn01", "trn2u.48xlarge", **{L.ULTRASERVER_ID: "cb-stale"}))
     assert label_ultraservers(c, RecordedEc2(), c.list_nodes(), recheck=True) == 1
-    assert c.get_node("gb-1").labels[L.ULTRASERVER_ID] == "cb-0123456789abcdef0"
+    assert c.get_node("trn-1").labels[L.ULTRASERVER_ID] == "cb-0aaaabbbbccccdddd"
 
 
 def test_calls_are_batched_at_the_apis_limit():
-    response = {"Instances": [{"InstanceId": f"i-{n:017x}", "InstanceType": "p6e-gb200.36xlarge",
-                               "CapacityBlockId": f"cb-{n // 18:017x}"} for n in range(250)]}
-    c = cluster(*(node(f"gb-{n}", f"i-{n:017x}", "p6e-gb200.36xlarge") for n in range(250)))
+    response = {"Instances": [_trn(n, f"cb-{n // 4:017x}") for n in range(250)]}   # one UltraServer per block
+    c = cluster(*(node(f"trn-{n}", f"i-{n:017x}", "trn2u.48xlarge") for n in range(250)))
     ec2 = RecordedEc2(response)
     assert label_ultraservers(c, ec2, c.list_nodes()) == 250
     assert [len(x) for x in ec2.calls] == [MAX_IDS_PER_CALL, MAX_IDS_PER_CALL, 50]
 
 
-def test_a_block_larger_than_one_ultraserver_is_reported(caplog):
-    """A Capacity Block may hold several UltraServers (CapacityBlockOffering.UltraserverCount): its id is then
-    coarser than one NVLink domain, and the controller says so."""
-    response = {"Instances": [{"InstanceId": f"i-{n:017x}", "InstanceType": "p6e-gb200.36xlarge",
-                               "CapacityBlockId": "cb-0123456789abcdef0"} for n in range(19)]}
-    c = cluster(*(node(f"gb-{n}", f"i-{n:017x}", "p6e-gb200.36xlarge") for n in range(19)))
+def test_a_block_larger_than_one_ultraserver_gets_no_label_and_is_reported(caplog):
+    """A Capacity Block may hold several UltraServers (CapacityBlockOffering.UltraserverCount): its id would be a
+    domain spanning NVLink domains, so no node keeps it - including those labelled while fewer were up."""
+    response = {"Instances": [_trn(n, "cb-0123456789abcdef0") for n in range(5)]}
+    c = cluster(*(node(f"trn-{n}", f"i-{n:017x}", "trn2u.48xlarge") for n in range(4)))
+    assert label_ultraservers(c, RecordedEc2(response), c.list_nodes()) == 4      # one UltraServer's worth
+    c.add_node(node("trn-4", f"i-{4:017x}", "trn2u.48xlarge"))
     label_ultraservers(c, RecordedEc2(response), c.list_nodes())
-    assert any("cb-0123456789abcdef0" in r.getMessage() and "19" in r.getMessage() and "18" in r.getMessage()
+    assert all(L.ULTRASERVER_ID not in n.labels for n in c.list_nodes())
+    assert any("cb-0123456789abcdef0" in r.getMessage() and "5 nodes" in r.getMessage() and ": 4)" in r.getMessage()
                for r in caplog.records)
-    assert any(e.reason == "UltraServerLabelCoarse" and e.node == "gb-0" for e in c.events)
+    assert any(e.reason == "UltraServerLabelCoarse" and e.node == "trn-0" for e in c.events)
+
+
+def _gpus(cluster_uuid: str, cliques: list[int]):
+    from node_agent.gpu import GpuState
+
+    return [GpuState(index=i, fabric_state="Completed", fabric_status="Success", fabric_cluster_uuid=cluster_uuid,
+                     fabric_clique_id=q) for i, q in enumerate(cliques)]
+
+
+def test_the_nvlink_domain_is_the_gpus_cluster_uuid_and_clique_as_gfd_publishes_it():
+    from node_agent.gpu import GpuState
+    from node_agent.topology import nvlink_domain
+
+    u = "9f3c2a1e-0b7d-4c55-8e21-6d0a4b1c2f33"
+    assert nvlink_domain(_gpus(u, [7, 7, 7, 7])) == f"{u}.7"
+    assert nvlink_domain(_gpus(u, [7, 7, 8, 7])) is None          # GPUs disagree: no label rather than a wrong one
+    assert nvlink_domain(_gpus(u, [])) is None
+    assert nvlink_domain([GpuState(index=0, fabric_state="In Progress")]) is None  # not registered yet
+
+
+def test_the_detector_labels_its_own_gb200_node_from_nvml_fabric_info():
+    """NVML stand-in after nvmlDeviceGetGpuFabricInfo (nvidia-ml-py 13.615.71 c_nvmlGpuFabricInfo_t: clusterUuid
+    16 bytes, cliqueId, state, status): two nodes of one NVL72 and one of another get two different values."""
+    import uuid as uuid_mod
+
+    from node_agent import gpu
+    from node_agent.detector import Detector
+    from openpod_core import instance_types
+
+    def nvml_for(rack: bytes, clique: int):
+        from tests.node_agent.test_probes import Nvml
+
+        class Fabric(Nvml):
+            def nvmlDeviceGetCount(self):
+                return 4
+
+            def nvmlDeviceGetGpuFabricInfo(self, h, info):
+                super().nvmlDeviceGetGpuFabricInfo(h, info)
+                info.clusterUuid[:] = list(rack)
+                info.cliqueId = clique
+        return Fabric()
+
+    rack_a, rack_b = uuid_mod.uuid4().bytes, uuid_mod.uuid4().bytes
+    c = cluster(Node("a1"), Node("a2"), Node("b1"))
+    for name, rack in (("a1", rack_a), ("a2", rack_a), ("b1", rack_b)):
+        d = Detector(c, name, instance_types.get("p6e-gb200.36xlarge"),
+                     gpu_source_factory=lambda rack=rack: gpu.NvmlSource(nvml=nvml_for(rack, 32766)))
+        d.poll_gpu()
+    values = {n.name: n.labels.get(L.ULTRASERVER_ID) for n in c.list_nodes()}
+    assert values["a1"] == values["a2"] == f"{uuid_mod.UUID(bytes=rack_a)}.32766"
+    assert values["b1"] == f"{uuid_mod.UUID(bytes=rack_b)}.32766"
 
 
 class RecordedCloud(RecordedEc2):
@@ -119,7 +174,7 @@ def test_a_controller_pass_labels_the_ultraserver_nodes():
     c = cluster(node("gb-1", "i-0a00000000000gb01", "p6e-gb200.36xlarge", **{L.INSTANCE_GROUP: "gb200"}),
                 node("trn-1", "i-0a0000000000trn01", "trn2u.48xlarge", **{L.INSTANCE_GROUP: "trn2u"}))
     Controller(c, RecordedCloud()).reconcile_once()
-    assert c.get_node("gb-1").labels[L.ULTRASERVER_ID] == "cb-0123456789abcdef0"
+    assert L.ULTRASERVER_ID not in c.get_node("gb-1").labels             # the detector's, from its GPUs
     assert c.get_node("trn-1").labels[L.ULTRASERVER_ID] == "cb-0aaaabbbbccccdddd"
 
 
@@ -130,9 +185,9 @@ def test_an_ec2_failure_does_not_stop_the_remediation_pass(caplog):
         def instance_topology(self, instance_ids):
             raise RuntimeError("Throttling")
 
-    c = cluster(node("gb-1", "i-0a00000000000gb01", "p6e-gb200.36xlarge", **{L.INSTANCE_GROUP: "gb200"}))
+    c = cluster(node("trn-1", "i-0a0000000000trn01", "trn2u.48xlarge", **{L.INSTANCE_GROUP: "trn2u"}))
     Controller(c, Down()).reconcile_once()
-    assert L.ULTRASERVER_ID not in c.get_node("gb-1").labels
+    assert L.ULTRASERVER_ID not in c.get_node("trn-1").labels
     assert any("UltraServer labels" in r.getMessage() for r in caplog.records)
 
 

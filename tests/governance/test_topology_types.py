@@ -1,0 +1,25 @@
+"""Network topology only on instance types EC2 publishes topology for (infra/governance/topology_types.py)."""
+
+from __future__ import annotations
+
+from infra.governance import queues
+from infra.governance.topology_types import TOPOLOGY_TYPES
+from infra.spec import load_spec
+from openpod_core import instance_types
+from tests.conftest import EXAMPLES
+
+
+def test_a_p5_4xlarge_queue_gets_no_network_topology():
+    """EC2 publishes no topology for p5.4xlarge: no node would carry the layer labels, so a flavor on the
+    network topology would admit nothing that asks for a level."""
+    spec = load_spec(EXAMPLES / "default.yaml")
+    g = spec.instance_groups[1].model_copy(update={"instance_type": "p5.4xlarge"})
+    assert g.type.is_accelerated
+    assert queues.topology_of(g) == queues.HOST_TOPOLOGY
+
+
+def test_every_accelerated_type_on_a_network_topology_is_one_ec2_publishes():
+    for name in instance_types.INSTANCE_TYPES:
+        t = instance_types.get(name)
+        if t.is_accelerated and not t.ultraserver:
+            assert (name in TOPOLOGY_TYPES) == (name != "p5.4xlarge"), name
