@@ -75,6 +75,11 @@ class NetworkSpec(_Model):
     vpc_cidr: str = "10.0.0.0/16"
     nat_gateways: int = Field(1, ge=1, le=6, description="1 for cost, one per AZ for resilience")
     flow_logs_retention_days: int = Field(90, ge=1)
+    layout_azs: int | None = Field(
+        None, ge=1, description="the number of availability_zones the subnet layout was made for: the count when "
+                                "the platform was first deployed (unset: all of them). Set it to the old count "
+                                "before adding an AZ, so no live subnet is re-addressed and the EKS cluster keeps "
+                                "the subnets it was created with")
 
     @field_validator("vpc_cidr")
     @classmethod
@@ -153,6 +158,10 @@ class InstanceGroupSpec(_Model):
     root_volume_gib: int = Field(200, ge=50, le=16384)
     volumes: list[Volume] = []
     local_nvme_raid0: bool = Field(True, description="assemble instance-store NVMe as RAID0 for local checkpoints")
+    update_strategy: Literal["default", "minimal"] | None = Field(
+        None, description="how EKS replaces nodes in an update: default launches new nodes first, minimal "
+                          "terminates old ones first. Unset: minimal for a reservation or capacity block (no spare "
+                          "capacity to surge into), default otherwise")
 
     @field_validator("instance_type")
     @classmethod
@@ -489,6 +498,10 @@ def _check_azs(spec: ClusterSpec) -> Iterator[Problem]:
                                                       f"(expected e.g. {spec.region}a)")
     for d in _dupes(spec.availability_zones):
         yield Problem("availability_zones", f"{d!r} listed twice")
+    n = spec.network.layout_azs
+    if n is not None and not 2 <= n <= len(spec.availability_zones):
+        yield Problem("network.layout_azs", f"{n} must be 2..{len(spec.availability_zones)}: the number of the "
+                                            "first availability_zones the subnet layout was made for")
     if spec.storage.fsx.availability_zone and spec.storage.fsx.availability_zone not in spec.availability_zones:
         yield Problem("storage.fsx.availability_zone", f"{spec.storage.fsx.availability_zone!r} is not one of "
                                                        f"availability_zones ({', '.join(spec.availability_zones)})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from typing import Sequence
 
@@ -28,8 +29,47 @@ def private_subnet_mask(vpc_prefix: int, az_count: int) -> int:
     return vpc_prefix + math.ceil(math.log2(az_count)) + 1
 
 
+def subnet_layout(vpc_cidr: str, az_count: int, layout_azs: int | None = None) -> list[tuple[str, str]]:
+    """(private, public) CIDR blocks of each AZ, in AZ order, that never move when AZs are appended.
+
+    The first ``layout_azs`` AZs (default: all) get the layout every earlier version made for that many AZs:
+    the private subnets side by side from the start of the VPC, each ``private_subnet_mask`` wide, then one
+    /24 public subnet each. Each further AZ takes the first free block of the same sizes, so appending an AZ
+    adds subnets without re-addressing a live one (EC2 refuses a subnet that overlaps another: fact
+    ec2.subnet.cidr-conflict). Raises ValueError when the VPC has no room left.
+    """
+    layout_azs = az_count if layout_azs is None else layout_azs
+    if not 1 <= layout_azs <= az_count:
+        raise ValueError(f"layout_azs must be 1..{az_count} (the AZs the layout was made for), got {layout_azs}")
+    net = ipaddress.IPv4Network(vpc_cidr)
+    mask = private_subnet_mask(net.prefixlen, max(layout_azs, 2))
+    public_mask = max(mask + 2, 24)
+    privates = list(net.subnets(new_prefix=mask))[:layout_azs]
+    start = privates[-1].broadcast_address + 1
+    publics = [ipaddress.IPv4Network((int(start) + i * 2 ** (32 - public_mask), public_mask))
+               for i in range(layout_azs)]
+    used = privates + publics
+
+    def first_free(prefix: int) -> ipaddress.IPv4Network:
+        for block in net.subnets(new_prefix=prefix):
+            if not any(block.overlaps(u) for u in used):
+                used.append(block)
+                return block
+        raise ValueError(f"vpc_cidr {vpc_cidr} has no free /{prefix} for availability zone {len(privates) + 1}; "
+                         "use a larger VPC or a layout made for more AZs")
+
+    for _ in range(layout_azs, az_count):
+        privates.append(first_free(mask))
+        publics.append(first_free(public_mask))
+    return [(str(a), str(b)) for a, b in zip(privates, publics)]
+
+
 class Network(Construct):
     """A VPC with private subnets in exactly ``availability_zones``.
+
+    Subnet ranges follow ``subnet_layout``: with ``layout_azs`` set to the AZ count the platform was first
+    deployed with, appending AZs adds subnets and never re-addresses a live one; the EKS cluster keeps the
+    subnets of those first AZs (``cluster_subnets``).
 
     Public subnets only hold the NAT gateways. Nodes, FSx and endpoints live in
     the private subnets. ``efa_security_group`` lets EFA traffic flow between
@@ -49,6 +89,7 @@ class Network(Construct):
         flow_logs_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS,
         flow_logs_key: kms.IKey | None = None,
         interface_endpoints: Sequence[str] = DEFAULT_INTERFACE_ENDPOINTS,
+        layout_azs: int | None = None,
     ) -> None:
         super().__init__(scope, id)
         if len(availability_zones) < 2:
@@ -60,6 +101,11 @@ class Network(Construct):
         mask = private_subnet_mask(prefix, len(availability_zones))
         if mask > 24:
             raise ValueError(f"Network: vpc_cidr {vpc_cidr} is too small for {len(availability_zones)} AZs")
+        try:
+            layout = subnet_layout(vpc_cidr, len(availability_zones), layout_azs)
+        except ValueError as e:
+            raise ValueError(f"Network: {e}") from None
+        self.cluster_zones = list(availability_zones[:layout_azs or len(availability_zones)])
 
         self.vpc = ec2.Vpc(
             self, "Vpc",
@@ -74,6 +120,12 @@ class Network(Construct):
                                         map_public_ip_on_launch=False),
             ],
         )
+        # The stable layout, not CDK's re-split by AZ count (identical for the AZs the layout was made for).
+        for kind, index in (("nodes", 0), ("public", 1)):
+            chosen = self.vpc.select_subnets(subnet_group_name=kind).subnets
+            for subnet in chosen:
+                subnet.node.default_child.cidr_block = layout[list(availability_zones).index(
+                    subnet.availability_zone)][index]
 
         flow_log_group = logs.LogGroup(
             self, "FlowLogs", retention=flow_logs_retention, encryption_key=flow_logs_key,
@@ -127,6 +179,11 @@ class Network(Construct):
         for port in LUSTRE_PORTS:
             self.lustre_security_group.add_ingress_rule(ec2.Peer.security_group_id(peer_security_group_id),
                                                         port, description)
+
+    def cluster_subnets(self) -> list[ec2.ISubnet]:
+        """The private subnets of the AZs the layout was made for: the EKS cluster's, fixed at its creation
+        (EKS accepts later subnets only in the AZs it was created with: fact eks.cluster.subnet-update)."""
+        return [s for s in self.private_subnets() if s.availability_zone in self.cluster_zones]
 
     def private_subnets(self, availability_zone: str | None = None) -> list[ec2.ISubnet]:
         """Private subnets, all or the one in ``availability_zone``."""
