@@ -77,6 +77,7 @@ class PlatformStack(cdk.Stack):
             availability_zones=spec.availability_zones,
             vpc_cidr=spec.network.vpc_cidr,
             layout_azs=spec.network.layout_azs,
+            local_zones=spec.local_zones,
             nat_gateways=min(spec.network.nat_gateways, len(spec.availability_zones)),
             flow_logs_retention=retention(spec.network.flow_logs_retention_days),
             flow_logs_key=self.log_key,

@@ -514,6 +514,13 @@ FACTS: tuple[Fact, ...] = (
         "lustre_fs_type .name = \"lustre\"; read in a copy of llite/super25.c found by text search, tag not "
         "recorded; node_agent/lustre_client.py checks /proc/filesystems, then the module file",
     ),
+    Fact(
+        "eks.cluster.refused-zone-ids", "EKS places no cluster control plane in AZ IDs use1-az3 (us-east-1), "
+        "usw1-az2 (us-west-1) and cac1-az3 (ca-central-1): cluster subnets may not be there",
+        "https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html#network-requirements-subnets",
+        "2026-11-25", "AZ names map to IDs per account; openpod preflight asks describe-availability-zones "
+        "(infra/preflight.py EKS_REFUSED_ZONE_IDS)",
+    ),
     # ------------------------------------------------------------------ Kueue scheduling and lifecycle
     Fact(
         "kueue.fair-preemption-ignores-borrow-within-cohort", "with fairSharing in the manager config Kueue runs "

@@ -64,6 +64,25 @@ def subnet_layout(vpc_cidr: str, az_count: int, layout_azs: int | None = None) -
     return [(str(a), str(b)) for a, b in zip(privates, publics)]
 
 
+def local_zone_layout(vpc_cidr: str, layout: list[tuple[str, str]], count: int) -> list[str]:
+    """CIDR blocks for ``count`` Local Zone subnets: a quarter of a private subnet each (at least a /24),
+    taken from the top of the VPC so AZs appended later (which take free blocks from the bottom) never
+    collide with them. Raises ValueError when the VPC has no room left."""
+    net = ipaddress.IPv4Network(vpc_cidr)
+    prefix = min(ipaddress.IPv4Network(layout[0][0]).prefixlen + 2, 24)
+    used = [ipaddress.IPv4Network(b) for pair in layout for b in pair]
+    out: list[str] = []
+    for block in reversed(list(net.subnets(new_prefix=prefix))):
+        if len(out) == count:
+            break
+        if not any(block.overlaps(u) for u in used):
+            used.append(block)
+            out.append(str(block))
+    if len(out) < count:
+        raise ValueError(f"vpc_cidr {vpc_cidr} has no free /{prefix} left for {count} Local Zone subnet(s)")
+    return out
+
+
 class Network(Construct):
     """A VPC with private subnets in exactly ``availability_zones``.
 
@@ -90,6 +109,7 @@ class Network(Construct):
         flow_logs_key: kms.IKey | None = None,
         interface_endpoints: Sequence[str] = DEFAULT_INTERFACE_ENDPOINTS,
         layout_azs: int | None = None,
+        local_zones: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, id)
         if len(availability_zones) < 2:
@@ -126,6 +146,21 @@ class Network(Construct):
             for subnet in chosen:
                 subnet.node.default_child.cidr_block = layout[list(availability_zones).index(
                     subnet.availability_zone)][index]
+
+        # Local Zone subnets: private, for node groups only (EKS takes no Local Zone subnet for the control
+        # plane), default route through the region's NAT gateway.
+        self.local_zone_subnets: dict[str, ec2.ISubnet] = {}
+        if local_zones:
+            nat = next(n for n in (s.node.try_find_child("NATGateway") for s in self.vpc.public_subnets) if n)
+            try:
+                cidrs = local_zone_layout(vpc_cidr, layout, len(local_zones))
+            except ValueError as e:
+                raise ValueError(f"Network: {e}") from None
+            for zone, cidr in zip(local_zones, cidrs):
+                subnet = ec2.PrivateSubnet(self, f"LocalZone-{zone}", availability_zone=zone, vpc_id=self.vpc.vpc_id,
+                                           cidr_block=cidr, map_public_ip_on_launch=False)
+                subnet.add_default_nat_route(nat.ref)
+                self.local_zone_subnets[zone] = subnet
 
         flow_log_group = logs.LogGroup(
             self, "FlowLogs", retention=flow_logs_retention, encryption_key=flow_logs_key,
@@ -186,10 +221,12 @@ class Network(Construct):
         return [s for s in self.private_subnets() if s.availability_zone in self.cluster_zones]
 
     def private_subnets(self, availability_zone: str | None = None) -> list[ec2.ISubnet]:
-        """Private subnets, all or the one in ``availability_zone``."""
+        """Private subnets of the AZs, all or the one in ``availability_zone`` (which may be a Local Zone)."""
         subnets = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
         if availability_zone is None:
             return list(subnets)
+        if availability_zone in self.local_zone_subnets:
+            return [self.local_zone_subnets[availability_zone]]
         chosen = [s for s in subnets if s.availability_zone == availability_zone]
         if not chosen:
             raise ValueError(f"Network.private_subnets: availability_zone {availability_zone!r} is not one of "

@@ -41,3 +41,19 @@ def test_the_cluster_keeps_the_subnets_of_its_layout(large):
     subnets = cluster["Properties"]["ResourcesVpcConfig"]["SubnetIds"]
     zones = {large.template["Resources"][s["Ref"]]["Properties"]["AvailabilityZone"] for s in subnets}
     assert zones == {"us-east-1a", "us-east-1b", "us-east-1c"}
+
+
+def test_a_local_zone_group_gets_a_node_only_subnet_there(large):
+    """P6e-GB200 blocks are in the Dallas Local Zone (openpod_core/local_zones.py); EKS takes no Local Zone
+    subnet for the control plane, so only the group uses it, and its traffic leaves through the NAT gateway."""
+    res = large.template["Resources"]
+    [subnet] = large.nodegroup("gb200")["Properties"]["Subnets"]
+    props = res[subnet["Ref"]]["Properties"]
+    assert props["AvailabilityZone"] == "us-east-1-dfw-2a" and props["CidrBlock"] == "10.64.248.0/21"
+    cluster = next(iter(large.resources("AWS::EKS::Cluster").values()))
+    assert subnet not in cluster["Properties"]["ResourcesVpcConfig"]["SubnetIds"]
+    [table] = [a["Properties"]["RouteTableId"] for a in large.resources("AWS::EC2::SubnetRouteTableAssociation").values()
+               if a["Properties"]["SubnetId"] == subnet]
+    routes = [r["Properties"] for r in large.resources("AWS::EC2::Route").values()
+              if r["Properties"]["RouteTableId"] == table]
+    assert any(r["DestinationCidrBlock"] == "0.0.0.0/0" and "NatGatewayId" in r for r in routes), routes
