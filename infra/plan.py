@@ -421,6 +421,13 @@ def diff_stack(stack: str, base: dict, head: dict, region: str, *, allow: set[st
             decisions[old_id] = (decisions[old_id][0], sorted([*decisions[old_id][1], "LaunchTemplate"]))
 
     ctx = plan_rules.Context(b_res, h_res, old_of, replaced, {k: v[1] for k, v in decisions.items()})
+    live = {key: lid for lid, r in b_res.items()
+            if (key := plan_rules.identity(r["Type"], r.get("Properties", {}))) is not None}
+
+    def collides(r: dict) -> list[str]:
+        why = plan_rules.collision(r["Type"], _mark(r.get("Properties", {}), renamed, replaced), live)
+        return [why] if why else []
+
     changes: list[Change] = []
     new_of = {old: new for new, old in renamed.items()}
     for old_id, new_id in common:
@@ -433,8 +440,7 @@ def diff_stack(stack: str, base: dict, head: dict, region: str, *, allow: set[st
                  for rule in plan_rules.property_rules(h["Type"])
                  if rule.verdict == "fail" and _at(bp, rule.pointer) != _at(hp, rule.pointer)]
         if causes:
-            name = plan_rules.fixed_name_failure(b_res[old_id], h)
-            fails += [name] if name else []
+            fails += collides(h)
         fails += plan_rules.service_failures(ctx, new_id)
         changes.append(Change(
             stack, old_id, h["Type"], "replace" if causes else "update", causes, changed,
@@ -447,7 +453,7 @@ def diff_stack(stack: str, base: dict, head: dict, region: str, *, allow: set[st
                                   stateful=stateful_reason(r, types)))
     for lid, r in added.items():
         if lid not in renamed:
-            changes.append(Change(stack, lid, r["Type"], "add", path=(head_paths or {}).get(lid)))
+            changes.append(Change(stack, lid, r["Type"], "add", path=(head_paths or {}).get(lid), fails=collides(r)))
     for c in changes:
         c.allowed = c.logical_id in allow or (c.new_logical_id or "") in allow
         c.failure_allowed = c.logical_id in allow_failure or (c.new_logical_id or "") in allow_failure

@@ -5,8 +5,9 @@ fact (``openpod_core.facts``) that holds its source, so the plan can cite it:
 
 - ``UPDATE_REQUIRES``: a property whose documented "Update requires" the schema under-reports: a change
   replaces the resource (``replace``) or makes the update fail (``fail``);
-- ``NAME_PROPERTIES``: properties that fix a physical name; replacing such a resource under the same name
-  fails (CloudFormation creates the new one first);
+- ``IDENTITY``: properties that fix a physical name or a key the service keeps unique; creating a
+  resource (added, or a replacement) while a live one has the same identity fails (CloudFormation
+  creates first and deletes the old resources last);
 - ``service_failures``: rules of EKS, EC2 and FSx that fail an update CloudFormation itself accepts
   (cluster subnets outside the VPC or AZs it was created in, a subnet re-addressed onto a live range, a
   node-group version change combined with anything else, a capacity-block group upgraded while running,
@@ -39,15 +40,21 @@ UPDATE_REQUIRES: tuple[PropertyRule, ...] = (
     PropertyRule("AWS::KMS::Key", "/properties/KeyUsage", "fail", "cfn.kms.key-spec"),
 )
 
-# Resource type -> the property that gives it a custom physical name (fact cfn.custom-name-replacement).
-NAME_PROPERTIES: dict[str, str] = {
-    "AWS::EKS::Cluster": "Name",
-    "AWS::EKS::Nodegroup": "NodegroupName",
-    "AWS::Logs::LogGroup": "LogGroupName",
-    "AWS::S3::Bucket": "BucketName",
-    "AWS::IAM::Role": "RoleName",
-    "AWS::EC2::LaunchTemplate": "LaunchTemplateName",
-    "AWS::KMS::Alias": "AliasName",
+# Resource type -> the properties that identify it in its service: a custom physical name (fact
+# cfn.custom-name-replacement) or a key the service keeps unique (fact eks.unique-per-cluster). A resource
+# created - added, or the new copy of a replaced one - while a live resource has the same identity collides
+# with it: CloudFormation deletes the old ones only after the update (fact cfn.replacement-creates-first).
+IDENTITY: dict[str, tuple[tuple[str, ...], str]] = {
+    "AWS::EKS::Cluster": (("Name",), "cfn.custom-name-replacement"),
+    "AWS::EKS::Nodegroup": (("ClusterName", "NodegroupName"), "cfn.custom-name-replacement"),
+    "AWS::Logs::LogGroup": (("LogGroupName",), "cfn.custom-name-replacement"),
+    "AWS::S3::Bucket": (("BucketName",), "cfn.custom-name-replacement"),
+    "AWS::IAM::Role": (("RoleName",), "cfn.custom-name-replacement"),
+    "AWS::EC2::LaunchTemplate": (("LaunchTemplateName",), "cfn.custom-name-replacement"),
+    "AWS::KMS::Alias": (("AliasName",), "cfn.custom-name-replacement"),
+    "AWS::EKS::AccessEntry": (("ClusterName", "PrincipalArn"), "eks.unique-per-cluster"),
+    "AWS::EKS::Addon": (("ClusterName", "AddonName"), "eks.unique-per-cluster"),
+    "AWS::EKS::PodIdentityAssociation": (("ClusterName", "Namespace", "ServiceAccount"), "eks.unique-per-cluster"),
 }
 
 
@@ -60,16 +67,30 @@ def property_rules(type_: str) -> list[PropertyRule]:
     return [r for r in UPDATE_REQUIRES if r.type == type_]
 
 
-def fixed_name_failure(base: dict, head: dict) -> str | None:
-    """Why replacing ``base`` by ``head`` fails on its fixed physical name, or None."""
-    prop = NAME_PROPERTIES.get(head.get("Type", ""))
-    if prop is None:
+def identity(type_: str, props: dict) -> tuple | None:
+    """What identifies a resource of ``type_`` in its service (``IDENTITY``), or None (none, or not all set)."""
+    keys = IDENTITY.get(type_, ((), ""))[0]
+    values = tuple(props.get(k) for k in keys)
+    if not keys or any(v is None for v in values):
         return None
-    old, new = base.get("Properties", {}).get(prop), head.get("Properties", {}).get(prop)
-    if old is None or new is None or old != new:
+    import json
+
+    return (type_, json.dumps(values, sort_keys=True))
+
+
+def collision(type_: str, props: dict, live: dict[tuple, str]) -> str | None:
+    """Why creating a resource with ``props`` fails on a live resource with the same identity, or None.
+
+    ``live`` maps the identity of every resource of the deployed template (all live while the update
+    creates) to its logical id; ``props`` has references to replaced resources marked as new."""
+    key = identity(type_, props)
+    if key is None or key not in live:
         return None
-    return (f"{prop} {new!r} is a fixed name: the replacement is created beside the live resource and collides "
-            f"with it; give it a new name (or none) {cite('cfn.custom-name-replacement')}")
+    keys, fact_key = IDENTITY[type_]
+    shown = ", ".join(f"{k} {props[k]!r}" for k in keys)
+    return (f"{shown} is taken by the live {live[key]} until CloudFormation deletes it after the update: "
+            f"the new resource collides with it; give it another name (or none), or remove the old one in an "
+            f"earlier deploy {cite(fact_key)} {cite('cfn.replacement-creates-first')}")
 
 
 # ------------------------------------------------------------------------------------------ service rules

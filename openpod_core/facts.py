@@ -521,6 +521,13 @@ FACTS: tuple[Fact, ...] = (
         "2026-11-25", "AZ names map to IDs per account; openpod preflight asks describe-availability-zones "
         "(infra/preflight.py EKS_REFUSED_ZONE_IDS)",
     ),
+    Fact(
+        "eks.unique-per-cluster", "EKS keeps one access entry per IAM principal, one add-on per name and one Pod "
+        "Identity association per service account in a cluster; creating a second fails (ResourceInUseException)",
+        "https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateAccessEntry.html", "2026-11-25",
+        "likewise API_CreateAddon.html and API_CreatePodIdentityAssociation.html (ResourceInUseException); "
+        "platform_constructs/cluster.py names group-only entries by a hash of the ARN for this reason",
+    ),
     # ------------------------------------------------------------------ Kueue scheduling and lifecycle
     Fact(
         "kueue.fair-preemption-ignores-borrow-within-cohort", "with fairSharing in the manager config Kueue runs "

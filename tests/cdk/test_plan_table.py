@@ -65,6 +65,18 @@ def _add_az(res: dict, layout: list[tuple[str, str]]) -> None:
         res[f"NetworkVpc{kind}Subnet3Subnet0000AAAA"] = third
 
 
+def _access_entries(res: dict, principals: tuple[str, str]) -> None:
+    """Two spec access entries, Access0 and Access1, as PlatformCluster writes them (index-named)."""
+    for i, arn in enumerate(principals):
+        res[f"EksAccess{i}0000AAAA"] = {"Type": "AWS::EKS::AccessEntry", "Properties": {
+            "ClusterName": {"Ref": CLUSTER}, "PrincipalArn": arn, "Type": "STANDARD",
+            "AccessPolicies": [{"AccessScope": {"Type": "cluster"},
+                                "PolicyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"}]}}
+
+
+ADMINS, VIEWERS = "arn:aws:iam::111122223333:role/admins", "arn:aws:iam::111122223333:role/viewers"
+
+
 @dataclass(frozen=True)
 class Row:
     change: str
@@ -145,6 +157,9 @@ ROWS: tuple[Row, ...] = (
     Row("add an AZ with network.layout_azs: 2", lambda r: "NetworkVpcnodesSubnet3Subnet0000AAAA", "add", SCHEMA,
         lambda r: _add_az(r, [("10.0.0.0/18", "10.0.128.0/24"), ("10.0.64.0/18", "10.0.129.0/24"),
                               ("10.0.192.0/18", "10.0.130.0/24")])),
+    Row("reorder eks.access_entries (each entry takes the other's principal)", lambda r: "EksAccess00000AAAA",
+        "will fail", "eks.unique-per-cluster", lambda r: _access_entries(r, (VIEWERS, ADMINS)),
+        both=lambda r: _access_entries(r, (ADMINS, VIEWERS))),
     Row("remove a bucket", lambda r: "BucketsLogsF3E46FAF", "remove", SCHEMA,
         lambda r: r.pop("BucketsLogsF3E46FAF"), stateful=True),
 )
