@@ -221,11 +221,19 @@ def _nodegroup(ctx: Context, lid: str) -> list[str]:
 
 
 def _file_system(ctx: Context, lid: str) -> list[str]:
-    old, new = _props(ctx.old(lid)).get("StorageCapacity"), _props(ctx.head[lid]).get("StorageCapacity")
-    if isinstance(old, int) and isinstance(new, int) and new < old and ctx.old_of.get(lid, lid) not in ctx.replaced:
-        return [f"storage capacity {old} -> {new} GiB: FSx for Lustre only grows "
-                f"{cite('fsx.lustre.storage-capacity-increase-only')}"]
-    return []
+    if ctx.old_of.get(lid, lid) in ctx.replaced:
+        return []
+    b, h = _props(ctx.old(lid)), _props(ctx.head[lid])
+    out = []
+    old, new = b.get("StorageCapacity"), h.get("StorageCapacity")
+    if isinstance(old, int) and isinstance(new, int) and new < old:
+        out.append(f"storage capacity {old} -> {new} GiB: FSx for Lustre only grows "
+                   f"{cite('fsx.lustre.storage-capacity-increase-only')}")
+    iops = [p.get("LustreConfiguration", {}).get("MetadataConfiguration", {}).get("Iops") for p in (b, h)]
+    if all(isinstance(v, int) for v in iops) and iops[1] < iops[0]:
+        out.append(f"metadata IOPS {iops[0]} -> {iops[1]}: FSx takes only as many or more "
+                   f"{cite('fsx.lustre.metadata-iops-increase-only')}")
+    return out
 
 
 def _cluster_version(ctx: Context, lid: str) -> list[str]:

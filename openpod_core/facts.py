@@ -528,6 +528,24 @@ FACTS: tuple[Fact, ...] = (
         "likewise API_CreateAddon.html and API_CreatePodIdentityAssociation.html (ResourceInUseException); "
         "platform_constructs/cluster.py names group-only entries by a hash of the ARN for this reason",
     ),
+    Fact(
+        "fsx.lustre.persistent2-throughputs", "125, 250, 500, 1000",
+        "https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateFileSystemLustreConfiguration.html",
+        "2026-11-25", "PerUnitStorageThroughput (MB/s/TiB) of PERSISTENT_2 SSD file systems; storage.fsx."
+        "throughput_per_tib and platform_constructs/lustre.py THROUGHPUTS take exactly these; it can be raised "
+        "or lowered in place (API_UpdateFileSystemLustreConfiguration)",
+    ),
+    Fact(
+        "fsx.lustre.metadata-iops", "1500, 3000, 6000, 12000 and multiples of 12000 up to 192000",
+        "https://docs.aws.amazon.com/fsx/latest/APIReference/API_FileSystemLustreMetadataConfiguration.html",
+        "2026-11-25", "USER_PROVISIONED metadata IOPS of SSD file systems (storage.fsx.metadata_iops)",
+    ),
+    Fact(
+        "fsx.lustre.metadata-iops-increase-only", "an update's metadata IOPS must be greater than or equal to the "
+        "IOPS provisioned now",
+        "https://docs.aws.amazon.com/fsx/latest/APIReference/API_UpdateFileSystemLustreMetadataConfiguration.html",
+        "2026-11-25", "so lowering storage.fsx.metadata_iops fails the update (openpod plan: will fail)",
+    ),
     # ------------------------------------------------------------------ Kueue scheduling and lifecycle
     Fact(
         "kueue.fair-preemption-ignores-borrow-within-cohort", "with fairSharing in the manager config Kueue runs "
