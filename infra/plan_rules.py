@@ -17,6 +17,7 @@ fact (``openpod_core.facts``) that holds its source, so the plan can cite it:
 from __future__ import annotations
 
 import ipaddress
+import json
 from dataclasses import dataclass
 from typing import Callable
 
@@ -73,8 +74,6 @@ def identity(type_: str, props: dict) -> tuple | None:
     values = tuple(props.get(k) for k in keys)
     if not keys or any(v is None for v in values):
         return None
-    import json
-
     return (type_, json.dumps(values, sort_keys=True))
 
 
@@ -163,10 +162,10 @@ def _subnet_overlap(ctx: Context, lid: str) -> list[str]:
         new = ipaddress.ip_network(_props(h).get("CidrBlock"))
     except (TypeError, ValueError):
         return []
+    vpc = _props(ctx.base.get(old_id, {})).get("VpcId")
     live = []
     for bid, b in ctx.base.items():
-        if b.get("Type") != "AWS::EC2::Subnet" or _props(b).get("VpcId") != _props(ctx.base.get(old_id, {})).get(
-                "VpcId"):
+        if b.get("Type") != "AWS::EC2::Subnet" or _props(b).get("VpcId") != vpc:
             continue
         try:
             cidr = ipaddress.ip_network(_props(b).get("CidrBlock"))

@@ -154,7 +154,7 @@ ROWS: tuple[Row, ...] = (
         "eks.capacity-block-mng", lambda r: None, lambda r: _versions(r, "1.33"),
         both=lambda r: _capacity_block(r, 0)),
     Row("network.vpc_cidr 10.0.0.0/16 -> 10.1.0.0/16", lambda r: CLUSTER, "will fail", "eks.cluster.subnet-update",
-        lambda r: [_set((lid, "Properties", "CidrBlock"), r[lid]["Properties"]["CidrBlock"].replace("10.0.", "10.1."))(r)
+        lambda r: [r[lid]["Properties"].update(CidrBlock=r[lid]["Properties"]["CidrBlock"].replace("10.0.", "10.1."))
                    for lid in (*SUBNETS, "NetworkVpc7FB7348F")]),
     Row("add an AZ, subnets re-split for three AZs (before this version)", lambda r: SUBNETS[1], "will fail",
         "ec2.subnet.cidr-conflict",

@@ -52,8 +52,8 @@ def test_a_local_zone_group_gets_a_node_only_subnet_there(large):
     assert props["AvailabilityZone"] == "us-east-1-dfw-2a" and props["CidrBlock"] == "10.64.248.0/21"
     cluster = next(iter(large.resources("AWS::EKS::Cluster").values()))
     assert subnet not in cluster["Properties"]["ResourcesVpcConfig"]["SubnetIds"]
-    [table] = [a["Properties"]["RouteTableId"] for a in large.resources("AWS::EC2::SubnetRouteTableAssociation").values()
-               if a["Properties"]["SubnetId"] == subnet]
+    associations = large.resources("AWS::EC2::SubnetRouteTableAssociation").values()
+    [table] = [a["Properties"]["RouteTableId"] for a in associations if a["Properties"]["SubnetId"] == subnet]
     routes = [r["Properties"] for r in large.resources("AWS::EC2::Route").values()
               if r["Properties"]["RouteTableId"] == table]
     assert any(r["DestinationCidrBlock"] == "0.0.0.0/0" and "NatGatewayId" in r for r in routes), routes
