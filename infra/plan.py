@@ -12,11 +12,23 @@ plus propagation: a property that references a replaced resource resolves to a
 new physical id, so it changes too. Each replacement names the schema property
 that caused it.
 
+The schemas alone under-report: ``infra.plan_rules`` adds the documented
+"Update requires" of properties the schemas leave out (FSx DeploymentType
+replaces; a KMS KeySpec change fails), fixed physical names (a replacement
+under the same name fails), and the services' own rules (EKS subnets and
+versions, EC2 subnet ranges, node-group updates, FSx capacity). Each such
+verdict cites its source.
+
 Stateful resources - cfn-lint's own list of stateful types
 (``cfnlint/data/AdditionalSpecs/StatefulResources.json``), the FSx data
 repository associations, the EKS cluster, and anything with a ``Retain``
 deletion or replace policy - must never be replaced or removed by accident: the
-plan blocks (exit 3) unless each is named with ``--allow-replace``.
+plan blocks (exit 3) unless each is named with ``--allow-replace``. A change
+that will fail blocks too (exit 4) unless named with ``--allow-failure``.
+
+Exit codes: 0 the change can be deployed; 1 no plan could be made; 2 bad
+invocation or spec; 3 a stateful resource would be replaced or removed; 4 the
+deploy will fail (4 wins when both hold).
 """
 
 from __future__ import annotations
@@ -32,7 +44,10 @@ from pathlib import Path
 
 import click
 
+from infra import plan_rules
+
 EXIT_BLOCKED = 3
+EXIT_WILL_FAIL = 4
 
 # Types the platform treats as stateful beyond cfn-lint's list: an FSx data repository association holds the
 # link (and its import/export policy) between the file system and the datasets bucket; replacing the EKS cluster
@@ -224,10 +239,24 @@ class Change:
     path: str | None = None          # the construct path (aws:cdk:path), for people
     stateful: str | None = None      # why it holds data, if it does
     allowed: bool = False            # named with --allow-replace
+    fails: list[str] = field(default_factory=list)   # why the deploy will fail here, each with its source
+    failure_allowed: bool = False    # named with --allow-failure
+
+    @property
+    def loses_data(self) -> bool:
+        return self.action in ("replace", "remove") and self.stateful is not None and not self.allowed
+
+    @property
+    def will_fail(self) -> bool:
+        return bool(self.fails) and not self.failure_allowed
 
     @property
     def blocking(self) -> bool:
-        return self.action in ("replace", "remove") and self.stateful is not None and not self.allowed
+        return self.loses_data or self.will_fail
+
+    @property
+    def verdict(self) -> str:
+        return "will fail" if self.fails else self.action
 
 
 @dataclass
@@ -240,6 +269,12 @@ class Plan:
     def blocked(self) -> list[Change]:
         return [c for c in self.changes if c.blocking]
 
+    @property
+    def exit_code(self) -> int:
+        if any(c.will_fail for c in self.changes):
+            return EXIT_WILL_FAIL
+        return EXIT_BLOCKED if self.blocked else 0
+
     def counts(self) -> dict[str, int]:
         return {a: sum(c.action == a for c in self.changes) for a in ACTIONS}
 
@@ -248,8 +283,9 @@ class Plan:
             "schema_source": self.schema_source,
             "summary": self.counts(),
             "blocked": [c.logical_id for c in self.blocked],
+            "will_fail": [c.logical_id for c in self.changes if c.fails],
             "upgrade": self.upgrade,
-            "changes": [{**asdict(c), "blocking": c.blocking} for c in self.changes],
+            "changes": [{**asdict(c), "blocking": c.blocking, "verdict": c.verdict} for c in self.changes],
         }
 
 
@@ -325,7 +361,7 @@ def _pair_renames(removed: dict[str, tuple[str, str]], added: dict[str, tuple[st
 
 def diff_stack(stack: str, base: dict, head: dict, region: str, *, allow: set[str] = frozenset(),
                types: dict[str, str] | None = None, base_paths: dict[str, str] | None = None,
-               head_paths: dict[str, str] | None = None) -> list[Change]:
+               head_paths: dict[str, str] | None = None, allow_failure: set[str] = frozenset()) -> list[Change]:
     """Per-resource changes from ``base`` to ``head`` (two CloudFormation templates of one stack).
 
     ``base_paths``/``head_paths`` (logical id -> construct path) pair a renamed construct's old and new
@@ -365,12 +401,32 @@ def diff_stack(stack: str, base: dict, head: dict, region: str, *, allow: set[st
                                      if renamed.get(r, r) in replaced)
                         note = f" (references replaced {', '.join(via)})" if via else ""
                         causes.append(f"{pointer} is create-only{note}")
+                for rule in plan_rules.property_rules(h["Type"]):
+                    if rule.verdict == "replace" and _at(bp, rule.pointer) != _at(hp, rule.pointer):
+                        causes.append(f"{rule.pointer}: update requires replacement {plan_rules.cite(rule.fact)}")
             decisions[old_id] = (causes, changed)
             if causes and old_id not in replaced:
                 replaced.add(old_id)
                 grew = True
         if not grew:
             break
+
+    # A node group follows its launch template's LatestVersionNumber: a changed template rolls its nodes.
+    old_of = {new: old for old, new in common}
+    for old_id, new_id in common:
+        lt = h_res[new_id].get("Properties", {}).get("LaunchTemplate", {}).get("Id") \
+            if h_res[new_id]["Type"] == "AWS::EKS::Nodegroup" else None
+        lt_id = old_of.get(lt.get("Ref", "")) if isinstance(lt, dict) else None
+        if lt_id and decisions.get(lt_id, ([], []))[1] and "LaunchTemplate" not in decisions[old_id][1]:
+            decisions[old_id] = (decisions[old_id][0], sorted([*decisions[old_id][1], "LaunchTemplate"]))
+
+    ctx = plan_rules.Context(b_res, h_res, old_of, replaced, {k: v[1] for k, v in decisions.items()})
+    live = {key: lid for lid, r in b_res.items()
+            if (key := plan_rules.identity(r["Type"], r.get("Properties", {}))) is not None}
+
+    def collides(r: dict) -> list[str]:
+        why = plan_rules.collision(r["Type"], _mark(r.get("Properties", {}), renamed, replaced), live)
+        return [why] if why else []
 
     changes: list[Change] = []
     new_of = {old: new for new, old in renamed.items()}
@@ -379,10 +435,17 @@ def diff_stack(stack: str, base: dict, head: dict, region: str, *, allow: set[st
         h = h_res[new_id]
         if not causes and not changed:
             continue
+        bp, hp = b_res[old_id].get("Properties", {}), h.get("Properties", {})
+        fails = [f"{rule.pointer} cannot change {plan_rules.cite(rule.fact)}"
+                 for rule in plan_rules.property_rules(h["Type"])
+                 if rule.verdict == "fail" and _at(bp, rule.pointer) != _at(hp, rule.pointer)]
+        if causes:
+            fails += collides(h)
+        fails += plan_rules.service_failures(ctx, new_id)
         changes.append(Change(
             stack, old_id, h["Type"], "replace" if causes else "update", causes, changed,
             new_logical_id=new_of.get(old_id), path=(head_paths or {}).get(new_id),
-            stateful=stateful_reason(b_res[old_id], types) or stateful_reason(h, types),
+            stateful=stateful_reason(b_res[old_id], types) or stateful_reason(h, types), fails=fails,
         ))
     for lid, r in removed.items():
         if lid not in new_of:
@@ -390,20 +453,22 @@ def diff_stack(stack: str, base: dict, head: dict, region: str, *, allow: set[st
                                   stateful=stateful_reason(r, types)))
     for lid, r in added.items():
         if lid not in renamed:
-            changes.append(Change(stack, lid, r["Type"], "add", path=(head_paths or {}).get(lid)))
+            changes.append(Change(stack, lid, r["Type"], "add", path=(head_paths or {}).get(lid), fails=collides(r)))
     for c in changes:
         c.allowed = c.logical_id in allow or (c.new_logical_id or "") in allow
+        c.failure_allowed = c.logical_id in allow_failure or (c.new_logical_id or "") in allow_failure
     changes.sort(key=lambda c: (ACTIONS.index(c.action), c.logical_id))
     return changes
 
 
-def diff(base: Assembly, head: Assembly, *, region: str, allow: set[str] = frozenset()) -> Plan:
+def diff(base: Assembly, head: Assembly, *, region: str, allow: set[str] = frozenset(),
+         allow_failure: set[str] = frozenset()) -> Plan:
     """The plan from ``base`` to ``head``: every stack of either side, stacks new or gone included."""
     types = stateful_types()
     changes: list[Change] = []
     for stack in sorted(set(base.templates) | set(head.templates)):
         changes += diff_stack(stack, base.templates.get(stack, {}), head.templates.get(stack, {}), region,
-                              allow=allow, types=types,
+                              allow=allow, types=types, allow_failure=allow_failure,
                               base_paths={k: base.path(stack, k) or "" for k in
                                           base.templates.get(stack, {}).get("Resources", {})},
                               head_paths={k: head.path(stack, k) or "" for k in
@@ -417,18 +482,23 @@ def diff(base: Assembly, head: Assembly, *, region: str, allow: set[str] = froze
 
 
 def _cause_text(c: Change) -> str:
+    text = ""
     if c.action == "replace":
-        return "; ".join(c.causes)
-    if c.action == "update":
-        return "in place: " + ", ".join(c.properties)
-    return ""
+        text = "; ".join(c.causes)
+    elif c.action == "update":
+        text = "in place: " + ", ".join(c.properties)
+    if c.fails:
+        text = f"WILL FAIL ({c.action}): " + "; ".join(c.fails) + (f" - {text}" if text else "")
+    return text
 
 
 def _blocked_lines(plan: Plan) -> list[str]:
-    return [f"blocked: {c.stack}/{c.logical_id} ({c.type}) would be "
-            f"{'replaced' if c.action == 'replace' else 'removed'}"
-            f"{' - ' + '; '.join(c.causes) if c.causes else ''} - {c.stateful}; "
-            f"pass --allow-replace {c.logical_id} if intended" for c in plan.blocked]
+    lines = [f"will fail: {c.stack}/{c.logical_id} ({c.type}) - " + "; ".join(c.fails)
+             + f"; pass --allow-failure {c.logical_id} to deploy anyway" for c in plan.changes if c.will_fail]
+    return lines + [f"blocked: {c.stack}/{c.logical_id} ({c.type}) would be "
+                    f"{'replaced' if c.action == 'replace' else 'removed'}"
+                    f"{' - ' + '; '.join(c.causes) if c.causes else ''} - {c.stateful}; "
+                    f"pass --allow-replace {c.logical_id} if intended" for c in plan.changes if c.loses_data]
 
 
 def render_table(plan: Plan) -> str:
@@ -438,13 +508,16 @@ def render_table(plan: Plan) -> str:
     for c in plan.changes:
         lid = c.logical_id + (f" -> {c.new_logical_id}" if c.new_logical_id else "")
         flag = "-" if not c.stateful else ("allowed" if c.allowed else "yes")
-        rows.append((c.action, c.stack, lid, c.type, flag, _cause_text(c)))
+        rows.append((c.verdict, c.stack, lid, c.type, flag, _cause_text(c)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(r, widths)), r[-1]]).rstrip() for r in rows]
     n = plan.counts()
     lines.append("")
     lines.append(", ".join(f"{n[a]} to {a}" for a in ACTIONS)
-                 + f"  (replacement rules: createOnlyProperties, {plan.schema_source})")
+                 + f"  (replacement rules: createOnlyProperties, {plan.schema_source}; infra/plan_rules.py)")
+    failing = sum(bool(c.fails) for c in plan.changes)
+    if failing:
+        lines.append(f"{failing} change(s) will fail")
     if plan.upgrade:
         lines.append("")
         lines.append("upgrade order:")
@@ -456,8 +529,12 @@ def render_table(plan: Plan) -> str:
 def render_markdown(plan: Plan) -> str:
     """A pull-request comment: verdict first, then replacements/removals, then the rest folded."""
     n = plan.counts()
-    verdict = (f":no_entry: **{len(plan.blocked)} stateful resource(s) would be replaced or removed**"
-               if plan.blocked else ":white_check_mark: no stateful resource is replaced or removed")
+    lost = [c for c in plan.changes if c.loses_data]
+    failing = [c for c in plan.changes if c.will_fail]
+    verdict = (f":no_entry: **{len(lost)} stateful resource(s) would be replaced or removed**"
+               if lost else ":white_check_mark: no stateful resource is replaced or removed")
+    if failing:
+        verdict = f":x: **{len(failing)} change(s) will fail**\n\n" + verdict
     out = ["### openpod plan", "", verdict, "",
            " | ".join(f"{n[a]} to {a}" for a in ACTIONS), ""]
     if not plan.changes:
@@ -469,11 +546,11 @@ def render_markdown(plan: Plan) -> str:
             lid = f"`{c.logical_id}`" + (f" → `{c.new_logical_id}`" if c.new_logical_id else "")
             flag = "" if not c.stateful else ("allowed" if c.allowed else f"**yes** ({c.stateful})")
             why = _cause_text(c).replace("|", "\\|")
-            rows.append(f"| {c.action} | {c.stack} | {lid} | `{c.type}` | {flag} | {why} |")
+            rows.append(f"| {c.verdict} | {c.stack} | {lid} | `{c.type}` | {flag} | {why} |")
         return rows
 
-    risky = [c for c in plan.changes if c.action in ("replace", "remove")]
-    rest = [c for c in plan.changes if c.action not in ("replace", "remove")]
+    risky = [c for c in plan.changes if c.action in ("replace", "remove") or c.fails]
+    rest = [c for c in plan.changes if c not in risky]
     if risky:
         out += ["#### Replaced or removed", ""] + table(risky) + [""]
     if rest:
@@ -483,7 +560,8 @@ def render_markdown(plan: Plan) -> str:
         out += ["#### Upgrade order", ""] + [f"{i}. {s}" for i, s in enumerate(plan.upgrade, 1)] + [""]
     if plan.blocked:
         out += ["```"] + _blocked_lines(plan) + ["```", ""]
-    out.append(f"<sub>Replacement rules: createOnlyProperties from the {plan.schema_source}.</sub>")
+    out.append(f"<sub>Replacement rules: createOnlyProperties from the {plan.schema_source}, plus the documented "
+               "update behaviours and service rules of infra/plan_rules.py.</sub>")
     return "\n".join(out) + "\n"
 
 
@@ -491,7 +569,7 @@ def render_markdown(plan: Plan) -> str:
 
 
 def make_plan(*, spec_path: Path, base_ref: str | None, base_template: Path | None, head_template: Path | None,
-              allow: set[str], region: str, repo: Path) -> Plan:
+              allow: set[str], region: str, repo: Path, allow_failure: set[str] = frozenset()) -> Plan:
     """Load or synthesize both sides and diff them."""
     with tempfile.TemporaryDirectory(prefix="openpod-plan-") as tmp:
         work = Path(tmp)
@@ -499,7 +577,7 @@ def make_plan(*, spec_path: Path, base_ref: str | None, base_template: Path | No
                 else synthesize_side(repo, spec_path, base_ref, work))
         head = (load_assembly(head_template) if head_template is not None
                 else synthesize_side(repo, spec_path, None, work))
-        return diff(base, head, region=region, allow=allow)
+        return diff(base, head, region=region, allow=allow, allow_failure=allow_failure)
 
 
 @click.command("plan")
@@ -512,15 +590,18 @@ def make_plan(*, spec_path: Path, base_ref: str | None, base_template: Path | No
               help="use this already-synthesized cdk.out as the new side instead of synthesizing the working tree")
 @click.option("--allow-replace", "allow", multiple=True, metavar="LOGICAL_ID",
               help="let this stateful resource be replaced or removed (repeatable)")
+@click.option("--allow-failure", "allow_failure", multiple=True, metavar="LOGICAL_ID",
+              help="deploy even though this resource's change is known to fail (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 @click.option("--markdown", is_flag=True, help="a pull-request comment")
-def command(spec_path, base_ref, base_template, head_template, allow, as_json, markdown) -> None:
+def command(spec_path, base_ref, base_template, head_template, allow, allow_failure, as_json, markdown) -> None:
     """Show what deploying the spec would do to each AWS resource; exit 3 if data would be orphaned.
 
     Both sides are synthesized offline. Replacements come from the CloudFormation resource schemas'
     createOnlyProperties (as cfn-lint ships them) and logical-id changes; a stateful resource (FSx, S3, KMS,
-    EKS cluster, log groups, anything retained) replaced or removed fails the plan unless --allow-replace
-    names it.
+    EKS cluster, log groups, anything retained) replaced or removed fails the plan (exit 3) unless
+    --allow-replace names it; a change CloudFormation or the service will refuse (infra/plan_rules.py, each
+    with its source) fails it with exit 4 unless --allow-failure names it.
     """
     from infra.cli import fail, load_or_exit
 
@@ -534,7 +615,7 @@ def command(spec_path, base_ref, base_template, head_template, allow, as_json, m
         plan = make_plan(spec_path=Path(spec_path), base_ref=base_ref,
                          base_template=Path(base_template) if base_template else None,
                          head_template=Path(head_template) if head_template else None,
-                         allow=set(allow), region=spec.region, repo=repo)
+                         allow=set(allow), region=spec.region, repo=repo, allow_failure=set(allow_failure))
     except PlanError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
@@ -549,5 +630,5 @@ def command(spec_path, base_ref, base_template, head_template, allow, as_json, m
         click.echo(render_table(plan), nl=False)
     for line in _blocked_lines(plan) if (as_json or markdown) else []:
         click.echo(line, err=True)
-    if plan.blocked:
-        sys.exit(EXIT_BLOCKED)
+    if plan.exit_code:
+        sys.exit(plan.exit_code)

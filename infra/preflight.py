@@ -3,8 +3,9 @@
 Preflight asks the caller's account, with read-only calls, what a deploy would otherwise find out
 half-way through CloudFormation: is each instance type offered in its AZ, do the on-demand vCPU
 quotas cover the groups at ``max_size``, does each reservation or capacity block exist and match
-its group, is each pinned add-on version available for the cluster's Kubernetes version, and do the
-IAM principals named in access entries exist. Every failure is one line naming the spec field.
+its group (its zone, a Local Zone included, against the group's), is each pinned add-on version
+available for the cluster's Kubernetes version, do the IAM principals named in access entries exist,
+and are the cluster's AZs outside the AZ IDs EKS refuses. Every failure is one line naming the spec field.
 
 ``openpod capacity`` lists the Capacity Block offerings that would fit a group and prints the spec
 lines to use once one is bought.
@@ -192,9 +193,31 @@ def check_principals(spec: ClusterSpec, iam) -> Iterator[Finding]:
             yield Finding(False, "principal", f"eks.access_entries[{i}].principal_arn: {arn} does not exist")
 
 
+# AZ IDs where EKS does not place a cluster's control plane: its subnets may not be there.
+# Source: https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html#network-requirements-subnets
+# (fact eks.cluster.refused-zone-ids, checked 2026-11-25).
+EKS_REFUSED_ZONE_IDS = {"use1-az3": "us-east-1", "usw1-az2": "us-west-1", "cac1-az3": "ca-central-1"}
+
+
+def check_cluster_zones(spec: ClusterSpec, ec2) -> Iterator[Finding]:
+    """The cluster's AZs (the first ``network.layout_azs``) are not AZ IDs EKS refuses. AZ names map to IDs
+    per account, so only the account can say: describe-availability-zones."""
+    zones = list(spec.availability_zones[:spec.network.layout_azs or len(spec.availability_zones)])
+    if not any(region == spec.region for region in EKS_REFUSED_ZONE_IDS.values()):
+        return
+    ids = {z["ZoneName"]: z["ZoneId"] for z in ec2.describe_availability_zones(ZoneNames=zones)["AvailabilityZones"]}
+    for i, name in enumerate(zones):
+        zone_id = ids.get(name, "?")
+        if zone_id in EKS_REFUSED_ZONE_IDS:
+            yield Finding(False, "eks-zone", f"availability_zones[{i}]: {name} is {zone_id} in this account, where "
+                                             "EKS places no cluster; pick another AZ")
+        else:
+            yield Finding(True, "eks-zone", f"{name} ({zone_id}) takes EKS cluster subnets")
+
+
 CHECKS = (("offerings", check_offerings, "ec2"), ("quotas", check_quotas, "quotas"),
           ("reservations", check_reservations, "ec2"), ("add-ons", check_addons, "eks"),
-          ("principals", check_principals, "iam"))
+          ("principals", check_principals, "iam"), ("eks zones", check_cluster_zones, "ec2"))
 
 
 def preflight(spec: ClusterSpec, clients: Clients) -> list[Finding]:

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Iterator, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from openpod_core import accelerator_stack, instance_types
+from openpod_core import accelerator_stack, instance_types, local_zones
 from openpod_core.facts import value as fact_value
 from openpod_core.instance_types import InstanceType
 from infra.pipeline_spec import PipelineSpec
@@ -76,6 +76,11 @@ class NetworkSpec(_Model):
     vpc_cidr: str = "10.0.0.0/16"
     nat_gateways: int = Field(1, ge=1, le=6, description="1 for cost, one per AZ for resilience")
     flow_logs_retention_days: int = Field(90, ge=1)
+    layout_azs: int | None = Field(
+        None, ge=1, description="the number of availability_zones the subnet layout was made for: the count when "
+                                "the platform was first deployed (unset: all of them). Set it to the old count "
+                                "before adding an AZ, so no live subnet is re-addressed and the EKS cluster keeps "
+                                "the subnets it was created with")
 
     @field_validator("vpc_cidr")
     @classmethod
@@ -144,7 +149,10 @@ class InstanceGroupSpec(_Model):
                     "the floor (docs/node-agent.md). The image runs nccl-tests built with MPI=1, Open MPI, sshd and "
                     "NCCL's EFA plugin (NVIDIA); the Neuron tools, Open MPI and sshd (Neuron); the training image "
                     "(CPU). The platform builds none of the first two, so the default is off; EFA groups only")
-    availability_zone: str | None = None
+    availability_zone: str | None = Field(
+        None, description="one of availability_zones, or a Local Zone of the region from openpod_core/local_zones.py "
+                          "(e.g. us-east-1-dfw-2a for P6e-GB200 capacity blocks): the group then gets a subnet of its "
+                          "own there, which the EKS cluster does not use")
     capacity: Capacity = Capacity()
     placement_group: bool | None = Field(
         None, description="cluster placement group; default on for EFA groups without a reservation"
@@ -154,6 +162,10 @@ class InstanceGroupSpec(_Model):
     root_volume_gib: int = Field(200, ge=50, le=16384)
     volumes: list[Volume] = []
     local_nvme_raid0: bool = Field(True, description="assemble instance-store NVMe as RAID0 for local checkpoints")
+    update_strategy: Literal["default", "minimal"] | None = Field(
+        None, description="how EKS replaces nodes in an update: default launches new nodes first, minimal "
+                          "terminates old ones first. Unset: minimal for a reservation or capacity block (no spare "
+                          "capacity to surge into), default otherwise")
 
     @field_validator("instance_type")
     @classmethod
@@ -471,8 +483,18 @@ class ClusterSpec(_Model):
         return [g for g in self.instance_groups if g.type.is_accelerated]
 
     def group_az(self, group: InstanceGroupSpec) -> str:
-        """The AZ a group launches in (its own, else the spec's first)."""
+        """The AZ a group launches in (its own, else the spec's first); may be a Local Zone."""
         return group.availability_zone or self.availability_zones[0]
+
+    @property
+    def local_zones(self) -> list[str]:
+        """The Local Zones instance groups launch in (node-group-only subnets), in first-use order."""
+        out: list[str] = []
+        for g in self.instance_groups:
+            if g.availability_zone and g.availability_zone not in self.availability_zones \
+                    and g.availability_zone not in out:
+                out.append(g.availability_zone)
+        return out
 
 
 # -------------------------------------------------------------------- cross-field rules
@@ -490,6 +512,10 @@ def _check_azs(spec: ClusterSpec) -> Iterator[Problem]:
                                                       f"(expected e.g. {spec.region}a)")
     for d in _dupes(spec.availability_zones):
         yield Problem("availability_zones", f"{d!r} listed twice")
+    n = spec.network.layout_azs
+    if n is not None and not 2 <= n <= len(spec.availability_zones):
+        yield Problem("network.layout_azs", f"{n} must be 2..{len(spec.availability_zones)}: the number of the "
+                                            "first availability_zones the subnet layout was made for")
     if spec.storage.fsx.availability_zone and spec.storage.fsx.availability_zone not in spec.availability_zones:
         yield Problem("storage.fsx.availability_zone", f"{spec.storage.fsx.availability_zone!r} is not one of "
                                                        f"availability_zones ({', '.join(spec.availability_zones)})")
@@ -512,8 +538,16 @@ def _check_groups(spec: ClusterSpec) -> Iterator[Problem]:
             yield Problem(f"{at}.pair_check_image", f"{g.instance_type} has no EFA: the two-node check measures EFA "
                                                     "bandwidth; allowed only on EFA groups")
         if g.availability_zone and g.availability_zone not in spec.availability_zones:
-            yield Problem(f"{at}.availability_zone", f"{g.availability_zone!r} is not one of "
-                                                     f"availability_zones ({', '.join(spec.availability_zones)})")
+            lz = local_zones.get(g.availability_zone)
+            known = ", ".join(z.name for z in local_zones.of_region(spec.region))
+            if lz is None or lz.parent_region != spec.region:
+                yield Problem(f"{at}.availability_zone",
+                              f"{g.availability_zone!r} is not one of availability_zones "
+                              f"({', '.join(spec.availability_zones)}) nor a Local Zone of {spec.region} "
+                              f"(known: {known or 'none'}; openpod_core/local_zones.py)")
+            elif g.type.name not in lz.offers:
+                yield Problem(f"{at}.availability_zone", f"Local Zone {lz.name} is known to offer "
+                                                         f"{', '.join(lz.offers)}, not {g.type.name}")
         if g.type.ultraserver and g.capacity.type is not CapacityType.CAPACITY_BLOCK:
             # facts: ec2.ultraservers.capacity-blocks-only
             yield Problem(f"{at}.capacity.type", f"{g.instance_type} is sold only through EC2 Capacity Blocks "

@@ -107,7 +107,9 @@ def spec_md() -> str:
         "",
         "Checked after the fields above, all reported at once:",
         "",
-        "- every AZ belongs to `region`; no AZ twice; group / FSx AZs are among `availability_zones`;",
+        "- every AZ belongs to `region`; no AZ twice; FSx AZs are among `availability_zones`, group AZs too or a "
+        "Local Zone of `region` from `openpod_core/local_zones.py` that offers the group's type; "
+        "`network.layout_azs` is 2..the number of AZs;",
         "- group names are unique; at least one CPU group has `min_size >= 1` (the system group);",
         "- `min_size <= desired_size <= max_size`; `hot_spares <= max_size`;",
         "- `capacity.type` `reservation` / `capacity-block` needs `capacity.reservation_id` and `availability_zone`, "

@@ -76,6 +76,8 @@ class PlatformStack(cdk.Stack):
             self, "Network",
             availability_zones=spec.availability_zones,
             vpc_cidr=spec.network.vpc_cidr,
+            layout_azs=spec.network.layout_azs,
+            local_zones=spec.local_zones,
             nat_gateways=min(spec.network.nat_gateways, len(spec.availability_zones)),
             flow_logs_retention=retention(spec.network.flow_logs_retention_days),
             flow_logs_key=self.log_key,
@@ -89,7 +91,7 @@ class PlatformStack(cdk.Stack):
             self, "Eks",
             cluster_name=spec.name,
             vpc=self.network.vpc,
-            subnets=self.network.private_subnets(),
+            subnets=self.network.cluster_subnets(),
             version=spec.eks.version,
             secrets_key=self.secrets_key,
             log_key=self.log_key,
@@ -135,6 +137,8 @@ class PlatformStack(cdk.Stack):
                 capacity_type=g.capacity.type, capacity_reservation_id=g.capacity.reservation_id,
                 labels=g.labels, taints=g.taints, root_volume_gib=g.root_volume_gib, volumes=g.volumes,
                 local_nvme_raid0=g.local_nvme_raid0, kubernetes_version=spec.eks.version,
+                update_strategy=g.update_strategy.upper() if g.update_strategy else None,
+                lustre_client=True,   # the teams' FSx volumes may be mounted on any group's nodes
             )
             for addon in self.platform_cluster.network_addons:
                 ig.nodegroup.node.add_dependency(addon)

@@ -11,6 +11,10 @@ The order is the templates' own dependency order, which the platform's stack set
    job gets SIGTERM and its grace period to checkpoint; an eviction a budget forbids fails the update
    instead of killing the job. Draining each group first with ``openpod drain`` (the node agent's
    drain path, :mod:`node_agent.drain`) stops each job once instead of once per replaced node.
+
+Reserved and capacity-block groups update with ``UpdateStrategy: MINIMAL`` (old nodes go before new ones
+come: a full reservation has no room to surge); a capacity-block group is upgraded at desired size 0,
+in a deploy of its own first. A version update never shares a deploy with a launch-template change.
 """
 
 from __future__ import annotations
@@ -65,15 +69,23 @@ def _cluster_steps(lid: str, old: str, new: str, b_res: dict, h_res: dict) -> li
     accel = [(k, r) for k, r in groups if _accelerated(r)]
     if cpu:
         out.append("CPU node groups, after the network add-ons: " + ", ".join(_group(r) for _, r in cpu))
+    blocks = [(k, r) for k, r in accel if r["Properties"].get("CapacityType") == "CAPACITY_BLOCK"]
+    if blocks:
+        out.insert(0, "first, in a deploy of its own: set desired_size 0 on the capacity-block groups (EKS upgrades "
+                      "them only at 0: fact eks.capacity-block-mng), then this version, then desired_size back: "
+                      + ", ".join(_name(r) for _, r in blocks))
     if accel:
         out.append("accelerator node groups, after the CPU groups, not force-updated (evictions honour "
                    "PodDisruptionBudgets; jobs get SIGTERM and their grace period to checkpoint): "
                    + ", ".join(_group(r) for _, r in accel))
         out.insert(0, "before the deploy, drain the accelerator groups (the node agent's drain path) so each job "
                       "checkpoints and stops once, not once per replaced node: " + "; ".join(
-                       f"openpod drain --group {r['Properties'].get('Labels', {}).get(labels.INSTANCE_GROUP)}"
+                       f"openpod drain --group {_name(r)}"
                        for _, r in accel))
-    stale = [r["Properties"]["NodegroupName"] for r in h_res.values()
+    if groups:
+        out.append("keep launch-template changes (user data, volumes, instance options) out of this deploy: EKS "
+                   "takes a node-group version update alone (fact eks.nodegroup.version-update-alone)")
+    stale = [_name(r) for r in h_res.values()
              if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"].get("Version") not in (None, new)]
     if stale:
         out.append(f"warning: node groups not following {new}: {', '.join(stale)}")
@@ -84,8 +96,15 @@ def _accelerated(nodegroup: dict) -> bool:
     return nodegroup["Properties"].get("Labels", {}).get(labels.ACCELERATOR, "none") != "none"
 
 
+def _name(nodegroup: dict) -> str:
+    """The spec's group name: the instance-group label (node groups have CloudFormation-made names)."""
+    p = nodegroup["Properties"]
+    return str(p.get("Labels", {}).get(labels.INSTANCE_GROUP) or p.get("NodegroupName"))
+
+
 def _group(nodegroup: dict) -> str:
     p = nodegroup["Properties"]
-    unavailable = (p.get("UpdateConfig") or {}).get("MaxUnavailable")
-    return f"{p.get('NodegroupName')} ({unavailable} node(s) at a time)" if unavailable else str(
-        p.get("NodegroupName"))
+    config = p.get("UpdateConfig") or {}
+    unavailable = config.get("MaxUnavailable")
+    minimal = ", old nodes first: MINIMAL" if config.get("UpdateStrategy") == "MINIMAL" else ""
+    return f"{_name(nodegroup)} ({unavailable} node(s) at a time{minimal})" if unavailable else _name(nodegroup)

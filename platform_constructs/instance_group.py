@@ -26,6 +26,8 @@ from infra.spec import CapacityType, Taint, Volume
 # Where the RAID0 of instance-store NVMe is mounted (shared with the submit CLI).
 LOCAL_NVME_MOUNT = keys.LOCAL_NVME_MOUNT
 ROOT_DEVICE = "/dev/xvda"
+# EKS's node-group update strategies (NodegroupUpdateConfig.updateStrategy; fact eks.nodegroup.update-strategy).
+UPDATE_STRATEGIES = ("DEFAULT", "MINIMAL")
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,20 @@ fi
 """
 HUGEPAGES_SYSCTL_FILE = "/etc/sysctl.d/90-openpod-hugepages.conf"
 
+# The EKS AL2023 AMIs ship no Lustre client (awslabs/amazon-eks-ami#2696): the FSx CSI driver's mount fails
+# without it. Package per the FSx guide for Amazon Linux 2023 (fact fsx.lustre.client-al2023).
+LUSTRE_CLIENT_PACKAGE = "lustre-client"
+_LUSTRE_SCRIPT = """\
+#!/bin/bash
+# Install the Lustre client FSx for Lustre mounts need, before kubelet starts (the node agent's
+# readiness check, node_agent/lustre_client.py, reports a node where it is still missing).
+set -euo pipefail
+if ! grep -qw lustre /proc/filesystems; then
+  rpm -q {package} >/dev/null 2>&1 || dnf install -y -q {package}
+  modprobe lustre
+fi
+"""
+
 
 def hugepages_count(mib: int) -> int:
     """``vm.nr_hugepages`` for ``mib`` MiB of 2 MiB pages."""
@@ -166,13 +182,16 @@ def hugepages_count(mib: int) -> int:
 
 
 def user_data(*, local_nvme_raid0: bool, mount: str = LOCAL_NVME_MOUNT, hugepages_mib: int = 0,
-              nvidia_toolkit: bool = False) -> str:
+              nvidia_toolkit: bool = False, lustre_client: bool = False) -> str:
     """MIME multi-part user data for AL2023 (nodeadm merges its NodeConfig part with EKS's own).
 
     ``hugepages_mib`` > 0 adds a script part that preallocates that many MiB of
-    2 MiB hugepages (``vm.nr_hugepages``) before kubelet starts.
+    2 MiB hugepages (``vm.nr_hugepages``) before kubelet starts. ``lustre_client``
+    adds one that installs and loads the Lustre client (nodes that mount FSx).
     """
     parts = [("application/node.eks.aws", _NODECONFIG)]
+    if lustre_client:
+        parts.append(('text/x-shellscript; charset="us-ascii"', _LUSTRE_SCRIPT.format(package=LUSTRE_CLIENT_PACKAGE)))
     pages = hugepages_count(hugepages_mib)
     if pages:
         parts.append(('text/x-shellscript; charset="us-ascii"', _HUGEPAGES_SCRIPT.format(
@@ -232,6 +251,14 @@ class InstanceGroup(Construct):
       kubernetes_version: the nodes' Kubernetes version (the cluster's); unset keeps the creation version.
       max_unavailable: nodes an update (e.g. an upgrade) replaces at a time, 1..100. Accelerated groups are
         never force-updated: an eviction a PodDisruptionBudget forbids fails the update instead.
+      lustre_client: install the Lustre client at boot: every group whose pods may mount the FSx file system.
+      update_strategy: ``DEFAULT`` (EKS launches the new nodes first) or ``MINIMAL`` (EKS terminates old
+        nodes first). Default: ``MINIMAL`` for a reservation or capacity block, which has no spare capacity
+        for the default's surge (fact eks.nodegroup.update-strategy), ``DEFAULT`` otherwise.
+
+    The node group has no fixed name: CloudFormation names it, so a change that replaces it (instance type,
+    subnets, AMI or capacity type) creates the new group beside the old one instead of failing on the name
+    (fact cfn.custom-name-replacement). Nodes are found by the ``openpod.io/instance-group`` label and tag.
     """
 
     def __init__(
@@ -261,6 +288,8 @@ class InstanceGroup(Construct):
         imds_hop_limit: int = 1,
         kubernetes_version: str | None = None,
         max_unavailable: int = 1,
+        update_strategy: str | None = None,
+        lustre_client: bool = False,
     ) -> None:
         super().__init__(scope, id)
         self.group_name = group_name
@@ -285,6 +314,12 @@ class InstanceGroup(Construct):
         if placement_group and reserved:
             raise ValueError(f"InstanceGroup {group_name}: placement_group must be false with a capacity "
                              "reservation or capacity block (launches would fail)")
+        if update_strategy is None:
+            update_strategy = "MINIMAL" if reserved else "DEFAULT"
+        if update_strategy not in UPDATE_STRATEGIES:
+            raise ValueError(f"InstanceGroup {group_name}: update_strategy must be one of "
+                             f"{', '.join(UPDATE_STRATEGIES)}, got {update_strategy!r}")
+        self.update_strategy = update_strategy
         if imds_hop_limit not in (1, 2):
             raise ValueError(f"InstanceGroup {group_name}: imds_hop_limit must be 1 or 2, got {imds_hop_limit}")
         if not security_groups:
@@ -319,7 +354,7 @@ class InstanceGroup(Construct):
                 for i in self.interfaces
             ],
             user_data=Fn.base64(user_data(local_nvme_raid0=local_nvme_raid0 and instance_type.nvme_count > 0,
-                                          hugepages_mib=hugepages_mib,
+                                          hugepages_mib=hugepages_mib, lustre_client=lustre_client,
                                           nvidia_toolkit=instance_type.accelerator is Accelerator.NVIDIA)),
             monitoring=ec2.CfnLaunchTemplate.MonitoringProperty(enabled=True),
             tag_specifications=[
@@ -362,7 +397,6 @@ class InstanceGroup(Construct):
         self.nodegroup = eks.Nodegroup(
             self, "Nodegroup",
             cluster=cluster,
-            nodegroup_name=group_name,
             enable_node_auto_repair=False,  # the node agent remediates; two repairers would race
             node_role=node_role,
             capacity_type=(eks.CapacityType.CAPACITY_BLOCK if capacity_type is CapacityType.CAPACITY_BLOCK
@@ -384,6 +418,8 @@ class InstanceGroup(Construct):
         # parse names such as p6e-gb200.36xlarge.
         cfn = self.nodegroup.node.default_child
         cfn.ami_type = ami_type(instance_type)
+        if update_strategy != "DEFAULT":
+            cfn.add_property_override("UpdateConfig.UpdateStrategy", update_strategy)
         if capacity_type is not CapacityType.CAPACITY_BLOCK:
             cfn.instance_types = [instance_type.name]
         if kubernetes_version is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from typing import Sequence
 
@@ -28,8 +29,66 @@ def private_subnet_mask(vpc_prefix: int, az_count: int) -> int:
     return vpc_prefix + math.ceil(math.log2(az_count)) + 1
 
 
+def subnet_layout(vpc_cidr: str, az_count: int, layout_azs: int | None = None) -> list[tuple[str, str]]:
+    """(private, public) CIDR blocks of each AZ, in AZ order, that never move when AZs are appended.
+
+    The first ``layout_azs`` AZs (default: all) get the layout every earlier version made for that many AZs:
+    the private subnets side by side from the start of the VPC, each ``private_subnet_mask`` wide, then one
+    /24 public subnet each. Each further AZ takes the first free block of the same sizes, so appending an AZ
+    adds subnets without re-addressing a live one (EC2 refuses a subnet that overlaps another: fact
+    ec2.subnet.cidr-conflict). Raises ValueError when the VPC has no room left.
+    """
+    layout_azs = az_count if layout_azs is None else layout_azs
+    if not 1 <= layout_azs <= az_count:
+        raise ValueError(f"layout_azs must be 1..{az_count} (the AZs the layout was made for), got {layout_azs}")
+    net = ipaddress.IPv4Network(vpc_cidr)
+    mask = private_subnet_mask(net.prefixlen, max(layout_azs, 2))
+    public_mask = max(mask + 2, 24)
+    privates = list(net.subnets(new_prefix=mask))[:layout_azs]
+    start = privates[-1].broadcast_address + 1
+    publics = [ipaddress.IPv4Network((int(start) + i * 2 ** (32 - public_mask), public_mask))
+               for i in range(layout_azs)]
+    used = privates + publics
+
+    def first_free(prefix: int) -> ipaddress.IPv4Network:
+        for block in net.subnets(new_prefix=prefix):
+            if not any(block.overlaps(u) for u in used):
+                used.append(block)
+                return block
+        raise ValueError(f"vpc_cidr {vpc_cidr} has no free /{prefix} for availability zone {len(privates) + 1}; "
+                         "use a larger VPC or a layout made for more AZs")
+
+    for _ in range(layout_azs, az_count):
+        privates.append(first_free(mask))
+        publics.append(first_free(public_mask))
+    return [(str(a), str(b)) for a, b in zip(privates, publics)]
+
+
+def local_zone_layout(vpc_cidr: str, layout: list[tuple[str, str]], count: int) -> list[str]:
+    """CIDR blocks for ``count`` Local Zone subnets: a quarter of a private subnet each (at least a /24),
+    taken from the top of the VPC so AZs appended later (which take free blocks from the bottom) never
+    collide with them. Raises ValueError when the VPC has no room left."""
+    net = ipaddress.IPv4Network(vpc_cidr)
+    prefix = min(ipaddress.IPv4Network(layout[0][0]).prefixlen + 2, 24)
+    used = [ipaddress.IPv4Network(b) for pair in layout for b in pair]
+    out: list[str] = []
+    for block in reversed(list(net.subnets(new_prefix=prefix))):
+        if len(out) == count:
+            break
+        if not any(block.overlaps(u) for u in used):
+            used.append(block)
+            out.append(str(block))
+    if len(out) < count:
+        raise ValueError(f"vpc_cidr {vpc_cidr} has no free /{prefix} left for {count} Local Zone subnet(s)")
+    return out
+
+
 class Network(Construct):
     """A VPC with private subnets in exactly ``availability_zones``.
+
+    Subnet ranges follow ``subnet_layout``: with ``layout_azs`` set to the AZ count the platform was first
+    deployed with, appending AZs adds subnets and never re-addresses a live one; the EKS cluster keeps the
+    subnets of those first AZs (``cluster_subnets``).
 
     Public subnets only hold the NAT gateways. Nodes, FSx and endpoints live in
     the private subnets. ``efa_security_group`` lets EFA traffic flow between
@@ -49,6 +108,8 @@ class Network(Construct):
         flow_logs_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS,
         flow_logs_key: kms.IKey | None = None,
         interface_endpoints: Sequence[str] = DEFAULT_INTERFACE_ENDPOINTS,
+        layout_azs: int | None = None,
+        local_zones: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, id)
         if len(availability_zones) < 2:
@@ -60,6 +121,11 @@ class Network(Construct):
         mask = private_subnet_mask(prefix, len(availability_zones))
         if mask > 24:
             raise ValueError(f"Network: vpc_cidr {vpc_cidr} is too small for {len(availability_zones)} AZs")
+        try:
+            layout = subnet_layout(vpc_cidr, len(availability_zones), layout_azs)
+        except ValueError as e:
+            raise ValueError(f"Network: {e}") from None
+        self.cluster_zones = list(availability_zones[:layout_azs or len(availability_zones)])
 
         self.vpc = ec2.Vpc(
             self, "Vpc",
@@ -74,6 +140,27 @@ class Network(Construct):
                                         map_public_ip_on_launch=False),
             ],
         )
+        # The stable layout, not CDK's re-split by AZ count (identical for the AZs the layout was made for).
+        for kind, index in (("nodes", 0), ("public", 1)):
+            chosen = self.vpc.select_subnets(subnet_group_name=kind).subnets
+            for subnet in chosen:
+                subnet.node.default_child.cidr_block = layout[list(availability_zones).index(
+                    subnet.availability_zone)][index]
+
+        # Local Zone subnets: private, for node groups only (EKS takes no Local Zone subnet for the control
+        # plane), default route through the region's NAT gateway.
+        self.local_zone_subnets: dict[str, ec2.ISubnet] = {}
+        if local_zones:
+            nat = next(n for n in (s.node.try_find_child("NATGateway") for s in self.vpc.public_subnets) if n)
+            try:
+                cidrs = local_zone_layout(vpc_cidr, layout, len(local_zones))
+            except ValueError as e:
+                raise ValueError(f"Network: {e}") from None
+            for zone, cidr in zip(local_zones, cidrs):
+                subnet = ec2.PrivateSubnet(self, f"LocalZone-{zone}", availability_zone=zone, vpc_id=self.vpc.vpc_id,
+                                           cidr_block=cidr, map_public_ip_on_launch=False)
+                subnet.add_default_nat_route(nat.ref)
+                self.local_zone_subnets[zone] = subnet
 
         flow_log_group = logs.LogGroup(
             self, "FlowLogs", retention=flow_logs_retention, encryption_key=flow_logs_key,
@@ -128,11 +215,18 @@ class Network(Construct):
             self.lustre_security_group.add_ingress_rule(ec2.Peer.security_group_id(peer_security_group_id),
                                                         port, description)
 
+    def cluster_subnets(self) -> list[ec2.ISubnet]:
+        """The private subnets of the AZs the layout was made for: the EKS cluster's, fixed at its creation
+        (EKS accepts later subnets only in the AZs it was created with: fact eks.cluster.subnet-update)."""
+        return [s for s in self.private_subnets() if s.availability_zone in self.cluster_zones]
+
     def private_subnets(self, availability_zone: str | None = None) -> list[ec2.ISubnet]:
-        """Private subnets, all or the one in ``availability_zone``."""
+        """Private subnets of the AZs, all or the one in ``availability_zone`` (which may be a Local Zone)."""
         subnets = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets
         if availability_zone is None:
             return list(subnets)
+        if availability_zone in self.local_zone_subnets:
+            return [self.local_zone_subnets[availability_zone]]
         chosen = [s for s in subnets if s.availability_zone == availability_zone]
         if not chosen:
             raise ValueError(f"Network.private_subnets: availability_zone {availability_zone!r} is not one of "

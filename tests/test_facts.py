@@ -22,7 +22,7 @@ SOURCE = re.compile(r"^(https://\S+|[\w.-]+/[\w.-]+@[\w.+-]+:\S+|gitlab\.com/\S+
 def test_every_fact_has_a_source_and_a_check_date(f):
     assert f.value.strip(), f.key
     assert SOURCE.match(f.source), f"{f.key}: source must be a URL or owner/repo@tag:path, got {f.source!r}"
-    assert dt.date.fromisoformat(f.checked) <= dt.date(2026, 11, 23)
+    assert dt.date.fromisoformat(f.checked) <= dt.date(2026, 11, 25)
 
 
 def test_an_unknown_key_names_the_known_ones():
@@ -41,3 +41,22 @@ def test_openpod_facts_prints_every_row_with_its_source():
     rows = [json.loads(line) for line in out.output.splitlines()]
     assert [r["key"] for r in rows] == [f.key for f in FACTS]
     assert all(r["source"] and r["checked"] for r in rows)
+
+
+def test_the_fsx_rules_of_the_spec_and_construct_are_the_api_references():
+    """storage.fsx.throughput_per_tib / metadata_iops accept exactly what the FSx API reference lists."""
+    import typing
+
+    from infra.spec import FsxSpec
+    from platform_constructs.lustre import THROUGHPUTS
+
+    listed = tuple(int(v) for v in fact("fsx.lustre.persistent2-throughputs").value.split(", "))
+    assert THROUGHPUTS == listed
+    assert typing.get_args(FsxSpec.model_fields["throughput_per_tib"].annotation) == listed
+    iops = [1500, 3000, 6000, 12000, *range(24000, 192001, 12000)]
+    assert "1500, 3000, 6000, 12000 and multiples of 12000 up to 192000" == fact("fsx.lustre.metadata-iops").value
+    for v in iops:
+        FsxSpec(metadata_iops=v)
+    for v in (1000, 18000, 204000):
+        with pytest.raises(ValueError):
+            FsxSpec(metadata_iops=v)

@@ -54,7 +54,7 @@ def reservation(rid, itype, az, count, state="active", kind="default"):
             "StartDate": T0, "EndDate": T0 + dt.timedelta(days=14)}
 
 
-def stubbed(spec, *, offered, quotas, addons_missing=(), reservations=(), iam_endpoint):
+def stubbed(spec, *, offered, quotas, addons_missing=(), reservations=(), iam_endpoint, zone_ids=None):
     region = spec.region
     c = Clients(ec2=_client("ec2", region), eks=_client("eks", region), quotas=_client("service-quotas", region),
                 iam=_client("iam", region, iam_endpoint))
@@ -66,6 +66,11 @@ def stubbed(spec, *, offered, quotas, addons_missing=(), reservations=(), iam_en
     for r in reservations:
         ec2.add_response("describe_capacity_reservations", {"CapacityReservations": [r]},
                          {"CapacityReservationIds": [r["CapacityReservationId"]]})
+    if region in ("us-east-1", "us-west-1", "ca-central-1"):      # regions with AZ IDs EKS refuses
+        zone_ids = zone_ids or {}
+        ec2.add_response("describe_availability_zones", {"AvailabilityZones": [
+            {"ZoneName": z, "ZoneId": zone_ids.get(z, f"x-{z}"), "State": "available"}
+            for z in spec.availability_zones]}, {"ZoneNames": list(spec.availability_zones)})
     for name, version in sorted(spec.eks.addon_versions.items()):
         got = [] if name in addons_missing else [version, "v9.9.9-eksbuild.1"]
         eks.add_response("describe_addon_versions", addon_versions(name, got),
@@ -100,8 +105,8 @@ def test_each_problem_is_one_line_naming_the_spec_field(moto_iam):
     c, _ = stubbed(spec, iam_endpoint=moto_iam,
                    offered=cpu + [("p5.48xlarge", "us-east-1a")],                 # no trn2 in us-east-1c
                    quotas=[("L-417A185B", 1536), ("L-1216C47A", 512), ("L-2C3B7624", 4096)],
-                   reservations=[reservation("cr-0a1b2c3d4e5f60718", "p6e-gb200.36xlarge", "us-east-1b", 72,
-                                             state="scheduled", kind="capacity-block"),
+                   reservations=[reservation("cr-0a1b2c3d4e5f60718", "p6e-gb200.36xlarge", "us-east-1-dfw-2a",
+                                             72, state="scheduled", kind="capacity-block"),
                                  reservation("cr-0123456789abcdef0", "p5en.48xlarge", "us-east-1a", 32)],
                    addons_missing={"aws-fsx-csi-driver"})
     findings = preflight(spec, c)
@@ -118,8 +123,8 @@ def test_each_problem_is_one_line_naming_the_spec_field(moto_iam):
         "(available: none)",
         "eks.access_entries[1].principal_arn: arn:aws:iam::111122223333:role/ml-engineers does not exist",
     ]
-    assert ("instance_groups[2] (gb200): cr-0a1b2c3d4e5f60718 scheduled, 72 x p6e-gb200.36xlarge in us-east-1b, "
-            "2026-12-01 11:30 to 2026-12-15 11:30 UTC") in [f.message for f in findings if f.ok]
+    assert ("instance_groups[2] (gb200): cr-0a1b2c3d4e5f60718 scheduled, 72 x p6e-gb200.36xlarge in "
+            "us-east-1-dfw-2a, 2026-12-01 11:30 to 2026-12-15 11:30 UTC") in [f.message for f in findings if f.ok]
 
 
 def test_a_block_for_the_wrong_type_or_az_is_named(moto_iam):
@@ -132,7 +137,7 @@ def test_a_block_for_the_wrong_type_or_az_is_named(moto_iam):
     failed = [f.message for f in preflight(spec, c) if f.check == "reservation" and not f.ok]
     assert failed == [
         "instance_groups[2] (gb200).capacity.reservation_id: cr-0a1b2c3d4e5f60718 is for p5.48xlarge, the group "
-        "runs p6e-gb200.36xlarge; is in us-east-1a, the group launches in us-east-1b; is an on-demand "
+        "runs p6e-gb200.36xlarge; is in us-east-1a, the group launches in us-east-1-dfw-2a; is an on-demand "
         "reservation, capacity.type is capacity-block",
         "instance_groups[3] (p5en).capacity.reservation_id: cr-0123456789abcdef0 is expired",
     ]
@@ -174,3 +179,18 @@ def test_capacity_lists_offerings_and_prints_the_spec_lines_to_use():
 def test_capacity_names_the_groups_when_the_group_is_unknown():
     r = CliRunner().invoke(main, ["capacity", "--spec", str(EXAMPLES / "default.yaml"), "--group", "nope"])
     assert r.exit_code == 2 and "--group: no instance group 'nope'; groups: system, p5, trn2, gb200" in r.output
+
+
+def test_a_cluster_az_that_is_an_id_eks_refuses_is_named(moto_iam):
+    """use1-az3 takes no EKS control plane (fact eks.cluster.refused-zone-ids); names map to IDs per account."""
+    spec = load_spec(EXAMPLES / "large.yaml")
+    c, _ = stubbed(spec, iam_endpoint=moto_iam, offered=[], quotas=[("L-417A185B", 1e6), ("L-1216C47A", 1e6),
+                                                                     ("L-2C3B7624", 1e6)],
+                   reservations=[reservation("cr-0a1b2c3d4e5f60718", "p6e-gb200.36xlarge", "us-east-1-dfw-2a", 72,
+                                             kind="capacity-block"),
+                                 reservation("cr-0123456789abcdef0", "p5en.48xlarge", "us-east-1a", 48)],
+                   zone_ids={"us-east-1a": "use1-az6", "us-east-1b": "use1-az3", "us-east-1c": "use1-az1"})
+    zones = [f for f in preflight(spec, c) if f.check == "eks-zone"]
+    assert [f.message for f in zones if not f.ok] == [
+        "availability_zones[1]: us-east-1b is use1-az3 in this account, where EKS places no cluster; pick another AZ"]
+    assert sum(f.ok for f in zones) == 2

@@ -76,3 +76,16 @@ def test_no_hugepages_part_without_hugepages_and_odd_sizes_refused():
     for bad in (-2, 5121):
         with pytest.raises(ValueError, match="hugepages_mib must be 0 or more and a multiple of 2"):
             user_data(local_nvme_raid0=False, hugepages_mib=bad)
+
+
+def test_the_lustre_client_is_installed_before_kubelet_when_asked():
+    """The EKS AL2023 AMIs ship no Lustre client (awslabs/amazon-eks-ami#2696); the package name is the FSx
+    guide's for AL2023 (fact fsx.lustre.client-al2023)."""
+    from openpod_core.facts import fact
+    from platform_constructs.instance_group import LUSTRE_CLIENT_PACKAGE
+
+    assert "dnf install -y lustre-client" in fact("fsx.lustre.client-al2023").value
+    [script] = _scripts(user_data(local_nvme_raid0=False, lustre_client=True))
+    assert f"dnf install -y -q {LUSTRE_CLIENT_PACKAGE}" in script and "modprobe lustre" in script
+    assert "grep -qw lustre /proc/filesystems" in script     # a reboot with the client loaded does nothing
+    assert _scripts(user_data(local_nvme_raid0=False)) == []

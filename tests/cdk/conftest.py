@@ -26,7 +26,7 @@ class Synth:
 
     def nodegroup(self, group: str) -> dict:
         for r in self.resources("AWS::EKS::Nodegroup").values():
-            if r["Properties"].get("NodegroupName") == group:
+            if r["Properties"].get("Labels", {}).get("openpod.io/instance-group") == group:
                 return r
         raise KeyError(group)
 

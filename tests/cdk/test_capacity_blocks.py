@@ -10,7 +10,7 @@ from tests.conftest import EXAMPLES
 
 
 def test_default_example_synthesizes_without_the_unbought_gb200_group_and_says_so(default):
-    names = {r["Properties"]["NodegroupName"] for r in default.resources("AWS::EKS::Nodegroup").values()}
+    names = {r["Properties"]["Labels"]["openpod.io/instance-group"] for r in default.resources("AWS::EKS::Nodegroup").values()}
     assert {"system", "p5", "trn2"} <= names and "gb200" not in names
     infos = Annotations.from_stack(default.stack).find_info(
         "*", Match.string_like_regexp("instance group gb200: capacity-block with no capacity.reservation_id"))

@@ -114,11 +114,11 @@ def test_renamed_instance_group_replaces_its_node_group_and_is_allowed(default, 
     spec, head = in_place
     p = json_plan(run_plan(spec, default.outdir, head, "--json"))
     old_id = next(k for k, v in default.resources("AWS::EKS::Nodegroup").items()
-                  if v["Properties"]["NodegroupName"] == "trn2")
+                  if v["Properties"]["Labels"]["openpod.io/instance-group"] == "trn2")
     ng = change(p, old_id)
     assert ng["action"] == "replace"
     assert ng["new_logical_id"].startswith("GrouptrainiumNodegroup")
-    assert "/properties/NodegroupName is create-only" in ng["causes"]
+    assert ng["causes"] == [f"new logical id {ng['new_logical_id']}"]   # no fixed name to collide on
     assert ng["stateful"] is None and not ng["blocking"]
     # nothing of the group is left behind or counted twice
     assert p["summary"]["remove"] == 0 and p["summary"]["add"] == 0
@@ -219,7 +219,7 @@ def test_the_templates_enforce_the_upgrade_order(default):
     groups depend on the CPU groups, and only CPU groups may be force-updated."""
     res = default.template["Resources"]
     system_id = next(k for k, v in default.resources("AWS::EKS::Nodegroup").items()
-                     if v["Properties"]["NodegroupName"] == "system")
+                     if v["Properties"]["Labels"]["openpod.io/instance-group"] == "system")
     for name in ("system", "p5", "trn2"):  # gb200 awaits its capacity block: no node group
         ng = default.nodegroup(name)
         assert ng["Properties"]["Version"] == res["EksClusterB2BDED5B"]["Properties"]["Version"]
@@ -243,3 +243,43 @@ def test_upgrade_order_flags_skipped_versions_and_downgrades(old, new, note):
 
     [step] = upgrade.order(_cluster_only(old), _cluster_only(new))
     assert step.startswith(f"control plane C: Kubernetes {old} -> {new}, in place - ") and note in step
+
+
+# ------------------------------------------------------------------------- adding an AZ
+
+
+def _third_az(layout: int | None):
+    def edit(d: dict) -> None:
+        d["availability_zones"].append("us-east-2c")
+        if layout:
+            d["network"]["layout_azs"] = layout
+    return edit
+
+
+@pytest.fixture(scope="session")
+def third_az_stable(tmp_path_factory):
+    return _variant(tmp_path_factory.mktemp("plan"), "az3-stable", _third_az(2))
+
+
+@pytest.fixture(scope="session")
+def third_az_resplit(tmp_path_factory):
+    return _variant(tmp_path_factory.mktemp("plan"), "az3-resplit", _third_az(None))
+
+
+def test_adding_an_az_with_the_layout_pinned_only_adds(default, third_az_stable):
+    spec, head = third_az_stable
+    r = run_plan(spec, default.outdir, head, "--json")
+    assert r.exit_code == 0, r.output
+    p = json_plan(r)
+    subnets = [c for c in p["changes"] if c["type"] == "AWS::EC2::Subnet"]
+    assert subnets and {c["action"] for c in subnets} == {"add"}          # no live range moves
+    assert "EksClusterB2BDED5B" not in {c["logical_id"] for c in p["changes"]}   # the cluster keeps its subnets
+    assert p["will_fail"] == []
+
+
+def test_adding_an_az_that_re_splits_the_vpc_will_fail(default, third_az_resplit):
+    spec, head = third_az_resplit
+    r = run_plan(spec, default.outdir, head)
+    assert r.exit_code == planmod.EXIT_WILL_FAIL, r.output
+    fails = [ln for ln in r.output.splitlines() if ln.startswith("will fail: ")]
+    assert any("AWS::EC2::Subnet" in ln and "ec2.subnet.cidr-conflict" in ln for ln in fails), fails

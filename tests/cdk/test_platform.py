@@ -205,7 +205,7 @@ def test_nodes_join_only_after_networking_add_ons_and_coredns_waits_for_nodes(de
     addon_ids = {r["Properties"]["AddonName"]: k for k, r in default.resources("AWS::EKS::Addon").items()}
     deps = set(t[default.nodegroup("p5")["Properties"]["LaunchTemplate"]["Id"]["Ref"]].get("DependsOn", []))
     ng_id = next(k for k, r in default.resources("AWS::EKS::Nodegroup").items()
-                 if r["Properties"]["NodegroupName"] == "system")
+                 if r["Properties"]["Labels"]["openpod.io/instance-group"] == "system")
     assert {addon_ids["vpc-cni"], addon_ids["kube-proxy"]} <= set(t[ng_id]["DependsOn"])
     assert ng_id in t[addon_ids["coredns"]]["DependsOn"]
     assert not deps & {addon_ids["coredns"]}
