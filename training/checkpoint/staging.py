@@ -94,9 +94,12 @@ class HostStager:
         if isinstance(obj, DTensor):
             # Sharded state: stage this rank's shard and keep its place in the global tensor
             # (mesh, placements, global shape), so DCP's planner writes it as this rank's chunk.
+            # Wrap the host buffer itself, as torch's own CPU staging does (torch 2.13.0
+            # distributed/_state_dict_utils.py:450-454 sets ``_local_tensor``): DTensor.from_local would
+            # move it to the mesh's device (torch 2.13.0 tensor/_api.py:539-541), copying it now, before a
+            # deferred copy has filled it, and DCP would write that stale copy.
             local = self._stage(obj.to_local(), path, defer, pending)
-            return DTensor.from_local(local, obj.device_mesh, obj.placements, run_check=False,
-                                      shape=obj.shape, stride=obj.stride())
+            return DTensor(local, obj._spec, requires_grad=False)
         if isinstance(obj, torch.Tensor):
             buf = self._buffers.get(path)
             t = obj.detach()
