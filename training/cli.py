@@ -21,6 +21,7 @@ from pathlib import Path
 
 import click
 
+from training import nccl_env
 from training.config import MODELS, CheckpointConfig, DataConfig, FaultToleranceConfig, RunConfig, TierConfig
 from training.storage_utils import write_json_atomic
 
@@ -228,6 +229,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     ft_dir = run_dir / "ft" / (node_id or socket.gethostname())
     clear_state(ft_dir)
     env["OPENPOD_FT_DIR"] = str(ft_dir)
+    env = nccl_env.worker_env(env, restart)  # in-process: NCCL's watchdog must not take survivors down
     try:
         if restart == "in-process":
             from training.ft.inprocess import supervise_ranks
