@@ -125,6 +125,12 @@ def test_pinning_registers_the_one_buffer_in_place(monkeypatch):
     assert released == [registered[0][0]] and len(registered) == 2
     stager.close()
     assert released == [registered[0][0], registered[1][0]]
+    stager.stage(state)
+    del stager  # a stager dropped without close() unpins its buffer too
+    import gc
+
+    gc.collect()
+    assert released == [r[0] for r in registered] and len(registered) == 3
 
 
 def test_carve_aligns_each_block():

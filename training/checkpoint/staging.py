@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -61,7 +62,7 @@ class HostStager:
         self._flat: torch.Tensor | None = None  # uint8, every staging view lies in it
         self._layout: tuple | None = None
         self._views: dict[str, torch.Tensor] = {}
-        self._unpin: Callable[[], None] | None = None
+        self._unpin: weakref.finalize | None = None
         self._stream = None  # the side stream of overlapped copies (CUDA)
 
     def stage(self, state: Any) -> Any:
@@ -90,7 +91,8 @@ class HostStager:
         offsets, total = carve(sizes)
         flat = torch.empty(total, dtype=torch.uint8, device="cpu")
         if self.pin and total:
-            self._unpin = pin_in_place(flat)
+            # unpinned on close(), on the next layout, or when the stager is collected (before the buffer is freed)
+            self._unpin = weakref.finalize(self, pin_in_place(flat))
         self._flat, self._layout = flat, layout
         self._views = {path: flat[o:o + n].view(dtype).view(shape)
                        for (path, shape, dtype), o, n in zip(layout, offsets, sizes)}
