@@ -57,8 +57,9 @@ def test_pinned_staging_memory_is_within_5_percent_of_the_state(cuda_mesh):
     before = torch.cuda.host_memory_stats().get("allocated_bytes.current", 0) if hasattr(
         torch.cuda, "host_memory_stats") else 0
     stager = HostStager()
-    stager.stage(state)
+    staged = stager.stage(state)
     assert stager.nbytes <= 1.05 * want
+    assert all(t.is_pinned() for t in _tensors(staged))  # registered in place: CUDA sees the views as pinned
     if hasattr(torch.cuda, "host_memory_stats"):
         grew = torch.cuda.host_memory_stats().get("allocated_bytes.current", 0) - before
         assert grew <= 0.05 * want, f"{grew} bytes from the caching host allocator for a {want}-byte state"
