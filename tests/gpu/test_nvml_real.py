@@ -11,7 +11,7 @@ import pytest
 from node_agent import gpu
 from node_agent.nvml_events import NvmlEventWatcher
 
-pytestmark = [pytest.mark.nvml]
+pytestmark = [pytest.mark.gpu, pytest.mark.nvml]
 
 
 def test_snapshot_of_every_gpu():

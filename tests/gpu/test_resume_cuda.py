@@ -14,7 +14,7 @@ import pytest
 
 from tests.training.conftest import cli_env, failure_text, last_json, run_cli, train_args
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 STEPS, EVERY = 30, 10
 # Where each incarnation dies, so the rerun must restore from the tier under test (the faster tiers are removed

@@ -6,6 +6,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
+pytestmark = [pytest.mark.gpu]
+
 
 @pytest.fixture
 def cuda_mesh():

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import ROOT, free_port
 from tests.training.conftest import cli_env
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
 
 def test_allreduce_bench_over_nccl():
