@@ -10,7 +10,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: setup synth test bench docs clean prometheus-tools
+.PHONY: setup synth test test-gpu bench docs clean prometheus-tools
 
 setup: $(STAMP) node_modules/.installed prometheus-tools
 
@@ -45,6 +45,11 @@ synth: setup
 
 test: setup
 	$(PY) -m pytest -n 2 --dist loadgroup --durations=25
+
+# The GPU suite (tests/gpu, marker gpu) on a machine with CUDA and NVML: a missing GPU or NVML is an error here,
+# not a run of skips. One process, one GPU at a time (NCCL allows one rank per GPU). docs/training.md, "GPU suite".
+test-gpu: setup
+	OPENPOD_REQUIRE_GPU=1 $(PY) -m pytest -n 0 -m gpu -v --durations=0 tests/gpu $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) -m benchmarks

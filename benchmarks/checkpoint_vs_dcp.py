@@ -1,9 +1,15 @@
-"""openpod's Checkpointer against torch's own ``dcp.async_save`` + ``DefaultStager``, side by side in one run.
+"""openpod's Checkpointer against torch's own ``dcp.async_save`` (two ways), side by side in one run.
 
-    python -m benchmarks.checkpoint_vs_dcp [--quick] [--model medium] [--reps 3] [--dir DIR]
+    python -m benchmarks.checkpoint_vs_dcp [--quick] [--model medium | --state-gib 1|7] [--sharded]
+                                           [--device auto|cpu|cuda] [--reps 3] [--dir DIR]
 
-Both save the same model + AdamW state while the same training loop keeps stepping.
-For each, per save (median of ``--reps``):
+All three save the same model + AdamW state while the same training loop keeps stepping, with model and
+batch on the accelerator when there is one (``--device auto``): openpod's ``Checkpointer``; DCP's
+``async_save`` with its ``DefaultStager`` (pinned memory on CUDA); and torchtitan's pinned-copy mode, a pinned
+CPU copy of the state made once and refilled per save, then written by ``dcp.async_save`` (below).
+``--sharded`` wraps the model in FSDP2 (``fully_shard`` on a one-rank mesh: the state holds DTensors, as every
+fsdp/hsdp job's does). ``--state-gib 1`` and ``7`` pick models of 1.3 and 7.1 GiB of state.
+For each, per save (median and min-max of ``--reps``):
 
 * blocking: the seconds the loop is held - the save call itself plus, before the
   next ``optimizer.step()``, the wait for staging to finish (DCP: ``staging_completion``;
@@ -36,6 +42,15 @@ thread executor (state_dict_saver.py:228, 343-347), returning ``AsyncSaveRespons
 accelerator (staging.py:188-192) and are on only when CUDA is present; shared memory is
 needed only by the process executor, so it is off (it would place the staged copy in
 /dev/shm, counted here as memory anyway).
+
+torchtitan's pinned-copy mode (pytorch/torchtitan@v0.1.0:torchtitan/components/checkpoint.py:654-671,
+``async_mode = "async_with_pinned_mem"``): ``_create_cpu_state_dict(state, pin_memory=True)`` once, then per save
+``_copy_state_dict(state, cpu_copy, non_blocking=True)`` on a side stream, waited for before the next optimizer
+step (``maybe_wait_for_staging``), and the copy written in the background. torchtitan writes it with
+``dcp.save`` in a checkpoint process; here ``dcp.async_save`` writes it on the thread executor through a stager
+that hands the already-staged copy on unchanged (DCP's default stager would copy it once more). Later
+torchtitan releases (v0.2.2, checkpoint.py:517-531) use DefaultStager(StagingOptions(True, True, True, True))
+with the process executor instead, the DCP baseline's stager.
 """
 
 from __future__ import annotations
@@ -49,18 +64,25 @@ import statistics
 import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemWriter
-from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
+from torch.distributed.checkpoint.staging import AsyncStager, DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
 
-from benchmarks.training_checkpoint import build, state_bytes, train_step
+from benchmarks.training_checkpoint import state_bytes, train_step
 from training.checkpoint import Checkpointer
-from training.config import MODELS, CheckpointConfig, TierConfig
+from training.config import MODELS, CheckpointConfig, ModelConfig, TierConfig
+
+# --state-gib: model + AdamW state in fp32 (12 bytes per parameter)
+STATES = {1: "xl",  # 1.32 GiB
+          7: ModelConfig(vocab_size=8192, d_model=2048, n_layers=12, n_heads=16, seq_len=256)}  # 7.1 GiB
 
 
 def rss_bytes() -> int:
@@ -139,46 +161,117 @@ class TrainState(Stateful):
         set_state_dict(self.model, self.opt, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
 
 
+def sync(model) -> None:
+    """Wait for the device: a CUDA step's time is the time its kernels take, not their launch."""
+    if next(model.parameters()).is_cuda:
+        torch.cuda.synchronize()
+
+
+def timed_step(model, opt, batch, before_update=None) -> float:
+    s0 = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    model.loss_sum(batch).backward()
+    if before_update is not None:
+        before_update()
+    opt.step()
+    sync(model)
+    return time.perf_counter() - s0
+
+
+class Staged(AsyncStager):
+    """Hands ``dcp.async_save`` a state that is already a staged copy (torchtitan's pinned copy), unchanged."""
+
+    _synchronize_after_execute = False
+
+    def stage(self, state_dict):
+        return state_dict
+
+
+def _save_loop(model, opt, batch, shm: Path, start, reps: int) -> list[dict]:
+    """Per save: ``start()`` returns (response, seconds blocked in the call, wait before the first update)."""
+    out = []
+    for r in range(reps + 1):  # the first save warms up (allocation, thread start) and is not counted
+        done: dict = {}
+        with MemorySampler(shm) as mem:
+            t0 = time.perf_counter()
+            resp, call, wait_staged = start(r)
+            resp.upload_completion.add_done_callback(lambda _f: done.setdefault("t", time.perf_counter()))
+            steps, waited = [], [0.0]
+
+            def before_update():  # the update may not run over the staging copy in progress
+                w0 = time.perf_counter()
+                wait_staged(resp)
+                waited[0] += time.perf_counter() - w0
+
+            while not resp.upload_completion.done():
+                steps.append(timed_step(model, opt, batch, before_update if not steps else None))
+            resp.upload_completion.result()
+        if r:
+            out.append({"blocking": call + waited[0], "durable": done["t"] - t0, "mem": mem.peak, "steps": steps})
+    return out
+
+
 def run_dcp(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]:
-    cuda = torch.cuda.is_available()
+    cuda = next(model.parameters()).is_cuda
     release_freed()
     base = MemorySampler(shm).level()  # before the stager holds any copy
     stager = DefaultStager(StagingOptions(use_pinned_memory=cuda, use_shared_memory=False,
                                           use_async_staging=True, use_non_blocking_copy=cuda))
-    out = []
+
+    def start(r):
+        sd = {"train": TrainState(model, opt)}  # state_dict() runs inside async_save, timed
+        t0 = time.perf_counter()
+        resp = dcp.async_save(sd, storage_writer=FileSystemWriter(root / f"step_{r}", sync_files=True,
+                                                                  thread_count=1),
+                              async_stager=stager, no_dist=True)
+        return resp, time.perf_counter() - t0, lambda resp: resp.staging_completion.result()
+
     try:
-        for r in range(reps + 1):  # the first save warms up (allocation, thread start) and is not counted
-            sd = {"train": TrainState(model, opt)}  # state_dict() runs inside async_save, timed
-            d = root / f"step_{r}"
-            done: dict = {}
-            with MemorySampler(shm) as mem:
-                t0 = time.perf_counter()
-                resp = dcp.async_save(sd, storage_writer=FileSystemWriter(d, sync_files=True, thread_count=1),
-                                      async_stager=stager, no_dist=True)
-                call = time.perf_counter() - t0
-                resp.upload_completion.add_done_callback(lambda _f: done.setdefault("t", time.perf_counter()))
-                steps = []
-                waited = 0.0
-                first = True
-                while not resp.upload_completion.done():
-                    s0 = time.perf_counter()
-                    opt.zero_grad(set_to_none=True)
-                    model.loss_sum(batch).backward()
-                    if first:  # the update may not run over the staging copy in progress
-                        w0 = time.perf_counter()
-                        resp.staging_completion.result()
-                        waited = time.perf_counter() - w0
-                        first = False
-                    opt.step()
-                    steps.append(time.perf_counter() - s0)
-                resp.upload_completion.result()
-            if r:
-                out.append({"blocking": call + waited, "durable": done["t"] - t0, "mem": mem.peak - base,
-                            "steps": steps})
-            shutil.rmtree(d, ignore_errors=True)
+        out = _save_loop(model, opt, batch, shm, start, reps)
     finally:
         stager.close()
-    return out
+        shutil.rmtree(root, ignore_errors=True)
+    return [dict(o, mem=o["mem"] - base) for o in out]
+
+
+def run_titan(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]:
+    """torchtitan's pinned-copy mode (see the module docstring)."""
+    cuda = next(model.parameters()).is_cuda
+    release_freed()
+    base = MemorySampler(shm).level()
+    stream = torch.cuda.Stream() if cuda else None
+    cpu: dict = {}
+
+    def start(r):
+        t0 = time.perf_counter()
+        msd, osd = get_state_dict(model, opt)
+        state = {"train": {"model": msd, "optim": osd}}
+        if "copy" not in cpu:  # made once, on the first save (torchtitan: cpu_offload_state_dict is None)
+            cpu["copy"] = _create_cpu_state_dict(state, pin_memory=cuda, share_memory=False)
+        if cuda:  # the copy overlaps the next forward/backward on a side stream
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                _copy_state_dict(state, cpu["copy"], non_blocking=True)
+        else:
+            _copy_state_dict(state, cpu["copy"])
+        later = SimpleNamespace(upload_completion=Future())
+
+        def wait_staged(_resp):  # maybe_wait_for_staging, before the next optimizer step; then the write starts
+            if cuda:
+                stream.synchronize()
+            resp = dcp.async_save(cpu["copy"], storage_writer=FileSystemWriter(
+                root / f"step_{r}", sync_files=True, thread_count=1), async_stager=Staged(), no_dist=True)
+            # a stager that returns the state itself gets the upload future back (state_dict_saver.py:384-395)
+            upload = getattr(resp, "upload_completion", resp)
+            upload.add_done_callback(lambda f: later.upload_completion.set_result(f.result()))
+
+        return later, time.perf_counter() - t0, wait_staged
+
+    try:
+        out = _save_loop(model, opt, batch, shm, start, reps)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return [dict(o, mem=o["mem"] - base) for o in out]
 
 
 def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]:
@@ -203,9 +296,7 @@ def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dic
                 ck.take_waited()
                 steps = []
                 while ck.busy():  # until written everywhere (memory tier included), not only durable
-                    s0 = time.perf_counter()
-                    train_step(model, opt, batch)  # its optimizer step waits for overlapped staging
-                    steps.append(time.perf_counter() - s0)
+                    steps.append(timed_step(model, opt, batch))  # its optimizer step waits for overlapped staging
                 ck.flush()
                 watcher.join(5.0)
                 stop.set()
@@ -222,23 +313,60 @@ def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dic
 
 
 def quiet_steps(model, opt, batch, n: int) -> list[float]:
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        train_step(model, opt, batch)
-        out.append(time.perf_counter() - t0)
-    return out
+    return [timed_step(model, opt, batch) for _ in range(n)]
+
+
+def build_model(model: str | ModelConfig, threads: int, device: torch.device, sharded: bool):
+    """The benchmark's model and AdamW on ``device``; FSDP2 over a one-rank mesh when ``sharded``."""
+    from training.model import GPT
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    net = GPT(MODELS[model] if isinstance(model, str) else model).to(device)
+    if sharded:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+
+        mesh = init_device_mesh(device.type, (1,))
+        for blk in net.blocks:
+            fully_shard(blk, mesh=mesh)
+        fully_shard(net, mesh=mesh)
+    return net, torch.optim.AdamW(net.parameters(), lr=1e-4)
+
+
+def init_one_rank(device: torch.device) -> None:
+    """A one-rank process group for FSDP2 (async_save wants a CPU backend next to NCCL: state_dict_saver.py:300-305)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo", store=dist.HashStore(),
+                            rank=0, world_size=1)
+
+
+def spread(values: list[float], scale: float) -> str:
+    """``median [min-max]`` of ``values`` times ``scale``."""
+    return f"{statistics.median(values) * scale:.1f} [{min(values) * scale:.1f}-{max(values) * scale:.1f}]"
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a ~40 MB state and 6 repetitions (for `make bench`)")
     ap.add_argument("--model", default=None, choices=sorted(MODELS))
+    ap.add_argument("--state-gib", type=int, default=None, choices=sorted(STATES),
+                    help="a model of about this much model + AdamW state (1: xl, 1.3 GiB; 7: 7.1 GiB)")
+    ap.add_argument("--sharded", action="store_true", help="FSDP2 (fully_shard on a one-rank mesh): DTensor state")
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                    help="where model and batch live [auto: cuda when there is one]")
     ap.add_argument("--reps", type=int, default=None)
-    ap.add_argument("--dir", default=None, help="disk directory for both durable tiers")
+    ap.add_argument("--dir", default=None, help="disk directory for the durable tiers")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the training loop")
     a = ap.parse_args(argv)
-    model_name = a.model or ("small" if a.quick else "medium")
+    if a.model and a.state_gib:
+        ap.error("--model and --state-gib pick the same thing: give one")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch sees no CUDA device")
+    device = torch.device("cuda" if a.device == "cuda" or (a.device == "auto" and torch.cuda.is_available())
+                          else "cpu")
+    model_name = a.model or (STATES[a.state_gib] if a.state_gib else ("small" if a.quick else "medium"))
     # Small states save in tens of ms, where one scheduler hiccup on a shared machine is as large as the figure
     # measured (get_state_dict alone took 5-40 ms here): the quick run takes more saves to get a median.
     reps = a.reps or (6 if a.quick else 3)
@@ -247,50 +375,61 @@ def main(argv=None) -> None:
     base = Path(a.dir or tempfile.mkdtemp(prefix="vs-dcp-", dir=out))
     shm = Path(tempfile.mkdtemp(prefix="openpod-vsdcp-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
     try:
-        model, opt = build(model_name, a.threads)
-        c = MODELS[model_name]
-        batch = torch.randint(c.vocab_size, (1, 33 if a.quick else 65))
+        if device.type == "cuda":
+            torch.cuda.set_device(0)
+        if a.sharded:
+            init_one_rank(device)
+        model, opt = build_model(model_name, a.threads, device, a.sharded)
+        c = MODELS[model_name] if isinstance(model_name, str) else model_name
+        batch = torch.randint(c.vocab_size, (1, min(33 if a.quick else 65, c.seq_len + 1)), device=device)
         train_step(model, opt, batch)  # optimizer state exists
         nbytes = state_bytes({"m": model.state_dict(), "o": opt.state_dict()})
-        print(f"model {model_name}: model + AdamW state {nbytes / 2**30:.3f} GiB; torch {torch.__version__}, "
-              f"threads {a.threads}; {reps} saves each (medians), after one warm-up save")
+        name = model_name if isinstance(model_name, str) else f"{a.state_gib} GiB"
+        where = torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu"
+        print(f"model {name}{' (FSDP2)' if a.sharded else ''} on {device.type} ({where}): model + AdamW state "
+              f"{nbytes / 2**30:.3f} GiB; torch {torch.__version__}, threads {a.threads}; {reps} saves each "
+              f"(median [min-max]), after one warm-up save")
         quiet = quiet_steps(model, opt, batch, 5)
-        # Alternate the two, so machine noise hits both alike.
-        d_runs, o_runs = [], []
+        # Alternate the three, so machine noise hits them alike.
+        runs = {"dcp": [], "titan": [], "openpod": []}
         for i in range(reps):
-            d_runs += run_dcp(model, opt, batch, base / f"dcp{i}", shm, 1)
-            o_runs += run_openpod(model, opt, batch, base / f"openpod{i}", shm, 1)
+            runs["dcp"] += run_dcp(model, opt, batch, base / f"dcp{i}", shm, 1)
+            runs["titan"] += run_titan(model, opt, batch, base / f"titan{i}", shm, 1)
+            runs["openpod"] += run_openpod(model, opt, batch, base / f"openpod{i}", shm, 1)
             quiet += quiet_steps(model, opt, batch, 3)
         q = statistics.median(quiet)
 
-        def med(runs, k):
-            return statistics.median(r[k] for r in runs)
+        def lost(r):  # the step time above the quiet median, over the steps the save overlapped
+            return sum(r["steps"]) - q * len(r["steps"])
 
-        def slow(runs):
-            busy = [s for r in runs for s in r["steps"]]
-            return (statistics.median(busy) / q - 1) if busy else 0.0
+        def slow(r):
+            return (statistics.median(r["steps"]) / q - 1) if r["steps"] else 0.0
 
-        def lost(runs):
-            return statistics.median(sum(r["steps"]) - q * len(r["steps"]) for r in runs)
-
-        rows = [("blocking (save call + staging wait)", "blocking", 1e3, "ms"),
-                ("time to durable (fsynced on disk)", "durable", 1e3, "ms"),
-                ("peak host memory incl. /dev/shm", "mem", 1 / 2**20, "MiB")]
+        rows = [("blocking (save call + staging wait)", lambda r: r["blocking"], 1e3, "ms"),
+                ("time to durable (fsynced on disk)", lambda r: r["durable"], 1e3, "ms"),
+                ("peak host memory incl. /dev/shm", lambda r: r["mem"], 1 / 2**20, "MiB"),
+                ("step slowdown while the save runs", slow, 100, "%"),
+                ("training time lost per save", lost, 1e3, "ms")]
+        heads = {"dcp": "DCP DefaultStager", "titan": "torchtitan pinned", "openpod": "openpod"}
         print()
-        print(f"{'':38s}{'dcp.async_save':>16s}{'openpod':>12s}{'openpod/DCP':>13s}")
-        for label, k, scale, unit in rows:
-            dv, ov = med(d_runs, k), med(o_runs, k)
-            print(f"{label:38s}{dv * scale:13.1f} {unit:3s}{ov * scale:9.1f} {unit:3s}{ov / dv if dv else float('nan'):12.2f}x")
-        print(f"{'step slowdown while the save runs':38s}{100 * slow(d_runs):14.1f} %{100 * slow(o_runs):10.1f} %")
-        dl, ol = lost(d_runs), lost(o_runs)
-        print(f"{'training time lost per save':38s}{dl * 1e3:13.1f} ms {ol * 1e3:8.1f} ms "
-              f"{ol / dl if dl > 0 else float('nan'):11.2f}x")
-        print(f"(median quiet step {q * 1e3:.1f} ms; state {nbytes / 2**20:.0f} MiB; targets: time to durable "
-              f"<= 1.0x DCP's, blocking <= DCP's)")
+        print(f"{'':38s}" + "".join(f"{heads[k]:>26s}" for k in runs) + f"{'openpod/DCP':>13s}{'openpod/titan':>15s}")
+        for label, f, scale, unit in rows:
+            vals = {k: [f(r) for r in v] for k, v in runs.items()}
+            med = {k: statistics.median(v) for k, v in vals.items()}
+            ratio = [f"{med['openpod'] / med[k]:.2f}x" if med[k] > 0 and med["openpod"] > 0 else "-"
+                     for k in ("dcp", "titan")]
+            print(f"{label + ' (' + unit + ')':38s}" + "".join(f"{spread(v, scale):>26s}" for v in vals.values())
+                  + f"{ratio[0]:>13s}{ratio[1]:>15s}")
+        print(f"(median quiet step {q * 1e3:.1f} ms; state {nbytes / 2**20:.0f} MiB; targets: blocking and time to "
+              f"durable <= DCP's, memory <= DCP's)")
     finally:
         shutil.rmtree(shm, ignore_errors=True)
         if a.dir is None:
             shutil.rmtree(base, ignore_errors=True)
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ output, so the same checks run offline (``diagnose``) and in tests.
 from __future__ import annotations
 
 import csv
+import ctypes
 import io
 import re
 import uuid
@@ -141,10 +142,11 @@ def parse_nvidia_smi_q(text: str) -> list[GpuState]:
                 cur.remap_failure = _yes(value)
         elif sections[-1:] == ["GPU Reset Status"] and key == "Reset Required":
             cur.reset_required = _yes(value)
-        elif key == "HW Thermal Slowdown":
-            cur.hw_thermal_slowdown = _yes(value)
-        elif key == "HW Power Brake Slowdown":
-            cur.hw_power_brake = _yes(value)
+        elif sections[-1:] in (["Clocks Event Reasons"], ["Clocks Throttle Reasons"]) and key in (
+                "HW Thermal Slowdown", "HW Power Brake Slowdown"):
+            # the flags only: 580-era drivers follow them with "Clocks Event Reasons Counters", the microseconds
+            # each reason was ever active, under the same names (NVIDIA/k8s-test-infra#691, checked 2026-11-25)
+            setattr(cur, "hw_thermal_slowdown" if key == "HW Thermal Slowdown" else "hw_power_brake", _yes(value))
         elif where.endswith("Link Width") and key in ("Current", "Max"):
             setattr(cur, "pcie_width" if key == "Current" else "pcie_width_max", _int(value))
         elif sections[-1:] == ["Fabric"] and key in ("State", "Status"):
@@ -228,6 +230,12 @@ class RecordedSource:
 # ---------------------------------------------------------------------------- live NVML
 
 
+def _text(v) -> str:
+    """NVML strings: nvidia-ml-py 13.615.71 returns str (its structures and ``convertStrBytes`` decode,
+    pynvml.py:1212-1222, 3104-3127); older bindings returned bytes."""
+    return v.decode() if isinstance(v, bytes) else str(v or "")
+
+
 class NvmlSource:
     """Live snapshots through nvidia-ml-py. Raises ToolUnavailable when NVML cannot load."""
 
@@ -269,7 +277,9 @@ class NvmlSource:
     def _fabric(self, h, s: GpuState) -> None:
         n = self.nvml
         info = n.c_nvmlGpuFabricInfo_t()
-        if self._try(n.nvmlDeviceGetGpuFabricInfo, h, info, default=False) is False:
+        # pynvml hands the structure to the C function as given (pynvml.py:7321-7325): by pointer, as the C
+        # prototype wants (nvmlGpuFabricInfo_t*); the structure itself would be passed by value.
+        if self._try(n.nvmlDeviceGetGpuFabricInfo, h, ctypes.byref(info), default=False) is False:
             return  # no fabric API (older driver) or no fabric
         s.fabric_state = FABRIC_STATES.get(int(info.state), f"state {int(info.state)}")
         if s.fabric_state == "Completed":
@@ -282,8 +292,8 @@ class NvmlSource:
         n = self.nvml
         h = n.nvmlDeviceGetHandleByIndex(i)
         pci = self._try(n.nvmlDeviceGetPciInfo, h)
-        s = GpuState(index=i, bus_id=getattr(pci, "busId", b"").decode() if pci else "",
-                     uuid=self._try(n.nvmlDeviceGetUUID, h, default=""))
+        s = GpuState(index=i, bus_id=_text(getattr(pci, "busId", "")) if pci else "",
+                     uuid=_text(self._try(n.nvmlDeviceGetUUID, h, default="")))
         s.dbe_volatile = self._try(n.nvmlDeviceGetTotalEccErrors, h, n.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
                                    n.NVML_VOLATILE_ECC)
         remap = self._try(n.nvmlDeviceGetRemappedRows, h)

@@ -56,6 +56,15 @@ FACTS: tuple[Fact, ...] = (
         "a wrong plugin path is silent at the default NCCL_DEBUG level: the image must name a file that exists",
     ),
     Fact(
+        "torch.nccl-async-error-handling", "0 NoHandling, 1 TearDown (abort the communicators, end the process), "
+        "2 CleanUpOnly (abort the communicators only), 3 SkipCleanUp (end the process without aborting)",
+        "pytorch/pytorch@v2.13.0:torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp:64-69,160-176 (installed wheel "
+        "include/); torch/distributed/distributed_c10d.py:2460-2474 (_abort_process_group)", "2026-11-25",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING (or NCCL_ASYNC_ERROR_HANDLING): what ProcessGroupNCCL's watchdog does on a "
+        "failed or timed-out collective. _abort_process_group 'should be used with TORCH_NCCL_ASYNC_ERROR_HANDLING "
+        "turned off (i.e. set to 0)'. The image sets 1; the in-process launcher hands its workers 0",
+    ),
+    Fact(
         "efa-installer.version", "1.38.1",
         "aws/aws-parallelcluster-cookbook@05b17d78343991d12a429effa2c9cd5d6bcf173f:cookbooks/"
         "aws-parallelcluster-environment/attributes/environment.rb:73", "2026-11-23",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import click
 
+from training import nccl_env
 from training.config import MODELS, CheckpointConfig, DataConfig, FaultToleranceConfig, RunConfig, TierConfig
 from training.storage_utils import write_json_atomic
 
@@ -29,6 +31,34 @@ EXIT_STOPPED = 143  # 128 + SIGTERM: stopped early on request, the job is not fi
 PARALLELISMS = ("ddp", "fsdp", "hsdp")
 FAULT_TOLERANCE = ("restart", "replica")
 RESTART = ("process", "in-process")
+
+
+# The oldest torch the launcher works with: it hands torchrun --shutdown-timeout (torch 2.13.0
+# torch/distributed/run.py:690-699), which older torchruns reject with their usage text; the runtime is tested
+# against the pin in pyproject.toml (torch==2.13.0).
+MIN_TORCH = (2, 13)
+
+
+def installed_torch() -> str | None:
+    """The installed torch's version, read without importing torch (None: not installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def torch_problem(version: str | None) -> str | None:
+    """Why this torch cannot run the launcher, in one line (None: it can)."""
+    need = ".".join(map(str, MIN_TORCH))
+    if version is None:
+        return f"torch is not installed; python -m training run needs torch >= {need}"
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if m and (int(m.group(1)), int(m.group(2))) >= MIN_TORCH:
+        return None
+    return (f"torch {version} is installed; python -m training run needs torch >= {need} "
+            f"(its torchrun has --shutdown-timeout)")
 
 
 def fail(lines: list[str] | str) -> None:
@@ -140,6 +170,9 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0,
         restart="process", spare_workers=1, tp=1, node_rank=0, node_timeout=30.0, node_wait=600.0) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
+    unsupported = torch_problem(installed_torch())
+    if unsupported:
+        fail(unsupported)
     problems = usage_problems(click.get_current_context().params)
     if problems:
         fail(problems)
@@ -228,6 +261,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     ft_dir = run_dir / "ft" / (node_id or socket.gethostname())
     clear_state(ft_dir)
     env["OPENPOD_FT_DIR"] = str(ft_dir)
+    env = nccl_env.worker_env(env, restart)  # in-process: NCCL's watchdog must not take survivors down
     try:
         if restart == "in-process":
             from training.ft.inprocess import supervise_ranks

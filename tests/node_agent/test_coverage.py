@@ -30,9 +30,10 @@ def test_every_rule_is_exercised(tmp_path):
     seen |= {f.rule for f in gpu.check_gpus(after, P5, previous=before)}
     fabric = gpu.parse_recorded(fixture_text("nvidia", "nvidia-smi-q-h100-fabric-not-registered.txt"))
     seen |= {f.rule for f in gpu.check_gpus(fabric, P5)}
-    from tests.node_agent.test_probes import Nvml  # libnvidia-ml's answers for a lost GPU and a fabric error
+    from tests.node_agent.nvml_lib import LibNvml, loaded  # libnvidia-ml with a lost GPU and a fabric error
 
-    seen |= {f.rule for f in gpu.check_gpus(gpu.NvmlSource(nvml=Nvml()).snapshot(), P5)}
+    with loaded(LibNvml(lost={3}, fabric_error={1})) as nvml:
+        seen |= {f.rule for f in gpu.check_gpus(gpu.NvmlSource(nvml=nvml).snapshot(), P5)}
     seen |= {f.rule for f in neuron.check_neuron(neuron.parse_neuron_ls(
         fixture_text("neuron", "neuron-ls-trn2-missing.json")), TRN2)}
     e0 = efa.read_efa(materialize_sysfs(fixture_text("efa", "p5-sysfs-healthy.txt"), tmp_path / "a"))

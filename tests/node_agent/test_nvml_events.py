@@ -1,7 +1,7 @@
 """NVML Xid / ECC events next to the kernel log: the same fault is raised when the kmsg line never arrives.
 
-No GPU exists here: the stand-in answers the library calls as libnvidia-ml would, with pynvml's own constants,
-structures and error classes (nvidia-ml-py 13.615.71).
+No GPU exists here: the real nvidia-ml-py (13.615.71) runs over a libnvidia-ml stand-in at the C ABI
+(tests/node_agent/nvml_lib.py).
 """
 
 from __future__ import annotations
@@ -13,50 +13,25 @@ from openpod_core import labels as L
 from node_agent.findings import Action
 from node_agent.nvml_events import NvmlEventWatcher, xid_event_finding
 from tests.node_agent.test_detector import P5, make
-from tests.node_agent.test_probes import Nvml
-
-
-class NvmlWithEvents(Nvml):
-    """8 GPUs; ``events`` is a queue of (gpu index, event type, data) the driver would deliver."""
-
-    def __init__(self, events=()):
-        super().__init__(lost=None, fabric_error=None)
-        self.events, self.registered = list(events), {}
-
-    def nvmlEventSetCreate(self):
-        return "set"
-
-    def nvmlDeviceGetSupportedEventTypes(self, h):
-        return self._p.nvmlEventTypeAll
-
-    def nvmlDeviceRegisterEvents(self, h, mask, event_set):
-        self.registered[h] = mask
-
-    def nvmlEventSetWait_v2(self, event_set, timeout_ms):
-        if not self.events:
-            self._fail(self._p.NVML_ERROR_TIMEOUT)
-        i, kind, value = self.events.pop(0)
-        data = self._p.c_nvmlEventData_t()
-        data.eventType, data.eventData = kind, value
-        self._last = i  # data.device stays a (null) nvmlDevice_t pointer: the GPU is answered for below
-        return data
-
-    def nvmlDeviceGetPciInfo(self, h):
-        return super().nvmlDeviceGetPciInfo(h if isinstance(h, int) else self._last)
-
-    def nvmlEventSetFree(self, event_set):
-        pass
+from tests.node_agent.nvml_lib import LibNvml, loaded
 
 
 def test_xid_events_become_the_catalog_findings():
     import pynvml as p
 
-    nvml = NvmlWithEvents([(3, p.nvmlEventTypeXidCriticalError, 79), (1, p.nvmlEventTypeXidCriticalError, 145),
-                           (2, p.nvmlEventTypeXidCriticalError, 4242), (5, p.nvmlEventTypeDoubleBitEccError, 0),
-                           (0, p.nvmlEventTypeXidCriticalError, 13)])
-    w = NvmlEventWatcher(nvml=nvml)
-    assert w.registered == 8 and set(nvml.registered.values()) == {
-        p.nvmlEventTypeXidCriticalError | p.nvmlEventTypeDoubleBitEccError}
+    lib = LibNvml(events=[(3, p.nvmlEventTypeXidCriticalError, 79), (1, p.nvmlEventTypeXidCriticalError, 145),
+                          (2, p.nvmlEventTypeXidCriticalError, 4242), (5, p.nvmlEventTypeDoubleBitEccError, 0),
+                          (0, p.nvmlEventTypeXidCriticalError, 13)])
+    with loaded(lib) as nvml:
+        w = NvmlEventWatcher(nvml=nvml)
+        assert w.registered == 8 and set(lib.registered.values()) == {
+            p.nvmlEventTypeXidCriticalError | p.nvmlEventTypeDoubleBitEccError}
+        _check_events(w)
+        w.close()
+    assert lib.calls[-1] == "nvmlEventSetFree"
+
+
+def _check_events(w):
     (f,) = w.wait(10)
     assert (f.rule, f.action, f.device) == ("xid-79", Action.REBOOT, "00000000:1B:00.0")
     assert "NVML event: Xid 79" in f.evidence
@@ -80,17 +55,17 @@ def test_an_event_marks_the_node_when_the_kernel_line_never_came():
     schedulable until some poll happened to notice a symptom."""
     import pynvml as p
 
-    nvml = NvmlWithEvents([(3, p.nvmlEventTypeXidCriticalError, 79)])
-    c, d = make(P5, nvml_events_factory=lambda: NvmlEventWatcher(nvml=nvml))
-    d.config.kernel_log.enabled = False
-    t = d.start_nvml_events()
-    try:
-        deadline = time.time() + 10
-        while time.time() < deadline and L.HEALTH_STATUS not in c.get_node("n1").labels:
-            time.sleep(0.05)
-    finally:
-        d.stop_event.set()
-        t.join(5)
+    with loaded(LibNvml(events=[(3, p.nvmlEventTypeXidCriticalError, 79)])) as nvml:
+        c, d = make(P5, nvml_events_factory=lambda: NvmlEventWatcher(nvml=nvml))
+        d.config.kernel_log.enabled = False
+        t = d.start_nvml_events()
+        try:
+            deadline = time.time() + 10
+            while time.time() < deadline and L.HEALTH_STATUS not in c.get_node("n1").labels:
+                time.sleep(0.05)
+        finally:
+            d.stop_event.set()
+            t.join(5)
     n = c.get_node("n1")
     assert n.labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REBOOT and n.has_taint(L.UNHEALTHY_TAINT)
     assert [e.reason for e in c.events] == ["GpuFellOffBus"]

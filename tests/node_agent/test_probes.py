@@ -12,6 +12,7 @@ from openpod_core.instance_types import get
 from node_agent import efa, gpu, host, neuron
 from node_agent.findings import Action
 from tests.node_agent.conftest import fixture_text, materialize_sysfs
+from tests.node_agent.nvml_lib import LibNvml, loaded
 
 P5, TRN2, CPU = get("p5.48xlarge"), get("trn2.48xlarge"), get("m7i.2xlarge")
 
@@ -46,6 +47,47 @@ def test_csv_and_q_formats_agree_on_shared_fields():
     fields = ("bus_id", "uuid", "dbe_volatile", "remap_pending", "remap_failure", "hw_thermal_slowdown",
               "hw_power_brake", "pcie_width", "pcie_width_max")
     assert [[getattr(g, f) for f in fields] for g in q] == [[getattr(g, f) for f in fields] for g in c]
+
+
+# Drivers of the 580 era print, after "Clocks Event Reasons", a "Clocks Event Reasons Counters" block: the time
+# (microseconds) each reason was active, under some of the same key names ("HW Thermal Slowdown : 0 us"). NVIDIA's
+# own NVML mock renders it for a 580-era nvidia-smi (NVIDIA/k8s-test-infra#691, merged 2026-08-21: "the
+# `nvidia-smi -q` `Clocks Event Reasons Counters` block ... SW Power Capping or HW Thermal Slowdown time ...
+# defaulting to `0 us`"); a recorded driver 580.173.02 ``nvidia-smi -q`` shows the block's five lines: SW Power
+# Capping, Sync Boost, SW Thermal Slowdown, HW Thermal Slowdown, HW Power Braking. Checked 2026-11-25.
+COUNTERS_580 = """    Clocks Event Reasons Counters
+        SW Power Capping                  : 12234991553 us
+        Sync Boost                        : 0 us
+        SW Thermal Slowdown               : 11591399010 us
+        HW Thermal Slowdown               : {hw_thermal_us} us
+        HW Power Braking                  : 0 us
+"""
+
+
+def _with_counters(text: str, hw_thermal_us: int) -> str:
+    """A recorded driver-550 ``nvidia-smi -q`` as a 580 driver prints it: the counters block after the reasons."""
+    block = COUNTERS_580.format(hw_thermal_us=hw_thermal_us)
+    return text.replace("        Display Clock Setting             : Not Active\n",
+                        "        Display Clock Setting             : Not Active\n" + block)
+
+
+@pytest.mark.parametrize("hw_thermal_us", [0, 5_000_000])
+def test_the_580_counters_block_does_not_hide_the_thermal_flag(hw_thermal_us):
+    """The old parser took the last "HW Thermal Slowdown" line, the counter ("0 us"): state unknown on every GPU,
+    while NVML read the flag. A counter of past slowdown time is not an active slowdown either."""
+    healthy = fixture_text("nvidia", "nvidia-smi-q-h100-healthy.txt")
+    assert "Clocks Event Reasons Counters" not in healthy
+    gpus = gpu.parse_recorded(_with_counters(healthy, hw_thermal_us))
+    assert len(gpus) == 8 and [g.hw_thermal_slowdown for g in gpus] == [False] * 8
+    assert [g.hw_power_brake for g in gpus] == [False] * 8 and gpu.check_gpus(gpus, P5) == []
+    faulty = gpu.parse_recorded(_with_counters(fixture_text("nvidia", "nvidia-smi-q-h100-faulty.txt"), hw_thermal_us))
+    before = gpu.parse_recorded(fixture_text("nvidia", "nvidia-smi-q-h100-faulty.txt"))
+    assert [g.hw_thermal_slowdown for g in faulty] == [g.hw_thermal_slowdown for g in before]
+    assert True in [g.hw_thermal_slowdown for g in faulty]
+    # drivers before the rename print "Clocks Throttle Reasons" (kubeflow/kubeflow#68, a 2018 nvidia-smi -q)
+    older = fixture_text("nvidia", "nvidia-smi-q-h100-faulty.txt").replace("Clocks Event Reasons\n",
+                                                                            "Clocks Throttle Reasons\n")
+    assert [g.hw_thermal_slowdown for g in gpu.parse_recorded(older)] == [g.hw_thermal_slowdown for g in before]
 
 
 def test_gpu_count_only_on_gpu_instance_types():
@@ -201,60 +243,30 @@ def test_fabric_registration_from_nvidia_smi_q():
     assert gpu.check_gpus(gpus, P5, fabric_grace_over=False) == []  # still within the boot-time grace
 
 
-class Nvml:
-    """What libnvidia-ml answers on a node with 8 GPUs, one lost and one whose fabric registration failed:
-    pynvml's own constants, error classes and structures, only the library calls answered here (no GPU exists on
-    this machine)."""
-
-    def __init__(self, lost=3, fabric_error=1):
-        import pynvml
-
-        self._p, self.lost, self.fabric_error = pynvml, lost, fabric_error
-
-    def __getattr__(self, name):
-        return getattr(self._p, name)
-
-    def _fail(self, code):
-        raise self._p.NVMLError(code)
-
-    def nvmlInit(self):
-        pass
-
-    def nvmlDeviceGetCount(self):
-        return 8
-
-    def nvmlDeviceGetHandleByIndex(self, i):
-        if i == self.lost:
-            self._fail(self._p.NVML_ERROR_GPU_IS_LOST)
-        return i
-
-    def nvmlDeviceGetPciInfo(self, h):
-        class Pci:
-            busId = f"00000000:{0x18 + h:02X}:00.0".encode()
-        return Pci()
-
-    def nvmlDeviceGetUUID(self, h):
-        return f"GPU-{h}"
-
-    def nvmlDeviceGetGpuFabricInfo(self, h, info):
-        info.state = self._p.NVML_GPU_FABRIC_STATE_COMPLETED
-        info.status = self._p.NVML_ERROR_UNKNOWN if h == self.fabric_error else self._p.NVML_SUCCESS
-
-    def __getattribute__(self, name):
-        if name.startswith("nvmlDevice") and not any(name in k.__dict__ for k in type(self).__mro__):
-            return lambda *a: self._fail(self._p.NVML_ERROR_NOT_SUPPORTED)
-        return object.__getattribute__(self, name)
-
-
 def test_nvml_gpu_is_lost_and_a_fabric_error():
-    gpus = gpu.NvmlSource(nvml=Nvml()).snapshot()
+    """Through the real nvidia-ml-py over a libnvidia-ml stand-in (tests/node_agent/nvml_lib.py): pynvml hands
+    ``busId`` back as str (its structures decode bytes, pynvml.py:1212-1222), and the fabric probe's structure
+    must go by pointer. The old NvmlSource called ``.decode()`` on it: AttributeError on every real GPU node."""
+    with loaded(LibNvml(lost={3}, fabric_error={1})) as nvml:
+        gpus = gpu.NvmlSource(nvml=nvml).snapshot()
     assert len(gpus) == 8 and [g.index for g in gpus if g.lost] == [3]
+    assert gpus[0].bus_id == "00000000:18:00.0" and gpus[0].uuid.startswith("GPU-00000000")
     assert gpus[1].fabric_state == "Completed" and gpus[1].fabric_status == "Unknown Error"
+    assert gpus[0].fabric_registered and gpus[0].nvlink_active == [True] * 18 and gpus[0].nvlink_errors == 0
+    assert (gpus[0].pcie_width, gpus[0].pcie_width_max, gpus[0].dbe_volatile) == (16, 16, 0)
+    assert (gpus[0].remap_pending, gpus[0].remap_failure, gpus[0].hw_thermal_slowdown) == (False, False, False)
     found = {f.rule: f for f in gpu.check_gpus(gpus, P5)}
     assert sorted(found) == ["gpu-fabric-error", "gpu-lost"]  # 8 enumerated: not also a count finding
     assert found["gpu-lost"].action is Action.REBOOT and "GPU is lost" in found["gpu-lost"].evidence
     assert found["gpu-fabric-error"].fault == "nvlink-fabric-error" and found["gpu-fabric-error"].device.endswith(
         "19:00.0")
+
+
+def test_nvml_reads_hw_thermal_slowdown():
+    with loaded(LibNvml(gpus=2, thermal={1})) as nvml:
+        gpus = gpu.NvmlSource(nvml=nvml).snapshot()
+    assert [g.hw_thermal_slowdown for g in gpus] == [False, True]
+    assert [f.rule for f in gpu.check_gpus(gpus, None)] == ["gpu-thermal"]
 
 
 # Neuron hardware counters in sysfs as the driver creates them: each device's kobject gets stats/hardware/ with one

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -15,13 +17,39 @@ def local_tensor(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if isinstance(t, DTensor) else t
 
 
-class HostStager:
-    """Copies a (nested) state dict into host buffers allocated once and reused.
+ALIGN = 64  # bytes: each staged tensor starts on its own cache line in the flat buffer
 
-    The buffers are pinned when CUDA is present so device-to-host copies run at
-    full bandwidth and overlap; on CPU the copy is a plain memcpy. Because the
-    buffers are reused and only one save is in flight, staging memory is bounded
-    by one copy of the state.
+
+def carve(sizes: list[int], align: int = ALIGN) -> tuple[list[int], int]:
+    """Offsets of consecutive blocks of ``sizes`` bytes, each starting at a multiple of ``align``; and the total."""
+    offsets, end = [], 0
+    for n in sizes:
+        start = -(-end // align) * align
+        offsets.append(start)
+        end = start + n
+    return offsets, end
+
+
+def pin_in_place(t: torch.Tensor) -> Callable[[], None]:
+    """Page-lock ``t``'s memory where it lies (cudaHostRegister, as torch's own DCP staging does for shared
+    memory: torch 2.13.0 cuda/_pin_memory_utils.py:4-19, used by distributed/_state_dict_utils.py:428-433);
+    returns the undo. Unlike ``pin_memory=True`` it bypasses the caching host allocator, which rounds every
+    block up to a power of two (1200 MiB asked, 1664 MiB pinned on an H100, issue 22)."""
+    from torch.cuda import _pin_memory_utils
+
+    ptr = t.data_ptr()
+    _pin_memory_utils.pin_memory(ptr, t.numel() * t.element_size())
+    return lambda: _pin_memory_utils.unpin_memory(ptr)
+
+
+class HostStager:
+    """Copies a (nested) state dict into one host buffer allocated once and reused.
+
+    Every tensor of the state gets a view carved from a single flat buffer (``carve``), so staging memory is
+    the state's size plus at most ``ALIGN`` bytes per tensor. With CUDA the buffer is page-locked in place
+    (``pin_in_place``) so device-to-host copies run at full bandwidth and overlap; on CPU the copy is a plain
+    memcpy. The buffer is reused while the state's layout (paths, shapes, dtypes) stays the same, and only
+    one save is in flight, so staging memory is bounded by one copy of the state.
 
     ``plan`` may defer the copy of chosen tensors: it returns the staged structure
     and the list of copies still to do, which ``copy`` performs later (from the
@@ -29,9 +57,12 @@ class HostStager:
     runs). Everything not deferred is copied before ``plan`` returns.
     """
 
-    def __init__(self) -> None:
-        self._buffers: dict[str, torch.Tensor] = {}
-        self.pin = torch.cuda.is_available()
+    def __init__(self, pin: bool | None = None) -> None:
+        self.pin = torch.cuda.is_available() if pin is None else pin
+        self._flat: torch.Tensor | None = None  # uint8, every staging view lies in it
+        self._layout: tuple | None = None
+        self._views: dict[str, torch.Tensor] = {}
+        self._unpin: weakref.finalize | None = None
         self._stream = None  # the side stream of overlapped copies (CUDA)
 
     def stage(self, state: Any) -> Any:
@@ -42,11 +73,35 @@ class HostStager:
 
     def plan(self, state: Any, defer: Callable[[torch.Tensor], bool] = lambda t: False) -> tuple[Any, list]:
         """Stage ``state``; the tensors ``defer`` selects get a buffer now and their copy later."""
+        leaves: list[tuple[str, torch.Tensor]] = []
+        _leaves(state, "", leaves)
+        layout = tuple((path, tuple(t.shape), t.dtype) for path, t in leaves)
+        if layout != self._layout:
+            self._allocate(layout)
         pending: list[tuple[torch.Tensor, torch.Tensor]] = []
         out = self._stage(state, "", defer, pending)
         if self.pin:
             torch.cuda.synchronize()
         return out, pending
+
+    def _allocate(self, layout: tuple) -> None:
+        """One flat buffer for ``layout``, carved into a view per tensor (the previous buffer is released)."""
+        self.close()
+        sizes = [math.prod(shape) * torch.empty((), dtype=dtype).element_size() for _, shape, dtype in layout]
+        offsets, total = carve(sizes)
+        flat = torch.empty(total, dtype=torch.uint8, device="cpu")
+        if self.pin and total:
+            # unpinned on close(), on the next layout, or when the stager is collected (before the buffer is freed)
+            self._unpin = weakref.finalize(self, pin_in_place(flat))
+        self._flat, self._layout = flat, layout
+        self._views = {path: flat[o:o + n].view(dtype).view(shape)
+                       for (path, shape, dtype), o, n in zip(layout, offsets, sizes)}
+
+    def close(self) -> None:
+        """Release the buffer (unpinning it first); the next ``plan`` allocates a new one."""
+        if self._unpin is not None:
+            self._unpin()
+        self._flat, self._layout, self._views, self._unpin = None, None, {}, None
 
     def ready_event(self):
         """Marks, on the caller's CUDA stream, the point deferred copies must wait for (None on CPU).
@@ -83,26 +138,26 @@ class HostStager:
             stream.synchronize()
 
     def spans(self) -> list[tuple[int, int]]:
-        """``(address, nbytes)`` of every staging buffer (unchanged while a save of them is in flight)."""
-        return [(b.untyped_storage().data_ptr(), b.untyped_storage().nbytes()) for b in self._buffers.values()]
+        """``(address, nbytes)`` of the staging buffer (unchanged while a save of it is in flight)."""
+        return [] if self._flat is None else [(self._flat.data_ptr(), self._flat.numel())]
 
     @property
     def nbytes(self) -> int:
-        return sum(b.numel() * b.element_size() for b in self._buffers.values())
+        """Bytes of host memory staging holds (the state's bytes plus alignment)."""
+        return 0 if self._flat is None else self._flat.numel()
 
     def _stage(self, obj: Any, path: str, defer, pending: list) -> Any:
         if isinstance(obj, DTensor):
             # Sharded state: stage this rank's shard and keep its place in the global tensor
             # (mesh, placements, global shape), so DCP's planner writes it as this rank's chunk.
+            # Wrap the host buffer itself, as torch's own CPU staging does (torch 2.13.0
+            # distributed/_state_dict_utils.py:450-454 sets ``_local_tensor``): DTensor.from_local would
+            # move it to the mesh's device (torch 2.13.0 tensor/_api.py:539-541), copying it now, before a
+            # deferred copy has filled it, and DCP would write that stale copy.
             local = self._stage(obj.to_local(), path, defer, pending)
-            return DTensor.from_local(local, obj.device_mesh, obj.placements, run_check=False,
-                                      shape=obj.shape, stride=obj.stride())
+            return DTensor(local, obj._spec, requires_grad=False)
         if isinstance(obj, torch.Tensor):
-            buf = self._buffers.get(path)
-            t = obj.detach()
-            if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
-                buf = torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=self.pin)
-                self._buffers[path] = buf
+            buf, t = self._views[path], obj.detach()
             if defer(t):
                 pending.append((buf, t))
             else:
@@ -113,6 +168,20 @@ class HostStager:
         if isinstance(obj, (list, tuple)):
             return type(obj)(self._stage(v, f"{path}/{i}", defer, pending) for i, v in enumerate(obj))
         return copy.deepcopy(obj)
+
+
+def _leaves(obj: Any, path: str, out: list) -> None:
+    """``(path, tensor)`` of every tensor in ``obj`` (a DTensor's local shard), with ``_stage``'s paths."""
+    if isinstance(obj, DTensor):
+        out.append((path, obj.to_local()))
+    elif isinstance(obj, torch.Tensor):
+        out.append((path, obj))
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            _leaves(v, f"{path}/{k}", out)
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _leaves(v, f"{path}/{i}", out)
 
 
 def state_sha256(state: Any) -> str:

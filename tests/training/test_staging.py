@@ -1,0 +1,138 @@
+"""HostStager: what DCP is handed after a save is staged (sharded state, a CUDA mesh, one flat buffer)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+
+from training.checkpoint import staging
+from training.checkpoint.staging import HostStager, state_sha256
+
+# torch@v2.13.0 torch/distributed/tensor/_api.py:539-541 (DTensor.from_local):
+#     device_type = device_mesh.device_type
+#     if device_type != local_tensor.device.type and not local_tensor.is_meta:
+#         local_tensor = local_tensor.to(device_type)
+# and torch/distributed/device_mesh.py:265,402-405 (the mesh keeps its device type in ``_device_type``,
+# read by the ``device_type`` property). A mesh built by init_device_mesh("cuda", ...) differs from this CPU
+# mesh, for from_local, only in that field: setting it makes from_local take the branch a GPU job takes
+# (on a CPU-only torch, ``.to("cuda")`` raises; on a GPU, it copies the host buffer before it is filled).
+
+
+@pytest.fixture
+def cuda_mesh():
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        mesh = DeviceMesh("cpu", [0])
+        yield mesh
+    finally:
+        dist.destroy_process_group()
+
+
+def _sharded_state(mesh):
+    torch.manual_seed(0)
+    w = distribute_tensor(torch.randn(8, 4), mesh, [Shard(0)])
+    m = distribute_tensor(torch.randn(8, 4), mesh, [Shard(0)])
+    return {"model": {"w": w}, "optim": {"state": {"w": {"exp_avg": m, "step": torch.tensor(3.0)}}}}
+
+
+def test_a_staged_shard_on_a_cuda_mesh_is_the_host_buffer_the_deferred_copy_fills(cuda_mesh, tmp_path):
+    state = _sharded_state(cuda_mesh)
+    cuda_mesh._device_type = "cuda"  # see the note above: from_local now moves a CPU local tensor
+    stager = HostStager()
+    staged, pending = stager.plan(state, defer=lambda t: True)
+    assert len(pending) == 3
+    spans = [(a, a + n) for a, n in stager.spans()]
+    for got in (staged["model"]["w"], staged["optim"]["state"]["w"]["exp_avg"]):
+        assert isinstance(got, DTensor)
+        local = got.to_local()
+        # DCP writes this tensor: it must be a view of the staging buffer, not a copy made before it was filled
+        assert local.device.type == "cpu"
+        assert any(a <= local.data_ptr() < e for a, e in spans)
+    stager.copy(pending)  # the deferred device-to-host copy, after plan() returned
+    torch.testing.assert_close(staged["model"]["w"].to_local(), state["model"]["w"].to_local(), rtol=0, atol=0)
+    torch.testing.assert_close(staged["optim"]["state"]["w"]["exp_avg"].to_local(),
+                               state["optim"]["state"]["w"]["exp_avg"].to_local(), rtol=0, atol=0)
+    assert staged["model"]["w"].shape == state["model"]["w"].shape
+    assert staged["model"]["w"].placements == state["model"]["w"].placements
+
+    # and what DCP writes from it is the source state
+    dcp.save(staged, checkpoint_id=str(tmp_path / "ck"))
+    cuda_mesh._device_type = "cpu"
+    back = _sharded_state(cuda_mesh)
+    for d in (back["model"]["w"], back["optim"]["state"]["w"]["exp_avg"]):
+        d.to_local().zero_()
+    dcp.load(back, checkpoint_id=str(tmp_path / "ck"))
+    torch.testing.assert_close(back["model"]["w"].to_local(), state["model"]["w"].to_local(), rtol=0, atol=0)
+    torch.testing.assert_close(back["optim"]["state"]["w"]["exp_avg"].to_local(),
+                               state["optim"]["state"]["w"]["exp_avg"].to_local(), rtol=0, atol=0)
+
+
+def _model_state():
+    from training.config import MODELS
+    from training.model import GPT
+
+    torch.manual_seed(0)
+    model = GPT(MODELS["tiny"])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model.loss_sum(torch.randint(256, (2, 33))).backward()
+    opt.step()
+    state = {"model": model.state_dict(), "optim": opt.state_dict()}
+    leaves = []
+    staging._leaves(state, "", leaves)
+    return state, [t for _, t in leaves]
+
+
+def test_one_flat_buffer_holds_the_state_within_5_percent():
+    state, tensors = _model_state()
+    want = sum(t.numel() * t.element_size() for t in tensors)
+    stager = HostStager(pin=False)
+    staged = stager.stage(state)
+    assert want <= stager.nbytes <= 1.05 * want
+    ((start, size),) = stager.spans()
+    views = []
+    staging._leaves(staged, "", views)
+    spans = sorted((v.data_ptr(), v.data_ptr() + v.numel() * v.element_size()) for _, v in views)
+    assert all(start <= a and e <= start + size for a, e in spans)  # every view lies in the one buffer
+    assert all(e1 <= a2 for (_, e1), (a2, _) in zip(spans, spans[1:]))  # and none overlaps another
+    assert all(a % staging.ALIGN == 0 for a, _ in spans)
+    assert state_sha256(staged) == state_sha256(state)
+    stager.stage(state)
+    assert stager.spans() == [(start, size)]  # the same layout reuses the buffer
+
+
+def test_pinning_registers_the_one_buffer_in_place(monkeypatch):
+    """Per-tensor ``pin_memory=True`` blocks come from the caching host allocator, which rounds each up to a power
+    of two (1200 MiB asked, 1664 MiB pinned on an H100): the stager pins one flat buffer where it lies instead."""
+    registered, released = [], []
+
+    def pin(t):
+        registered.append((t.data_ptr(), t.numel()))
+        return lambda: released.append(t.data_ptr())
+
+    monkeypatch.setattr(staging, "pin_in_place", pin)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)  # no CUDA here: the copies are CPU memcpys
+    state, tensors = _model_state()
+    stager = HostStager(pin=True)
+    stager.stage(state)
+    assert registered == stager.spans() and registered[0][1] <= 1.05 * sum(t.numel() * t.element_size()
+                                                                           for t in tensors)
+    state["extra"] = torch.ones(3)  # a new layout: the old buffer is unpinned before a new one is pinned
+    stager.stage(state)
+    assert released == [registered[0][0]] and len(registered) == 2
+    stager.close()
+    assert released == [registered[0][0], registered[1][0]]
+    stager.stage(state)
+    del stager  # a stager dropped without close() unpins its buffer too
+    import gc
+
+    gc.collect()
+    assert released == [r[0] for r in registered] and len(registered) == 3
+
+
+def test_carve_aligns_each_block():
+    assert staging.carve([1, 0, 130, 8]) == ([0, 64, 64, 256], 264)
+    assert staging.carve([]) == ([], 0)
