@@ -62,6 +62,8 @@ class HostConfig(_Section):
     max_psi_full_avg10: float = Field(40.0, ge=0, le=100)
     kubelet_healthz_url: str = "http://127.0.0.1:10248/healthz"
     containerd_socket: str = "/run/containerd/containerd.sock"
+    lustre_client: bool = Field(True, description="check that the node can mount FSx for Lustre (every node's "
+                                                  "user data installs the client: node_agent/lustre_client.py)")
 
 
 class ScratchConfig(_Section):

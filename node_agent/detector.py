@@ -22,7 +22,7 @@ from typing import Callable
 from openpod_core import instance_types
 from openpod_core import labels as L
 from openpod_core.instance_types import Accelerator, InstanceType
-from node_agent import efa, gpu, host, neuron, scratch
+from node_agent import efa, gpu, host, lustre_client, neuron, scratch
 from node_agent.config import AgentConfig
 from node_agent.deep_check import DeepCheck, DeepCheckConfig, Runner, subprocess_runner
 from node_agent.findings import Action, Finding
@@ -199,6 +199,8 @@ class Detector:
                                           max_psi_full_avg10=c.max_psi_full_avg10)
             found += host.kubelet_health(c.kubelet_healthz_url)
             found += host.containerd_health(c.containerd_socket)
+            if c.lustre_client:
+                found += lustre_client.read_and_check(proc, Path(c.mount_prefix) / "lib" / "modules")
             return found
         return self._guard("host", run)
 

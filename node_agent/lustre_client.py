@@ -42,11 +42,10 @@ def check_lustre_client(proc_filesystems: str, modules: list[Path]) -> list[Find
                     device="lustre")]
 
 
-def read_and_check(host_root: Path = Path("/")) -> list[Finding]:
-    """The check on a node, with the host's ``/proc`` and ``/lib/modules`` under ``host_root``."""
-    root = Path(host_root)
-    proc = root / "proc"
+def read_and_check(proc: Path = Path("/proc"), modules_root: Path = Path("/lib/modules")) -> list[Finding]:
+    """The check on a node: the host's ``/proc`` at ``proc`` and its ``/lib/modules`` at ``modules_root``."""
+    proc = Path(proc)
     text = (proc / "filesystems").read_text() if (proc / "filesystems").exists() else ""
     release_file = proc / "sys" / "kernel" / "osrelease"
     release = release_file.read_text().strip() if release_file.exists() else ""
-    return check_lustre_client(text, module_files(root / "lib" / "modules", release) if release else [])
+    return check_lustre_client(text, module_files(Path(modules_root), release) if release else [])

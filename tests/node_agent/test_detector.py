@@ -97,7 +97,7 @@ def test_a_crashing_check_is_reported_and_the_others_keep_running(tmp_path):
     (crash,) = d.poll_gpu()
     assert crash.rule == "check-crashed" and "driver returned garbage" in crash.evidence
     host = d.poll_host()  # still runs, finds the read-only root
-    assert {"fs-readonly", "kubelet-unhealthy", "containerd-down"} <= {f.rule for f in host}
+    assert {"fs-readonly", "kubelet-unhealthy", "containerd-down", "lustre-client-missing"} <= {f.rule for f in host}
     assert d.metrics.check_errors.labels("gpu")._value.get() == 1
 
 
@@ -278,3 +278,24 @@ def test_one_block_io_error_is_watched_ten_on_one_device_reboot():
         d.on_kernel_line(line)
     assert c.get_node("n1").labels[L.HEALTH_STATUS] == L.HEALTH_PENDING_REBOOT
     assert json.loads(c.get_node("n1").annotations[FAULT])["rule"] == "block-io-error-repeated"
+
+
+def test_the_host_poll_reports_a_node_that_cannot_mount_lustre(tmp_path):
+    cfg = AgentConfig()
+    proc = tmp_path / "proc"
+    (proc / "1").mkdir(parents=True)
+    (proc / "sys" / "kernel").mkdir(parents=True)
+    (proc / "1" / "mounts").write_text("")
+    (proc / "meminfo").write_text(fixture_text("host", "meminfo-ok.txt"))
+    (proc / "sys" / "kernel" / "osrelease").write_text("6.12.46-66.121.amzn2023.x86_64\n")
+    (proc / "filesystems").write_text("nodev\tsysfs\n\txfs\n")
+    cfg.host.proc_root, cfg.host.mount_prefix, cfg.host.watched_mounts = str(proc), str(tmp_path), []
+    cfg.host.kubelet_healthz_url = "http://127.0.0.1:9/healthz"
+    cfg.host.containerd_socket = str(tmp_path / "none.sock")
+    c, d = make(P5, config=cfg)
+    assert "lustre-client-missing" in {f.rule for f in d.poll_host()}
+    (proc / "filesystems").write_text("nodev\tsysfs\n\txfs\nnodev\tlustre\n")  # the client loaded
+    assert "lustre-client-missing" not in {f.rule for f in d.poll_host()}
+    cfg.host.lustre_client = False
+    (proc / "filesystems").write_text("nodev\tsysfs\n")
+    assert "lustre-client-missing" not in {f.rule for f in d.poll_host()}

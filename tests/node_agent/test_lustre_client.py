@@ -25,13 +25,13 @@ def test_an_installed_but_unloaded_module_is_ready(tmp_path):
     ko = tmp_path / "lib/modules/6.12.46-66.121.amzn2023.x86_64/extra/lustre-client/fs/lustre.ko.xz"
     ko.parent.mkdir(parents=True)
     ko.write_bytes(b"")
-    assert read_and_check(tmp_path) == []
+    assert read_and_check(tmp_path / "proc", tmp_path / "lib" / "modules") == []
 
 
 def test_a_node_without_the_client_is_reported(tmp_path):
     (tmp_path / "proc" / "sys" / "kernel").mkdir(parents=True)
     (tmp_path / "proc" / "filesystems").write_text(WITHOUT)
     (tmp_path / "proc" / "sys" / "kernel" / "osrelease").write_text("6.12.46-66.121.amzn2023.x86_64\n")
-    [f] = read_and_check(tmp_path)
+    [f] = read_and_check(tmp_path / "proc", tmp_path / "lib" / "modules")
     assert f.rule == "lustre-client-missing" and f.action is Action.REPLACE
     assert not registered("nodev\tlustre_foo\n")
