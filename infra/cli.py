@@ -12,53 +12,47 @@ from pathlib import Path
 import click
 
 from openpod_core import labels
-from infra.spec import DEFAULT_SPEC, SpecError, load_spec
+from infra.cli_common import (EXIT_USAGE, emit, fail, group_or_exit, load_or_exit, output_option,  # noqa: F401
+                              resolve_spec_path, spec_option)
 
-EXIT_USAGE = 2
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
 
-
-def fail(lines: list[str] | str) -> None:
-    """Print problems (one per line) to stderr and exit 2."""
-    for line in [lines] if isinstance(lines, str) else lines:
-        click.echo(f"error: {line}", err=True)
-    sys.exit(EXIT_USAGE)
-
-
-def load_or_exit(path: str | Path | None):
     try:
-        return load_spec(path)
-    except SpecError as e:
-        fail([f"{e.source}: {p}" for p in e.problems])
-
-
-def group_or_exit(path: str | Path | None, group: str):
-    """The spec at ``path`` and its instance group named ``group`` (a ``--group`` option), or exit with the
-    groups there are."""
-    s = load_or_exit(path)
-    by_name = {g.name: g for g in s.instance_groups}
-    if group not in by_name:
-        fail(f"--group {group!r} is not an instance group of this spec; groups are: {', '.join(by_name)}")
-    return by_name[group]
-
-
-spec_option = click.option(
-    "--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
-    help=f"cluster spec file (default: the embedded {DEFAULT_SPEC.name})",
-)
+        return version("openpod")
+    except PackageNotFoundError:  # pragma: no cover - run from a checkout without `pip install -e`
+        return "unknown"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), "--version", prog_name="openpod", message="%(prog)s %(version)s")
 def main() -> None:
-    """Declare, inspect and use an openpod training platform."""
+    """Declare, inspect and use an openpod training platform.
+
+    Every command that reads a spec takes --spec PATH (or uses ./openpod.yaml, and says so).
+    Shell completion: eval "$(_OPENPOD_COMPLETE=bash_source openpod)" (zsh_source, fish_source).
+    """
 
 
 @main.command()
-@click.argument("spec", type=click.Path(dir_okay=False), required=False)
-def validate(spec: str | None) -> None:
+@spec_option
+@click.argument("legacy_spec", metavar="[SPEC]", type=click.Path(dir_okay=False), required=False)
+@output_option()
+def validate(spec_path: str | None, legacy_spec: str | None, output: str = "table") -> None:
     """Validate a cluster spec; print every problem, exit 2 if any."""
-    s = load_or_exit(spec)
+    if legacy_spec is not None:
+        if spec_path is not None:
+            fail(f"give the spec once: --spec {spec_path} or the deprecated positional {legacy_spec}, not both")
+        click.echo(f"warning: `openpod validate {legacy_spec}` is deprecated; use "
+                   f"`openpod validate --spec {legacy_spec}` like every other command", err=True)
+        spec_path = legacy_spec
+    path = resolve_spec_path(spec_path)
+    s = load_or_exit(path)
     groups = ", ".join(f"{g.name} ({g.instance_type} x{g.max_size})" for g in s.instance_groups)
-    click.echo(f"{spec or DEFAULT_SPEC}: ok - {s.name} in {s.region}: {groups}")
+    emit({"spec": str(path), "ok": True, "name": s.name, "region": s.region,
+          "instance_groups": [{"name": g.name, "instance_type": g.instance_type, "max_size": g.max_size}
+                              for g in s.instance_groups]},
+         output, f"{path}: ok - {s.name} in {s.region}: {groups}")
 
 
 @main.command()

@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from infra.cli_common import fail, group_or_exit, spec_option
 from openpod_core import labels
 
 # EKS fails a managed node group update with PodEvictionFailure when a node's pods have not
@@ -34,8 +35,7 @@ def connect(kubeconfig: str | None, context: str | None):
 
 
 @click.command()
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
-              help="cluster spec file (default: the embedded example)")
+@spec_option
 @click.option("--group", required=True, help="instance group to drain")
 @click.option("--timeout", "timeout_s", type=int, default=DEFAULT_TIMEOUT_S, show_default=True,
               help="seconds to wait for the evicted pods to be gone")
@@ -46,7 +46,6 @@ def connect(kubeconfig: str | None, context: str | None):
 @click.option("--context", "kube_context", default=None, help="kubeconfig context")
 def drain(spec_path, group, timeout_s, poll_s, undo, kubeconfig, kube_context) -> None:
     """Cordon an instance group and evict its pods (they checkpoint first); exit 1 if pods remain at --timeout."""
-    from infra.cli import fail, group_or_exit
     from infra.governance.apply import ClusterError
     from node_agent import drain as d
 

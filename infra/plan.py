@@ -522,7 +522,7 @@ def command(spec_path, base_ref, base_template, head_template, allow, as_json, m
     EKS cluster, log groups, anything retained) replaced or removed fails the plan unless --allow-replace
     names it.
     """
-    from infra.cli import fail, load_or_exit
+    from infra.cli_common import fail, load_or_exit
 
     if (base_ref is None) == (base_template is None):
         fail("give exactly one of --base GIT_REF or --base-template DIR")
