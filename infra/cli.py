@@ -104,7 +104,8 @@ def manifests(spec_path: str | None, out: str) -> None:
 @click.option("--live", is_flag=True, help="usage from the cluster: in use, borrowed, idle, admitted, pending")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="with --live")
 @click.option("--context", "kube_context", default=None, help="with --live: kubeconfig context")
-def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_context=None) -> None:
+@output_option()
+def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_context=None, output="table") -> None:
     """Show each team's quota, lending and borrowing per instance group."""
     from infra.governance import queues as q
 
@@ -125,6 +126,7 @@ def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_cont
         click.echo("\n".join(live_.render_usage(s, rows)))
         return
     rows = [("TEAM", "GROUP", "TYPE", "NOMINAL", "ACCELERATORS", "LEND LIMIT", "BORROW LIMIT", "MAX NODES")]
+    data = []
     for team in s.teams:
         for g in q.queued_groups(s):
             c = q.capacity(s, team, g.name)
@@ -133,6 +135,14 @@ def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_cont
             rows.append((team.name, g.name, t.name, str(c.nominal), accel,
                          "all" if c.lending_limit is None else str(c.lending_limit),
                          "none" if c.borrowing_limit is None else str(c.borrowing_limit), str(c.max_nodes)))
+            data.append({"team": team.name, "group": g.name, "instance_type": t.name, "nominal_nodes": c.nominal,
+                         "accelerators": c.nominal * t.accelerator_count if t.is_accelerated else 0,
+                         "lending_limit": c.lending_limit, "borrowing_limit": c.borrowing_limit,
+                         "max_nodes": c.max_nodes})
+    if output != "table":
+        emit({"quotas": data, "priorities": {p.name: p.value for p in s.priorities},
+              "idle_pool": list(q.idle_pools(s))}, output, [])
+        return
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())

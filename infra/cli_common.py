@@ -49,7 +49,7 @@ def load_or_exit(path: str | Path | None):
         spec = load_spec(path)
     except SpecError as e:
         fail([f"{e.source}: {p}" for p in e.problems])
-    from infra.spec import warnings_for
+    from infra.spec_warnings import warnings_for
 
     for w in warnings_for(spec):
         click.echo(f"warning: {path}: {w}", err=True)

@@ -645,7 +645,16 @@ def _check_buckets(spec: ClusterSpec) -> Iterator[Problem]:
                           "Object Lock needs versioning: set versioned: true, or remove object_lock_days")
 
 
-CHECKS = (_check_azs, _check_groups, _check_eks, _check_governance, _check_buckets)
+def _check_devices(spec: ClusterSpec) -> Iterator[Problem]:
+    # /dev/sdX and /dev/xvdX name the same device: the block device driver may attach one under the other's name
+    # (https://docs.aws.amazon.com/ebs/latest/userguide/device_naming.html, checked 2026-11-25)
+    for i, g in enumerate(spec.instance_groups):
+        for d in _dupes([v.device_name.replace("/dev/xvd", "/dev/sd") for v in g.volumes]):
+            yield Problem(f"instance_groups[{i}] ({g.name}).volumes",
+                          f"device {d} (or its /dev/xvd name) is listed twice; each volume needs its own device")
+
+
+CHECKS = (_check_azs, _check_groups, _check_eks, _check_governance, _check_buckets, _check_devices)
 
 
 # ---------------------------------------------------------------------------- loading
