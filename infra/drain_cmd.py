@@ -42,7 +42,7 @@ def _cluster_error(e: Exception) -> str:
     if type(e).__module__.startswith(("urllib3", "socket", "ssl")) or isinstance(e, OSError):
         detail = (str(getattr(e, "reason", None) or e).strip().splitlines() or [""])[0][:200]
         return (f"cannot reach the cluster API server: {type(e).__name__}: {detail}; the endpoint is private by "
-                "default (docs/platform.md, 'Reaching the cluster')")
+                "default (docs/platform.md, 'Day one: reaching the cluster')")
     raise e
 
 
