@@ -67,7 +67,7 @@ def _plan_commands(spec: ClusterSpec) -> list[str]:
         f"if [ -s {deployed} ]; then .venv/bin/openpod plan --spec {p.spec_path} --base-template deployed "
         f"--template cdk.out --json{allow} > plan.json; else echo '{{}}' > plan.json; fi",
         "cat plan.json",
-        # cdk.json runs `python3 app.py`: the project's virtualenv first on PATH, as `make synth` does
+        # cdk.json runs .venv/bin/python app.py; the venv first on PATH too, as `make synth` does
         f"PATH=\"$PWD/.venv/bin:$PATH\" npx cdk synth --quiet -c spec={p.spec_path} -c plan=plan.json > /dev/null",
     ]
 
