@@ -114,3 +114,19 @@ def test_duplicate_devices_are_an_error(tmp_path):
                                              {"device_name": "/dev/xvdb", "size_gib": 10}]
     rc, err = _validate(tmp_path, data)
     assert rc == 2 and "device /dev/sdb (or its /dev/xvd name) is listed twice" in err
+
+
+def test_jobs_list_and_status_print_data(monkeypatch):
+    """`-o json|yaml` on the status-like commands, over the recorded API objects of tests/governance/test_live.py."""
+    from infra import jobs_cli
+    from tests.governance.test_live import memory_api
+
+    api = memory_api()
+    monkeypatch.setattr(jobs_cli, "connect", lambda kubeconfig, context: api)
+    r = CliRunner().invoke(main, ["jobs", "list", "--team", "research", "-o", "json"])
+    assert r.exit_code == 0, r.output
+    jobs = {j["name"]: j for j in json.loads(r.stdout)["jobs"]}
+    assert (jobs["sweep-p5"]["state"], jobs["sweep-p5"]["flavor"]) == ("Running", "p5")
+    r = CliRunner().invoke(main, ["jobs", "status", "llama-p5", "--team", "research", "-o", "yaml"])
+    assert r.exit_code == 0, r.output
+    assert yaml.safe_load(r.stdout)["preempted_by"].startswith("/openpod/product")
