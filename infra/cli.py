@@ -38,7 +38,9 @@ def main() -> None:
 @spec_option
 @click.argument("legacy_spec", metavar="[SPEC]", type=click.Path(dir_okay=False), required=False)
 @output_option()
-def validate(spec_path: str | None, legacy_spec: str | None, output: str = "table") -> None:
+@click.option("--show-defaults", is_flag=True,
+              help="print the whole spec as the platform reads it, every default filled in (YAML, or -o json)")
+def validate(spec_path: str | None, legacy_spec: str | None, output: str = "table", show_defaults: bool = False) -> None:
     """Validate a cluster spec; print every problem, exit 2 if any."""
     if legacy_spec is not None:
         if spec_path is not None:
@@ -48,6 +50,9 @@ def validate(spec_path: str | None, legacy_spec: str | None, output: str = "tabl
         spec_path = legacy_spec
     path = resolve_spec_path(spec_path)
     s = load_or_exit(path)
+    if show_defaults:
+        emit(s.model_dump(mode="json"), "json" if output == "json" else "yaml", [])
+        return
     groups = ", ".join(f"{g.name} ({g.instance_type} x{g.max_size})" for g in s.instance_groups)
     emit({"spec": str(path), "ok": True, "name": s.name, "region": s.region,
           "instance_groups": [{"name": g.name, "instance_type": g.instance_type, "max_size": g.max_size}

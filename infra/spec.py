@@ -349,6 +349,8 @@ class EksSpec(_Model):
             raise ValueError(f"kube-proxy {pinned} does not match eks.version {version}; kube-proxy runs the "
                              f"cluster's minor version (e.g. {KUBE_PROXY_ADDON.get(version, 'v' + version + '.x')}), "
                              "or leave it unset to follow eks.version")
+        return v
+
     @field_validator("endpoint_public_cidrs")
     @classmethod
     def _public_cidrs(cls, v: list[str], info) -> list[str]:

@@ -130,3 +130,15 @@ def test_jobs_list_and_status_print_data(monkeypatch):
     r = CliRunner().invoke(main, ["jobs", "status", "llama-p5", "--team", "research", "-o", "yaml"])
     assert r.exit_code == 0, r.output
     assert yaml.safe_load(r.stdout)["preempted_by"].startswith("/openpod/product")
+
+
+def test_show_defaults_prints_the_spec_as_read_and_it_validates_again(tmp_path):
+    from infra.spec import load_spec
+
+    r = CliRunner().invoke(main, ["validate", "--spec", SPEC, "--show-defaults"])
+    assert r.exit_code == 0, r.output
+    full = yaml.safe_load(r.stdout)
+    assert full["instance_groups"][0]["dcgm_level"] == 2 and full["network"]["nat_gateways"] == 1
+    path = tmp_path / "full.yaml"
+    path.write_text(r.stdout)
+    assert load_spec(path) == load_spec(SPEC)

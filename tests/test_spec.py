@@ -278,3 +278,11 @@ def test_endless_devices_are_read_bounded(device):
     (line,) = _load_problems(device)
     assert ("binary data" in line or "UTF-16" in line or "larger than" in line or "not UTF-8" in line), line
     assert time.monotonic() - t0 < 5
+
+
+def test_an_addon_pin_is_kept():
+    """A field validator that returned nothing turned every `eks.addons` into None: the pin was lost and
+    `addon_versions` raised TypeError (found by `openpod validate --show-defaults` round-tripping a spec)."""
+    spec = parse_spec(spec_with(eks={"addons": {"coredns": "v1.12.1-eksbuild.2"}}), "pin.yaml")
+    assert spec.eks.addons == {"coredns": "v1.12.1-eksbuild.2"}
+    assert spec.eks.addon_versions["coredns"] == "v1.12.1-eksbuild.2"
