@@ -142,3 +142,8 @@ def test_show_defaults_prints_the_spec_as_read_and_it_validates_again(tmp_path):
     path = tmp_path / "full.yaml"
     path.write_text(r.stdout)
     assert load_spec(path) == load_spec(SPEC)
+
+
+def test_shell_completion_as_documented():
+    r = CliRunner().invoke(main, [], prog_name="openpod", env={"_OPENPOD_COMPLETE": "bash_source"})
+    assert r.exit_code == 0 and "_openpod_completion" in r.output
