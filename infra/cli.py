@@ -15,6 +15,7 @@ from openpod_core import labels
 from infra.cli_common import (EXIT_USAGE, emit, fail, group_or_exit, load_or_exit, output_option,  # noqa: F401
                               resolve_spec_path, spec_option)
 
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -115,6 +116,8 @@ def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_cont
     from infra.governance import queues as q
 
     s = load_or_exit(spec_path)
+    if live and output != "table":
+        fail("-o json|yaml prints the spec's quotas; with --live the usage is a table")
     if not s.teams:
         click.echo("no teams in this spec")
         return
