@@ -7,6 +7,7 @@ tested apart); only ``if TYPE_CHECKING:`` imports are left out. Static (ast), so
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +34,7 @@ def _type_checking_lines(tree: ast.AST) -> set[int]:
     return lines
 
 
+@functools.lru_cache(maxsize=1)
 def import_graph() -> dict[str, set[str]]:
     mods = _modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
