@@ -1,5 +1,5 @@
 """Issue 29: every `openpod` command in README.md, ARCHITECTURE.md and docs/*.md is run against the example specs,
-so doc drift fails CI.
+so doc drift fails CI; every `python -m training` and `python -m node_agent` command there is parsed.
 
 Each documented command is parsed by the real click command (an option renamed or removed fails); the ones that
 need no AWS account or cluster are run: `validate`, `queues`, `manifests`, `facts`, `rules`, `dashboards`,
@@ -24,6 +24,20 @@ from infra.cli import main
 from tests.conftest import EXAMPLES, ROOT
 
 DOCS = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]
+def _training():
+    from training.cli import main as cli
+
+    return cli
+
+
+def _node_agent():
+    from node_agent.__main__ import main as cli
+
+    return cli
+
+
+# the click command behind each documented command line; only `openpod` commands are run, the others parsed
+CLIS = {"openpod ": lambda: main, "python -m training ": _training, "python -m node_agent ": _node_agent}
 RUN = {"validate", "queues", "manifests", "facts", "rules", "dashboards", "pair-check render", "submit"}
 FENCE = re.compile(r"^```(bash|console|sh|shell)\n(.*?)^```", re.S | re.M)
 
@@ -47,16 +61,17 @@ def documented() -> list[tuple[str, str, list[str], str | None]]:
                 cmd = line.strip()
                 console = cmd.startswith("$ ")
                 cmd = cmd[2:] if console else cmd
-                for prefix in ("openpod ", "python -m infra "):
+                for prefix in (*CLIS, "python -m infra "):
                     if cmd.startswith(prefix):
                         break
                 else:
                     continue
+                tool = "openpod" if prefix in ("openpod ", "python -m infra ") else prefix.strip()
                 shown = lines[i].strip() if console and i < len(lines) else None
                 if shown is not None and (shown.startswith("$") or shown.startswith("...") or not shown):
                     shown = None
                 argv = shlex.split(re.sub(r"<[^>]*>", "placeholder", cmd[len(prefix):]), comments=True)
-                out.append((f"{path.relative_to(ROOT)}:{first_line + start}", cmd, argv, shown))
+                out.append((f"{path.relative_to(ROOT)}:{first_line + start}", cmd, [tool, *argv], shown))
     return out
 
 
@@ -64,8 +79,8 @@ COMMANDS = documented()
 
 
 def _leaf(argv: list[str]) -> tuple[str, click.Command, list[str]]:
-    """The documented sub-command, its click command and its own arguments."""
-    names, cmd, rest = [], main, list(argv)
+    """The documented sub-command, its click command and its own arguments (argv[0]: which CLI)."""
+    names, cmd, rest = [], CLIS[argv[0] + " "](), list(argv[1:])
     while isinstance(cmd, click.Group) and rest and not rest[0].startswith("-"):
         names.append(rest[0])
         cmd = cmd.commands.get(rest[0])
@@ -90,7 +105,7 @@ def _localize(argv: list[str], tmp: Path) -> list[str]:
 
 def test_the_docs_hold_commands():
     assert len(COMMANDS) >= 30, len(COMMANDS)
-    assert {"validate", "submit", "manifests", "queues"} <= {_leaf(a)[0] for _, _, a, _ in COMMANDS}
+    assert {"validate", "submit", "manifests", "queues", "run", "diagnose"} <= {_leaf(a)[0] for _, _, a, _ in COMMANDS}
 
 
 @pytest.mark.parametrize("where, cmd, argv, shown", COMMANDS, ids=[c[0] for c in COMMANDS])
@@ -105,11 +120,11 @@ def test_documented_command(where, cmd, argv, shown, tmp_path, monkeypatch):
         command.make_context(name, _localize(rest, tmp_path), resilient_parsing=False)
     except click.ClickException as e:
         pytest.fail(f"{where}: `{cmd}`: {e.format_message()}")
-    if name not in RUN or (name == "queues" and "--live" in rest):
+    if argv[0] != "openpod" or name not in RUN or (name == "queues" and "--live" in rest):
         return
     monkeypatch.chdir(tmp_path)
     shutil.copy(EXAMPLES / "default.yaml", tmp_path / "openpod.yaml")
-    args = _localize(argv, tmp_path)
+    args = _localize(argv[1:], tmp_path)
     if name == "submit" and "--dry-run" not in args:
         args.insert(args.index("--") if "--" in args else len(args), "--dry-run")
     r = CliRunner().invoke(main, args)
