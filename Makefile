@@ -4,27 +4,49 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+CDK_STAMP := $(VENV)/.installed-cdk
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 
-.PHONY: setup synth test test-gpu bench docs clean prometheus-tools
+.PHONY: setup setup-synth synth test test-gpu bench docs clean prometheus-tools
 
+# `make test` needs everything (dev extras, Node deps, the Prometheus tools); `make synth` only the CDK extras and
+# the Node deps: no torch, no system packages.
 setup: $(STAMP) node_modules/.installed prometheus-tools
+setup-synth: $(CDK_STAMP) node_modules/.installed
 
 # promtool and prometheus (Debian package `prometheus`), amtool (`prometheus-alertmanager`) for the rule,
-# scrape and alert routing tests; idempotent.
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# scrape and alert routing tests: found on PATH, else installed with apt-get as root or with passwordless sudo,
+# else a message says what to install (those tests then skip locally; CI=true fails them). Idempotent.
 prometheus-tools:
-	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 || { \
-	  $(SUDO) apt-get update -qq && \
-	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager; }
+	@if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager; \
+	else \
+	  echo "note: promtool, prometheus or amtool not found and cannot be installed here without a password:" >&2; \
+	  echo "      install the system packages prometheus and prometheus-alertmanager (Debian/Ubuntu:" >&2; \
+	  echo "      sudo apt-get install prometheus prometheus-alertmanager) or put the binaries from" >&2; \
+	  echo "      https://prometheus.io/download/ on PATH; until then the tests that run them are skipped" >&2; \
+	fi
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+$(VENV)/bin/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "error: $(PYTHON) is not Python >= 3.11; run make PYTHON=python3.11 ..." >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV) || { echo "error: '$(PYTHON) -m venv' failed: install your Python's venv module" \
+	  "(Debian/Ubuntu: the python3-venv package)" >&2; rm -rf $(VENV); exit 1; }
 	$(PY) -m pip install --quiet --upgrade pip
+
+# Synthesis only: aws-cdk-lib, cdk-nag, cfn-lint (app.py imports nothing else; measured 2026-11-25).
+$(CDK_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e '.[cdk]'
+	touch $@
+
+$(STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
 	@# Byte-compile on both cores instead of pip's one (2026-11-23, fresh venv on the 2-core CI machine: pip
 	@# install 136 s compiling, 41 s + 43 s this way). Tests start hundreds of Python processes, and where
@@ -32,16 +54,18 @@ $(STAMP): pyproject.toml
 	@# Like pip, it skips files that do not compile on this Python (torch 2.13.0 ships one written for 3.12:
 	@# torch/testing/_internal/py312_intrinsics.py, seen in the wheel 2026-11-23).
 	$(PY) -m compileall -qq -j 0 $(VENV)/lib > /dev/null || true
-	touch $@
+	touch $@ $(CDK_STAMP)
 
 node_modules/.installed: package.json
+	@command -v npm >/dev/null 2>&1 || { echo "error: npm not found: install Node.js 20+ (22 or 24 preferred)" >&2; exit 1; }
 	npm install --no-audit --no-fund --loglevel=error
 	touch $@
 
-# Synthesize the platform (SPEC=path/to/spec.yaml, default: the embedded example).
-synth: setup
-	cdk synth --quiet $(if $(SPEC),-c spec=$(SPEC)) > /dev/null
-	@echo "synthesized $(if $(SPEC),$(SPEC),examples/default.yaml) into cdk.out/"
+# Synthesize the platform: SPEC=path/to/spec.yaml (the bundled example unless given; said in the last line).
+SPEC ?= examples/default.yaml
+synth: setup-synth
+	cdk synth --quiet -c spec=$(SPEC) > /dev/null
+	@echo "synthesized $(SPEC) into cdk.out/"
 
 test: setup
 	$(PY) -m pytest -n 2 --dist loadgroup --durations=25

@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""CDK entry point: ``cdk synth -c spec=clusters/prod.yaml`` (default: the embedded examples/default.yaml).
+"""CDK entry point: ``cdk synth -c spec=clusters/prod.yaml``.
+
+Without ``-c spec=...`` it uses ./openpod.yaml and says so, or stops: it never deploys the bundled example
+by default (``make synth`` passes ``SPEC=examples/default.yaml`` explicitly).
 
 A bad spec prints one ``error: <file>: <field>: <message>`` line per problem
 and exits 2. A cdk-nag finding that is not acknowledged fails the synth.
@@ -26,12 +29,24 @@ def main() -> int:
 
     app = new_app()
     spec_path = app.node.try_get_context("spec")
+    if not spec_path:
+        if not Path("openpod.yaml").is_file():
+            print("error: no spec: pass -c spec=PATH (e.g. -c spec=examples/default.yaml) or put the spec at "
+                  "./openpod.yaml", file=sys.stderr)
+            return 2
+        spec_path = "openpod.yaml"
+        print("using spec openpod.yaml (found in the current directory; -c spec=PATH to use another)",
+              file=sys.stderr)
     try:
         spec = load_spec(spec_path)
     except SpecError as e:
         for p in e.problems:
             print(f"error: {e.source}: {p}", file=sys.stderr)
         return 2
+    from infra.spec_warnings import warnings_for
+
+    for w in warnings_for(spec):
+        print(f"warning: {spec_path}: {w}", file=sys.stderr)
 
     try:
         build_app(spec, app=app)

@@ -131,7 +131,7 @@ def main(argv=None) -> None:
             train_step(m2, o2, batch)
             t0 = time.perf_counter()
             source.markers()  # listing is part of finding the newest checkpoint
-            info = ck._load_step(1, [(source, marker)], m2, o2)
+            info = ck._load_step(1, [(source, marker)], m2, o2, ck.state(m2, o2))
             dt = time.perf_counter() - t0
             assert info is not None, f"restore from {source.name} failed"
             return dt

@@ -12,57 +12,57 @@ from pathlib import Path
 import click
 
 from openpod_core import labels
-from infra.spec import DEFAULT_SPEC, SpecError, load_spec
-
-EXIT_USAGE = 2
-
-
-def fail(lines: list[str] | str) -> None:
-    """Print problems (one per line) to stderr and exit 2."""
-    for line in [lines] if isinstance(lines, str) else lines:
-        click.echo(f"error: {line}", err=True)
-    sys.exit(EXIT_USAGE)
+from infra.cli_common import (EXIT_USAGE, emit, fail, group_or_exit, load_or_exit, output_option,  # noqa: F401
+                              resolve_spec_path, spec_option)
 
 
-def load_or_exit(path: str | Path | None):
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
-        return load_spec(path)
-    except SpecError as e:
-        fail([f"{e.source}: {p}" for p in e.problems])
-
-
-def group_or_exit(path: str | Path | None, group: str):
-    """The spec at ``path`` and its instance group named ``group`` (a ``--group`` option), or exit with the
-    groups there are."""
-    s = load_or_exit(path)
-    by_name = {g.name: g for g in s.instance_groups}
-    if group not in by_name:
-        fail(f"--group {group!r} is not an instance group of this spec; groups are: {', '.join(by_name)}")
-    return by_name[group]
-
-
-spec_option = click.option(
-    "--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
-    help=f"cluster spec file (default: the embedded {DEFAULT_SPEC.name})",
-)
+        return version("openpod")
+    except PackageNotFoundError:  # pragma: no cover - run from a checkout without `pip install -e`
+        return "unknown"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), "--version", prog_name="openpod", message="%(prog)s %(version)s")
 def main() -> None:
-    """Declare, inspect and use an openpod training platform."""
+    """Declare, inspect and use an openpod training platform.
+
+    Every command that reads a spec takes --spec PATH (or uses ./openpod.yaml, and says so).
+    Shell completion: eval "$(_OPENPOD_COMPLETE=bash_source openpod)" (zsh_source, fish_source).
+    """
 
 
 @main.command()
-@click.argument("spec", type=click.Path(dir_okay=False), required=False)
-def validate(spec: str | None) -> None:
+@spec_option
+@click.argument("legacy_spec", metavar="[SPEC]", type=click.Path(dir_okay=False), required=False)
+@output_option()
+@click.option("--show-defaults", is_flag=True,
+              help="print the whole spec as the platform reads it, every default filled in (YAML, or -o json)")
+def validate(spec_path: str | None, legacy_spec: str | None, output: str = "table", show_defaults: bool = False) -> None:
     """Validate a cluster spec; print every problem, exit 2 if any."""
-    s = load_or_exit(spec)
+    if legacy_spec is not None:
+        if spec_path is not None:
+            fail(f"give the spec once: --spec {spec_path} or the deprecated positional {legacy_spec}, not both")
+        click.echo(f"warning: `openpod validate {legacy_spec}` is deprecated; use "
+                   f"`openpod validate --spec {legacy_spec}` like every other command", err=True)
+        spec_path = legacy_spec
+    path = resolve_spec_path(spec_path)
+    s = load_or_exit(path)
+    if show_defaults:
+        emit(s.model_dump(mode="json"), "json" if output == "json" else "yaml", [])
+        return
     groups = ", ".join(f"{g.name} ({g.instance_type} x{g.max_size})" for g in s.instance_groups)
-    click.echo(f"{spec or DEFAULT_SPEC}: ok - {s.name} in {s.region}: {groups}")
+    emit({"spec": str(path), "ok": True, "name": s.name, "region": s.region,
+          "instance_groups": [{"name": g.name, "instance_type": g.instance_type, "max_size": g.max_size}
+                              for g in s.instance_groups]},
+         output, f"{path}: ok - {s.name} in {s.region}: {groups}")
     from infra.quota_backing import scale_from_zero_quotas  # desired_size 0: a documented choice, warned
 
-    for path, message in scale_from_zero_quotas(s):
-        click.echo(f"warning: {path}: {message}", err=True)
+    for where, message in scale_from_zero_quotas(s):
+        click.echo(f"warning: {where}: {message}", err=True)
 
 
 @main.command()
@@ -114,11 +114,14 @@ def manifests(spec_path: str | None, out: str) -> None:
 @click.option("--live", is_flag=True, help="usage from the cluster: in use, borrowed, idle, admitted, pending")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="with --live")
 @click.option("--context", "kube_context", default=None, help="with --live: kubeconfig context")
-def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_context=None) -> None:
+@output_option()
+def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_context=None, output="table") -> None:
     """Show each team's quota, lending and borrowing per instance group."""
     from infra.governance import queues as q
 
     s = load_or_exit(spec_path)
+    if live and output != "table":
+        fail("-o json|yaml prints the spec's quotas; with --live the usage is a table")
     if not s.teams:
         click.echo("no teams in this spec")
         return
@@ -135,6 +138,7 @@ def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_cont
         click.echo("\n".join(live_.render_usage(s, rows)))
         return
     rows = [("TEAM", "GROUP", "TYPE", "NOMINAL", "ACCELERATORS", "LEND LIMIT", "BORROW LIMIT", "MAX NODES")]
+    data = []
     for team in s.teams:
         for g in q.queued_groups(s):
             c = q.capacity(s, team, g.name)
@@ -143,6 +147,14 @@ def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_cont
             rows.append((team.name, g.name, t.name, str(c.nominal), accel,
                          "all" if c.lending_limit is None else str(c.lending_limit),
                          "none" if c.borrowing_limit is None else str(c.borrowing_limit), str(c.max_nodes)))
+            data.append({"team": team.name, "group": g.name, "instance_type": t.name, "nominal_nodes": c.nominal,
+                         "accelerators": c.nominal * t.accelerator_count if t.is_accelerated else 0,
+                         "lending_limit": c.lending_limit, "borrowing_limit": c.borrowing_limit,
+                         "max_nodes": c.max_nodes})
+    if output != "table":
+        emit({"quotas": data, "priorities": {p.name: p.value for p in s.priorities},
+              "idle_pool": list(q.idle_pools(s))}, output, [])
+        return
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())

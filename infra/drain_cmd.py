@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from infra.cli_common import fail, group_or_exit, spec_option
 from openpod_core import labels
 
 # EKS fails a managed node group update with PodEvictionFailure when a node's pods have not
@@ -33,9 +34,20 @@ def connect(kubeconfig: str | None, context: str | None):
     return KubeCluster(api_client=client.ApiClient(), component="openpod-drain")
 
 
+def _cluster_error(e: Exception) -> str:
+    """One line for an error of the kubernetes client; anything else is re-raised (a bug, not bad input)."""
+    status, reason = getattr(e, "status", None), getattr(e, "reason", None)
+    if type(e).__name__ == "ApiException" and status is not None:
+        return f"the API server refused the drain ({status} {reason}); check your RBAC (nodes, pods, evictions)"
+    if type(e).__module__.startswith(("urllib3", "socket", "ssl")) or isinstance(e, OSError):
+        detail = (str(getattr(e, "reason", None) or e).strip().splitlines() or [""])[0][:200]
+        return (f"cannot reach the cluster API server: {type(e).__name__}: {detail}; the endpoint is private by "
+                "default (docs/platform.md, 'Day one: reaching the cluster')")
+    raise e
+
+
 @click.command()
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
-              help="cluster spec file (default: the embedded example)")
+@spec_option
 @click.option("--group", required=True, help="instance group to drain")
 @click.option("--timeout", "timeout_s", type=int, default=DEFAULT_TIMEOUT_S, show_default=True,
               help="seconds to wait for the evicted pods to be gone")
@@ -46,7 +58,6 @@ def connect(kubeconfig: str | None, context: str | None):
 @click.option("--context", "kube_context", default=None, help="kubeconfig context")
 def drain(spec_path, group, timeout_s, poll_s, undo, kubeconfig, kube_context) -> None:
     """Cordon an instance group and evict its pods (they checkpoint first); exit 1 if pods remain at --timeout."""
-    from infra.cli import fail, group_or_exit
     from infra.governance.apply import ClusterError
     from node_agent import drain as d
 
@@ -65,6 +76,9 @@ def drain(spec_path, group, timeout_s, poll_s, undo, kubeconfig, kube_context) -
                                progress=lambda line: click.echo(line, err=True))
     except ClusterError as e:
         click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_TIMEOUT)
+    except Exception as e:  # noqa: BLE001 - the kubernetes client's errors, said in one line
+        click.echo(f"error: {_cluster_error(e)}", err=True)
         sys.exit(EXIT_TIMEOUT)
     if not result.nodes:
         click.echo(f"group {group}: no nodes (label {labels.INSTANCE_GROUP}={group}); nothing to drain")

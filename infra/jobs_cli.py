@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from infra.cli_common import emit, output_option
 from infra.governance import live
 from infra.governance.apply import ClusterError
 
@@ -57,15 +58,25 @@ def jobs() -> None:
     """A team's jobs and their Kueue state (pending reason, admitted flavor, preempted by whom)."""
 
 
+def _job_data(s: live.JobState) -> dict:
+    from dataclasses import asdict
+
+    return asdict(s)
+
+
 @jobs.command("list")
 @with_cluster
-def list_(team: str, kubeconfig, kube_context) -> None:
+@output_option()
+def list_(team: str, kubeconfig, kube_context, output: str = "table") -> None:
     """Every JobSet of the team, one line each."""
     api = _api(kubeconfig, kube_context)
     try:
         states = _team_jobs(api, team)
     except ClusterError as e:
         _cluster_fail(e)
+    if output != "table":
+        emit({"namespace": team, "jobs": [_job_data(s) for s in states]}, output, [])
+        return
     if not states:
         click.echo(f"no jobs in namespace {team}")
         return
@@ -75,7 +86,8 @@ def list_(team: str, kubeconfig, kube_context) -> None:
 @jobs.command()
 @click.argument("name")
 @with_cluster
-def status(name: str, team: str, kubeconfig, kube_context) -> None:
+@output_option()
+def status(name: str, team: str, kubeconfig, kube_context, output: str = "table") -> None:
     """One job: its Kueue state and why."""
     api = _api(kubeconfig, kube_context)
     try:
@@ -86,6 +98,9 @@ def status(name: str, team: str, kubeconfig, kube_context) -> None:
     if s is None:
         click.echo(f"error: no job {name!r} in namespace {team}; jobs are: {', '.join(states) or 'none'}", err=True)
         sys.exit(2)
+    if output != "table":
+        emit({"namespace": team, **_job_data(s)}, output, [])
+        return
     click.echo(f"job:       {s.name} ({team})\npriority:  {s.priority}\nnodes:     {s.nodes}\nstate:     {s.state}\n"
                f"flavor:    {s.flavor or '-'}\ndetail:    {s.detail or '-'}\npreempted: {s.preempted_by or '-'}")
 

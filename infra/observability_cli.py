@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 import yaml
 
-from infra.cli import fail, load_or_exit, spec_option
+from infra.cli_common import fail, load_or_exit, spec_option
 
 
 def _write(path: Path, text: str) -> None:

@@ -12,6 +12,8 @@ import sys
 import click
 import yaml
 
+from infra.cli_common import fail, group_or_exit, spec_option
+
 
 @click.group("pair-check")
 def pair_check() -> None:
@@ -19,8 +21,7 @@ def pair_check() -> None:
 
 
 @pair_check.command()
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
-              help="cluster spec file (default: the embedded example)")
+@spec_option
 @click.option("--group", required=True, help="instance group of both nodes")
 @click.option("--nodes", required=True, help="two node names, comma-separated (e.g. the new node and a healthy peer)")
 @click.option("--image", required=True,
@@ -30,7 +31,6 @@ def pair_check() -> None:
 @click.option("--name", default=None, help="object name (default: pair-<group>)")
 def render(spec_path, group, nodes, image, tool, name) -> None:
     """Print the check's Secret/Service/Job as YAML."""
-    from infra.cli import fail, group_or_exit
     from node_agent import pair_check as pc
 
     g = group_or_exit(spec_path, group)
@@ -43,13 +43,11 @@ def render(spec_path, group, nodes, image, tool, name) -> None:
 
 
 @pair_check.command()
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None,
-              help="cluster spec file (default: the embedded example)")
+@spec_option
 @click.option("--group", required=True, help="instance group of both nodes")
 @click.argument("log", type=click.File("r"))
 def decide(spec_path, group, log) -> None:
     """Read rank 0's log (a file, or - for stdin); exit 0 on pass, 1 on fail."""
-    from infra.cli import fail, group_or_exit
     from node_agent import pair_check as pc
 
     g = group_or_exit(spec_path, group)

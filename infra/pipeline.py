@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -48,12 +49,9 @@ def read_plan(path: str | None) -> dict | None:
 class PlatformStage(cdk.Stage):
     """The platform as a pipeline stage; the stack keeps the name (and so the resources) of a direct deploy."""
 
-    def __init__(self, scope: Construct, id: str, *, spec: ClusterSpec, repo_root: Path, **kwargs) -> None:
+    def __init__(self, scope: Construct, id: str, *, platform: Callable[[Construct], cdk.Stack], **kwargs) -> None:
         super().__init__(scope, id, **kwargs)
-        from infra.stacks import PlatformStack, environment
-
-        self.platform = PlatformStack(self, "Platform", spec=spec, repo_root=repo_root, stack_name=spec.name,
-                                      env=environment(spec))
+        self.platform = platform(self)   # infra.stacks makes it: this module does not import stacks (no circle)
 
 
 def _plan_commands(spec: ClusterSpec) -> list[str]:
@@ -69,7 +67,7 @@ def _plan_commands(spec: ClusterSpec) -> list[str]:
         f"if [ -s {deployed} ]; then .venv/bin/openpod plan --spec {p.spec_path} --base-template deployed "
         f"--template cdk.out --json{allow} > plan.json; else echo '{{}}' > plan.json; fi",
         "cat plan.json",
-        # cdk.json runs `python3 app.py`: the project's virtualenv first on PATH, as `make synth` does
+        # cdk.json runs .venv/bin/python app.py; the venv first on PATH too, as `make synth` does
         f"PATH=\"$PWD/.venv/bin:$PATH\" npx cdk synth --quiet -c spec={p.spec_path} -c plan=plan.json > /dev/null",
     ]
 
@@ -77,8 +75,8 @@ def _plan_commands(spec: ClusterSpec) -> list[str]:
 class PipelineStack(cdk.Stack):
     """A self-mutating CDK pipeline that deploys the platform of ``spec`` from ``spec.pipeline``'s branch."""
 
-    def __init__(self, scope: Construct, id: str, *, spec: ClusterSpec, repo_root: Path, plan: dict | None = None,
-                 **kwargs) -> None:
+    def __init__(self, scope: Construct, id: str, *, spec: ClusterSpec, platform: Callable[[Construct], cdk.Stack],
+                 plan: dict | None = None, **kwargs) -> None:
         super().__init__(scope, id, description=f"openpod deployment pipeline for {spec.name}", **kwargs)
         p = spec.pipeline
         if p is None or p.provider != "codepipeline":
@@ -97,7 +95,7 @@ class PipelineStack(cdk.Stack):
             self, "Pipeline", pipeline_name=f"{spec.name}-platform", synth=synth, self_mutation=True,
             cross_account_keys=True, enable_key_rotation=True,
         )
-        self.stage = PlatformStage(self, "Deploy", spec=spec, repo_root=repo_root, env=kwargs.get("env"))
+        self.stage = PlatformStage(self, "Deploy", platform=platform, env=kwargs.get("env"))
         pre = []
         n = risky(plan)
         risky_ids = [c["logical_id"] for c in (plan or {}).get("changes", []) if c["action"] in ("replace", "remove")]

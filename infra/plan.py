@@ -128,6 +128,24 @@ class Assembly:
 
 
 def load_assembly(directory: str | Path) -> Assembly:
+    """:func:`_load_assembly`, with any file that is not what it should be said as a PlanError (one line)."""
+    try:
+        a = _load_assembly(directory)
+    except PlanError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+        detail = (str(e).strip().splitlines() or [""])[0][:200]
+        raise PlanError(f"{directory}: not a cdk.out or a directory of CloudFormation templates "
+                        f"({type(e).__name__}: {detail})") from None
+    bad = sorted(n for n, t in a.templates.items()
+                 if not isinstance(t, dict) or not isinstance(t.get("Resources", {}), dict))
+    if bad:
+        raise PlanError(f"{directory}: {', '.join(map(str, bad))}: not a CloudFormation template (a JSON object "
+                        "with a Resources object)")
+    return a
+
+
+def _load_assembly(directory: str | Path) -> Assembly:
     """Templates from a ``cdk.out`` (its manifest, nested stage assemblies included) or ``*.template.json`` files.
 
     A directory of templates fetched with ``aws cloudformation get-template`` (one ``STACK.template.json`` each)
@@ -573,10 +591,15 @@ def make_plan(*, spec_path: Path, base_ref: str | None, base_template: Path | No
     """Load or synthesize both sides and diff them."""
     with tempfile.TemporaryDirectory(prefix="openpod-plan-") as tmp:
         work = Path(tmp)
+        if base_template is None:   # each synth takes tens of seconds: say what is happening, on stderr
+            click.echo(f"plan: synthesizing {spec_path} at {base_ref} ...", err=True)
         base = (load_assembly(base_template) if base_template is not None
                 else synthesize_side(repo, spec_path, base_ref, work))
+        if head_template is None:
+            click.echo(f"plan: synthesizing {spec_path} in the working tree ...", err=True)
         head = (load_assembly(head_template) if head_template is not None
                 else synthesize_side(repo, spec_path, None, work))
+        click.echo("plan: comparing templates ...", err=True)
         return diff(base, head, region=region, allow=allow, allow_failure=allow_failure)
 
 
@@ -603,8 +626,11 @@ def command(spec_path, base_ref, base_template, head_template, allow, allow_fail
     --allow-replace names it; a change CloudFormation or the service will refuse (infra/plan_rules.py, each
     with its source) fails it with exit 4 unless --allow-failure names it.
     """
-    from infra.cli import fail, load_or_exit
+    from infra.cli_common import fail, load_or_exit
 
+    for opt, value in (("--base", base_ref), ("--base-template", base_template), ("--template", head_template)):
+        if value is not None and not value.strip():
+            fail(f"{opt} '' is empty; give a {'git ref' if opt == '--base' else 'directory'}")
     if (base_ref is None) == (base_template is None):
         fail("give exactly one of --base GIT_REF or --base-template DIR")
     if as_json and markdown:

@@ -277,13 +277,13 @@ def render_offerings(spec: ClusterSpec, g: InstanceGroupSpec, offers: Iterable[d
 
 
 def _load(spec_path):
-    from infra.cli import load_or_exit
+    from infra.cli_common import load_or_exit
 
     return load_or_exit(spec_path)
 
 
 @click.command("preflight")
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="cluster spec (default: the example)")
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="cluster spec file [default: ./openpod.yaml if present; otherwise required]")
 def preflight_command(spec_path) -> None:
     """Check the account before a deploy (read-only AWS calls with your credentials); exit 1 on any failure."""
     spec = _load(spec_path)
@@ -296,7 +296,7 @@ def preflight_command(spec_path) -> None:
 
 
 @click.command("capacity")
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="cluster spec (default: the example)")
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="cluster spec file [default: ./openpod.yaml if present; otherwise required]")
 @click.option("--group", required=True, help="the capacity-block instance group to find a block for")
 @click.option("--days", type=click.IntRange(1, 182), default=7, show_default=True, help="block duration")
 @click.option("--start", type=click.DateTime(["%Y-%m-%d"]), help="earliest start (UTC date; default: now)")

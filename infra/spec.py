@@ -362,6 +362,8 @@ class EksSpec(_Model):
             raise ValueError(f"kube-proxy {pinned} does not match eks.version {version}; kube-proxy runs the "
                              f"cluster's minor version (e.g. {KUBE_PROXY_ADDON.get(version, 'v' + version + '.x')}), "
                              "or leave it unset to follow eks.version")
+        return v
+
     @field_validator("endpoint_public_cidrs")
     @classmethod
     def _public_cidrs(cls, v: list[str], info) -> list[str]:
@@ -684,7 +686,17 @@ def _check_backed_quotas(spec: ClusterSpec) -> Iterator[Problem]:
     yield from (Problem(path, msg) for path, msg in quota_backing.unbacked_quotas(spec))
 
 
-CHECKS = (_check_azs, _check_groups, _check_eks, _check_governance, _check_buckets, _check_backed_quotas)
+def _check_devices(spec: ClusterSpec) -> Iterator[Problem]:
+    # /dev/sdX and /dev/xvdX name the same device: the block device driver may attach one under the other's name
+    # (https://docs.aws.amazon.com/ebs/latest/userguide/device_naming.html, checked 2026-11-25)
+    for i, g in enumerate(spec.instance_groups):
+        for d in _dupes([v.device_name.replace("/dev/xvd", "/dev/sd") for v in g.volumes]):
+            yield Problem(f"instance_groups[{i}] ({g.name}).volumes",
+                          f"device {d} (or its /dev/xvd name) is listed twice; each volume needs its own device")
+
+
+CHECKS = (_check_azs, _check_groups, _check_eks, _check_governance, _check_buckets, _check_devices,
+          _check_backed_quotas)
 
 
 # ---------------------------------------------------------------------------- loading
@@ -751,32 +763,49 @@ def _message(err: dict[str, Any]) -> str:
 
 
 def parse_spec(data: Any, source: str = "spec") -> ClusterSpec:
-    """Validate already-parsed YAML; raise SpecError with every problem."""
+    """Validate already-parsed YAML; raise SpecError with every problem.
+
+    Field errors do not hide the cross-field rules: the entries with field errors are left out (a bad field
+    with a default falls back to it, a bad list entry is dropped) and the rules run on the rest; their problems
+    that only come from leaving something out (a name that was dropped) are not reported.
+    """
     if not isinstance(data, dict):
         raise SpecError([Problem("", "a spec is a YAML mapping with name, region, availability_zones, "
                                      "instance_groups, ...")], source)
+    from infra.spec_loading import pruned
+
     try:
         spec = ClusterSpec.model_validate(data)
     except ValidationError as e:
-        raise SpecError([Problem(_loc(err["loc"], data), _message(err)) for err in e.errors()], source) from None
+        problems = [Problem(_loc(err["loc"], data), _message(err)) for err in e.errors()]
+        partial, dropped = pruned(data, e.errors(), ClusterSpec)
+        if partial is not None:
+            seen = {str(p) for p in problems}
+            problems += [p for check in CHECKS for p in check(partial)
+                         if str(p) not in seen and not _from_dropped(p, dropped)]
+        raise SpecError(problems, source) from None
     problems = [p for check in CHECKS for p in check(spec)]
     if problems:
         raise SpecError(problems, source)
     return spec
 
 
+def _from_dropped(p: Problem, dropped: set[str]) -> bool:
+    """A cross-field problem that only exists because an entry with field errors was left out."""
+    if dropped and p.message.startswith("needs a CPU system group"):
+        return True
+    return any(f"'{n}'" in p.message or f"({n})" in p.path or p.path.endswith(f".quotas.{n}")
+               or f".quotas.{n}." in p.path or f"group {n}" in p.message for n in dropped)
+
+
 def load_spec(path: str | Path | None = None) -> ClusterSpec:
-    """Read and validate a spec file (the embedded default when ``path`` is None)."""
+    """Read and validate a spec file (the embedded example when ``path`` is None: a library default; the CLIs
+    never pass None). Text only (UTF-8), at most ``spec_loading.MAX_SPEC_BYTES``, no duplicate keys."""
+    from infra.spec_loading import read_yaml
+
     path = Path(path) if path else DEFAULT_SPEC
     source = str(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise SpecError([Problem("", f"cannot read spec file: {e.strerror}")], source) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        raise SpecError([Problem("", f"{where}not valid YAML ({getattr(e, 'problem', e)})")], source) from None
+    data, problem = read_yaml(path)
+    if problem is not None:
+        raise SpecError([Problem("", problem)], source)
     return parse_spec(data, source)

@@ -88,7 +88,7 @@ def spec_md() -> str:
         "# Cluster spec reference",
         "",
         "Generated from the models in `infra/spec.py` by `python -m infra docs`; do not edit by hand.",
-        "A spec is one YAML file; `openpod validate FILE` checks it and prints every problem, one line each.",
+        "A spec is one YAML file; `openpod validate --spec FILE` checks it (also its warnings: sizes that break synthesis or a quota) and prints every problem, one line each.",
         "Unknown fields are refused (with the nearest valid name). See `examples/` for complete specs.",
         "",
     ]

@@ -297,7 +297,11 @@ def build_app(spec: ClusterSpec, *, app: cdk.App | None = None, outdir: str | No
     if spec.pipeline is not None and spec.pipeline.provider == "codepipeline":
         from infra import pipeline   # the platform becomes the pipeline's stage, under the same stack name
 
-        stack = pipeline.PipelineStack(app, f"{spec.name}-pipeline", spec=spec, repo_root=repo_root,
+        def platform(stage: Construct) -> PlatformStack:
+            return PlatformStack(stage, "Platform", spec=spec, repo_root=repo_root, stack_name=spec.name,
+                                 env=environment(spec))
+
+        stack = pipeline.PipelineStack(app, f"{spec.name}-pipeline", spec=spec, platform=platform,
                                        env=environment(spec),
                                        plan=pipeline.read_plan(app.node.try_get_context("plan"))).stage.platform
     else:

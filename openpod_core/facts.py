@@ -556,6 +556,23 @@ FACTS: tuple[Fact, ...] = (
         "https://docs.aws.amazon.com/fsx/latest/APIReference/API_UpdateFileSystemLustreMetadataConfiguration.html",
         "2026-11-25", "so lowering storage.fsx.metadata_iops fails the update (openpod plan: will fail)",
     ),
+    # ------------------------------------------------------------------ sizes that break synthesis or a deploy
+    Fact(
+        "cloudformation.max-resources-per-template", "500",
+        "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html", "2026-11-25",
+        "Resources: the maximum number of resources declared in one template; a spec whose stack would pass it "
+        "gets a warning from openpod validate (infra/spec_warnings.py)",
+    ),
+    Fact(
+        "eks.quota.managed-node-groups-per-cluster", "30",
+        "https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html", "2026-11-25",
+        "default quota, adjustable (Service Quotas code L-6D54EA21); each instance group is one managed node group",
+    ),
+    Fact(
+        "eks.quota.nodes-per-managed-node-group", "450",
+        "https://docs.aws.amazon.com/eks/latest/userguide/service-quotas.html", "2026-11-25",
+        "default quota, adjustable (Service Quotas code L-BD136A63); older versions of the page listed 100",
+    ),
     # ------------------------------------------------------------------ Kueue scheduling and lifecycle
     Fact(
         "kueue.fair-preemption-ignores-borrow-within-cohort", "with fairSharing in the manager config Kueue runs "

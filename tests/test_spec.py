@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -214,3 +215,74 @@ def test_a_pair_check_image_needs_an_efa_group():
     (line,) = problems(spec_with(**{f"instance_groups__{system}__pair_check_image": "repo/nccl-tests:1"}))
     assert line.startswith(f"instance_groups[{system}] (system).pair_check_image: ") and "no EFA" in line
     assert parse_spec(spec_with(**{f"instance_groups__{P5}__pair_check_image": "repo/nccl-tests:1"}))
+
+
+# ---------------------------------------------------------------- issue 29: every problem, any input, bounded
+
+
+def test_field_errors_do_not_hide_cross_field_problems():
+    """A bad field (fsx size) and a cross-field problem (quotas beyond a group) are both reported in one pass."""
+    data = spec_with(storage__fsx__storage_capacity_gib=1500, **{f"instance_groups__{P5}__max_size": 1,
+                                                                 f"instance_groups__{P5}__hot_spares": 0})
+    lines = problems(data)
+    assert any(ln.startswith("storage.fsx.storage_capacity_gib") for ln in lines), lines
+    assert any("quotas" in ln and "p5" in ln for ln in lines), lines
+
+
+def test_a_dropped_group_does_not_invent_problems():
+    """The group with a bad instance type is left out of the cross-field rules: no 'unknown instance group'."""
+    (line,) = problems(spec_with(**{f"instance_groups__{P5}__instance_type": "p5.48xlarg"}))
+    assert "unknown instance type" in line
+
+
+def _load_problems(path) -> list[str]:
+    from infra.spec import SpecError
+
+    with pytest.raises(SpecError) as e:
+        load_spec(path)
+    return [str(p) for p in e.value.problems]
+
+
+def test_duplicate_keys_are_refused(tmp_path):
+    text = (EXAMPLES / "default.yaml").read_text() + "\nteams:\n  - name: late\n"
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    (line,) = _load_problems(path)
+    assert "key 'teams' appears twice" in line and "line " in line
+
+
+@pytest.mark.parametrize("name, content, expect", [pytest.param(*case, id=case[0]) for case in [
+    ("binary", b"\x7fELF\x02\x01\x01\x00\x00" + bytes(range(256)), "binary data"),
+    ("utf16", "name: x\n".encode("utf-16"), "UTF-16"),
+    ("latin1", "name: caf\xe9\n".encode("latin-1"), "not UTF-8"),
+    ("huge", b"# padding\n" * 120_000, "larger than 1024 KiB"),
+    ("deep", b"[" * 50_000, "not valid YAML"),
+    ("laughs", b"a: &a [x, x, x, x, x, x, x, x, x, x]\n" + b"".join(
+        b"%s: &%s [*%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s, *%s]\n" % ((bytes([c]),) * 2 + (bytes([c - 1]),) * 10)
+        for c in range(ord("b"), ord("j"))), "expands to more than"),
+]])
+def test_non_text_and_oversized_input_is_one_line(tmp_path, name, content, expect):
+    path = tmp_path / f"{name}.yaml"
+    path.write_bytes(content)
+    (line,) = _load_problems(path)
+    assert expect in line
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_endless_devices_are_read_bounded(device):
+    import time
+
+    if not Path(device).exists():
+        pytest.skip(f"no {device}")
+    t0 = time.monotonic()
+    (line,) = _load_problems(device)
+    assert ("binary data" in line or "UTF-16" in line or "larger than" in line or "not UTF-8" in line), line
+    assert time.monotonic() - t0 < 5
+
+
+def test_an_addon_pin_is_kept():
+    """A field validator that returned nothing turned every `eks.addons` into None: the pin was lost and
+    `addon_versions` raised TypeError (found by `openpod validate --show-defaults` round-tripping a spec)."""
+    spec = parse_spec(spec_with(eks={"addons": {"coredns": "v1.12.1-eksbuild.2"}}), "pin.yaml")
+    assert spec.eks.addons == {"coredns": "v1.12.1-eksbuild.2"}
+    assert spec.eks.addon_versions["coredns"] == "v1.12.1-eksbuild.2"

@@ -173,7 +173,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     unsupported = torch_problem(installed_torch())
     if unsupported:
         fail(unsupported)
-    problems = usage_problems(click.get_current_context().params)
+    problems = usage_problems(click.get_current_context().params) + input_problems(click.get_current_context().params)
     if problems:
         fail(problems)
 
@@ -229,6 +229,11 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
                        seq_len=m.seq_len, vocab_size=m.vocab_size)
     except (ValueError, OSError) as e:
         fail(f"--data-dir: {e}")
+    except (KeyError, TypeError) as e:  # an index.json of another shape
+        fail(f"--data-dir: {data.data_dir}/index.json is not a data set index ({type(e).__name__}: {e})")
+    bad_shards = shard_problems(Path(data.data_dir))
+    if bad_shards:
+        fail(bad_shards)
     run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / f"config-{node_id or socket.gethostname()}.json"
     write_json_atomic(config_path, json.loads(cfg.to_json()))
@@ -393,6 +398,52 @@ def _tp_problems(p: dict) -> list[str]:
         out.append(f"--tp: {tp} must divide the model's {m.n_heads} heads and {m.vocab_size} vocabulary entries")
     if p.get("fault_tolerance", "restart") == "replica":
         out.append("--tp: not supported with --fault-tolerance replica")
+    return out
+
+
+def input_problems(params: dict) -> list[str]:
+    """Paths and ports ``run`` would otherwise trip over after starting the workers (issue 29), one line each."""
+    problems = []
+    if not str(params.get("checkpoint_dir") or "").strip():
+        problems.append("--checkpoint-dir: empty; give the durable checkpoint directory (an empty path would write "
+                        "into the current directory)")
+    for name in ("data_dir", "memory_dir", "nvme_dir"):
+        if params.get(name) is not None and not str(params[name]).strip():
+            problems.append(f"--{name.replace('_', '-')}: empty; give a directory or leave the option out")
+    port = params.get("metrics_port")
+    if port is not None:
+        if not 1 <= port <= 65535:
+            problems.append(f"--metrics-port: must be 1..65535, got {port}")
+        else:
+            with socket.socket() as s:
+                try:
+                    s.bind(("0.0.0.0", port))   # where the workers' metrics server binds (training/goodput.py)
+                except OSError as e:
+                    problems.append(f"--metrics-port: {port} cannot be bound on this host ({e.strerror}); "
+                                    "choose a free port")
+    return problems
+
+
+def shard_problems(data_dir: Path) -> list[str]:
+    """Shard files whose size is not the one their index gives (truncated or overwritten): one line each."""
+    try:
+        index = json.loads((data_dir / "index.json").read_text())
+        size = index["sample_tokens"] * 2   # uint16 tokens (training/data.py writes them)
+        want = {sh["name"]: sh["samples"] * size for sh in index["shards"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return [f"--data-dir: {data_dir}/index.json is not a data set index ({type(e).__name__}: {e})"]
+    out = []
+    for name, nbytes in want.items():
+        try:
+            have = (data_dir / name).stat().st_size
+        except FileNotFoundError:
+            continue   # a node-memory copy may stand in for it (training/data.py ShardCache); the worker says if not
+        except OSError as e:
+            out.append(f"--data-dir: {data_dir / name}: {e.strerror}")
+            continue
+        if have != nbytes:
+            out.append(f"--data-dir: {data_dir / name} is {have} bytes, its index says {nbytes}: the data set is "
+                       "corrupt (remove the directory to rebuild a synthetic one)")
     return out
 
 

@@ -26,6 +26,10 @@ def _client(kubeconfig: str | None, context: str | None):
                                "or pass --kubeconfig, or use --dry-run") from None
     except OSError as e:
         raise ClusterError(f"cannot read kubeconfig {kubeconfig or '~/.kube/config'}: {e.strerror or e}") from None
+    except Exception as e:  # noqa: BLE001 - a file that is not a kubeconfig: YAMLError, TypeError, KeyError...
+        detail = (str(e).strip().splitlines() or [""])[0]
+        raise ClusterError(f"{kubeconfig or '~/.kube/config'} is not a kubeconfig ({type(e).__name__}: "
+                           f"{detail}); `aws eks update-kubeconfig --name <cluster>` writes one") from None
     return client
 
 

@@ -133,11 +133,12 @@ def test_lustre_and_plugins_and_image_props(env):
 def test_cdk_cli_synthesizes_the_default_offline(tmp_path):
     """The README path: the npm-pinned CLI runs cdk.json's app with no credentials and no lookups."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    # cdk.json runs "python3 app.py": put this interpreter's python3 first, then the CLI.
+    # cdk.json runs the project's .venv/bin/python (ROOT/.venv, as `make synth` makes it), then the CLI.
     path = [str(ROOT / "node_modules" / ".bin"), os.path.dirname(sys.executable), env.get("PATH", "")]
     env.update(PATH=os.pathsep.join(path), PYTHONPATH=str(ROOT), CDK_DISABLE_CLI_TELEMETRY="true",
                AWS_EC2_METADATA_DISABLED="true", JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
-    proc = subprocess.run(["cdk", "synth", "--quiet", "--output", str(tmp_path / "out")], cwd=ROOT, env=env,
+    proc = subprocess.run(["cdk", "synth", "--quiet", "-c", "spec=examples/default.yaml", "--output",
+                           str(tmp_path / "out")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "out" / "openpod-dev.template.json").exists()

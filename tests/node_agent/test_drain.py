@@ -14,6 +14,9 @@ from infra.cli import main
 from node_agent.drain import DRAINED_BY, drain_group, uncordon_group
 from node_agent.kube import InMemoryCluster, Node, Pod
 from openpod_core import labels as L
+from tests.conftest import EXAMPLES
+
+SPEC = ["--spec", str(EXAMPLES / "default.yaml")]
 
 
 def cluster() -> InMemoryCluster:
@@ -83,7 +86,7 @@ def fake_cluster(monkeypatch):
 
 
 def test_cli_drains_and_says_what_to_do_next(fake_cluster):
-    r = CliRunner().invoke(main, ["drain", "--group", "p5", "--poll", "0.01"])
+    r = CliRunner().invoke(main, ["drain", *SPEC, "--group", "p5", "--poll", "0.01"])
     assert r.exit_code == 0, r.output
     assert "group p5: 3 node(s) cordoned and empty; deploy the node group update now" in r.stdout
     assert "cordoned 3 node(s) of group p5" in r.stderr
@@ -91,11 +94,11 @@ def test_cli_drains_and_says_what_to_do_next(fake_cluster):
 
 def test_cli_exits_1_listing_what_is_left_when_the_timeout_passes(fake_cluster):
     fake_cluster.add_pdb("research", {"job": "llama"}, disruptions_allowed=0)
-    r = CliRunner().invoke(main, ["drain", "--group", "p5", "--timeout", "1", "--poll", "0.5"])
+    r = CliRunner().invoke(main, ["drain", *SPEC, "--group", "p5", "--timeout", "1", "--poll", "0.5"])
     assert r.exit_code == 1
     assert "error: p5-a: still running research/llama-0" in r.stderr
     assert "not drained within 1s" in r.stderr and "--undo" in r.stderr
-    undo = CliRunner().invoke(main, ["drain", "--group", "p5", "--undo"])
+    undo = CliRunner().invoke(main, ["drain", *SPEC, "--group", "p5", "--undo"])
     assert undo.exit_code == 0 and "uncordoned 3 node(s) of group p5" in undo.stdout
 
 
@@ -104,5 +107,5 @@ def test_cli_exits_1_listing_what_is_left_when_the_timeout_passes(fake_cluster):
     (["--group", "p5", "--timeout", "0"], "--timeout must be > 0 seconds, got 0"),
 ])
 def test_cli_bad_input_is_one_clear_line(fake_cluster, args, message):
-    r = CliRunner().invoke(main, ["drain", *args])
+    r = CliRunner().invoke(main, ["drain", *SPEC, *args])
     assert r.exit_code == 2 and message in r.stderr and "Traceback" not in r.output

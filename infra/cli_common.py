@@ -1,0 +1,90 @@
+"""What every ``openpod`` sub-command shares: the ``--spec`` option, loading a spec or exiting with one line per
+problem, and ``-o json|yaml|table`` for commands whose output is data.
+
+Sub-command modules import these from here, never from :mod:`infra.cli` (which imports them: no circle).
+
+Where the spec comes from: ``--spec PATH``, else ``./openpod.yaml`` in the current directory (named on stderr),
+else the command stops and says so. It never falls back to the bundled example.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from infra.spec import SpecError, load_spec
+
+EXIT_USAGE = 2
+# The one documented place a spec is found without --spec (docs/platform.md, "Where the spec comes from").
+LOCAL_SPEC = Path("openpod.yaml")
+
+
+def fail(lines: list[str] | str) -> NoReturn:
+    """Print problems (one per line) to stderr and exit 2."""
+    for line in [lines] if isinstance(lines, str) else lines:
+        click.echo(f"error: {line}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def resolve_spec_path(path: str | Path | None) -> Path:
+    """``--spec`` as given, else ``./openpod.yaml`` (said on stderr), else exit 2 naming both."""
+    if path is not None:
+        if str(path) == "":
+            fail("--spec '' is empty; give the path of a cluster spec file")
+        return Path(path)
+    if LOCAL_SPEC.is_file():
+        click.echo(f"using spec {LOCAL_SPEC} (found in the current directory; --spec PATH to use another)", err=True)
+        return LOCAL_SPEC
+    fail("no spec: pass --spec PATH (e.g. --spec examples/default.yaml) or put the spec at ./openpod.yaml")
+
+
+def load_or_exit(path: str | Path | None):
+    """The validated spec at ``path`` (see :func:`resolve_spec_path`), or exit 2 with every problem."""
+    path = resolve_spec_path(path)
+    try:
+        spec = load_spec(path)
+    except SpecError as e:
+        fail([f"{e.source}: {p}" for p in e.problems])
+    from infra.spec_warnings import warnings_for
+
+    for w in warnings_for(spec):
+        click.echo(f"warning: {path}: {w}", err=True)
+    return spec
+
+
+def group_or_exit(path: str | Path | None, group: str):
+    """The spec at ``path`` and its instance group named ``group`` (a ``--group`` option), or exit with the
+    groups there are."""
+    s = load_or_exit(path)
+    by_name = {g.name: g for g in s.instance_groups}
+    if group not in by_name:
+        fail(f"--group {group!r} is not an instance group of this spec; groups are: {', '.join(by_name)}")
+    return by_name[group]
+
+
+SPEC_HELP = "cluster spec file [default: ./openpod.yaml if present; otherwise required]"
+
+spec_option = click.option("--spec", "spec_path", type=click.Path(dir_okay=False), default=None, help=SPEC_HELP)
+
+OUTPUT_FORMATS = ("table", "json", "yaml")
+
+
+def output_option(default: str = "table"):
+    return click.option("-o", "--output", "output", type=click.Choice(OUTPUT_FORMATS), default=default,
+                        show_default=True, help="output format: table for people, json or yaml for programs")
+
+
+def emit(data: Any, output: str, table: list[str] | str) -> None:
+    """Print ``data`` as JSON or YAML, or the ``table`` lines for people."""
+    if output == "json":
+        click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+    elif output == "yaml":
+        import yaml
+
+        click.echo(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False), nl=False)
+    else:
+        click.echo(table if isinstance(table, str) else "\n".join(table))

@@ -1,0 +1,52 @@
+"""Warnings on a valid spec: sizes that synthesis or a deploy will refuse later, said before anything is built.
+
+A warning is not an error (quotas can be raised); ``openpod validate`` prints each as ``warning: <file>: <line>``
+and still exits 0. The resource count per instance group is measured (see :data:`RESOURCES_PER_GROUP`) and a test
+synthesizes the examples to keep it true (tests/cdk/test_spec_warnings.py).
+"""
+
+from __future__ import annotations
+
+from openpod_core.facts import value as fact_value
+
+# CloudFormation resources one instance group adds to the platform stack: its launch template, its managed node
+# group and the Kubernetes manifest of its settings, plus a cluster placement group on EFA groups. Measured
+# 2026-11-25 by synthesizing examples/default.yaml with one more group (m7i +3, p5 +4, trn2 +4).
+RESOURCES_PER_GROUP = 3
+RESOURCES_PER_PLACEMENT_GROUP = 1
+# The rest of the stack for examples/default.yaml (161 resources, 11 of them its three created groups'): a floor.
+PLATFORM_RESOURCES = 150
+
+
+def group_resources(g) -> int:
+    """CloudFormation resources of instance group ``g`` (0 for a capacity-block group with no block yet)."""
+    if g.awaits_capacity_block:
+        return 0
+    return RESOURCES_PER_GROUP + (RESOURCES_PER_PLACEMENT_GROUP if g.wants_placement_group else 0)
+
+
+def estimated_resources(spec) -> int:
+    return PLATFORM_RESOURCES + sum(group_resources(g) for g in spec.instance_groups)
+
+
+def warnings_for(spec) -> list[str]:
+    out = []
+    limit = int(fact_value("cloudformation.max-resources-per-template"))
+    n = estimated_resources(spec)
+    if n > limit:
+        per = ", ".join(sorted({f"{group_resources(g)} per {'EFA ' if g.wants_placement_group else ''}group"
+                                for g in spec.instance_groups if group_resources(g)}))
+        out.append(f"instance_groups: {len(spec.instance_groups)} groups make about {n} CloudFormation resources "
+                   f"({PLATFORM_RESOURCES} for the platform, {per}); one stack holds at most {limit}, so synthesis "
+                   "or the deploy will fail: use fewer groups")
+    ngs = int(fact_value("eks.quota.managed-node-groups-per-cluster"))
+    created = [g for g in spec.instance_groups if not g.awaits_capacity_block]
+    if len(created) > ngs:
+        out.append(f"instance_groups: {len(created)} managed node groups; EKS's default quota is {ngs} per cluster "
+                   "(request an increase of L-6D54EA21 before deploying)")
+    nodes = int(fact_value("eks.quota.nodes-per-managed-node-group"))
+    for i, g in enumerate(spec.instance_groups):
+        if g.max_size > nodes:
+            out.append(f"instance_groups[{i}] ({g.name}).max_size: {g.max_size} nodes; EKS's default quota is "
+                       f"{nodes} per managed node group (request an increase of L-BD136A63, or split the group)")
+    return out
