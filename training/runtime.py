@@ -37,7 +37,7 @@ from training import faults
 from training.checkpoint import Checkpointer, RestoreInfo, state_sha256
 from training.config import RunConfig
 from training.data import SampleOrder, StepPlan, TokenShards, plan_step
-from training.goodput import Goodput
+from training.goodput import Goodput, durable_commits
 
 log = logging.getLogger("training")
 
@@ -115,6 +115,7 @@ class Runtime:
                 local_world_size=self.local_world_size, node_id=self.node_id,
                 scratch_dir=Path(cfg.run_dir) / "scratch" / f"rank_{self.rank:05d}")
             self.checkpointer.register("lr_schedule", self.lr_schedule)
+            self.goodput.watch_durable(lambda ck=self.checkpointer: durable_commits(ck))  # checkpoint age
         if restarter is not None:
             restarter.on_abort(self.abandon)
         self.ft = None  # replica fault tolerance (training/ft/replica.py), switched by cfg.fault_tolerance
