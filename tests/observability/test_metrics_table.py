@@ -31,7 +31,9 @@ def _collected(collector) -> dict[str, tuple[str, tuple[str, ...]]]:
 
 @pytest.fixture(scope="module")
 def registered(tmp_path_factory):
-    training = {**_families(Goodput(tmp_path_factory.mktemp("run"), rank=1)),
+    g = Goodput(tmp_path_factory.mktemp("run"), rank=1)
+    g.watch_durable(lambda: 0)  # the runtime does, for a job that checkpoints
+    training = {**_families(g),
                 **_collected(StragglerCollector(tmp_path_factory.mktemp("ft")))}  # registered by the runtime
     return {JOB_DETECTOR: _families(DetectorMetrics()), JOB_CONTROLLER: _families(ControllerMetrics()),
             JOB_TRAINING: training}
