@@ -14,11 +14,11 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 
 setup: $(STAMP) node_modules/.installed prometheus-tools
 
-# promtool and prometheus (Debian package `prometheus`), amtool (`prometheus-alertmanager`) for the rule,
-# scrape and alert routing tests; idempotent.
+# promtool and prometheus (Debian package `prometheus`), amtool and prometheus-alertmanager
+# (`prometheus-alertmanager`) for the rule, scrape, alert routing and end-to-end alerting tests; idempotent.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 prometheus-tools:
-	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 || { \
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 && command -v prometheus-alertmanager >/dev/null 2>&1 || { \
 	  $(SUDO) apt-get update -qq && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager; }
 
