@@ -123,7 +123,12 @@ METRICS: tuple[Metric, ...] = (
     # ------------------------------------------------------------------ training runtime (rank 0 of each job)
     Metric("openpod_train_straggler_score", "gauge", "ratio", ("rank",), JOB_TRAINING,
            "training/straggler.py (StragglerCollector: local rank 0 of each node reads heartbeats when scraped)",
-           "A local rank's last step time / the median over its node's ranks (1.0 = typical)"),
+           "A local rank's compute time before the gradient collective / the median over its node's ranks "
+           "(1.0 = typical; step times cannot show it: collectives make them equal)"),
+    Metric("openpod_train_compute_seconds", "gauge", "seconds", ("rank",), JOB_TRAINING,
+           "training/straggler.py (StragglerCollector)",
+           "Seconds a rank's last step computed before the gradient collective (the rules compare it with the "
+           "job-wide median)"),
     Metric("openpod_training_seconds", "gauge", "seconds", ("category",), JOB_TRAINING,
            "training/goodput.py (Goodput: the ledger)",
            "Wall-clock seconds by category over all incarnations: productive, startup, restore, "

@@ -238,11 +238,15 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "scraper's ClusterRole (GET /metrics)."),
         # ---------------------------------------------------------------- jobs
         Alert("OpenpodTrainingStraggler",
-              f"max by (namespace, training_job, rank) (openpod_train_straggler_score) > {t.straggler_score}",
+              f"max by (namespace, training_job, rank) (openpod_train_straggler_score) > {t.straggler_score} "
+              f"or max by (namespace, training_job, rank) (openpod_train_compute_seconds) / on (namespace, "
+              f"training_job) group_left () quantile {BY_JOB} (0.5, openpod_train_compute_seconds) "
+              f"> {t.straggler_score}",
               "15m", "warning",
               "Job {{ $labels.namespace }}/{{ $labels.training_job }}: rank {{ $labels.rank }} "
-              "computes {{ $value | humanize }}x its node's median",
-              "One local rank is slower than the others on its node; the whole job waits for it every step.",
+              "computes {{ $value | humanize }}x the median rank",
+              "One rank takes longer than the others to reach the gradient collective (against its node's ranks "
+              "or the whole job's); every other rank waits for it every step.",
               "Check that node's GPU (clocks, thermal and power throttling, Xids) in the accelerator dashboard "
               "and the node agent's findings; cordon and drain it if it persists."),
         Alert("OpenpodJobHung",

@@ -192,9 +192,20 @@ CASES = [
          [s("openpod_train_straggler_score", {**TRAIN, "rank": "3"}, "1.8x30"),
           s("openpod_train_straggler_score", {**TRAIN, "rank": "0"}, "1x30")],
          [{"namespace": "team-a", "training_job": "llm", "rank": "3"}],
-         ["Job team-a/llm: rank 3 computes 1.8x its node's median"]),
+         ["Job team-a/llm: rank 3 computes 1.8x the median rank"]),
     Case("OpenpodTrainingStraggler", "20m",
          [s("openpod_train_straggler_score", {**TRAIN, "rank": "3"}, "1.8x5 1x25")]),   # a short blip
+    Case("OpenpodTrainingStraggler", "20m",   # a whole slow node: its ranks agree, the job's median does not
+         [s("openpod_train_compute_seconds", {**TRAIN, "pod": f"llm-node-{r // 4}-0", "rank": str(r)},
+            "0.9x30" if 4 <= r < 8 else "0.4x30") for r in range(12)],
+         [{**JOB, "rank": str(r)} for r in (4, 5, 6, 7)],
+         ["Job team-a/llm: rank 4 computes 2.25x the median rank", "Job team-a/llm: rank 5 computes 2.25x the "
+          "median rank", "Job team-a/llm: rank 6 computes 2.25x the median rank",
+          "Job team-a/llm: rank 7 computes 2.25x the median rank"]),
+    Case("OpenpodTrainingStraggler", "20m",   # lock-step: step times equal, compute times within the norm
+         [s("openpod_train_compute_seconds", {**TRAIN, "pod": f"llm-node-{r // 4}-0", "rank": str(r)},
+            "0.45x30" if r == 2 else "0.4x30") for r in range(8)]
+         + [s("openpod_train_straggler_score", {**TRAIN, "rank": str(r)}, "1x30") for r in range(4)]),
     Case("OpenpodJobHung", "30m", [s("openpod_training_step", TRAIN, "0+1x10 10x30")], [JOB],
          ["Job team-a/llm has not finished a step for 15 minutes"]),
     Case("OpenpodJobHung", "30m",   # one incident, one alert: the same hung job seen by each of its 64 pods
