@@ -205,6 +205,19 @@ METRICS += (
          "allocatable amount per resource (nvidia_com_gpu, aws_amazon_com_neuron, vpc_amazonaws_com_efa, ...)"),
     _ksm("kube_node_status_capacity", ("resource", "unit"), 422,
          "capacity per resource (a device plugin's devices, healthy or not; allocatable counts the healthy)"),
+    # Kueue Workloads through kube-state-metrics' custom resource state (platform_constructs/exporters.py
+    # KUEUE_WORKLOAD_STATE); customresource_group/kind/version labels are added by kube-state-metrics.
+    Metric("openpod_kueue_workload_created_timestamp_seconds", "gauge", "seconds",
+           ("namespace", "workload", "local_queue"), JOB_KSM, "platform_constructs/exporters.py (KUEUE_WORKLOAD_STATE)",
+           "kube-state-metrics custom resource state: Unix time a Kueue Workload was created"),
+    Metric("openpod_kueue_workload_condition", "gauge", "enum", ("namespace", "workload", "local_queue", "type"),
+           JOB_KSM, "platform_constructs/exporters.py (KUEUE_WORKLOAD_STATE)",
+           "kube-state-metrics custom resource state: 1 if the Workload's condition (QuotaReserved, Admitted, "
+           "Finished, Evicted, ...) is True"),
+    Metric("openpod_kueue_workload_condition_transition_timestamp_seconds", "gauge", "seconds",
+           ("namespace", "workload", "local_queue", "type"), JOB_KSM,
+           "platform_constructs/exporters.py (KUEUE_WORKLOAD_STATE)",
+           "kube-state-metrics custom resource state: Unix time the Workload's condition last changed"),
 )
 
 

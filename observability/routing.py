@@ -3,7 +3,7 @@
 One incident, one notification: alerts are grouped by what they are about, never by who reported them.
 A job's alerts (labels ``namespace``, ``training_job``; the rules aggregate them by job, observability/rules.py)
 form one group per job, whatever alert and however many pods; a node's (``node``) one per node; a team
-queue's (``cluster_queue``) one per queue; an instance group's (``group``) one per group. The rest group
+queue's (``cluster_queue``, or a LocalQueue's ``namespace``/``local_queue``) one per queue; an instance group's (``group``) one per group. The rest group
 by alert name. ``info`` alerts go to a receiver that does not notify (dashboards show them), and the
 always-firing watchdog to its own receiver, the dead-man's switch (platform_constructs/observability.py
 alarms when it stops).
@@ -58,6 +58,7 @@ def route(page_timing: dict | None = None) -> dict:
             by('training_job=~".+"', list(JOB)),
             by('node=~".+"', ["node"]),
             by('cluster_queue=~".+"', ["cluster_queue"]),
+            by('local_queue=~".+"', ["namespace", "local_queue"]),
             by('group=~".+"', ["group"]),
         ],
     }

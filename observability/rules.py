@@ -59,6 +59,10 @@ def _deep_check_rules() -> str:
     return "|".join(sorted(r.id for r in RULES.values() if r.probe == "deep-check" and r.action != Action.NONE))
 
 
+WL = "openpod_kueue_workload"   # kube-state-metrics custom resource state (platform_constructs/exporters.py)
+_CREATED = f"max by (namespace, local_queue, workload) ({WL}_created_timestamp_seconds)"
+_REQUEUED = (f"max by (namespace, local_queue, workload) "
+             f'({WL}_condition_transition_timestamp_seconds{{type="QuotaReserved"}})')
 _USAGE = "sum by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_usage{%s})" % LEADER
 _NOMINAL = "sum by (cluster_queue, flavor, resource) (kueue_cluster_queue_nominal_quota{%s})" % LEADER
 _AT_QUOTA = f"({_USAGE} >= {_NOMINAL}) and ({_NOMINAL} > 0)"   # a team using all of some resource's quota
@@ -97,6 +101,11 @@ def records() -> list[Record]:
                "sum by (cluster_queue, resource) (clamp_min("
                f"kueue_cluster_queue_resource_usage{{{LEADER}}} - kueue_cluster_queue_nominal_quota{{{LEADER}}}, 0))",
                "resources a team uses beyond its nominal quota (borrowed from its cohort)"),
+        Record("openpod:kueue_workload_pending_since:seconds",
+               f"(({_CREATED} >= {_REQUEUED}) or {_REQUEUED} or {_CREATED}) "
+               f"unless on (namespace, workload) ({WL}_condition{{type=~\"QuotaReserved|Finished\"}} == 1)",
+               "when each Kueue Workload still waiting for quota began to wait: its creation, or the last change of "
+               "its QuotaReserved condition (an evicted, requeued workload waits again from then)"),
         Record("openpod:remediation_duration_seconds:p90_6h",
                "histogram_quantile(0.9, sum by (group, action, le) "
                "(rate(openpod_remediation_duration_seconds_bucket[6h])))",
@@ -325,6 +334,16 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "nothing and is below its quota: admission itself is stuck (a busy team at quota is not stalled).",
               "`kubectl get workloads -n <team>`: quota used by running jobs is normal; otherwise check "
               "the cohort's lending, node groups at max size, and Kueue's logs."),
+        Alert("OpenpodWorkloadStarving",
+              "time() - min by (namespace, local_queue) (openpod:kueue_workload_pending_since:seconds) "
+              f"> {t.starvation_minutes * 60}", "5m", "warning",
+              "Queue {{ $labels.namespace }}/{{ $labels.local_queue }}: its oldest workload has waited "
+              "{{ $value | humanizeDuration }} for quota",
+              f"A workload of this LocalQueue has had no quota reserved for over {t.starvation_minutes} minutes, "
+              "whether or not others were admitted meanwhile (a large job starved by smaller ones, or no room).",
+              "`kubectl get workloads -n {{ $labels.namespace }}` and `kubectl describe workload` of the oldest: "
+              "its QuotaReserved message says what is missing; consider its priority, the queueing strategy "
+              "(StrictFIFO), the cohort's borrowing, or a quota change."),
         Alert("OpenpodWorkloadsInadmissible",
               'openpod:team_pending_workloads:sum{status="inadmissible"} > 0',
               f"{t.inadmissible_minutes}m", "info",

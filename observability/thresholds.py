@@ -44,5 +44,7 @@ class AlertThresholds(BaseModel):
         1.5, gt=1, description="a rank whose step time is this multiple of its node's median for 15 minutes")
     queue_stalled_minutes: int = Field(
         30, ge=1, description="a team queue with workloads pending and none admitted this long")
+    starvation_minutes: int = Field(
+        240, ge=1, description="the oldest workload of a team's LocalQueue pending (no quota reserved) this long")
     inadmissible_minutes: int = Field(
         30, ge=1, description="a team queue holding workloads Kueue judged inadmissible this long")

@@ -25,6 +25,8 @@ KUEUE = {"replica_role": "leader"}
 KSM = {"job": "kube-state-metrics", "instance": "10.0.0.3:8080"}
 DCGM = {"job": "dcgm-exporter", "instance": "10.0.1.4:9400", "UUID": "GPU-1", "modelName": "NVIDIA H100 80GB HBM3"}
 JOB = {"namespace": "team-a", "training_job": "llm"}
+WL = {**KSM, "namespace": "team-a", "local_queue": "main", "customresource_group": "kueue.x-k8s.io",
+      "customresource_kind": "Workload", "customresource_version": "v1beta2"}
 
 
 def s(name: str, labels: dict, values: str) -> dict:
@@ -288,6 +290,29 @@ CASES = [
                                                    "flavor": "p5", "resource": "nvidia.com/gpu"}, "64x60"),
           s("kueue_cluster_queue_nominal_quota", {**KUEUE, "cohort": "org", "cluster_queue": "team-f",
                                                   "flavor": "p5", "resource": "nvidia.com/gpu"}, "64x60")]),
+    Case("OpenpodWorkloadStarving", "260m",   # a large job waits since t=0 while smaller ones are admitted
+         [s("openpod_kueue_workload_created_timestamp_seconds", {**WL, "workload": "big"}, "0x270"),
+          s("openpod_kueue_workload_condition", {**WL, "workload": "big", "type": "QuotaReserved"}, "0x270"),
+          s("openpod_kueue_workload_condition_transition_timestamp_seconds",
+            {**WL, "workload": "big", "type": "QuotaReserved"}, "0x270")]
+         + [s("openpod_kueue_workload_created_timestamp_seconds", {**WL, "workload": f"small-{i}"}, f"{i * 1800}x270")
+            for i in range(8)]
+         + [s("openpod_kueue_workload_condition", {**WL, "workload": f"small-{i}", "type": "QuotaReserved"},
+              "1x270") for i in range(8)]
+         + [s("kueue_admitted_workloads_total", {**KUEUE, "cluster_queue": "team-a", "priority_class": ""},
+              "0+1x270")],
+         [{"namespace": "team-a", "local_queue": "main"}],
+         ["Queue team-a/main: its oldest workload has waited 4h 20m 0s for quota"]),
+    Case("OpenpodWorkloadStarving", "260m",
+         [s("openpod_kueue_workload_created_timestamp_seconds", {**WL, "workload": "ran"}, "0x270"),   # admitted
+          s("openpod_kueue_workload_condition", {**WL, "workload": "ran", "type": "QuotaReserved"}, "0x30 1x240"),
+          s("openpod_kueue_workload_created_timestamp_seconds", {**WL, "workload": "evicted"}, "0x270"),
+          s("openpod_kueue_workload_condition", {**WL, "workload": "evicted", "type": "QuotaReserved"},
+            "1x200 0x70"),                                     # evicted at 200m: waits again from then
+          s("openpod_kueue_workload_condition_transition_timestamp_seconds",
+            {**WL, "workload": "evicted", "type": "QuotaReserved"}, "600x200 12000x70"),
+          s("openpod_kueue_workload_created_timestamp_seconds", {**WL, "workload": "done"}, "0x270"),
+          s("openpod_kueue_workload_condition", {**WL, "workload": "done", "type": "Finished"}, "1x270")]),
     Case("OpenpodWorkloadsInadmissible", "35m",
          [s("kueue_pending_workloads", {**KUEUE, "cluster_queue": "team-a", "status": "inadmissible"}, "1x40")],
          [{"cluster_queue": "team-a", "status": "inadmissible"}], ["Team team-a: 1 workloads Kueue cannot admit"]),
