@@ -93,6 +93,9 @@ def records() -> list[Record]:
         Record("openpod:team_pending_workloads:sum",
                f"sum by (cluster_queue, status) (kueue_pending_workloads{{{LEADER}}})",
                "pending workloads per team queue (cluster_queue is the team) and status"),
+        Record("openpod:team_pending_workloads_all:sum",
+               f"sum by (cluster_queue) (kueue_pending_workloads{{{LEADER}}})",
+               "pending workloads per team queue, active and inadmissible together"),
         Record("openpod:team_admission_wait_seconds:p90_1h",
                "histogram_quantile(0.9, sum by (cluster_queue, le) "
                f"(rate(kueue_admission_wait_time_seconds_bucket{{{LEADER}}}[1h])))",
@@ -344,6 +347,21 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "`kubectl get workloads -n {{ $labels.namespace }}` and `kubectl describe workload` of the oldest: "
               "its QuotaReserved message says what is missing; consider its priority, the queueing strategy "
               "(StrictFIFO), the cohort's borrowing, or a quota change."),
+        Alert("OpenpodTeamQueueStarving",
+              f"(sum by (cluster_queue) (kueue_pending_workloads{{{LEADER}}} offset {t.starvation_minutes}m) "
+              f"- sum by (cluster_queue) (increase(kueue_admitted_workloads_total{{{LEADER}}}"
+              f"[{t.starvation_minutes}m])) >= 1) "
+              f"and on (cluster_queue) (min_over_time(openpod:team_pending_workloads_all:sum"
+              f"[{t.starvation_minutes}m:5m]) > 0) "
+              f"unless on () (count({WL}_created_timestamp_seconds) > 0)", "5m", "warning",
+              "Team {{ $labels.cluster_queue }}: a workload has waited over "
+              f"{t.starvation_minutes} minutes",
+              f"More workloads were pending {t.starvation_minutes} minutes ago than the queue has admitted since, "
+              "and it never emptied: at least one has waited that long (Kueue's counts alone; it misses a large "
+              "workload passed by many small ones, which OpenpodWorkloadStarving catches from the Workloads "
+              "themselves, and stays off when that data is there).",
+              "`kubectl get workloads -A` for the team's LocalQueues, oldest first; `kubectl describe workload` "
+              "says what it waits for (quota, flavor, topology); then as OpenpodWorkloadStarving."),
         Alert("OpenpodWorkloadsInadmissible",
               'openpod:team_pending_workloads:sum{status="inadmissible"} > 0',
               f"{t.inadmissible_minutes}m", "info",
