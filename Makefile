@@ -18,17 +18,17 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 setup: $(STAMP) node_modules/.installed prometheus-tools
 setup-synth: $(CDK_STAMP) node_modules/.installed
 
-# promtool and prometheus (Debian package `prometheus`), amtool (`prometheus-alertmanager`) for the rule,
-# scrape and alert routing tests: found on PATH, else installed with apt-get as root or with passwordless sudo,
-# else a message says what to install (those tests then skip locally; CI=true fails them). Idempotent.
+# promtool and prometheus (Debian package `prometheus`), amtool and prometheus-alertmanager
+# (`prometheus-alertmanager`) for the rule, scrape, alert routing and end-to-end alerting tests: found on PATH,
+# else installed with apt-get as root or with passwordless sudo, else a message says what to install (those tests then skip locally; CI=true fails them). Idempotent.
 prometheus-tools:
-	@if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1; then :; \
+	@if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 && command -v prometheus-alertmanager >/dev/null 2>&1; then :; \
 	elif command -v apt-get >/dev/null 2>&1 && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager; \
 	else \
-	  echo "note: promtool, prometheus or amtool not found and cannot be installed here without a password:" >&2; \
+	  echo "note: promtool, prometheus, amtool or prometheus-alertmanager not found and cannot be installed here without a password:" >&2; \
 	  echo "      install the system packages prometheus and prometheus-alertmanager (Debian/Ubuntu:" >&2; \
 	  echo "      sudo apt-get install prometheus prometheus-alertmanager) or put the binaries from" >&2; \
 	  echo "      https://prometheus.io/download/ on PATH; until then the tests that run them are skipped" >&2; \

@@ -12,8 +12,8 @@ last usable checkpoint; failures also strike during recovery and during a checkp
 
 Recovery costs come from this repository's own measurements (``docs/training.md``,
 ``docs/node-agent.md``) and code defaults, scaled by bytes where they are rates; what no
-benchmark here measures (restart of a job at scale, node replacement, issue 13's in-process
-recovery) is an estimate and labelled so in ``PARAMETERS`` and in the report. The closed form
+benchmark here measures (restart of a job at scale, node replacement, in-process recovery at
+scale) is an estimate and labelled so in ``PARAMETERS`` and in the report. The closed form
 of Young (1974) / Daly (2006) is computed next to the simulation for the synchronous strategy,
 where its assumptions hold; ``tests/test_goodput_at_scale.py`` checks the two agree.
 
@@ -103,13 +103,28 @@ PARAMETERS: dict[str, Param] = {
                              "is untainted on the next pass"),
     "spare_overflow": Param(1e-3, "probability", "estimate", "hot spares per job: the fewest with P(more node "
                             "losses than spares within one repair time) < 0.1%"),
-    # issue 13 (checkpointless recovery), not built yet: estimates only
-    "inprocess_reinit_s": Param(20.0, "s", "estimate", "issue 13: abort and re-form the process group inside the "
-                                "same processes (HyperPod checkpointless training reports recovery in minutes; "
-                                "issue 13 targets seconds)"),
-    "watchdog_s": Param(30.0, "s", "estimate", "issue 13: step-heartbeat watchdog, bound = max(30 s floor, "
-                        "multiple of recent step times)"),
+    # in-process recovery: built (training/ft/inprocess.py), measured only on loopback here
+    "inprocess_reinit_s": Param(20.0, "s", "estimate", "training/ft/inprocess.py re-forms the process group "
+                                "inside the surviving processes within seconds on loopback (docs/training.md, "
+                                "'In-process restart'); at 2,048 nodes (NCCL communicators, store fan-in) not "
+                                "measured here (HyperPod checkpointless training reports minutes)"),
+    "watchdog_s": Param(300.0, "s", "code", "training/cli.py: --hang-floor 300 s, the launcher's step-heartbeat "
+                        "watchdog that the in-process restart also uses (bound = max(floor, 10x the median step "
+                        "time)); a lower floor is an option the job sets, not the default"),
 }
+# Plausible range of each estimate (low, high, why): the sensitivity table runs the model at each end, one at a
+# time, for the strategies whose headline rests on them.
+SENSITIVITY: dict[str, tuple[float, float, str]] = {
+    "state_bytes_per_param": (12.0, 16.0, "bf16 master weights (12) .. fp32 grads kept too (16)"),
+    "step_seconds": (4.0, 12.0, "faster kernels, or a smaller batch / slower network"),
+    "shared_storage_gbps": (50.0, 500.0, "a 50 TiB file system .. a larger one or S3 with many prefixes"),
+    "restart_base_s": (60.0, 300.0, "image cached, warm pool .. image pull, Kueue queueing, slow rendezvous"),
+    "restart_per_node_s": (0.01, 0.2, "a scalable rendezvous .. NCCL bootstrap of 2,048 nodes at 400 s"),
+    "node_repair_s": (600.0, 3600.0, "a reboot that heals .. Auto Scaling replacement with a long deep check"),
+    "spare_overflow": (1e-4, 1e-2, "more spares held .. fewer"),
+    "inprocess_reinit_s": (10.0, 120.0, "seconds (the goal) .. minutes (HyperPod checkpointless reports minutes)"),
+}
+SENSITIVE_STRATEGIES = ("+ hot spares", "+ in-process recovery")
 # Root causes of the 466 interruptions. Counts from Table 5 of the Llama 3 paper (the 419 unexpected ones;
 # they sum to 419; the paper prints 30.1% next to 148 although 148/419 = 35.3%, we use the counts) plus the
 # 47 planned ones (§3.3.4). ``effect``: node = the node leaves the job until repaired or a spare replaces it;
@@ -372,11 +387,65 @@ def strategies(accelerators: int, mtbf_hours: float, sync_minutes: float = 30.0)
                                 interval=young_interval(sync_ckpt, mtbf))
     tiered = Costs("async tiered + peer recovery", "async", async_interval, p("async_block_s"), async_lag,
                    restore=peer_restore, **common)
+    sync_spare = dataclasses.replace(sync, name=f"sync every {sync_minutes:g} min + hot spares", spares=spares)
     spare = dataclasses.replace(tiered, name="+ hot spares", spares=spares)
     inproc = dataclasses.replace(
-        spare, name="+ in-process recovery & peer healing (estimate, issue 13)", mode="inprocess",
+        spare, name="+ in-process recovery & peer healing (re-init estimated)", mode="inprocess",
         detect_hang=p("watchdog_s"), restart=p("inprocess_reinit_s"), step=step)
-    return [sync, young, tiered, spare, inproc]
+    return [sync, young, sync_spare, tiered, spare, inproc]
+
+
+def sensitivity(accelerators: int = 16384, *, days: float = 30.0, seeds: int = 5,
+                mtbf_hours: float | None = None) -> list[dict]:
+    """Goodput of ``SENSITIVE_STRATEGIES`` with each estimate of ``SENSITIVITY`` at its low and high end (the
+    others at their defaults)."""
+    mtbf_hours = mtbf_hours or mtbf_hours_per_accelerator()
+
+    def goodputs() -> dict[str, float]:
+        out = {}
+        for c in strategies(accelerators, mtbf_hours):
+            if c.name.startswith(SENSITIVE_STRATEGIES):
+                out[c.name] = statistics.fmean(
+                    simulate(c, accelerators=accelerators, mtbf_hours=mtbf_hours, days=days, seed=s).goodput
+                    for s in range(seeds))
+        return out
+
+    base = goodputs()
+    rows = []
+    for name, (low, high, why) in SENSITIVITY.items():
+        kept = PARAMETERS[name]
+        try:
+            ends = []
+            for v in (low, high):
+                PARAMETERS[name] = dataclasses.replace(kept, value=v)
+                ends.append(goodputs())
+        finally:
+            PARAMETERS[name] = kept
+        rows.append({"parameter": name, "default": kept.value, "low": low, "high": high, "why": why,
+                     "base": base, "at_low": ends[0], "at_high": ends[1]})
+    return rows
+
+
+def sensitivity_table(rows: list[dict]) -> str:
+    names = list(rows[0]["base"])
+    out = ["| estimate | default | low .. high | why that range | "
+           + " | ".join(f"{n}: at low / at high" for n in names) + " |",
+           "|---|---:|---|---|" + "---:|" * len(names)]
+    for r in rows:
+        cells = " | ".join(f"{r['at_low'][n]:.2%} / {r['at_high'][n]:.2%}" for n in names)
+        out.append(f"| `{r['parameter']}` | {r['default']:.4g} | {r['low']:.4g} .. {r['high']:.4g} | {r['why']} | "
+                   f"{cells} |")
+    out.append("| (all at default) | | | | " + " | ".join(f"{rows[0]['base'][n]:.2%}" for n in names) + " |")
+    return "\n".join(out)
+
+
+def measured_here() -> str:
+    """Which inputs this repository measures, which are code defaults, published, or estimates."""
+    kinds = {}
+    for name, prm in PARAMETERS.items():
+        kinds.setdefault(prm.kind, []).append(f"`{name}`")
+    order = ("measured", "code", "published", "derived", "estimate")
+    return "\n".join(f"- **{k}**: {', '.join(kinds[k])}" for k in order if k in kinds)
 
 
 def run(sizes=SIZES, *, days: float = 30.0, seeds: int = 5, mtbf_hours: float | None = None,
@@ -508,6 +577,7 @@ def write_docs(rows: list[dict], docs: Path, *, days: float, seeds: int) -> None
     page = docs / "goodput.md"
     text = page.read_text()
     blocks = {"table": table(rows), "costs": costs_table(rows), "params": params_table(), "faults": faults_table(),
+              "sensitivity": sensitivity_table(sensitivity(days=days, seeds=seeds)), "kinds": measured_here(),
               "run": f"`python -m benchmarks.goodput_at_scale --days {days:g} --seeds {seeds} --write-docs`; "
                      f"per-accelerator MTBF {mtbf_hours_per_accelerator():,.0f} h."}
     for key, body in blocks.items():

@@ -104,6 +104,7 @@ class Controller:
         self.elector = elector  # a LeaseElector (node_agent/leader.py); None: act unconditionally (one replica)
         self.config = config or ControllerConfig()
         self.metrics = metrics or ControllerMetrics()
+        self.metrics.known_groups(self.config.groups)  # counters at 0 from the start: increase() sees the first
         self.clock = clock
         self.rng = random.Random()
         self._alerted: set[str] = set()

@@ -1,8 +1,25 @@
-"""Prometheus metrics of the detector and the controller (one registry per process)."""
+"""Prometheus metrics of the detector and the controller (one registry per process).
+
+Counters start at 0 for every label set known when the process starts (the rules' findings, the checks,
+each instance group's actions, reasons and results): ``increase()`` then sees the first event, which a
+series born at 1 would hide. Kernel-log rules (the Xid catalog, ~590 rows) are the exception: their rows
+appear at the first match, 590 zero series per node being too many; no alert reads their increase.
+"""
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from node_agent.rules import RULES
+
+
+# The detector's checks (node_agent/detector.py: ``_guard(name, ...)`` and its two follower threads).
+DETECTOR_CHECKS = ("gpu", "neuron", "efa", "host", "scratch", "kernel-log", "nvml-events")
+# Label values of the controller's counters (node_agent/controller.py, pair_runner.py).
+REMEDIATION_ACTIONS = ("reboot", "replace")
+FAILURE_REASONS = ("InstanceNotFound", "NoProviderID")
+PAIR_RESULTS = ("passed", "skipped", "BelowFloor", "NoResult", "JobFailed", "TimedOut", "NotScheduled",
+                "JobDeleted")
 
 
 class DetectorMetrics:
@@ -30,6 +47,11 @@ class DetectorMetrics:
                                  ["device", "counter"], registry=r)
         self.efa_port_active = Gauge("openpod_node_agent_efa_port_active", "1 if the EFA device's port 1 is ACTIVE",
                                      ["device"], registry=r)
+        for rule in RULES.values():
+            if not rule.probe.startswith("kernel-log"):
+                self.findings.labels(rule.id, rule.fault, rule.action.value)
+        for check in DETECTOR_CHECKS:
+            self.check_errors.labels(check)
 
 
 # Remediations take minutes (reboot + deep check) to hours (DCGM level 4, a drain deadline, an ASG launch).
@@ -72,6 +94,20 @@ class ControllerMetrics:
                                "check passes (waiting or running)", ["group"], registry=r)
         self.drain_timeouts = Counter("openpod_drain_deadline_exceeded", "Drains that hit their deadline",
                                       ["group"], registry=r)
+
+    def known_groups(self, groups) -> None:
+        """Start every counter and gauge of each instance group at 0 (the controller's configured groups)."""
+        for g in groups:
+            for action in REMEDIATION_ACTIONS:
+                self.remediations.labels(g, action)
+            for reason in FAILURE_REASONS:
+                self.failed.labels(g, reason)
+            for result in PAIR_RESULTS:
+                self.pair_checks.labels(g, result)
+            for metric in (self.escalations, self.spare_promotions, self.errors, self.conflicts,
+                           self.drain_timeouts, self.in_flight, self.budget_blocked, self.failed_nodes,
+                           self.pair_held):
+                metric.labels(g)
 
 
 def serve(registry: CollectorRegistry, port: int) -> None:

@@ -29,12 +29,39 @@ def observability_md() -> str:
         "runs every alert on series that fire it and on series that must not "
         "(`tests/observability/test_rules.py`).",
         "",
-        "## Metrics",
+        "## Metrics: a stable interface",
         "",
-        "The metrics the rules and dashboards read. Names are as scraped (counters end in `_total`). Our own "
+        "The metrics the rules and dashboards read, and what alerts and dashboards outside this repository "
+        "may rely on: the names, types, units and label names below are an interface. Renaming or removing "
+        "one, or changing its meaning, is a breaking change: the old name is served beside the new one for "
+        "a release and the change is noted here. Names are as scraped (counters end in `_total`). Our own "
         "rows are checked against the exporters' registries by `tests/observability/test_metrics_table.py`; "
-        "Kueue's cite the pinned source line. Scraping adds `job`, `namespace`, `pod`, `node` and, for "
-        "training pods, `training_job` (the JobSet's name).",
+        "third-party rows cite the pinned source (exporter versions below). Scraping adds `job`, `instance`, "
+        "`namespace`, `pod`, `node` and, for training pods, `training_job` (the JobSet's name); "
+        "kube-state-metrics and dcgm-exporter are scraped with `honor_labels` (their `node`, `namespace`, "
+        "`pod` name the object described, not the exporter pod).",
+        "",
+        "Semantics an alert can count on:",
+        "",
+        "- **Counters start at 0** for every label set known when the exporter starts (each rule outside the "
+        "kernel-log catalog, each check, each configured instance group's actions, reasons and results), so "
+        "`increase()` sees the first event.",
+        "- **A training job's figures are job-wide and served by every pod of the job** (each node's local "
+        "rank 0): aggregate by `namespace, training_job` (`max`), never alert per pod.",
+        "- `openpod_checkpoint_failures` **only grows** over the job's incarnations (read it with `delta()` or "
+        "`increase()`); `openpod_checkpoint_restore_source_failures` and `openpod_checkpoint_restored_older` "
+        "**hold** for the incarnation that restored; `openpod_checkpoint_last_durable_timestamp_seconds` "
+        "carries over restarts (the job's first start while no checkpoint is durable): alert on "
+        "`time() - min by (namespace, training_job) (...)`.",
+        "- `openpod_train_compute_seconds` is a rank's own compute before the gradient collective; step "
+        "times are equal across ranks (collectives), so compare ranks by it.",
+        "",
+        "Third-party exporters at the pinned versions: Kueue v0.19.2 (`kueue_*`, "
+        "kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go), kube-state-metrics 2.20.0 (chart 8.4.0: "
+        "`kube_node_*`, and `openpod_kueue_workload_*` from its custom resource state configured in "
+        "platform_constructs/exporters.py), dcgm-exporter 4.5.3-4.8.2 (`DCGM_FI_*`, its default counters), "
+        "the Neuron monitor 1.3.0 (`neuroncore_*`, `neuron_*`, `execution_errors_total`, "
+        "`hardware_ecc_events_total`), and Prometheus's own `up`.",
         "",
         "| metric | type | unit | labels | exported by | source | meaning |",
         "|---|---|---|---|---|---|---|",
@@ -58,7 +85,8 @@ def observability_md() -> str:
                              for r in job["relabel_configs"] if r.get("action") == action)
         role = {"pod": "pods", "endpoints": "service endpoints"}[sd["role"]]
         drops = f"; drop {rules('drop')}" if rules("drop") else ""
-        out.append(f"| `{job['job_name']}` | {role} in {where}; keep {_cell(rules('keep'))}{_cell(drops)} |")
+        honor = "; `honor_labels`" if job.get("honor_labels") else ""
+        out.append(f"| `{job['job_name']}` | {role} in {where}; keep {_cell(rules('keep'))}{_cell(drops)}{honor} |")
     out += ["", "## Recording rules", "", "| record | meaning |", "|---|---|"]
     out += [f"| `{r.record}` | {_cell(r.help)} |" for r in records()]
     out += ["", "## Alerts and what to do", "",
@@ -68,6 +96,24 @@ def observability_md() -> str:
     for a in alerts(t):
         when = f"`{_cell(a.expr)}`" + (f" for {a.for_}" if a.for_ != "0m" else "")
         out.append(f"| **{a.name}** | {a.severity} | {_cell(a.description)} {when} | {_cell(a.runbook)} |")
+    from observability import routing
+
+    out += ["", "## Routing: one notification per incident", "",
+            "`observability/routing.py`, the alert manager's configuration (the workspace's, and the end-to-end "
+            "test's `tests/observability/test_alerting_end_to_end.py`: one hung job on 64 nodes, one "
+            "notification). Alerts are grouped by what they are about; `info` alerts notify no one; the "
+            "always-firing `OpenpodWatchdog` goes to its own SNS topic every 5 minutes, and a CloudWatch alarm on "
+            "that topic (fewer than 1 message in 5 minutes, 3 periods, missing data breaching) pages the alert "
+            "topic when it stops: a dead-man's switch for rule evaluation, the alert manager and delivery.", "",
+            "| alerts with | receiver | grouped by |", "|---|---|---|"]
+    for sub in routing.route()["routes"]:
+        out.append(f"| `{_cell(sub['matchers'][0])}` | {sub['receiver']} | "
+                   f"{', '.join(sub.get('group_by', routing.route()['group_by']))} |")
+    out.append(f"| anything else | {routing.PAGE} | alertname |")
+    out += ["", "Inhibitions (the source alert silences the targets for the same labels):", "",
+            "| source | silences | when equal |", "|---|---|---|"]
+    out += [f"| {src} | {_cell(targets.replace('|', ', '))} | {', '.join(equal) or 'always'} |"
+            for src, targets, equal in routing.INHIBIT]
     from observability.dashboards import DASHBOARDS
 
     out += ["", "## Dashboards", "",
@@ -82,8 +128,13 @@ def observability_md() -> str:
         "- Training pods are scraped when `openpod submit --runtime openpod` started them (it sets "
         "`--metrics-port` and the `prometheus.io/*` annotations; each node's local rank 0 serves); a "
         "`--runtime torchrun` job opts in with its own annotations.",
-        "- The straggler score compares a rank with the other ranks of its own node (each node's local rank 0 "
-        "serves it); a whole slow node shows in the job's step time (`OpenpodStepTimeRegression`), not here.",
+        "- The straggler signal is exact under DDP (gradients are all-reduced after the compute it measures); "
+        "under FSDP2 the forward and backward hold their own collectives, so fast ranks wait inside the "
+        "measured time and a slow rank stands out less (per-rank kernel timing would lift it).",
+        "- A training job whose metrics endpoint stops answering is not alerted on (jobs come and go); its "
+        "hang is (`OpenpodJobHung`) while any of its pods still serves.",
+        "- `openpod_kueue_workload_*` needs kube-state-metrics' custom resource state (on by default here); "
+        "with it off, `OpenpodWorkloadStarving` stays silent.",
         "- node exporter, kube-state-metrics and (with NVIDIA groups) the DCGM exporter are deployed as pinned "
         "charts (platform_constructs/exporters.py); the Neuron monitor (with Trainium groups) is our own DaemonSet "
         "from AWS's manifest (platform_constructs/neuron_monitor.py: the chart's template drops pod annotations). "

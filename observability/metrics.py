@@ -18,6 +18,8 @@ JOB_CONTROLLER = "openpod-remediation"
 JOB_TRAINING = "openpod-training"
 JOB_KUEUE = "kueue"
 JOB_EXPORTERS = "kubernetes-pods"   # annotated exporter pods (observability/scrape.py JOB_OTHER)
+JOB_KSM = "kube-state-metrics"      # scraped with honor_labels (observability/scrape.py)
+JOB_DCGM = "dcgm-exporter"          # scraped with honor_labels (observability/scrape.py)
 
 KUEUE_METRICS_GO = "kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go"
 CHECKED = "2026-11-23"
@@ -47,7 +49,7 @@ DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")  
 
 
 def _dcgm(name: str, typ: str, unit: str, line: int, help: str) -> Metric:
-    return Metric(name, typ, unit, DCGM_LABELS, JOB_EXPORTERS, f"{DCGM_COUNTERS}:{line}", f"dcgm-exporter: {help}")
+    return Metric(name, typ, unit, DCGM_LABELS, JOB_DCGM, f"{DCGM_COUNTERS}:{line}", f"dcgm-exporter: {help}")
 
 
 _CQ_RESOURCES = ("Kueue Configuration metrics.enableClusterQueueResources: true "
@@ -121,7 +123,12 @@ METRICS: tuple[Metric, ...] = (
     # ------------------------------------------------------------------ training runtime (rank 0 of each job)
     Metric("openpod_train_straggler_score", "gauge", "ratio", ("rank",), JOB_TRAINING,
            "training/straggler.py (StragglerCollector: local rank 0 of each node reads heartbeats when scraped)",
-           "A local rank's last step time / the median over its node's ranks (1.0 = typical)"),
+           "A local rank's compute time before the gradient collective / the median over its node's ranks "
+           "(1.0 = typical; step times cannot show it: collectives make them equal)"),
+    Metric("openpod_train_compute_seconds", "gauge", "seconds", ("rank",), JOB_TRAINING,
+           "training/straggler.py (StragglerCollector)",
+           "Seconds a rank's last step computed before the gradient collective (the rules compare it with the "
+           "job-wide median)"),
     Metric("openpod_training_seconds", "gauge", "seconds", ("category",), JOB_TRAINING,
            "training/goodput.py (Goodput: the ledger)",
            "Wall-clock seconds by category over all incarnations: productive, startup, restore, "
@@ -131,13 +138,19 @@ METRICS: tuple[Metric, ...] = (
     Metric("openpod_training_step", "gauge", "1", (), JOB_TRAINING, "training/goodput.py (Goodput)",
            "Last completed optimizer step (0 until the first step of this incarnation)"),
     Metric("openpod_checkpoint_failures", "gauge", "1", (), JOB_TRAINING, "training/goodput.py (Goodput)",
-           "Checkpoint saves and tier promotions that failed in this incarnation (resets on restart)"),
+           "Checkpoint saves and tier promotions that failed, over all incarnations of the job (only grows; "
+           "read it with delta() or increase())"),
     Metric("openpod_checkpoint_restore_source_failures", "gauge", "1", (), JOB_TRAINING,
            "training/goodput.py (Goodput)",
-           "Checkpoint sources (tiers, peers) still unreadable after retries at this incarnation's restore"),
+           "Checkpoint sources (tiers, peers) still unreadable after retries at this incarnation's restore "
+           "(held until the next restore)"),
     Metric("openpod_checkpoint_restored_older", "gauge", "1", (), JOB_TRAINING, "training/goodput.py (Goodput)",
            "1 if this incarnation resumed from an older step than the newest checkpoint any rank saw "
-           "(its progress since that step is replayed)"),
+           "(its progress since that step is replayed; held until the next restore)"),
+    Metric("openpod_checkpoint_last_durable_timestamp_seconds", "gauge", "seconds", (), JOB_TRAINING,
+           "training/goodput.py (Goodput.watch_durable)",
+           "Unix time a checkpoint last became durable (FSx, S3), over all incarnations; the job's first start "
+           "while none has. Exported by jobs that checkpoint"),
     # ------------------------------------------------------------------ Kueue v0.19.2 (per team: cluster_queue == team)
     _kueue("kueue_pending_workloads", "gauge", "1", ("cluster_queue", "status", "replica_role"), 414,
            "Pending workloads per ClusterQueue; status active (in the admission queue) or inadmissible"),
@@ -171,6 +184,40 @@ METRICS += (
     _dcgm("DCGM_FI_DEV_XID_ERRORS", "gauge", "enum", 29, "value of the last Xid error"),
     _dcgm("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "1", 65, "NVLink bandwidth counters, all lanes"),
     _dcgm("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "1", 72, "rows remapped for uncorrectable errors"),
+)
+
+
+KSM_NODE_GO = "kubernetes/kube-state-metrics@v2.20.0:internal/store/node.go"   # chart kube-state-metrics-8.4.0
+
+
+def _ksm(name: str, labels: tuple[str, ...], line: int, help: str) -> Metric:
+    # ``node`` comes from wrapNodeFunc (descNodeLabelsDefaultLabels, node.go:42); resource names are sanitized
+    # (internal/store/utils.go:38,148: every character outside [a-zA-Z0-9_] becomes "_": nvidia.com/gpu ->
+    # nvidia_com_gpu); condition status is "true", "false" or "unknown" (utils.go:40,68-79). Checked 2026-11-25.
+    return Metric(name, "gauge", "1", ("node", *labels), JOB_KSM, f"{KSM_NODE_GO}:{line}", f"kube-state-metrics: {help}")
+
+
+METRICS += (
+    # ------------------------------------------------------------------ Kubernetes objects (kube-state-metrics 2.20.0)
+    _ksm("kube_node_status_condition", ("condition", "status"), 509,
+         "1 for the node's condition (Ready, MemoryPressure, ...) in the status given (true, false, unknown)"),
+    _ksm("kube_node_status_allocatable", ("resource", "unit"), 338,
+         "allocatable amount per resource (nvidia_com_gpu, aws_amazon_com_neuron, vpc_amazonaws_com_efa, ...)"),
+    _ksm("kube_node_status_capacity", ("resource", "unit"), 422,
+         "capacity per resource (a device plugin's devices, healthy or not; allocatable counts the healthy)"),
+    # Kueue Workloads through kube-state-metrics' custom resource state (platform_constructs/exporters.py
+    # KUEUE_WORKLOAD_STATE); customresource_group/kind/version labels are added by kube-state-metrics.
+    Metric("openpod_kueue_workload_created_timestamp_seconds", "gauge", "seconds",
+           ("namespace", "workload", "local_queue"), JOB_KSM, "platform_constructs/exporters.py (KUEUE_WORKLOAD_STATE)",
+           "kube-state-metrics custom resource state: Unix time a Kueue Workload was created"),
+    Metric("openpod_kueue_workload_condition", "gauge", "enum", ("namespace", "workload", "local_queue", "type"),
+           JOB_KSM, "platform_constructs/exporters.py (KUEUE_WORKLOAD_STATE)",
+           "kube-state-metrics custom resource state: 1 if the Workload's condition (QuotaReserved, Admitted, "
+           "Finished, Evicted, ...) is True"),
+    Metric("openpod_kueue_workload_condition_transition_timestamp_seconds", "gauge", "seconds",
+           ("namespace", "workload", "local_queue", "type"), JOB_KSM,
+           "platform_constructs/exporters.py (KUEUE_WORKLOAD_STATE)",
+           "kube-state-metrics custom resource state: Unix time the Workload's condition last changed"),
 )
 
 

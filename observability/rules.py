@@ -21,12 +21,19 @@ import yaml
 
 from node_agent.findings import Action
 from node_agent.rules import RULES
-from observability.metrics import JOB_CONTROLLER, JOB_DETECTOR
+from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_KSM, JOB_KUEUE
 from observability.thresholds import AlertThresholds
 
 JOB = ("namespace", "training_job")   # a training job's identity across its pods and incarnations
 BY_JOB = "by (namespace, training_job)"
 LEADER = 'replica_role!="follower"'   # Kueue HA followers report too (kueue@v0.19.2:pkg/metrics/metrics.go:300-312)
+# Extended resources as kube-state-metrics names them ("." and "/" -> "_"; observability/metrics.py _ksm):
+# nvidia.com/gpu, aws.amazon.com/neuron, aws.amazon.com/neuroncore, aws.amazon.com/neurondevice, vpc.amazonaws.com/efa.
+ACCELERATOR_RESOURCES = ("nvidia_com_gpu|aws_amazon_com_neuron|aws_amazon_com_neuroncore|aws_amazon_com_neurondevice"
+                         "|vpc_amazonaws_com_efa")
+# Scrape jobs the rules read, whose absence would silence them (training jobs come and go: not listed).
+REQUIRED_JOBS = (JOB_DETECTOR, JOB_CONTROLLER, JOB_KUEUE, JOB_KSM)
+WATCHDOG = "OpenpodWatchdog"
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,15 @@ class Alert:
 def _deep_check_rules() -> str:
     """The node agent's deep-check rules that take the node out of service (node_agent/rules.py)."""
     return "|".join(sorted(r.id for r in RULES.values() if r.probe == "deep-check" and r.action != Action.NONE))
+
+
+WL = "openpod_kueue_workload"   # kube-state-metrics custom resource state (platform_constructs/exporters.py)
+_CREATED = f"max by (namespace, local_queue, workload) ({WL}_created_timestamp_seconds)"
+_REQUEUED = (f"max by (namespace, local_queue, workload) "
+             f'({WL}_condition_transition_timestamp_seconds{{type="QuotaReserved"}})')
+_USAGE = "sum by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_usage{%s})" % LEADER
+_NOMINAL = "sum by (cluster_queue, flavor, resource) (kueue_cluster_queue_nominal_quota{%s})" % LEADER
+_AT_QUOTA = f"({_USAGE} >= {_NOMINAL}) and ({_NOMINAL} > 0)"   # a team using all of some resource's quota
 
 
 def records() -> list[Record]:
@@ -77,6 +93,9 @@ def records() -> list[Record]:
         Record("openpod:team_pending_workloads:sum",
                f"sum by (cluster_queue, status) (kueue_pending_workloads{{{LEADER}}})",
                "pending workloads per team queue (cluster_queue is the team) and status"),
+        Record("openpod:team_pending_workloads_all:sum",
+               f"sum by (cluster_queue) (kueue_pending_workloads{{{LEADER}}})",
+               "pending workloads per team queue, active and inadmissible together"),
         Record("openpod:team_admission_wait_seconds:p90_1h",
                "histogram_quantile(0.9, sum by (cluster_queue, le) "
                f"(rate(kueue_admission_wait_time_seconds_bucket{{{LEADER}}}[1h])))",
@@ -85,6 +104,11 @@ def records() -> list[Record]:
                "sum by (cluster_queue, resource) (clamp_min("
                f"kueue_cluster_queue_resource_usage{{{LEADER}}} - kueue_cluster_queue_nominal_quota{{{LEADER}}}, 0))",
                "resources a team uses beyond its nominal quota (borrowed from its cohort)"),
+        Record("openpod:kueue_workload_pending_since:seconds",
+               f"(({_CREATED} >= {_REQUEUED}) or {_REQUEUED} or {_CREATED}) "
+               f"unless on (namespace, workload) ({WL}_condition{{type=~\"QuotaReserved|Finished\"}} == 1)",
+               "when each Kueue Workload still waiting for quota began to wait: its creation, or the last change of "
+               "its QuotaReserved condition (an evicted, requeued workload waits again from then)"),
         Record("openpod:remediation_duration_seconds:p90_6h",
                "histogram_quantile(0.9, sum by (group, action, le) "
                "(rate(openpod_remediation_duration_seconds_bucket[6h])))",
@@ -103,6 +127,41 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "The node agent marked the node for replacement; the remediation controller has not replaced it.",
               "Check OpenpodRemediationBudgetExhausted for its group and the openpod-remediation logs; "
               "if the group has no capacity (capacity block, ICE), the node stays cordoned until capacity returns."),
+        Alert("OpenpodNodePendingReboot", "openpod_node_agent_node_action == 1",
+              f"{t.node_reboot_pending_minutes}m", "warning",
+              "Node {{ $labels.node }} has waited for a reboot for "
+              f"{t.node_reboot_pending_minutes} minutes",
+              "The node agent found a fault a reboot clears; the remediation controller has not rebooted the node.",
+              "Check OpenpodRemediationBudgetExhausted and OpenpodRemediationControllerDown; "
+              "`kubectl describe node {{ $labels.node }}` shows the openpod.io/remediation annotation and the "
+              "finding; reboot it by hand if the controller cannot."),
+        Alert("OpenpodNodeNotReady",
+              'max by (node) (kube_node_status_condition{condition="Ready", status="true"}) == 0',
+              f"{t.node_not_ready_minutes}m", "warning",
+              "Node {{ $labels.node }} has not been Ready for "
+              f"{t.node_not_ready_minutes} minutes",
+              "The kubelet does not report the node Ready (false or unknown); its pods are lost to their jobs.",
+              "`kubectl describe node {{ $labels.node }}` (conditions, kubelet heartbeat); an instance that does "
+              "not come back is replaced by marking it (openpod.io/remediation=replace) or terminating it."),
+        Alert("OpenpodNodeAcceleratorsLost",
+              f'max by (node, resource) (kube_node_status_allocatable{{resource=~"{ACCELERATOR_RESOURCES}"}}) '
+              f'< max by (node, resource) (kube_node_status_capacity{{resource=~"{ACCELERATOR_RESOURCES}"}}) '
+              f'or max by (node, resource) (kube_node_status_allocatable{{resource=~"{ACCELERATOR_RESOURCES}"}}) '
+              f'< max by (node, resource) (max_over_time(kube_node_status_allocatable'
+              f'{{resource=~"{ACCELERATOR_RESOURCES}"}}[6h]))',
+              f"{t.allocatable_drop_minutes}m", "warning",
+              "Node {{ $labels.node }}: {{ $labels.resource }} allocatable dropped to {{ $value }}",
+              "The device plugin reports fewer healthy GPUs, Neuron devices or EFA interfaces than the node has (or "
+              "had): jobs that need the full node cannot be placed on it.",
+              "Look for the node agent's findings and an Xid on the node (OpenpodGPUXidError); restart the device "
+              "plugin pod only if the hardware checks pass, else mark the node for replacement."),
+        Alert("OpenpodGPUXidError",
+              "max by (node, Hostname, gpu) ((DCGM_FI_DEV_XID_ERRORS > 0) "
+              f"unless (DCGM_FI_DEV_XID_ERRORS offset {t.xid_minutes}m == DCGM_FI_DEV_XID_ERRORS))", "0m", "warning",
+              "Node {{ $labels.node }} GPU {{ $labels.gpu }}: Xid {{ $value }}",
+              f"DCGM reported a new Xid on this GPU within {t.xid_minutes} minutes (the value is the last Xid).",
+              "Look the Xid up in docs/node-agent-rules.md: the node agent reboots or replaces for the fatal ones "
+              "(check OpenpodNodePendingReboot/Replacement); an application Xid (13, 31, 43) points at the job."),
         Alert("OpenpodRemediationBudgetExhausted", "openpod_remediation_budget_blocked > 0",
               f"{t.budget_exhausted_minutes}m", "critical",
               "Group {{ $labels.group }}: {{ $value }} nodes wait for a remediation slot",
@@ -141,8 +200,8 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "Compare with the group's capacity source (warm pool, hot spares, capacity block) and instance boot "
               "time; add hot spares if replacement is the slow part."),
         Alert("OpenpodDeepCheckFailing",
-              f'count(count by (node) (max_over_time(openpod_node_agent_findings_total{{rule=~"{_deep_check_rules()}"}}'
-              f"[6h]) > 0)) >= {t.deep_check_failed_nodes}", "0m", "warning",
+              f'count(sum by (node) (increase(openpod_node_agent_findings_total{{rule=~"{_deep_check_rules()}"}}'
+              f"[6h])) > 0) >= {t.deep_check_failed_nodes}", "0m", "warning",
               "Deep health checks failed on {{ $value }} nodes in 6 hours",
               "Several new or rebooted nodes failed the deep check (DCGM diag, NCCL test, EFA loopback, Neuron).",
               "If they share an instance type, AZ or AMI, suspect the batch or the image, not each node: "
@@ -166,29 +225,68 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "{{ $value }} remediation controller replicas hold the Lease (want exactly one)",
               "With none, no node is drained, rebooted or replaced; two would mean the Lease is not honoured.",
               "`kubectl -n openpod-system get lease` and the controller logs (API server reachability, clock)."),
+        # ---------------------------------------------------------------- the monitoring itself
+        Alert(WATCHDOG, "vector(1)", "0m", "info",
+              "The alerting pipeline is alive (always firing)",
+              "A dead-man's switch: it always fires, so its notifications stop when rule evaluation, the alert "
+              "manager or the route to the receiver breaks.",
+              "Nothing to do while it fires; when the dead-man's switch alarm says it stopped, check the "
+              "Prometheus workspace's rule evaluation and alert manager (AMP logs) and the SNS topic."),
+        Alert("OpenpodScrapeJobAbsent",
+              " or ".join(f'absent(up{{job="{j}"}})' for j in REQUIRED_JOBS)
+              + f' or (absent(up{{job="{JOB_DCGM}"}}) and on () '
+              f'(count(kube_node_status_allocatable{{resource="nvidia_com_gpu"}} > 0) > 0))',
+              f"{t.scrape_down_minutes}m", "critical",
+              "Scrape job {{ $labels.job }} has no targets",
+              "Prometheus finds nothing to scrape for a job the alerts read (a deleted controller, a broken "
+              "service discovery or RBAC): its alerts are silent however bad things are.",
+              "`kubectl get pods -A -l app.kubernetes.io/name` for the job's pods; check the scraper's "
+              "configuration (observability/scrape.py) and its RBAC (openpod-aps-collector ClusterRole)."),
+        Alert("OpenpodScrapeTargetDown",
+              f'up{{job=~"{JOB_KUEUE}|{JOB_KSM}|{JOB_DCGM}"}} == 0', f"{t.scrape_down_minutes}m", "warning",
+              "{{ $labels.job }} target {{ $labels.instance }} is not answering scrapes",
+              "A target the alerts read is down or refuses the scrape (TLS, token, RBAC for Kueue).",
+              "`kubectl describe pod` of the target; for Kueue, the metrics Service's certificate and the "
+              "scraper's ClusterRole (GET /metrics)."),
         # ---------------------------------------------------------------- jobs
         Alert("OpenpodTrainingStraggler",
-              f"max by (namespace, training_job, pod, rank) (openpod_train_straggler_score) > {t.straggler_score}",
+              f"max by (namespace, training_job, rank) (openpod_train_straggler_score) > {t.straggler_score} "
+              f"or max by (namespace, training_job, rank) (openpod_train_compute_seconds) / on (namespace, "
+              f"training_job) group_left () quantile {BY_JOB} (0.5, openpod_train_compute_seconds) "
+              f"> {t.straggler_score}",
               "15m", "warning",
-              "Job {{ $labels.namespace }}/{{ $labels.training_job }}: rank {{ $labels.rank }} on {{ $labels.pod }} "
-              "is {{ $value | humanize }}x its node's median step time",
-              "One local rank is slower than the others on its node; the whole job waits for it every step.",
+              "Job {{ $labels.namespace }}/{{ $labels.training_job }}: rank {{ $labels.rank }} "
+              "computes {{ $value | humanize }}x the median rank",
+              "One rank takes longer than the others to reach the gradient collective (against its node's ranks "
+              "or the whole job's); every other rank waits for it every step.",
               "Check that node's GPU (clocks, thermal and power throttling, Xids) in the accelerator dashboard "
               "and the node agent's findings; cordon and drain it if it persists."),
         Alert("OpenpodJobHung",
-              f"changes(openpod_training_step[{t.job_hang_minutes}m]) == 0 and openpod_training_step > 0", "1m",
+              f"max {BY_JOB} (changes(openpod_training_step[{t.job_hang_minutes}m])) == 0 "
+              f"and max {BY_JOB} (openpod_training_step) > 0", "1m",
               "critical",
               "Job {{ $labels.namespace }}/{{ $labels.training_job }} has not finished a step for "
               f"{t.job_hang_minutes} minutes",
-              "Rank 0 reports the same step; the in-job watchdog did not restart it (or restarts do not help).",
+              "Every pod of the job reports the same step; the in-job watchdog did not restart it (or restarts do "
+              "not help).",
               "Read the stack dumps (stacks-rank-*.txt in the run directory) and the NCCL logs; "
               "look for a node the agent flagged; delete the pod to force a restart from the last checkpoint."),
-        Alert("OpenpodCheckpointSaveFailing", "delta(openpod_checkpoint_failures[30m]) > 0", "0m", "warning",
+        Alert("OpenpodCheckpointSaveFailing", f"max {BY_JOB} (delta(openpod_checkpoint_failures[30m])) > 0", "0m",
+              "warning",
               "Job {{ $labels.namespace }}/{{ $labels.training_job }}: checkpoint saves are failing",
               "Checkpoint saves or tier promotions failed in the last 30 minutes; a failure now would lose "
               "more progress than planned.",
               "Check the job's log for the tier (local NVMe full, FSx quota, S3 permissions or throttling); "
               "free space or fix access before the next failure."),
+        Alert("OpenpodCheckpointTooOld",
+              f"time() - min {BY_JOB} (openpod_checkpoint_last_durable_timestamp_seconds) "
+              f"> {t.checkpoint_age_minutes * 60}", "5m", "warning",
+              "Job {{ $labels.namespace }}/{{ $labels.training_job }}: no durable checkpoint for "
+              "{{ $value | humanizeDuration }}",
+              f"The job's last checkpoint in a durable tier (FSx, S3) is over {t.checkpoint_age_minutes} minutes "
+              "old (or it never wrote one): a failure now loses that much training.",
+              "Check OpenpodCheckpointSaveFailing and the job's checkpoint cadence and tiers (`--checkpoint-every`, "
+              "the durable tier's interval); a job that only keeps node memory copies loses them with the node."),
         Alert("OpenpodCheckpointRestoredOlder",
               f"max {BY_JOB} (openpod_checkpoint_restored_older) > 0 "
               f"unless max {BY_JOB} (openpod_checkpoint_restored_older offset 1h) > 0", "0m", "warning",
@@ -230,12 +328,40 @@ def alerts(t: AlertThresholds) -> list[Alert]:
         Alert("OpenpodTeamQueueStalled",
               f'openpod:team_pending_workloads:sum{{status="active"}} > 0 unless on (cluster_queue) '
               f"(sum by (cluster_queue) (increase(kueue_admitted_workloads_total{{{LEADER}}}"
-              f"[{t.queue_stalled_minutes}m])) > 0)", "5m", "warning",
+              f"[{t.queue_stalled_minutes}m])) > 0) unless on (cluster_queue) "
+              f"(sum by (cluster_queue) (kueue_admitted_active_workloads{{{LEADER}}}) > 0) unless on (cluster_queue) "
+              f"(max by (cluster_queue) ({_AT_QUOTA}))", "5m", "warning",
               "Team {{ $labels.cluster_queue }}: workloads pending, none admitted for "
               f"{t.queue_stalled_minutes} minutes",
-              "The team's ClusterQueue has admissible workloads waiting and admitted none in the window.",
+              "The team's ClusterQueue has admissible workloads waiting, admitted none in the window, runs "
+              "nothing and is below its quota: admission itself is stuck (a busy team at quota is not stalled).",
               "`kubectl get workloads -n <team>`: quota used by running jobs is normal; otherwise check "
               "the cohort's lending, node groups at max size, and Kueue's logs."),
+        Alert("OpenpodWorkloadStarving",
+              "time() - min by (namespace, local_queue) (openpod:kueue_workload_pending_since:seconds) "
+              f"> {t.starvation_minutes * 60}", "5m", "warning",
+              "Queue {{ $labels.namespace }}/{{ $labels.local_queue }}: its oldest workload has waited "
+              "{{ $value | humanizeDuration }} for quota",
+              f"A workload of this LocalQueue has had no quota reserved for over {t.starvation_minutes} minutes, "
+              "whether or not others were admitted meanwhile (a large job starved by smaller ones, or no room).",
+              "`kubectl get workloads -n {{ $labels.namespace }}` and `kubectl describe workload` of the oldest: "
+              "its QuotaReserved message says what is missing; consider its priority, the queueing strategy "
+              "(StrictFIFO), the cohort's borrowing, or a quota change."),
+        Alert("OpenpodTeamQueueStarving",
+              f"(sum by (cluster_queue) (kueue_pending_workloads{{{LEADER}}} offset {t.starvation_minutes}m) "
+              f"- sum by (cluster_queue) (increase(kueue_admitted_workloads_total{{{LEADER}}}"
+              f"[{t.starvation_minutes}m])) >= 1) "
+              f"and on (cluster_queue) (min_over_time(openpod:team_pending_workloads_all:sum"
+              f"[{t.starvation_minutes}m:5m]) > 0) "
+              f"unless on () (count({WL}_created_timestamp_seconds) > 0)", "5m", "warning",
+              "Team {{ $labels.cluster_queue }}: a workload has waited over "
+              f"{t.starvation_minutes} minutes",
+              f"More workloads were pending {t.starvation_minutes} minutes ago than the queue has admitted since, "
+              "and it never emptied: at least one has waited that long (Kueue's counts alone; it misses a large "
+              "workload passed by many small ones, which OpenpodWorkloadStarving catches from the Workloads "
+              "themselves, and stays off when that data is there).",
+              "`kubectl get workloads -A` for the team's LocalQueues, oldest first; `kubectl describe workload` "
+              "says what it waits for (quota, flavor, topology); then as OpenpodWorkloadStarving."),
         Alert("OpenpodWorkloadsInadmissible",
               'openpod:team_pending_workloads:sum{status="inadmissible"} > 0',
               f"{t.inadmissible_minutes}m", "info",

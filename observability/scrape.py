@@ -13,19 +13,31 @@ job adds the labels the rules group by (observability/rules.py): ``node``,
 - Kueue's controller: its metrics Service (HTTPS 8443, authenticated by a
   bearer token and authorized by RBAC: kubernetes-sigs/kueue@v0.19.2:cmd/kueue/main.go:188-191,
   charts/kueue/values.yaml:209-215, templates/_helpers.tpl:75);
-- any other pod annotated ``prometheus.io/scrape: "true"`` (node exporter,
-  DCGM exporter, Neuron monitor, kube-state-metrics when deployed with the annotation).
+- kube-state-metrics and dcgm-exporter (platform_constructs/exporters.py), each in a job of its own with
+  ``honor_labels: true``: their series describe other objects (``node`` of kube_node_status_condition is the
+  node in question; dcgm-exporter's ``namespace``/``pod`` name the pod using the GPU), and without it the
+  scrape's own labels overwrite those with the exporter pod's. kube-state-metrics gets no pod identity at all
+  (its ``node`` would be where the exporter runs); dcgm-exporter keeps ``node`` (a DaemonSet: its node is
+  the GPUs');
+- any other pod annotated ``prometheus.io/scrape: "true"`` (node exporter, Neuron monitor).
 """
 
 from __future__ import annotations
 
-from observability.metrics import JOB_CONTROLLER, JOB_DETECTOR, JOB_KUEUE, JOB_TRAINING
+from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_KSM, JOB_KUEUE, JOB_TRAINING
 from openpod_core import labels as L
 
 OPENPOD_NAMESPACE = "openpod-system"   # node_agent/deploy.py NAMESPACE
 KUEUE_NAMESPACE = "kueue-system"       # infra/governance/install.py KUEUE_NAMESPACE
 DETECTOR_APP = "node-health-agent"     # node_agent/deploy.py DETECTOR
 CONTROLLER_APP = "node-remediation"    # node_agent/deploy.py CONTROLLER
+MONITORING_NAMESPACE = "openpod-monitoring"  # platform_constructs/exporters.py NAMESPACE
+# The charts' pod label app.kubernetes.io/name (their "selectorLabels" helpers, checked 2026-11-25):
+# prometheus-community/helm-charts@kube-state-metrics-8.4.0:charts/kube-state-metrics/templates/_helpers.tpl
+# ("kube-state-metrics.selectorLabels") and NVIDIA/dcgm-exporter@4.5.3-4.8.2:deployment/templates/_helpers.tpl
+# ("dcgm-exporter.selectorLabels"); the chart name, the release named after it.
+KSM_APP = "kube-state-metrics"
+DCGM_APP = "dcgm-exporter"
 JOB_OTHER = "kubernetes-pods"
 SA_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
@@ -61,16 +73,20 @@ POD_IDENTITY = [_copy("__meta_kubernetes_namespace", "namespace"), _copy("__meta
                 _copy("__meta_kubernetes_pod_node_name", "node")]
 
 
-def _pods(job: str, *, namespaces: list[str] | None, relabel: list[dict]) -> dict:
+def _pods(job: str, *, namespaces: list[str] | None, relabel: list[dict], identity: list[dict] | None = None) -> dict:
     sd: dict = {"role": "pod"}
     if namespaces:
         sd["namespaces"] = {"names": namespaces}
     return {"job_name": job, "kubernetes_sd_configs": [sd],
-            "relabel_configs": [_keep(SCRAPE, "true"), *relabel, ANNOTATED_ADDRESS, *POD_IDENTITY]}
+            "relabel_configs": [_keep(SCRAPE, "true"), *relabel, ANNOTATED_ADDRESS,
+                                *(POD_IDENTITY if identity is None else identity)]}
+
+
+APP = POD_LABEL + "app_kubernetes_io_name"
 
 
 def scrape_configs() -> list[dict]:
-    app = POD_LABEL + "app_kubernetes_io_name"
+    app = APP
     return [
         _pods(JOB_DETECTOR, namespaces=[OPENPOD_NAMESPACE], relabel=[_keep(app, DETECTOR_APP)]),
         _pods(JOB_CONTROLLER, namespaces=[OPENPOD_NAMESPACE], relabel=[_keep(app, CONTROLLER_APP)]),
@@ -90,8 +106,14 @@ def scrape_configs() -> list[dict]:
              _keep("__meta_kubernetes_service_label_app_kubernetes_io_component", "metrics-service"),
              _keep("__meta_kubernetes_endpoint_port_name", "https"),
              _copy("__meta_kubernetes_pod_name", "pod")]},
+        {**_pods(JOB_KSM, namespaces=[MONITORING_NAMESPACE], relabel=[_keep(APP, KSM_APP)], identity=[]),
+         "honor_labels": True},
+        {**_pods(JOB_DCGM, namespaces=[MONITORING_NAMESPACE], relabel=[_keep(APP, DCGM_APP)],
+                 identity=[_copy("__meta_kubernetes_pod_node_name", "node")]),
+         "honor_labels": True},
         _pods(JOB_OTHER, namespaces=None, relabel=[
-            _drop("__meta_kubernetes_namespace", OPENPOD_NAMESPACE), _drop(TEAM, ".+")]),
+            _drop("__meta_kubernetes_namespace", OPENPOD_NAMESPACE), _drop(TEAM, ".+"),
+            _drop(APP, f"{KSM_APP}|{DCGM_APP}")]),
     ]
 
 

@@ -22,6 +22,18 @@ class AlertThresholds(BaseModel):
         60, ge=1, description="90th percentile of fault-to-back-in-service time over 6 hours, per group and action")
     deep_check_failed_nodes: int = Field(
         3, ge=1, description="nodes whose deep health check failed within 6 hours (a bad capacity batch or check)")
+    node_reboot_pending_minutes: int = Field(
+        30, ge=1, description="a node marked for reboot (node action 1) this long without being rebooted")
+    node_not_ready_minutes: int = Field(
+        10, ge=1, description="a node whose Ready condition is not true this long (a reboot takes less)")
+    allocatable_drop_minutes: int = Field(
+        10, ge=1, description="a node with fewer allocatable GPUs, Neuron devices or EFA interfaces than it "
+        "had (or than its capacity) this long")
+    xid_minutes: int = Field(30, ge=1, description="how long a new Xid seen by DCGM on a GPU stays alerted")
+    checkpoint_age_minutes: int = Field(
+        120, ge=1, description="a running job whose last durable checkpoint is older than this")
+    scrape_down_minutes: int = Field(
+        10, ge=1, description="a scrape target the rules depend on down, or its job gone, this long")
     job_hang_minutes: int = Field(15, ge=1, description="a running job whose step has not advanced this long")
     goodput_target: float = Field(
         0.9, gt=0, lt=1, description="a job's goodput over the window below this fraction")
@@ -32,5 +44,7 @@ class AlertThresholds(BaseModel):
         1.5, gt=1, description="a rank whose step time is this multiple of its node's median for 15 minutes")
     queue_stalled_minutes: int = Field(
         30, ge=1, description="a team queue with workloads pending and none admitted this long")
+    starvation_minutes: int = Field(
+        240, ge=1, description="the oldest workload of a team's LocalQueue pending (no quota reserved) this long")
     inadmissible_minutes: int = Field(
         30, ge=1, description="a team queue holding workloads Kueue judged inadmissible this long")

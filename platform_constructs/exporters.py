@@ -40,6 +40,39 @@ KUBE_STATE_METRICS_PORT = 8080  # values.yaml service.port
 DCGM_EXPORTER_PORT = 9400       # values.yaml service.port
 
 
+# kube-state-metrics' custom resource state (its CustomResourceStateMetrics format, kubernetes/kube-state-metrics@
+# v2.20.0:docs/metrics/extend/customresourcestate-metrics.md: metricNamePrefix + "_" + name; RFC3339 strings parsed
+# to Unix time; a path to a list yields one series per element) for Kueue's Workloads, the served storage version
+# (kubernetes-sigs/kueue@v0.19.2:config/components/crd/bases/kueue.x-k8s.io_workloads.yaml:9479,19142): when each
+# was created and the state and last transition of each of its conditions (QuotaReserved, Admitted, Finished,
+# ...). Kueue's own metrics count pending workloads but give none an age (pkg/metrics/metrics.go:411-420): the
+# starvation alert reads these. Chart keys customResourceState.{enabled,config} and rbac.extraRules
+# (prometheus-community/helm-charts@kube-state-metrics-8.4.0:charts/kube-state-metrics/values.yaml), checked
+# 2026-11-25.
+KUEUE_WORKLOAD_PREFIX = "openpod_kueue_workload"
+KUEUE_WORKLOAD_STATE = {
+    "kind": "CustomResourceStateMetrics",
+    "spec": {"resources": [{
+        "groupVersionKind": {"group": "kueue.x-k8s.io", "version": "v1beta2", "kind": "Workload"},
+        "metricNamePrefix": KUEUE_WORKLOAD_PREFIX,
+        "labelsFromPath": {"namespace": ["metadata", "namespace"], "workload": ["metadata", "name"],
+                           "local_queue": ["spec", "queueName"]},
+        "metrics": [
+            {"name": "created_timestamp_seconds", "help": "Unix time the Workload was created",
+             "each": {"type": "Gauge", "gauge": {"path": ["metadata", "creationTimestamp"]}}},
+            {"name": "condition", "help": "1 if the Workload's condition (label type) is True",
+             "each": {"type": "Gauge", "gauge": {"path": ["status", "conditions"],
+                                                 "labelsFromPath": {"type": ["type"]}, "valueFrom": ["status"]}}},
+            {"name": "condition_transition_timestamp_seconds",
+             "help": "Unix time the Workload's condition (label type) last changed",
+             "each": {"type": "Gauge", "gauge": {"path": ["status", "conditions"],
+                                                 "labelsFromPath": {"type": ["type"]},
+                                                 "valueFrom": ["lastTransitionTime"]}}},
+        ]}]},
+}
+KUEUE_WORKLOAD_RBAC = [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list", "watch"]}]
+
+
 def chart_values(system_node_selector: Mapping[str, str]) -> dict[str, dict]:
     """Helm values per chart (keys of ``CHARTS``)."""
     return {
@@ -47,7 +80,9 @@ def chart_values(system_node_selector: Mapping[str, str]) -> dict[str, dict]:
         "prometheus-node-exporter": {"podAnnotations": labels.scrape_annotations(NODE_EXPORTER_PORT),
                                      "tolerations": [{"operator": "Exists"}]},
         "kube-state-metrics": {"podAnnotations": labels.scrape_annotations(KUBE_STATE_METRICS_PORT),
-                               "nodeSelector": dict(system_node_selector)},
+                               "nodeSelector": dict(system_node_selector),
+                               "customResourceState": {"enabled": True, "config": KUEUE_WORKLOAD_STATE},
+                               "rbac": {"extraRules": KUEUE_WORKLOAD_RBAC}},
         "dcgm-exporter": {"podAnnotations": labels.scrape_annotations(DCGM_EXPORTER_PORT),
                           "nodeSelector": {labels.ACCELERATOR: "nvidia"}, "tolerations": [{"operator": "Exists"}],
                           "serviceMonitor": {"enabled": False},

@@ -16,6 +16,8 @@ from typing import Literal, Mapping, Sequence
 import aws_cdk as cdk
 import yaml
 from aws_cdk import aws_aps as aps
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_grafana
@@ -24,13 +26,14 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from observability import routing
+
 SCRAPER_USER = "aps-collector-user"   # the Kubernetes user the access entry maps the scraper's role to
 RULES_NAMESPACE = "openpod"
 APS = "aps.amazonaws.com"
 # What a Grafana data source needs to query a workspace (grafana-amazonprometheus-datasource "Before you begin":
 # https://grafana.com/docs/plugins/grafana-amazonprometheus-datasource/latest/configure/, checked 2026-11-23).
 QUERY_ACTIONS = ["aps:QueryMetrics", "aps:GetLabels", "aps:GetSeries", "aps:GetMetricMetadata"]
-GROUP_BY = ["alertname", "group", "node", "namespace", "training_job", "cluster_queue"]
 
 
 def scraper_rbac() -> list[dict]:
@@ -51,16 +54,17 @@ def scraper_rbac() -> list[dict]:
 
 
 def alertmanager_definition(region: str) -> str:
-    """The workspace's alert manager configuration: every alert to the SNS topic (``${TopicArn}`` is substituted).
+    """The workspace's alert manager configuration (observability/routing.py): pages to the alert topic
+    (``${TopicArn}``), the watchdog to its own topic (``${WatchdogTopicArn}``); both are substituted.
 
     Format: https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-alertmanager-config.html
     (an ``alertmanager_config`` key holding Alertmanager's YAML; ``sns_configs`` with ``sigv4``).
     """
-    config = {
-        "route": {"receiver": "sns", "group_by": GROUP_BY, "group_wait": "30s", "group_interval": "5m",
-                  "repeat_interval": "4h"},
-        "receivers": [{"name": "sns", "sns_configs": [{"topic_arn": "${TopicArn}", "sigv4": {"region": region}}]}],
-    }
+    def sns_to(arn: str) -> dict:
+        return {"sns_configs": [{"topic_arn": arn, "sigv4": {"region": region}}]}
+
+    config = routing.alertmanager_config({routing.PAGE: sns_to("${TopicArn}"),
+                                          routing.WATCHDOG_RECEIVER: sns_to("${WatchdogTopicArn}")})
     inner = yaml.safe_dump(config, sort_keys=False)
     return "alertmanager_config: |\n" + "".join(f"  {line}\n" for line in inner.splitlines())
 
@@ -72,7 +76,9 @@ class PlatformObservability(Construct):
     ``rule_groups`` and ``scrape_config`` are Prometheus rule-file and configuration documents
     (observability/rules.py, observability/scrape.py). ``kms_key_arn`` encrypts the workspace (not
     allowed with the managed scraper, see infra/observability_spec.py); ``alert_topic`` is an existing
-    topic, else one encrypted with a new key is created.
+    topic, else one encrypted with a new key is created (an existing topic's key must let
+    ``cloudwatch.amazonaws.com`` publish: the watchdog alarm pages through it). A second topic receives the
+    always-firing watchdog alert; an alarm on it pages when it falls silent (a dead-man's switch).
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.Cluster, subnets: Sequence[ec2.ISubnet],
@@ -106,6 +112,26 @@ class PlatformObservability(Construct):
         else:
             self.alert_key = None
         self.alert_topic = alert_topic
+        # The dead-man's switch: the always-firing watchdog alert is published to its own topic every 5 minutes
+        # (observability/routing.py); an alarm on that topic's published messages pages when it stops.
+        # (encrypted with the alert topic's key when this construct made it, else with a key of its own)
+        self.watchdog_key = self.alert_key or kms.Key(self, "WatchdogKey", enable_key_rotation=True,
+                                                      description=f"openpod {alias} watchdog topic")
+        if self.alert_key is None:
+            self.watchdog_key.grant(iam.ServicePrincipal(APS), "kms:GenerateDataKey*", "kms:Decrypt")
+        self.watchdog_topic = sns.Topic(self, "Watchdog", display_name=f"openpod {alias} watchdog",
+                                        master_key=self.watchdog_key, enforce_ssl=True)
+        self.watchdog_alarm = cloudwatch.Alarm(
+            self, "WatchdogSilent", alarm_description=f"openpod {alias}: the alerting pipeline stopped sending its "
+            "watchdog (rule evaluation, alert manager or SNS delivery is broken)",
+            metric=self.watchdog_topic.metric_number_of_messages_published(period=cdk.Duration.minutes(5),
+                                                                           statistic="Sum"),
+            threshold=1, comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluation_periods=3, treat_missing_data=cloudwatch.TreatMissingData.BREACHING)
+        self.watchdog_alarm.add_alarm_action(cw_actions.SnsAction(alert_topic))
+        if self.alert_key is not None:  # CloudWatch publishes the alarm to the encrypted alert topic
+            self.alert_key.grant(iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:GenerateDataKey*",
+                                 "kms:Decrypt")
 
         # -- the workspace, its rules and alert manager
         self.workspace = aps.CfnWorkspace(
@@ -113,14 +139,16 @@ class PlatformObservability(Construct):
             workspace_configuration=aps.CfnWorkspace.WorkspaceConfigurationProperty(
                 retention_period_in_days=retention_days),
             alert_manager_definition=cdk.Fn.sub(alertmanager_definition(stack.region),
-                                                {"TopicArn": alert_topic.topic_arn}),
+                                                {"TopicArn": alert_topic.topic_arn,
+                                                 "WatchdogTopicArn": self.watchdog_topic.topic_arn}),
         )
-        if isinstance(alert_topic, sns.Topic):
-            alert_topic.add_to_resource_policy(iam.PolicyStatement(
-                sid="AmpAlertManagerPublish", principals=[iam.ServicePrincipal(APS)],
-                actions=["sns:Publish", "sns:GetTopicAttributes"], resources=[alert_topic.topic_arn],
-                conditions={"ArnEquals": {"aws:SourceArn": self.workspace.attr_arn},
-                            "StringEquals": {"aws:SourceAccount": stack.account}}))
+        for topic in (alert_topic, self.watchdog_topic):
+            if isinstance(topic, sns.Topic):
+                topic.add_to_resource_policy(iam.PolicyStatement(
+                    sid="AmpAlertManagerPublish", principals=[iam.ServicePrincipal(APS)],
+                    actions=["sns:Publish", "sns:GetTopicAttributes"], resources=[topic.topic_arn],
+                    conditions={"ArnEquals": {"aws:SourceArn": self.workspace.attr_arn},
+                                "StringEquals": {"aws:SourceAccount": stack.account}}))
         self.rules = aps.CfnRuleGroupsNamespace(
             self, "Rules", workspace=self.workspace.attr_arn, name=RULES_NAMESPACE,
             data=yaml.safe_dump(dict(rule_groups), sort_keys=False, width=200))

@@ -6,6 +6,13 @@ first step, restore excluded), ``restore``, ``checkpoint_blocking``, ``replayed`
 last heartbeat to this process's start). Rank 0 keeps a ledger in the run directory
 so totals accumulate over restarts, and exports them as Prometheus metrics (a
 textfile and optionally an HTTP endpoint) and a JSON summary.
+
+The checkpoint gauges hold what an alert needs between scrapes (docs/observability.md, "Public metrics"):
+``openpod_checkpoint_failures`` counts save-path failures over all incarnations of the job (it only grows,
+so ``increase()`` sees each one whenever it is scraped); ``openpod_checkpoint_restore_source_failures`` and
+``openpod_checkpoint_restored_older`` describe this incarnation's restore and hold until the next one;
+``openpod_checkpoint_last_durable_timestamp_seconds`` is when a checkpoint last became durable (the job's
+first start while none has), carried over restarts by the ledger.
 """
 
 from __future__ import annotations
@@ -38,6 +45,16 @@ def process_start_time() -> float:
         return time.time()
 
 
+def durable_commits(checkpointer) -> int:
+    """Checkpoints this rank has committed to a durable (shared) tier: promotions into the first shared tier, or
+    commits when the first tier is itself shared (training/checkpoint/manager.py ``SaveStats``)."""
+    from training.checkpoint.manager import SHARED
+
+    if checkpointer.durable is not None:
+        return checkpointer.stats.promoted.get(checkpointer.durable.kind, 0)
+    return checkpointer.stats.committed if checkpointer.first.kind in SHARED else 0
+
+
 class Goodput:
     def __init__(self, run_dir: str | Path, *, rank: int, metrics_port: int | None = None,
                  started: float | None = None, serve: bool | None = None):
@@ -51,6 +68,13 @@ class Goodput:
         self.prior = {k: float(prev.get("seconds", {}).get(k, 0.0)) for k in CATEGORIES}
         self.high_water = int(prev.get("high_water_step", 0))
         self.incarnation = int(prev.get("incarnations", 0)) + 1
+        self.job_started = float(prev.get("job_started", self.started))
+        # Checkpoint figures: failures of earlier incarnations, this one's (set by persist), and held values.
+        self._prior_ckpt_failures = int(prev.get("checkpoint_failures", 0))
+        self._ckpt = {"checkpoint_failures": 0, "restore_source_failures": 0, "restored_older": 0}
+        self.last_durable = float(prev.get("last_durable", self.job_started))
+        self._durable_count = None  # callable: durable commits so far (watch_durable)
+        self._durable_seen = 0
         if prev and not prev.get("finished"):
             self.seconds["rescheduling"] = max(0.0, self.started - float(prev.get("last_alive", self.started)))
         self._http = None  # (server, thread) while serving metrics_port
@@ -61,14 +85,16 @@ class Goodput:
                                 ["category"], registry=self.registry)
         self._g_ratio = Gauge("openpod_goodput_ratio", "Productive seconds / all seconds", registry=self.registry)
         self._g_step = Gauge("openpod_training_step", "Last completed optimizer step", registry=self.registry)
-        self._g_ckpt_fail = Gauge("openpod_checkpoint_failures", "Checkpoint saves and tier promotions that failed (this incarnation)",
-                                  registry=self.registry)
+        self._g_ckpt_fail = Gauge("openpod_checkpoint_failures", "Checkpoint saves and tier promotions that failed, "
+                                  "all incarnations (only grows)", registry=self.registry)
         self._g_src_fail = Gauge("openpod_checkpoint_restore_source_failures",
                                  "Checkpoint sources still unreadable after retries at this incarnation's restore",
                                  registry=self.registry)
         self._g_older = Gauge("openpod_checkpoint_restored_older",
                               "1 if this incarnation resumed from an older step than the newest checkpoint seen",
                               registry=self.registry)
+        self._g_durable = None  # openpod_checkpoint_last_durable_timestamp_seconds, once watch_durable is called
+        self._set_checkpoint_gauges()
         # Served over HTTP: the ledger's gauges and what only a scrape computes (``serve_also``), e.g. the
         # runtime's openpod_train_straggler_score (training/straggler.py). metrics.prom gets the gauges alone,
         # so writing it never runs a scrape-time collector on the training step.
@@ -80,6 +106,19 @@ class Goodput:
     def serve_also(self, collector) -> None:
         """Serve ``collector`` on the metrics port (collected at scrape time only, never into metrics.prom)."""
         self.served.register(collector)
+
+    def watch_durable(self, commits) -> None:
+        """Export when a checkpoint last became durable: ``commits()`` returns how many checkpoints this rank
+        has committed to its durable tier so far (read at each :meth:`persist`, at most a second apart while
+        steps run). Jobs that checkpoint call this once; the gauge starts at the last durable time the ledger
+        holds, else at the job's first start, so a job that never reaches a durable tier ages from its start."""
+        self._durable_count = commits
+        self._durable_seen = commits()
+        if self._g_durable is None:
+            self._g_durable = Gauge("openpod_checkpoint_last_durable_timestamp_seconds",
+                                    "Unix time a checkpoint last became durable (the job's first start while none "
+                                    "has), over all incarnations", registry=self.registry)
+        self._g_durable.set(self.last_durable)
 
     def close(self) -> None:
         """Stop serving metrics (an in-process restart builds a new Goodput on the same port)."""
@@ -128,18 +167,28 @@ class Goodput:
                 "goodput": round(tot["productive"] / wall, 4) if wall else 0.0,
                 "incarnations": self.incarnation, "high_water_step": self.high_water}
 
-    def persist(self, *, finished: bool = False, checkpoint_failures: int = 0, restore_source_failures: int = 0,
-                restored_older: int = 0) -> None:
+    def persist(self, *, finished: bool = False, checkpoint_failures: int | None = None,
+                restore_source_failures: int | None = None, restored_older: int | None = None) -> None:
         """Set the gauges and write the ledger and metrics.prom (rank 0). The checkpoint figures are
-        ``SaveStats.gauges()``: save-path failures, and the restore's unreadable sources and fall-back apart."""
+        ``SaveStats.gauges()`` of this incarnation: save-path failures, and the restore's unreadable sources and
+        fall-back apart. One left out (None) keeps its last value: a periodic persist never clears them."""
         self._last_write = time.monotonic()
+        given = {"checkpoint_failures": checkpoint_failures, "restore_source_failures": restore_source_failures,
+                 "restored_older": restored_older}
+        for k, v in given.items():
+            if v is not None:
+                if v < 0:
+                    raise ValueError(f"Goodput.persist: {k} must be >= 0, got {v}")
+                self._ckpt[k] = int(v)
+        if self._durable_count is not None:
+            n = self._durable_count()
+            if n > self._durable_seen:
+                self._durable_seen, self.last_durable = n, time.time()
         s = self.summary()
         for k, v in s["seconds"].items():
             self._g_seconds.labels(category=k).set(v)
         self._g_ratio.set(s["goodput"])
-        self._g_ckpt_fail.set(checkpoint_failures)
-        self._g_src_fail.set(restore_source_failures)
-        self._g_older.set(min(restored_older, 1))
+        self._set_checkpoint_gauges()
         if self.rank != 0:
             return
         try:
@@ -147,10 +196,23 @@ class Goodput:
         except OSError:
             pass  # reported by the writes below
         ledger = {"seconds": s["seconds"], "high_water_step": self.high_water, "last_alive": time.time(),
-                  "finished": finished, "incarnations": self.incarnation}
+                  "finished": finished, "incarnations": self.incarnation, "job_started": self.job_started,
+                  "checkpoint_failures": self.checkpoint_failures, "last_durable": self.last_durable}
         self._write("goodput ledger", lambda: atomic_write(self.dir / LEDGER, json.dumps(ledger).encode(),
                                                            fsync=False))
         self._write("metrics file", lambda: write_to_textfile(str(self.dir / "metrics.prom"), self.registry))
+
+    @property
+    def checkpoint_failures(self) -> int:
+        """Save-path failures over all incarnations (earlier ones from the ledger, plus this one's)."""
+        return self._prior_ckpt_failures + self._ckpt["checkpoint_failures"]
+
+    def _set_checkpoint_gauges(self) -> None:
+        self._g_ckpt_fail.set(self.checkpoint_failures)
+        self._g_src_fail.set(self._ckpt["restore_source_failures"])
+        self._g_older.set(min(self._ckpt["restored_older"], 1))
+        if self._g_durable is not None:
+            self._g_durable.set(self.last_durable)
 
     def _write(self, what: str, write) -> None:
         """A full or read-only disk (ENOSPC, EIO, EROFS) costs this write, never the training; warned once per file."""

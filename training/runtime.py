@@ -37,7 +37,7 @@ from training import faults
 from training.checkpoint import Checkpointer, RestoreInfo, state_sha256
 from training.config import RunConfig
 from training.data import SampleOrder, StepPlan, TokenShards, plan_step
-from training.goodput import Goodput
+from training.goodput import Goodput, durable_commits
 
 log = logging.getLogger("training")
 
@@ -115,6 +115,7 @@ class Runtime:
                 local_world_size=self.local_world_size, node_id=self.node_id,
                 scratch_dir=Path(cfg.run_dir) / "scratch" / f"rank_{self.rank:05d}")
             self.checkpointer.register("lr_schedule", self.lr_schedule)
+            self.goodput.watch_durable(lambda ck=self.checkpointer: durable_commits(ck))  # checkpoint age
         if restarter is not None:
             restarter.on_abort(self.abandon)
         self.ft = None  # replica fault tolerance (training/ft/replica.py), switched by cfg.fault_tolerance
@@ -131,6 +132,7 @@ class Runtime:
         elif cfg.fault_tolerance.mode != "restart":
             raise ValueError(f"fault_tolerance.mode: {cfg.fault_tolerance.mode!r} is not one of restart, replica")
         self.heartbeat = None
+        self._compute_s = 0.0  # the last step's compute before its gradient collective (sync_gradients)
         ft_dir = os.environ.get("OPENPOD_FT_DIR")  # set by the launcher (python -m training run)
         if ft_dir:
             from training.ft.heartbeat import Heartbeat
@@ -309,6 +311,7 @@ class Runtime:
         Under FSDP2 the gradients were already reduce-scattered in backward: only the loss is summed.
         A pending SIGTERM rides in the same all-reduce, so every rank learns of it at this step.
         """
+        self._compute_s = time.perf_counter() - self._t_step  # this rank's compute, before any rank waits (straggler)
         stop = float(self.stop.requested)
         if self.cfg.parallelism != "ddp":
             t = torch.stack([loss_sum.detach().reshape(()).float(), torch.tensor(stop, device=loss_sum.device)])
@@ -392,7 +395,7 @@ class Runtime:
         self.goodput.step_done(step, time.perf_counter() - self._t_step - held)
         done = step + 1
         if self.heartbeat is not None:
-            self.heartbeat.beat(done)
+            self.heartbeat.beat(done, compute_time=self._compute_s)
         faults.kill_point("after_step", done, self.rank)
         if self._stop_now(step):
             self._stop_after(done, model, optimizer, loss)

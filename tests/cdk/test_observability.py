@@ -75,23 +75,34 @@ def test_the_scraper_role_gets_an_access_entry_and_read_only_rbac(default):
 
 
 def test_alerts_go_to_an_encrypted_topic_only_this_workspace_may_publish_to(default):
-    topic_id = _logical(default, "AWS::SNS::Topic")
+    topics = default.resources("AWS::SNS::Topic")
+    topic_id = next(k for k in topics if k.startswith("ObservabilityAlerts"))
+    watchdog_id = next(k for k in topics if k.startswith("ObservabilityWatchdog"))
     key_id = next(k for k in default.resources("AWS::KMS::Key") if k.startswith("ObservabilityAlertKey"))
-    assert _one(default, "AWS::SNS::Topic")["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    policy = _one(default, "AWS::SNS::TopicPolicy")["PolicyDocument"]["Statement"]
-    aps = next(s for s in policy if s.get("Sid") == "AmpAlertManagerPublish")
-    assert aps["Principal"] == {"Service": "aps.amazonaws.com"}
-    assert aps["Condition"]["ArnEquals"]["aws:SourceArn"] == {
-        "Fn::GetAtt": [_logical(default, "AWS::APS::Workspace"), "Arn"]}
-    assert any(s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false" for s in policy)
+    for t in (topic_id, watchdog_id):
+        assert topics[t]["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    for policy in default.resources("AWS::SNS::TopicPolicy").values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        aps = next(s for s in statements if s.get("Sid") == "AmpAlertManagerPublish")
+        assert aps["Principal"] == {"Service": "aps.amazonaws.com"}
+        assert aps["Condition"]["ArnEquals"]["aws:SourceArn"] == {
+            "Fn::GetAtt": [_logical(default, "AWS::APS::Workspace"), "Arn"]}
+        assert any(s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false" for s in statements)
     key_policy = default.template["Resources"][key_id]["Properties"]["KeyPolicy"]["Statement"]
-    assert any(s["Principal"] == {"Service": "aps.amazonaws.com"} and "kms:GenerateDataKey*" in s["Action"]
-               for s in key_policy)
+    for service in ("aps.amazonaws.com", "cloudwatch.amazonaws.com"):  # AMP publishes; the watchdog alarm too
+        assert any(service in str(s["Principal"].get("Service")) and "kms:GenerateDataKey*" in s["Action"]
+                   for s in key_policy), service
     am = _one(default, "AWS::APS::Workspace")["AlertManagerDefinition"]["Fn::Sub"]
-    assert am[1] == {"TopicArn": {"Ref": topic_id}}
+    assert am[1] == {"TopicArn": {"Ref": topic_id}, "WatchdogTopicArn": {"Ref": watchdog_id}}
     config = yaml.safe_load(yaml.safe_load(am[0])["alertmanager_config"])
-    assert config["receivers"][0]["sns_configs"][0]["topic_arn"] == "${TopicArn}"
-    assert config["route"]["receiver"] == "sns"
+    receivers = {r["name"]: r for r in config["receivers"]}
+    assert receivers["page"]["sns_configs"][0]["topic_arn"] == "${TopicArn}"
+    assert receivers["watchdog"]["sns_configs"][0]["topic_arn"] == "${WatchdogTopicArn}"
+    assert config["route"]["receiver"] == "page"
+    alarm = next(r["Properties"] for k, r in default.resources("AWS::CloudWatch::Alarm").items()
+                 if k.startswith("ObservabilityWatchdogSilent"))
+    assert alarm["AlarmActions"] == [{"Ref": topic_id}] and alarm["TreatMissingData"] == "breaching"
+    assert alarm["Dimensions"] == [{"Name": "TopicName", "Value": {"Fn::GetAtt": [watchdog_id, "TopicName"]}}]
 
 
 # ---------------------------------------------------------------------------- the construct alone (no synth)
@@ -136,10 +147,14 @@ def test_an_existing_alert_topic_is_used_as_is():
     PlatformObservability(stack, "O", cluster=None, subnets=subnets, rule_groups=rule_groups(),
                           scrape_config=prometheus_config(), alias="t", collector="in-cluster", alert_topic=topic)
     t = cdk.assertions.Template.from_stack(stack)
-    t.resource_count_is("AWS::SNS::Topic", 0)
-    t.resource_count_is("AWS::KMS::Key", 0)
+    t.resource_count_is("AWS::SNS::Topic", 1)   # the watchdog's (dead-man's switch), with a key of its own
+    t.resource_count_is("AWS::KMS::Key", 1)
     ws = next(iter(t.find_resources("AWS::APS::Workspace").values()))["Properties"]
-    assert ws["AlertManagerDefinition"]["Fn::Sub"][1] == {"TopicArn": "arn:aws:sns:us-east-2:123456789012:oncall"}
+    subs = ws["AlertManagerDefinition"]["Fn::Sub"][1]
+    assert subs["TopicArn"] == "arn:aws:sns:us-east-2:123456789012:oncall" and "WatchdogTopicArn" in subs
+    (alarm,) = t.find_resources("AWS::CloudWatch::Alarm").values()   # the watchdog fell silent: page the on-call
+    assert alarm["Properties"]["AlarmActions"] == ["arn:aws:sns:us-east-2:123456789012:oncall"]
+    assert alarm["Properties"]["TreatMissingData"] == "breaching"
 
 
 # ---------------------------------------------------------------------------- the spec section

@@ -12,7 +12,7 @@ def _tool(name: str) -> str:
     path = shutil.which(name)
     if path:
         return path
-    package = "prometheus-alertmanager" if name == "amtool" else "prometheus"
+    package = "prometheus-alertmanager" if name in ("amtool", "prometheus-alertmanager") else "prometheus"
     msg = (f"{name} not found: install the Debian package `{package}` (`make setup` does: "
            f"apt-get install -y --no-install-recommends prometheus prometheus-alertmanager)")
     if os.environ.get("CI") == "true":
@@ -33,3 +33,8 @@ def prometheus_bin() -> str:
 @pytest.fixture(scope="session")
 def amtool() -> str:
     return _tool("amtool")
+
+
+@pytest.fixture(scope="session")
+def alertmanager_bin() -> str:
+    return _tool("prometheus-alertmanager")   # Debian's name for the alertmanager binary

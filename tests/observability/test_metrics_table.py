@@ -31,7 +31,9 @@ def _collected(collector) -> dict[str, tuple[str, tuple[str, ...]]]:
 
 @pytest.fixture(scope="module")
 def registered(tmp_path_factory):
-    training = {**_families(Goodput(tmp_path_factory.mktemp("run"), rank=1)),
+    g = Goodput(tmp_path_factory.mktemp("run"), rank=1)
+    g.watch_durable(lambda: 0)  # the runtime does, for a job that checkpoints
+    training = {**_families(g),
                 **_collected(StragglerCollector(tmp_path_factory.mktemp("ft")))}  # registered by the runtime
     return {JOB_DETECTOR: _families(DetectorMetrics()), JOB_CONTROLLER: _families(ControllerMetrics()),
             JOB_TRAINING: training}
@@ -68,3 +70,21 @@ def test_our_names_follow_prometheus_conventions():
         assert (m.type == "counter") == m.name.endswith("_total"), f"{m.name}: only counters end in _total"
         if m.unit == "seconds":
             assert "seconds" in m.name, f"{m.name}: a seconds metric says so in its name"
+
+
+def test_the_kueue_workload_rows_are_what_kube_state_metrics_is_configured_to_export():
+    """kube-state-metrics names a custom resource metric <metricNamePrefix>_<name> with the labels of
+    labelsFromPath (kubernetes/kube-state-metrics@v2.20.0:docs/metrics/extend/customresourcestate-metrics.md)."""
+    from observability.metrics import BY_NAME, JOB_KSM
+    from platform_constructs.exporters import KUEUE_WORKLOAD_RBAC, KUEUE_WORKLOAD_STATE, chart_values
+
+    (res,) = KUEUE_WORKLOAD_STATE["spec"]["resources"]
+    assert res["groupVersionKind"] == {"group": "kueue.x-k8s.io", "version": "v1beta2", "kind": "Workload"}
+    for m in res["metrics"]:
+        row = BY_NAME[f"{res['metricNamePrefix']}_{m['name']}"]
+        extra = tuple(m["each"]["gauge"].get("labelsFromPath", {}))
+        assert row.exporter == JOB_KSM and row.labels == (*res["labelsFromPath"], *extra), row.name
+    ksm = chart_values({})["kube-state-metrics"]
+    assert ksm["customResourceState"] == {"enabled": True, "config": KUEUE_WORKLOAD_STATE}
+    assert ksm["rbac"]["extraRules"] == KUEUE_WORKLOAD_RBAC   # read-only: list and watch
+    assert KUEUE_WORKLOAD_RBAC[0]["verbs"] == ["list", "watch"]

@@ -28,6 +28,7 @@ class Beat:
     started_time: float = 0.0
     finished: bool = False  # its steps are over (Runtime.finish)
     generation: int = 0  # the in-process restart generation this process was in when it wrote the beat
+    compute_time: float = 0.0  # seconds of its last step before the gradient collective (training/straggler.py)
 
     @property
     def advanced(self) -> float:
@@ -50,12 +51,12 @@ class Heartbeat:
         self._write(Beat(rank, 0, 0.0, 0.0, started_time=time.time(), generation=self.generation))
         self._beat = Beat(rank, 0, 0.0, 0.0, generation=self.generation)
 
-    def beat(self, step: int, now: float | None = None) -> Beat:
-        """``step`` steps are done."""
+    def beat(self, step: int, now: float | None = None, compute_time: float = 0.0) -> Beat:
+        """``step`` steps are done; ``compute_time``: what the last one computed before its gradient collective."""
         now = time.time() if now is None else now
         step_time = 0.0 if self._last is None else now - self._last
         self._last = now
-        return self._write(replace(self._beat, step=step, time=now, step_time=step_time))
+        return self._write(replace(self._beat, step=step, time=now, step_time=step_time, compute_time=compute_time))
 
     def begin(self, step: int, now: float | None = None) -> Beat:
         """This rank begins ``step`` (it got past its data loading and fault hooks)."""
