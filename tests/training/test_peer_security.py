@@ -238,3 +238,21 @@ def test_no_server_on_the_network_and_no_client_to_it_without_the_secret(tmp_pat
     with pytest.raises(PermissionError, match="refusing to trust an unauthenticated peer"):
         PeerClient(("192.0.2.1", 9), timeout=1).list()  # TEST-NET-1: never connected
     PeerServer(held, own=None, host="127.0.0.1").close()  # one machine's own tests: loopback only
+
+
+def test_training_run_refuses_a_peer_channel_beyond_loopback_without_the_secret(tmp_path, monkeypatch):
+    """A clear usage error before anything starts, instead of a traceback from every worker's PeerServer."""
+    from click.testing import CliRunner
+
+    from training.cli import peer_secret_problems, run
+
+    monkeypatch.delenv("OPENPOD_PEER_SECRET", raising=False)
+    r = CliRunner().invoke(run, ["--checkpoint-dir", str(tmp_path / "ck"), "--bind-host", "10.1.2.3", "--steps", "5",
+                                 "--checkpoint-every", "1"])
+    assert r.exit_code == 2, r.output
+    assert "--bind-host 10.1.2.3: the peer side-channel needs OPENPOD_PEER_SECRET" in r.output
+    assert not (tmp_path / "ck").exists()
+    assert peer_secret_problems("127.0.0.1") == []
+    assert peer_secret_problems("10.1.2.3", {"OPENPOD_PEER_SECRET": SECRET.hex()}) == []
+    assert peer_secret_problems("10.1.2.3", {"OPENPOD_PEER_SECRET": "abc"}) == [
+        "OPENPOD_PEER_SECRET: must be hex (e.g. `openssl rand -hex 32`)"]
