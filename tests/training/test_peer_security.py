@@ -207,20 +207,25 @@ def test_an_oversized_header_is_refused_before_anything_is_allocated(tmp_path, m
     assert asked == [4]
 
 
-def test_connections_beyond_the_bound_are_closed_at_once(tmp_path):
+def test_connections_beyond_the_bound_wait_their_turn(tmp_path):
+    """Idle connections hold every slot: the next request is served only once one of them ends, not in parallel
+    (a thread and its buffers per connection), and not refused (a job's ranks all list one peer at restore)."""
     from training.checkpoint.peer import PeerClient
 
     server = PeerServer(DirTier("memory", tmp_path / "held", fsync=False), own=None, secret=SECRET,
                         max_connections=2)
     idle = [socket.create_connection(server.address, timeout=10) for _ in range(2)]
+    result = {}
     try:
-        time.sleep(0.2)  # both accepted and holding a slot
-        with socket.create_connection(server.address, timeout=10) as extra:
-            assert extra.recv(1) == b""  # the third is closed, not queued behind the idle ones
-        for s in idle:
-            s.close()
-        time.sleep(0.2)
-        assert PeerClient(server.address, timeout=10, secret=SECRET).list() == []
+        time.sleep(0.3)  # both accepted and holding a slot
+        t = threading.Thread(target=lambda: result.setdefault(
+            "markers", PeerClient(server.address, timeout=10, secret=SECRET).list()), daemon=True)
+        t.start()
+        t.join(1.5)
+        assert t.is_alive() and not result  # waiting for a slot
+        idle[0].close()
+        t.join(10)
+        assert result == {"markers": []}
     finally:
         for s in idle:
             s.close()

@@ -11,7 +11,8 @@ anything is allocated), a JSON header, then the raw file bytes whose sizes the h
 (sent with sendfile, received in 4 MiB chunks and hashed on the fly, so a damaged transfer is
 never committed). With the job's secret every request and every reply is signed and bound to
 the request's nonce (:mod:`training.checkpoint.peer_auth`); a server on an address other than
-loopback refuses to start without one, and serves at most :data:`MAX_CONNECTIONS` at a time.
+loopback refuses to start without one, and serves at most :data:`MAX_CONNECTIONS` at a time
+(the next ones wait their turn).
 """
 
 from __future__ import annotations
@@ -115,21 +116,30 @@ def _recv_snapshot(sock: socket.socket, header: dict, tier: DirTier) -> Marker:
 
 
 class _BoundedServer(socketserver.ThreadingTCPServer):
-    """A threading TCP server that serves at most ``max_connections`` at once; it closes the ones beyond."""
+    """A threading TCP server that serves at most ``max_connections`` at once.
+
+    Beyond that it stops accepting until a connection ends (the others wait in the listen backlog: a
+    whole job's ranks listing one peer at restore are served in turn, not refused); one that waited
+    ``slot_wait_s`` is closed. Each connection's socket times out after ``timeout`` seconds idle.
+    """
 
     daemon_threads = True
+    request_queue_size = 256
 
-    def __init__(self, address, handler, max_connections: int):
-        self.max_connections = max_connections
+    def __init__(self, address, handler, max_connections: int, slot_wait_s: float):
+        self.max_connections, self.slot_wait_s, self.closing = max_connections, slot_wait_s, False
         self._slots = threading.BoundedSemaphore(max_connections)
         super().__init__(address, handler)
 
     def process_request(self, request, client_address) -> None:
-        if not self._slots.acquire(blocking=False):
-            log.warning("peer server: refusing %s:%s, %d connections open already", *client_address[:2],
-                        self.max_connections)
-            self.shutdown_request(request)
-            return
+        waited = 0.0
+        while not self._slots.acquire(timeout=0.5):  # short waits: close() must not hang behind a full server
+            waited += 0.5
+            if self.closing or waited >= self.slot_wait_s:
+                log.warning("peer server: closing a connection from %s that waited %.0f s for one of %d slots",
+                            client_address[0], waited, self.max_connections)
+                self.shutdown_request(request)
+                return
         try:
             super().process_request(request, client_address)
         except BaseException:
@@ -169,7 +179,7 @@ class PeerServer:
                 except (OSError, CorruptCheckpoint, ValueError, TypeError, KeyError) as e:
                     log.warning("peer request from %s failed: %s: %s", self.client_address[0], type(e).__name__, e)
 
-        self._srv = _BoundedServer((host, 0), Handler, max_connections)
+        self._srv = _BoundedServer((host, 0), Handler, max_connections, slot_wait_s=timeout)
         self.address = (host, self._srv.server_address[1])
         threading.Thread(target=self._srv.serve_forever, name="peer-server", daemon=True).start()
 
@@ -217,6 +227,7 @@ class PeerServer:
             reply({"error": f"unknown op {op!r}"})
 
     def close(self) -> None:
+        self._srv.closing = True
         self._srv.shutdown()
         self._srv.server_close()
 
