@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import logging
 import pickle
 
@@ -165,8 +166,7 @@ def test_a_marker_naming_a_path_outside_its_tier_never_makes_put_write_there(tmp
     name = "../../../ESCAPED.txt"
     (src / name).write_bytes(b"escaped")  # the file the marker names exists where it points
     files = {name: {"size": 7, "blake3": "0" * 64}}
-    fsx.marker_path(2, 0).write_text(
-        '{"step": 2, "rank": 0, "world_size": 1, "files": ' + __import__("json").dumps(files) + "}")
+    fsx.marker_path(2, 0).write_text(json.dumps({"step": 2, "rank": 0, "world_size": 1, "files": files}))
     memory = DirTier("memory", tmp_path / "a" / "b" / "c" / "memory", fsync=False)
     with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
         for m in fsx.markers():
