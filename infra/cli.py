@@ -254,11 +254,12 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
     if dry_run:
         from infra.governance.objects import to_yaml
 
-        click.echo("---\n".join(to_yaml(o) for o in (obj, *owned)), nl=False)
+        # the job's peer key last (the JobSet stays the first document): its pods do not start without it
+        click.echo("---\n".join(to_yaml(o) for o in (obj, *owned, *([secret] if secret else []))), nl=False)
         if secret is not None:
-            click.echo(f"note: without --dry-run, submit also creates Secret {secret['metadata']['name']} "
-                       "(the job's peer-replication key, owned by the JobSet); applied without it, the peer "
-                       "server runs unauthenticated", err=True)
+            click.echo(f"note: the last document is Secret {secret['metadata']['name']}, the job's peer-replication "
+                       "key; apply it with the JobSet (the pods wait for it) and keep it out of plain-text "
+                       "repositories (seal or encrypt it for GitOps)", err=True)
         return
     from infra.governance import apply
 

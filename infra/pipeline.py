@@ -8,8 +8,12 @@ step passes the plan to the app (``-c plan=plan.json``), so the approval appears
 when the change needs one, and disappears once it is deployed.
 
 ``GitHubDeployStack`` (``pipeline.provider: github-actions``): GitHub's OIDC provider, a plan role that
-pull requests of the repository may assume (read the deployed template) and a deploy role that only the
-repository's branch may assume (the CDK bootstrap roles, as ``cdk deploy`` uses them).
+pull requests of the repository may assume (read the deployed template) and a deploy role (the CDK
+bootstrap roles, as ``cdk deploy`` uses them: the way to the account's administrator) that only jobs of
+the repository's GitHub environment ``pipeline.environment`` may assume. A job that names an environment
+gets the subject ``repo:<owner/name>:environment:<name>`` (:data:`GITHUB_SUB_ENVIRONMENT`), and GitHub
+runs it only after the environment's protection rules (required reviewers, deployment branches) pass;
+any other workflow on the branch, one that names no environment, cannot deploy.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ from infra.spec import ClusterSpec
 
 GITHUB_OIDC_URL = "https://token.actions.githubusercontent.com"
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
+# The subject claim of a job that references an environment ("Filtering for a specific environment":
+# https://docs.github.com/en/actions/reference/security/oidc, checked 2026-11-25); the branch form
+# `repo:<r>:ref:refs/heads/<b>` is what any job on the branch without an environment presents.
+GITHUB_SUB_ENVIRONMENT = "repo:{repository}:environment:{environment}"
 # The CDK bootstrap's role name qualifier (cdk bootstrap's default, `hnb659fds`).
 BOOTSTRAP_QUALIFIER = "hnb659fds"
 
@@ -216,10 +224,12 @@ class GitHubDeployStack(cdk.Stack):
             self, "PlanRole", assumed_by=principal(f"repo:{p.repository}:pull_request"),
             description=f"openpod plan for pull requests of {p.repository}", max_session_duration=cdk.Duration.hours(1))
         self.plan_role.add_to_policy(read_template)
-        # The branch: deploy through the CDK bootstrap roles, as `cdk deploy` does.
+        # The environment's jobs (reviewed): deploy through the CDK bootstrap roles, as `cdk deploy` does.
         self.deploy_role = iam.Role(
-            self, "DeployRole", assumed_by=principal(f"repo:{p.repository}:ref:refs/heads/{p.branch}"),
-            description=f"openpod deploy from {p.repository}@{p.branch}", max_session_duration=cdk.Duration.hours(2))
+            self, "DeployRole",
+            assumed_by=principal(GITHUB_SUB_ENVIRONMENT.format(repository=p.repository, environment=p.environment)),
+            description=f"openpod deploy from {p.repository}, GitHub environment {p.environment}",
+            max_session_duration=cdk.Duration.hours(2))
         bootstrap = [self.format_arn(
             service="iam", region="", resource="role",
             resource_name=f"cdk-{BOOTSTRAP_QUALIFIER}-{kind}-role-{self.account}-{spec.region}")

@@ -3,7 +3,8 @@
 ``provider: codepipeline`` adds a CDK Pipelines stack (source from a CodeConnections connection,
 synth, ``openpod plan`` as the gate, deploy; self-mutating). ``provider: github-actions`` adds a stack
 with GitHub's OIDC provider and two roles for ``examples/gitops/github-workflow.yaml``: a plan role
-for pull requests of the repository and a deploy role for its branch only.
+for pull requests of the repository and a deploy role for jobs of its ``environment`` only (a GitHub
+environment with required reviewers and the branch as its only deployment branch).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ class PipelineSpec(BaseModel):
     repository: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$",
                             description="owner/name of the git repository holding the spec")
     branch: str = Field("main", pattern=r"^[A-Za-z0-9._/-]+$", description="the branch that deploys")
+    environment: str = Field("production", pattern=r"^[A-Za-z0-9_.-]{1,255}$",
+                             description="github-actions: the GitHub environment whose jobs may deploy; give it "
+                                         "required reviewers and the branch as its only deployment branch")
     spec_path: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9._/-]*\.ya?ml$",
                            description="the spec's path inside the repository")
     connection_arn: str | None = Field(None, pattern=CONNECTION_ARN,

@@ -42,10 +42,24 @@ class TrainingAccess(Construct):
             # Only this cluster's `training` service accounts (any team namespace) may assume it.
             assumed_by=pod_identity_principal(cluster, service_account=SERVICE_ACCOUNT),
         )
-        datasets.grant_read(self.role)
+        self._grant_read(datasets)
         for bucket in (checkpoints, logs):
             self._grant_team_prefix(bucket)
         self._associations: dict[tuple[str, str], eks.CfnPodIdentityAssociation] = {}
+
+    def _grant_read(self, bucket: s3.IBucket) -> None:
+        """What ``bucket.grant_read`` grants, but its key only through S3: grant_read also allows ``kms:Decrypt``
+        on the key directly, for any ciphertext of the data key (FSx's and the other buckets' too)."""
+        self.role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["s3:GetObject*", "s3:GetBucket*", "s3:List*"],
+            resources=[bucket.bucket_arn, bucket.arn_for_objects("*")]))
+        self._grant_key(bucket, ["kms:Decrypt"])
+
+    def _grant_key(self, bucket: s3.IBucket, actions: list[str]) -> None:
+        if bucket.encryption_key is not None:
+            self.role.add_to_principal_policy(iam.PolicyStatement(
+                actions=actions, resources=[bucket.encryption_key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": f"s3.{Stack.of(self).region}.amazonaws.com"}}))
 
     def _grant_team_prefix(self, bucket: s3.IBucket) -> None:
         team_objects = bucket.arn_for_objects(f"{TEAM_TAG}/*")
@@ -56,10 +70,7 @@ class TrainingAccess(Construct):
         self.role.add_to_principal_policy(iam.PolicyStatement(
             actions=["s3:ListBucket"], resources=[bucket.bucket_arn],
             conditions={"StringLike": {"s3:prefix": [f"{TEAM_TAG}/*", TEAM_TAG]}}))
-        if bucket.encryption_key is not None:
-            self.role.add_to_principal_policy(iam.PolicyStatement(
-                actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[bucket.encryption_key.key_arn],
-                conditions={"StringEquals": {"kms:ViaService": f"s3.{Stack.of(self).region}.amazonaws.com"}}))
+        self._grant_key(bucket, ["kms:Decrypt", "kms:GenerateDataKey"])
 
     def allow(self, namespace: str, service_account: str = SERVICE_ACCOUNT) -> eks.CfnPodIdentityAssociation:
         if service_account != SERVICE_ACCOUNT:

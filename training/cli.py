@@ -176,6 +176,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     problems = usage_problems(click.get_current_context().params) + input_problems(click.get_current_context().params)
     if problems:
         fail(problems)
+    if peer_replication and checkpoint_every > 0 and (peer := peer_secret_problems(bind_host)):
+        fail(peer)  # here, not in usage_problems: `openpod submit` checks the arguments without the secret
 
     ckpt_dir = Path(checkpoint_dir).resolve()
     shared_dir = ckpt_dir  # the data set is shared by replica groups; checkpoints and run state are not
@@ -445,6 +447,21 @@ def shard_problems(data_dir: Path) -> list[str]:
             out.append(f"--data-dir: {data_dir / name} is {have} bytes, its index says {nbytes}: the data set is "
                        "corrupt (remove the directory to rebuild a synthetic one)")
     return out
+
+
+def peer_secret_problems(bind_host: str, environ=os.environ) -> list[str]:
+    """The peer side-channel serves checkpoints on ``bind_host``: off loopback only with the job's secret."""
+    from training.checkpoint import peer_auth
+    from training.checkpoint.peer import is_loopback
+
+    try:
+        secret = peer_auth.secret_from_env(environ)
+    except ValueError as e:
+        return [str(e)]
+    if secret is None and not is_loopback(bind_host):
+        return [f"--bind-host {bind_host}: the peer side-channel needs {peer_auth.ENV} (the job's Secret, which "
+                f"`openpod submit` renders) to serve checkpoints beyond this machine; or use --no-peer-replication"]
+    return []
 
 
 def usage_problems(params: dict) -> list[str]:

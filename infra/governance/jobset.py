@@ -397,8 +397,9 @@ def peer_secret_name(job: str) -> str:
 
 
 def peer_secret(req: JobRequest) -> dict[str, Any]:
-    """The job's peer-replication secret (32 random bytes, hex): every rank signs its peer requests with it
-    (training/checkpoint/peer_auth.py). ``openpod submit`` creates it next to the JobSet, owned by it."""
+    """The job's peer-replication secret (32 random bytes, hex): every rank signs its peer requests and replies
+    with it (training/checkpoint/peer_auth.py). ``openpod submit`` creates it next to the JobSet, owned by it;
+    ``--dry-run`` prints it as the last document, so GitOps output holds it too."""
     import secrets
 
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
@@ -497,9 +498,10 @@ def build(spec: ClusterSpec, req: JobRequest) -> dict[str, Any]:
     if openpod:
         container["env"] += [{"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
                              {"name": NODE_NAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                             # optional: applied without submit's Secret, the peer server runs unauthenticated
+                             # not optional: without the Secret the kubelet does not start the container (the
+                             # peer server would refuse to start on the pod IP without it anyway)
                              {"name": PEER_SECRET_ENV, "valueFrom": {"secretKeyRef": {
-                                 "name": peer_secret_name(req.name), "key": PEER_SECRET_ENV, "optional": True}}}]
+                                 "name": peer_secret_name(req.name), "key": PEER_SECRET_ENV, "optional": False}}}]
     if _multi_node_in_process(req):
         container["env"].append({"name": NODE_RANK_ENV, "valueFrom": {"fieldRef": {
             "fieldPath": f"metadata.labels['{labels.JOB_COMPLETION_INDEX_LABEL}']"}}})

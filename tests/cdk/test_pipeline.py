@@ -120,13 +120,17 @@ def trust(role: dict) -> dict:
     return stmt
 
 
-def test_github_roles_trust_only_the_repository_and_branch(github):
+def test_github_roles_trust_only_the_repository_its_pull_requests_and_its_reviewed_environment(github):
+    """The deploy role (the way to the CDK bootstrap roles) trusts only jobs of the GitHub environment: the subject
+    GitHub gives a job that references one (fact github.oidc.sub-environment). A branch subject
+    (`ref:refs/heads/main`) would admit any workflow on main that names no environment, unreviewed."""
     t = github["openpod-dev-github"]
     [provider] = resources(t, "AWS::IAM::OIDCProvider").values()
     assert provider["Properties"]["Url"] == "https://token.actions.githubusercontent.com"
     assert provider["Properties"]["ClientIdList"] == ["sts.amazonaws.com"]
     roles = {k.split("Role")[0]: v for k, v in resources(t, "AWS::IAM::Role").items()}
-    for name, sub in (("Deploy", f"repo:{REPO}:ref:refs/heads/main"), ("Plan", f"repo:{REPO}:pull_request")):
+    assert ":ref:" not in json.dumps(t)
+    for name, sub in (("Deploy", f"repo:{REPO}:environment:production"), ("Plan", f"repo:{REPO}:pull_request")):
         stmt = trust(roles[name])
         assert stmt["Action"] == "sts:AssumeRoleWithWebIdentity"
         # exact match (StringEquals, not StringLike): no other repository, branch, tag or environment
@@ -160,6 +164,23 @@ def test_workflow_plans_pull_requests_and_deploys_merges():
     deploy_run = [s.get("run", "") for s in deploy["steps"]]
     gate = next(i for i, r in enumerate(deploy_run) if "openpod plan" in r)
     assert gate < next(i for i, r in enumerate(deploy_run) if "cdk deploy" in r)
+
+
+def test_workflow_pins_every_action_by_commit_and_deploys_from_the_environment():
+    """A tag can be moved to other code by whoever controls the action's repository; a commit id cannot."""
+    from openpod_core import facts
+    from infra.pipeline_spec import PipelineSpec
+
+    wf = yaml.safe_load(WORKFLOW.read_text())
+    uses = [s["uses"] for job in wf["jobs"].values() for s in job["steps"] if "uses" in s]
+    assert len(uses) == 8
+    for u in uses:
+        action, _, ref = u.partition("@")
+        assert ref == facts.value(f"github-action.{action}"), u
+        assert len(ref) == 40 and all(c in "0123456789abcdef" for c in ref), u
+    default = PipelineSpec.model_fields["environment"].default
+    assert wf["jobs"]["deploy"]["environment"] == default == "production"
+    assert "environment" not in wf["jobs"]["plan"]
 
 
 def test_workflow_matches_the_github_workflow_schema(tmp_path):

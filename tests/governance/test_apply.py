@@ -98,7 +98,7 @@ def test_openpod_jobs_get_a_peer_secret_owned_by_the_jobset(api_server):
     assert len(bytes.fromhex(key)) == 32
     env = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["env"]
     ref = next(e for e in env if e["name"] == "OPENPOD_PEER_SECRET")["valueFrom"]["secretKeyRef"]
-    assert ref == {"name": "llama-peer", "key": "OPENPOD_PEER_SECRET", "optional": True}
+    assert ref == {"name": "llama-peer", "key": "OPENPOD_PEER_SECRET", "optional": False}
     again = CliRunner().invoke(main, [*ARGS, "--kubeconfig", str(cfg), *OPENPOD])
     assert again.exit_code == 0, again.output
     assert seen[-1][2]["stringData"]["OPENPOD_PEER_SECRET"] != key  # one per job, never reused

@@ -30,7 +30,7 @@ def submit(*args: str):
 def dry_run(*args: str) -> dict:
     result = submit(*args)
     assert result.exit_code == 0, result.output
-    return yaml.safe_load(result.stdout)
+    return next(yaml.safe_load_all(result.stdout))  # the JobSet; the job's peer Secret is the last document
 
 
 def pod_spec(js: dict) -> dict:
@@ -80,7 +80,7 @@ def test_p5_jobset_runs_the_training_runtime_with_every_tier():
     assert fields == {"POD_IP": "status.podIP", "NODE_NAME": "spec.nodeName"}
     # The job's peer-replication key, from the Secret submit creates (tests/governance/test_apply.py).
     secret = [e["valueFrom"]["secretKeyRef"] for e in c["env"] if "secretKeyRef" in e.get("valueFrom", {})]
-    assert secret == [{"name": "llama-p5-peer", "key": "OPENPOD_PEER_SECRET", "optional": True}]
+    assert secret == [{"name": "llama-p5-peer", "key": "OPENPOD_PEER_SECRET", "optional": False}]
 
     cmd = c["command"]
     assert cmd[:4] == ["python", "-m", "training", "run"]

@@ -17,13 +17,14 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import FileSystemReader, FileSystemWriter
+from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
 from training.checkpoint import legacy
 from training.checkpoint.hashing import Destination, TeeFileSystem
 from training.checkpoint.reshard import MergedShardsReader, directly_loadable, shard_sets, state_layout
+from training.checkpoint.safe_load import SafeFileSystemReader
 from training.checkpoint.peer import PeerClient, PeerServer, buddy_of
 from training.checkpoint.staging import HostStager, local_tensor
 from torch.distributed.tensor import DTensor
@@ -733,7 +734,7 @@ class Checkpointer:
                 where = f"{src.name}/{m.key}"
                 if not getattr(src, "verified_on_fetch", False):
                     verify_dir(d, m, where)
-                self._load_into(FileSystemReader(d), model, optimizer, where, state)
+                self._load_into(SafeFileSystemReader(d), model, optimizer, where, state)
                 return RestoreInfo(step=step, source=src.name, seconds=0.0, meta=m.meta)
             except IncompatibleCheckpoint:
                 raise

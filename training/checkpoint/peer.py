@@ -6,13 +6,18 @@ on the next node - which keeps it in its node-memory tier under ``held/``; that
 directory survives worker restarts. A replacement node, whose own memory is empty,
 lists what its peers hold and fetches its snapshot over the network.
 
-Wire format: a 4-byte big-endian length, a JSON header, then the raw file bytes
-whose sizes the header lists (sent with sendfile, received in 4 MiB chunks and
-hashed on the fly, so a damaged transfer is never committed).
+Wire format: a 4-byte big-endian length (at most :data:`MAX_HEADER_BYTES`, checked before
+anything is allocated), a JSON header, then the raw file bytes whose sizes the header lists
+(sent with sendfile, received in 4 MiB chunks and hashed on the fly, so a damaged transfer is
+never committed). With the job's secret every request and every reply is signed and bound to
+the request's nonce (:mod:`training.checkpoint.peer_auth`); a server on an address other than
+loopback refuses to start without one, and serves at most :data:`MAX_CONNECTIONS` at a time
+(the next ones wait their turn).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import socket
@@ -22,6 +27,7 @@ import threading
 from pathlib import Path
 
 from training.checkpoint import peer_auth
+from training.checkpoint.names import check_file_name
 from training.checkpoint.storage import HASHERS, CorruptCheckpoint, DirTier, Marker, file_hash
 
 log = logging.getLogger("training.checkpoint")
@@ -35,6 +41,19 @@ def buddy_of(rank: int, world_size: int, local_world_size: int) -> int | None:
 
 
 _BUF = 4 << 20
+MAX_HEADER_BYTES = 1 << 20  # a list reply of thousands of markers; a request is a few KiB
+MAX_CONNECTIONS = 32        # a node's ranks and their buddies' restores, with room to spare
+CONNECTION_TIMEOUT_S = 60.0
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (only this machine can reach a server bound there)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -59,26 +78,20 @@ def _send(sock: socket.socket, header: dict, files: list[Path] = ()) -> None:
 
 def _recv_header(sock: socket.socket) -> dict:
     (n,) = struct.unpack(">I", _recv_exact(sock, 4))
-    return json.loads(_recv_exact(sock, n))
-
-
-def check_file_name(name: object) -> str:
-    """``name`` if it is one plain file name: no separators, no ``.``/``..``, no NUL; else ValueError.
-
-    Peers choose the names of the files they send; a name is joined to the snapshot
-    directory only after this check, so no peer can write outside it.
-    """
-    if (not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name
-            or "\x00" in name or len(name) > 255):
-        raise ValueError(f"bad snapshot file name {name!r}: allowed are plain names without separators or '..'")
-    return name
+    if n > MAX_HEADER_BYTES:  # before allocating: an announced length is untrusted input
+        raise ConnectionError(f"header of {n} bytes announced; at most {MAX_HEADER_BYTES} allowed")
+    header = json.loads(_recv_exact(sock, n))
+    if not isinstance(header, dict):
+        raise ValueError(f"header is a JSON {type(header).__name__}, not an object")
+    return header
 
 
 def _recv_snapshot(sock: socket.socket, header: dict, tier: DirTier) -> Marker:
     """Stream the files into ``tier``, checking each file's hash on the fly; commit only if all match."""
     marker = Marker.from_json(header["marker"])
     names = [check_file_name(n) for n in header["names"]]
-    if sorted(names) != sorted(check_file_name(n) for n in marker.files) or len(names) != len(header["sizes"]):
+    if (sorted(names) != sorted(check_file_name(n) for n in marker.files)
+            or header["sizes"] != [marker.files[n]["size"] for n in names]):
         raise ValueError("snapshot header: names and sizes must list exactly the marker's files")
     hashes = {name: file_hash(f) for name, f in marker.files.items()}  # ValueError: no known algorithm
     d = tier.prepare(marker.step, marker.rank)
@@ -102,28 +115,71 @@ def _recv_snapshot(sock: socket.socket, header: dict, tier: DirTier) -> Marker:
     return marker
 
 
+class _BoundedServer(socketserver.ThreadingTCPServer):
+    """A threading TCP server that serves at most ``max_connections`` at once.
+
+    Beyond that it stops accepting until a connection ends (the others wait in the listen backlog: a
+    whole job's ranks listing one peer at restore are served in turn, not refused); one that waited
+    ``slot_wait_s`` is closed. Each connection's socket times out after ``timeout`` seconds idle.
+    """
+
+    daemon_threads = True
+    request_queue_size = 256
+
+    def __init__(self, address, handler, max_connections: int, slot_wait_s: float):
+        self.max_connections, self.slot_wait_s, self.closing = max_connections, slot_wait_s, False
+        self._slots = threading.BoundedSemaphore(max_connections)
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address) -> None:
+        waited = 0.0
+        while not self._slots.acquire(timeout=0.5):  # short waits: close() must not hang behind a full server
+            waited += 0.5
+            if self.closing or waited >= self.slot_wait_s:
+                log.warning("peer server: closing a connection from %s that waited %.0f s for one of %d slots",
+                            client_address[0], waited, self.max_connections)
+                self.shutdown_request(request)
+                return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 class PeerServer:
     """Serves this node's memory tiers to peers: ``put`` (hold a buddy's snapshot), ``list``, ``get``."""
 
     def __init__(self, held: DirTier, own: DirTier | None, host: str = "127.0.0.1",
-                 secret: bytes | None = None):
-        """``secret``: the job's peer secret (default: ``OPENPOD_PEER_SECRET``); when set, every
-        request must carry its HMAC (:mod:`training.checkpoint.peer_auth`)."""
+                 secret: bytes | None = None, max_connections: int = MAX_CONNECTIONS,
+                 timeout: float = CONNECTION_TIMEOUT_S):
+        """``secret``: the job's peer secret (default: ``OPENPOD_PEER_SECRET``); every request and reply is signed
+        with it (:mod:`training.checkpoint.peer_auth`). Without one the server only binds a loopback address."""
         self.held, self.own = held, own
         self.secret = secret if secret is not None else peer_auth.secret_from_env()
-        if self.secret is None:
-            log.warning("peer server without %s: requests are not authenticated", peer_auth.ENV)
+        if self.secret is None and not is_loopback(host):
+            raise PermissionError(
+                f"peer server on {host}: {peer_auth.ENV} is not set; refusing to serve checkpoints to the network "
+                f"unauthenticated (the platform renders a Secret with every job: `openpod submit`, or its --dry-run "
+                f"output, creates it; or run with --no-peer-replication)")
+        self._seen = peer_auth.ReplayCache()
         server = self
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
+                self.request.settimeout(timeout)
                 try:
                     server._handle(self.request)
-                except (ConnectionError, OSError, CorruptCheckpoint) as e:
-                    log.warning("peer request failed: %s", e)
+                except (OSError, CorruptCheckpoint, ValueError, TypeError, KeyError) as e:
+                    log.warning("peer request from %s failed: %s: %s", self.client_address[0], type(e).__name__, e)
 
-        self._srv = socketserver.ThreadingTCPServer((host, 0), Handler)
-        self._srv.daemon_threads = True
+        self._srv = _BoundedServer((host, 0), Handler, max_connections, slot_wait_s=timeout)
         self.address = (host, self._srv.server_address[1])
         threading.Thread(target=self._srv.serve_forever, name="peer-server", daemon=True).start()
 
@@ -132,24 +188,29 @@ class PeerServer:
 
     def _handle(self, sock: socket.socket) -> None:
         header = _recv_header(sock)
+        nonce = None
         if self.secret is not None:
             try:
-                peer_auth.verify(self.secret, header)
+                nonce = peer_auth.verify_request(self.secret, header, self.address[1], self._seen)
             except PermissionError as e:
-                _send(sock, {"error": f"refused: {e}"})
+                _send(sock, {"error": f"refused: {e}"})  # unsigned: the client trusts no data from it
                 return
-        op = header["op"]
+
+        def reply(h: dict, files: list[Path] = ()) -> None:
+            _send(sock, peer_auth.sign_reply(self.secret, h, nonce) if nonce is not None else h, files)
+
+        op = header.get("op")
         if op == "put":
             try:
                 marker = _recv_snapshot(sock, header, self.held)
             except (ValueError, TypeError, KeyError) as e:
-                _send(sock, {"error": f"refused: {e}"})
+                reply({"error": f"refused: {e}"})
                 return
             self.held.retain(marker.rank)
-            _send(sock, {"ok": True})
+            reply({"ok": True})
         elif op == "list":
             markers = {m.key: m for t in self._tiers() for m in t.markers()}
-            _send(sock, {"markers": [m.to_json() for m in markers.values()]})
+            reply({"markers": [m.to_json() for m in markers.values()]})
         elif op == "get":
             for t in self._tiers():
                 for m in t.markers():
@@ -158,14 +219,15 @@ class PeerServer:
                         paths = [d / n for n in m.files]
                         if not all(p.is_file() for p in paths):
                             continue
-                        _send(sock, {"marker": m.to_json(), "names": list(m.files),
-                                     "sizes": [m.files[n]["size"] for n in m.files]}, paths)
+                        reply({"marker": m.to_json(), "names": list(m.files),
+                               "sizes": [m.files[n]["size"] for n in m.files]}, paths)
                         return
-            _send(sock, {"error": f"no snapshot for step {header['step']} rank {header['rank']}"})
+            reply({"error": f"no snapshot for step {header['step']} rank {header['rank']}"})
         else:
-            _send(sock, {"error": f"unknown op {op!r}"})
+            reply({"error": f"unknown op {op!r}"})
 
     def close(self) -> None:
+        self._srv.closing = True
         self._srv.shutdown()
         self._srv.server_close()
 
@@ -175,30 +237,59 @@ class PeerClient:
         self.address, self.timeout = tuple(address), timeout
         self.secret = secret if secret is not None else peer_auth.secret_from_env()
 
-    def _signed(self, header: dict) -> dict:
-        return peer_auth.sign(self.secret, header) if self.secret is not None else header
+    def _connect(self) -> socket.socket:
+        if self.secret is None and not is_loopback(self.address[0]):
+            raise PermissionError(f"peer {self.address[0]}:{self.address[1]}: {peer_auth.ENV} is not set; refusing "
+                                  f"to trust an unauthenticated peer on the network")
+        return socket.create_connection(self.address, timeout=self.timeout)
 
-    def _reply(self, s: socket.socket) -> dict:
+    def _request(self, s: socket.socket, header: dict, files: list[Path] = ()) -> str | None:
+        """Send ``header`` (signed when there is a secret); the nonce its reply must carry."""
+        if self.secret is None:
+            _send(s, header, files)
+            return None
+        signed = peer_auth.sign_request(self.secret, header, self.address[1])
+        _send(s, signed, files)
+        return signed["nonce"]
+
+    def _reply(self, s: socket.socket, nonce: str | None) -> dict:
+        where = f"peer {self.address[0]}:{self.address[1]}"
         reply = _recv_header(s)
+        if nonce is not None:
+            if "mac" not in reply and isinstance(reply.get("error"), str):
+                raise ConnectionError(f"{where}: {reply['error']}")  # a refusal; nothing of it is used
+            try:
+                peer_auth.verify_reply(self.secret, reply, nonce)
+            except PermissionError as e:
+                raise PermissionError(f"{where}: {e}") from None
         if "error" in reply:
-            raise ConnectionError(f"peer {self.address[0]}:{self.address[1]}: {reply['error']}")
+            raise ConnectionError(f"{where}: {reply['error']}")
         return reply
 
     def put(self, marker: Marker, src: Path) -> None:
-        with socket.create_connection(self.address, timeout=self.timeout) as s:
-            _send(s, self._signed({"op": "put", "marker": marker.to_json(), "names": list(marker.files),
-                                   "sizes": [marker.files[n]["size"] for n in marker.files]}),
-                  [src / n for n in marker.files])
-            self._reply(s)
+        with self._connect() as s:
+            nonce = self._request(s, {"op": "put", "marker": marker.to_json(), "names": list(marker.files),
+                                      "sizes": [marker.files[n]["size"] for n in marker.files]},
+                                  [src / n for n in marker.files])
+            self._reply(s, nonce)
 
     def list(self) -> list[Marker]:
-        with socket.create_connection(self.address, timeout=self.timeout) as s:
-            _send(s, self._signed({"op": "list"}))
-            return [Marker.from_json(m) for m in self._reply(s)["markers"]]
+        with self._connect() as s:
+            nonce = self._request(s, {"op": "list"})
+            reply = self._reply(s, nonce)
+        try:
+            return [Marker.from_json(m) for m in reply["markers"]]
+        except (KeyError, ValueError, TypeError) as e:
+            raise ConnectionError(f"peer {self.address[0]}:{self.address[1]}: unreadable list reply ({e})") from None
 
     def get(self, step: int, rank: int, into: DirTier) -> Marker:
         """Fetch a snapshot into ``into`` (verified while streaming, committed there)."""
-        with socket.create_connection(self.address, timeout=self.timeout) as s:
-            _send(s, self._signed({"op": "get", "step": step, "rank": rank}))
-            return _recv_snapshot(s, self._reply(s), into)
-
+        with self._connect() as s:
+            nonce = self._request(s, {"op": "get", "step": step, "rank": rank})
+            reply = self._reply(s, nonce)
+            marker = _recv_snapshot(s, reply, into)
+            if (marker.step, marker.rank) != (step, rank):
+                into.delete(marker.step, marker.rank)
+                raise ValueError(f"peer {self.address[0]}:{self.address[1]}: sent step {marker.step} rank "
+                                 f"{marker.rank} for step {step} rank {rank}")
+            return marker

@@ -21,14 +21,14 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.metadata import Metadata, TensorStorageMetadata
 
+from training.checkpoint.safe_load import SafeFileSystemReader
 from training.checkpoint.storage import Marker
 
 
-class MergedShardsReader(FileSystemReader):
-    """A :class:`FileSystemReader` over several snapshot directories, one per saving rank."""
+class MergedShardsReader(SafeFileSystemReader):
+    """A :class:`SafeFileSystemReader` over several snapshot directories, one per saving rank."""
 
     def __init__(self, dirs: list[Path]):
         self.dirs = [Path(d).resolve() for d in dirs]
@@ -38,7 +38,7 @@ class MergedShardsReader(FileSystemReader):
         merged: Metadata | None = None
         seen: dict[str, set] = {}
         for d in self.dirs:
-            md = FileSystemReader(d).read_metadata()
+            md = SafeFileSystemReader(d).read_metadata()
             rel = os.path.relpath(d, self.path)
             storage = {k: dataclasses.replace(v, relative_path=os.path.join(rel, v.relative_path))
                        for k, v in (md.storage_data or {}).items()}

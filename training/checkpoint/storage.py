@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 
 import blake3
 
+from training.checkpoint.names import check_file_name
 from training.faults import enospc_quota
 from training.storage_utils import atomic_write, fsync_dir as _fsync_dir
 
@@ -54,6 +55,12 @@ class Marker:
     replicated: bool = True          # True: any rank's snapshot restores any rank (data parallel)
     meta: dict = field(default_factory=dict)
     created: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:  # markers are untrusted input: every tier joins these names to its paths
+        if not isinstance(self.files, dict):
+            raise TypeError(f"marker files: a mapping of file names, got {type(self.files).__name__}")
+        for name in self.files:
+            check_file_name(name)
 
     @property
     def key(self) -> str:
