@@ -110,3 +110,19 @@ def test_the_lustre_version_is_the_registers():
             found += 1
     assert found >= 2   # default and large
     assert f'file_system_type_version="{version}"' in (ROOT / "platform_constructs" / "lustre.py").read_text()
+
+
+def test_g_family_inference_groups_validate_where_they_are_sold():
+    data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+    data["instance_groups"] += [
+        {"name": "inference", "instance_type": "g6e.48xlarge", "min_size": 0, "desired_size": 2, "max_size": 4},
+        {"name": "eval", "instance_type": "g5.12xlarge", "min_size": 0, "desired_size": 0, "max_size": 2}]
+    spec = parse_spec(data)
+    assert spec.group("inference").type.accelerator_count == 8 and spec.group("eval").type.efa_count == 1
+    data["region"], data["availability_zones"] = "eu-west-1", ["eu-west-1a", "eu-west-1b"]
+    for g in data["instance_groups"]:
+        g.pop("availability_zone", None)
+    where = ", ".join(sorted(instance_regions.OFFERED_IN["g6e.48xlarge"]))
+    lines = [p for p in problems(data) if "(inference).instance_type" in p]
+    assert lines == [f"instance_groups[{len(data['instance_groups']) - 2}] (inference).instance_type: g6e.48xlarge "
+                     f"is not offered in region eu-west-1; it is in {where} (openpod_core/instance_regions.py)"]
