@@ -481,8 +481,11 @@ FACTS: tuple[Fact, ...] = (
     Fact(
         "ec2.p6e-gb200.local-zone", "P6e-GB200 UltraServer Capacity Blocks need the Dallas Local Zone opt-in",
         "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html", "2026-11-23",
-        "so cfn-lint's per-region instance-type lists (E3628) do not know p6e-gb200.36xlarge; the examples' "
-        "regular-AZ placement of the gb200 group is not yet checked against this",
+        "so cfn-lint's per-region instance-type lists (E3628) do not know p6e-gb200.36xlarge. examples/large.yaml "
+        "places its gb200 group in us-east-1-dfw-2a (openpod_core/local_zones.py); examples/default.yaml "
+        "(us-east-2) still declares one in us-east-2b awaiting a block, which validation does not refuse and no "
+        "block can serve (a Region cannot have both: Trn2 is not sold in us-east-1, fact "
+        "ec2.instance-type-offerings.moto)",
     ),
     # ------------------------------------------------------------------ updates: what CloudFormation and the services do
     Fact(
