@@ -24,7 +24,7 @@ from typing import Annotated, Any, Iterator, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from openpod_core import accelerator_stack, instance_types, local_zones
+from openpod_core import accelerator_stack, instance_regions, instance_types, local_zones
 from openpod_core.facts import value as fact_value
 from openpod_core.instance_types import InstanceType
 from infra.pipeline_spec import PipelineSpec
@@ -550,6 +550,16 @@ def _check_groups(spec: ClusterSpec) -> Iterator[Problem]:
             elif g.type.name not in lz.offers:
                 yield Problem(f"{at}.availability_zone", f"Local Zone {lz.name} is known to offer "
                                                          f"{', '.join(lz.offers)}, not {g.type.name}")
+        if instance_regions.offered_in(g.instance_type, spec.region) is False:
+            # facts: ec2.instance-type-offerings.moto
+            where = ", ".join(sorted(instance_regions.OFFERED_IN[g.instance_type]))
+            yield Problem(f"{at}.instance_type", f"{g.instance_type} is not offered in region {spec.region}; it "
+                                                 f"is in {where} (openpod_core/instance_regions.py)")
+        block_max = int(fact_value("ec2.capacity-blocks.max-instances"))
+        if (g.capacity.type is CapacityType.CAPACITY_BLOCK and not g.type.ultraserver
+                and g.max_size > block_max):
+            yield Problem(f"{at}.max_size", f"{g.max_size} exceeds {block_max}: a Capacity Block holds at most "
+                                            f"{block_max} instances and a group launches into one block")
         if g.type.ultraserver and g.capacity.type is not CapacityType.CAPACITY_BLOCK:
             # facts: ec2.ultraservers.capacity-blocks-only
             yield Problem(f"{at}.capacity.type", f"{g.instance_type} is sold only through EC2 Capacity Blocks "

@@ -202,6 +202,39 @@ FACTS: tuple[Fact, ...] = (
         "= 30,720 GB) to 8 x 3800 and trn1.2xlarge's 475 GB to 474",
     ),
     Fact(
+        "ec2.describe-instance-types.moto", "local NVMe per device, GB: p5.4xlarge 1 x 3800, p5/p5e/p5en/p6-b200."
+        "48xlarge 8 x 3800, p4d/p4de 8 x 1000, trn1.32xlarge/trn1n/trn2/trn2u 4 x 1900; trn2u.48xlarge 192 vCPUs, "
+        "2,097,152 MiB, 16 network cards; g6e.12xlarge 4 x L40S of 45,776 MiB, 48 vCPUs, 393,216 MiB, 2 x 1900 GB, "
+        "EFA on 1 card; g6e.48xlarge 8 x L40S, 192 vCPUs, 1,572,864 MiB, 4 x 1900 GB, EFA on 4 cards (400 Gbps); "
+        "g5.12xlarge 4 x A10G of 22,888 MiB, 48 vCPUs, 196,608 MiB, 1 x 3800 GB, EFA; g5.48xlarge 8 x A10G, 192 "
+        "vCPUs, 786,432 MiB, 2 x 3800 GB, EFA on 1 card (100 Gbps); g6e/g5 .xlarge to .4xlarge: no EFA",
+        "getmoto/moto@5.2.5:moto/ec2/resources/instance_types.json (the installed wheel's instance_types.json.gz)",
+        "2026-11-25",
+        "EC2's DescribeInstanceTypes output as moto records it (1,395 types; no p6e-gb200). Every row of "
+        "openpod_core/instance_types.py it holds matches it in vCPUs, memory, GPU model, count and memory (MiB // "
+        "1024), instance store, EFA support and network cards (tests/test_instance_types.py reads the file). The "
+        "human-readable table is https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html (not read here); "
+        "the P rows' 3840 GB per device (EC2 marketing's 3.84 TB) was corrected to 3800",
+    ),
+    Fact(
+        "ec2.instance-type-offerings.moto", "Regions offering trn2.48xlarge: us-east-2, ap-south-2 (not us-east-1); "
+        "p5en.48xlarge and p5.48xlarge: us-east-1 among 11 and 13 Regions; p5e.48xlarge: not us-east-1",
+        "getmoto/moto@5.2.5:moto/ec2/resources/instance_type_offerings/region/<region>.json (30 Regions)",
+        "2026-11-25",
+        "DescribeInstanceTypeOfferings (LocationType region) as moto records it; openpod_core/instance_regions.py "
+        "holds it for the register's accelerated types and infra/spec.py refuses a group in a recorded Region "
+        "that does not offer its type. Per-AZ offerings are account-specific (AZ names map to AZ IDs per "
+        "account): openpod preflight asks the account",
+    ),
+    Fact(
+        "ec2.trn2.capacity-block-regions", "trn2.48xlarge Capacity Blocks: US East (Ohio)",
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html", "2026-11-25",
+        "read in a mirror copy of the page (supported instance types and Regions); with fact "
+        "ec2.instance-type-offerings.moto: Trn2 is not sold in us-east-1, where the P6e-GB200 Dallas Local Zone's "
+        "parent Region is, so examples/large.yaml (us-east-1) runs its Trainium pool on trn1.32xlarge and a "
+        "Trn2 fleet is a second cluster in us-east-2 (examples/default.yaml)",
+    ),
+    Fact(
         "ec2.network-bandwidth", "Gbps: p4d/p4de.24xlarge 400, p5.4xlarge 100, p5/p5e/p5en.48xlarge 3200, "
         "p6-b200.48xlarge 3200, p6e-gb200.36xlarge 3200, trn1.32xlarge 800, trn1n.32xlarge 1600, "
         "trn2.48xlarge 3200, trn2u.48xlarge 3200",
@@ -438,10 +471,21 @@ FACTS: tuple[Fact, ...] = (
         "used by openpod preflight (infra/preflight.py)",
     ),
     Fact(
+        "ec2.capacity-blocks.max-instances", "64",
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-purchase.html", "2026-11-25",
+        "each Capacity Block can have up to 64 instances, and up to 256 instances across Capacity Blocks (same "
+        "sentence on ec2-capacity-blocks.html). A capacity-block group launches into one block (capacity."
+        "reservation_id), so infra/spec.py refuses max_size over 64 for it; UltraServer blocks are sold by the "
+        "UltraServer and are not held to it here (see the unverified list)",
+    ),
+    Fact(
         "ec2.p6e-gb200.local-zone", "P6e-GB200 UltraServer Capacity Blocks need the Dallas Local Zone opt-in",
         "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html", "2026-11-23",
-        "so cfn-lint's per-region instance-type lists (E3628) do not know p6e-gb200.36xlarge; the examples' "
-        "regular-AZ placement of the gb200 group is not yet checked against this",
+        "so cfn-lint's per-region instance-type lists (E3628) do not know p6e-gb200.36xlarge. examples/large.yaml "
+        "places its gb200 group in us-east-1-dfw-2a (openpod_core/local_zones.py); examples/default.yaml "
+        "(us-east-2) still declares one in us-east-2b awaiting a block, which validation does not refuse and no "
+        "block can serve (a Region cannot have both: Trn2 is not sold in us-east-1, fact "
+        "ec2.instance-type-offerings.moto)",
     ),
     # ------------------------------------------------------------------ updates: what CloudFormation and the services do
     Fact(
@@ -544,6 +588,17 @@ FACTS: tuple[Fact, ...] = (
         "2026-11-25", "PerUnitStorageThroughput (MB/s/TiB) of PERSISTENT_2 SSD file systems; storage.fsx."
         "throughput_per_tib and platform_constructs/lustre.py THROUGHPUTS take exactly these; it can be raised "
         "or lowered in place (API_UpdateFileSystemLustreConfiguration)",
+    ),
+    Fact(
+        "fsx.lustre.file-system-type-version", "2.15",
+        "https://docs.aws.amazon.com/fsx/latest/APIReference/API_CreateFileSystem.html#FSx-CreateFileSystem-"
+        "request-FileSystemTypeVersion", "2026-11-25",
+        "valid 2.10, 2.12, 2.15: 2.12 is supported by every Lustre deployment type except PERSISTENT_2 with a "
+        "metadata configuration, 2.15 by all and recommended for new file systems (read as the SDK reference "
+        "generated from the API model, https://docs.aws.amazon.com/sdk-for-kotlin/api/latest/fsx/aws.sdk.kotlin."
+        "services.fsx.model/-create-file-system-request/file-system-type-version.html). The platform's "
+        "PERSISTENT_2 file system always has a metadata configuration (storage.fsx.metadata_iops or AUTOMATIC), "
+        "so platform_constructs/lustre.py sets 2.15; an update may only raise the version",
     ),
     Fact(
         "fsx.lustre.metadata-iops", "1500, 3000, 6000, 12000 and multiples of 12000 up to 192000",
@@ -851,21 +906,15 @@ FACTS: tuple[Fact, ...] = (
 # Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody
 # mistakes them for checked ones. Each says what the code assumes today.
 UNVERIFIED: tuple[tuple[str, str], ...] = (
-    ("trn2u.48xlarge network cards and NVMe", "the table copies trn2.48xlarge's 16 network cards (16 x 200 Gbps) "
-                                              "and 4 x 1900 GB NVMe; the Neuron page confirms trn2u's vCPUs, "
-                                              "memory and 3,200 Gbps EFA (fact neuron.trn2.specs), but the VPC "
-                                              "CNI's limits table has no trn2u row and EC2's pages were not read "
-                                              "for its cards or instance store"),
-    ("GPU rows' vCPUs, memory and GPU memory", "p4d/p4de/p5e/p5en/p6-b200/p6e-gb200 and p5.4xlarge vcpus, "
-                                               "memory_gib and accelerator_memory_gib (e.g. p6e-gb200 144 vCPUs, "
-                                               "960 GiB, 185 GiB per GPU) were not compared with EC2's "
-                                               "specifications; p5.48xlarge's were (fact "
-                                               "ec2.describe-instance-types.recorded)"),
-    ("instance-store sizes of the other rows", "nvme_count x nvme_gb of the rows other than p5.48xlarge, "
-                                               "trn1.2xlarge (fact ec2.describe-instance-types.recorded) and "
-                                               "p6e-gb200 (e.g. p5e/p5en/p6-b200 8 x 3840 GB, trn2 4 x 1900 GB) not "
-                                               "compared with EC2's instance-store table; p5.48xlarge's were 3840 "
-                                               "per device, EC2's total says 3800"),
+    ("p6e-gb200.36xlarge vCPUs, memory and GPU memory", "144 vCPUs, 960 GiB and 185 GiB per GPU were not compared "
+                                                        "with EC2's specifications: moto's DescribeInstanceTypes "
+                                                        "recording has no p6e-gb200 row (every other row matches "
+                                                        "it, fact ec2.describe-instance-types.moto)"),
+    ("UltraServer Capacity Blocks and the 64-instance limit", "whether EC2's 64 instances per Capacity Block "
+                                                               "(fact ec2.capacity-blocks.max-instances) also "
+                                                               "bounds UltraServer blocks (four u-p6e-gb200x72 "
+                                                               "are 72 instances) was not found; the spec "
+                                                               "applies the limit to instance blocks only"),
     ("aws-fsx-csi-driver add-on availability", "pinned v1.7.0-eksbuild.1 (fact eks.addon.aws-fsx-csi-driver) is "
                                                "a real add-on version, but whether EKS offers it for each allowed "
                                                "eks.version was not read anywhere (aws/containers-roadmap#2625: the "

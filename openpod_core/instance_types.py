@@ -143,22 +143,43 @@ GB200_NVL36 = UltraServer("u-p6e-gb200x36", 9)
 GB200_NVL72 = UltraServer("u-p6e-gb200x72", 18)
 TRN2_ULTRA = UltraServer("u-trn2x64", 4)
 
-_S, _G = EfaLayout.STANDARD, EfaLayout.GB200
+_S, _G, _N = EfaLayout.STANDARD, EfaLayout.GB200, EfaLayout.NONE
 
 _TABLE: tuple[InstanceType, ...] = (
     # NVIDIA GPU instances
     _nv("p4d.24xlarge", "A100", 8, 40, 96, 1152, 4, _cards(4), 100, 400, _S, 8, 1000, busbw=180),
     _nv("p4de.24xlarge", "A100", 8, 80, 96, 1152, 4, _cards(4), 100, 400, _S, 8, 1000, busbw=180),
-    _nv("p5.4xlarge", "H100", 1, 80, 16, 256, 1, _cards(1), 100, 100, _S, 1, 3840),
-    # p5.48xlarge: 30,400 GB of instance store in DescribeInstanceTypes (facts: ec2.describe-instance-types.recorded)
+    # Instance store of the P rows: 3800 GB per NVMe device in DescribeInstanceTypes (facts:
+    # ec2.describe-instance-types.recorded, ec2.describe-instance-types.moto); the rows once said 3840.
+    _nv("p5.4xlarge", "H100", 1, 80, 16, 256, 1, _cards(1), 100, 100, _S, 1, 3800),
     _nv("p5.48xlarge", "H100", 8, 80, 192, 2048, 32, _cards(32), 100, 3200, _S, 8, 3800, busbw=380),
-    _nv("p5e.48xlarge", "H200", 8, 141, 192, 2048, 32, _cards(32), 100, 3200, _S, 8, 3840, busbw=380),
-    _nv("p5en.48xlarge", "H200", 8, 141, 192, 2048, 16, _cards(16), 200, 3200, _S, 8, 3840, busbw=380),
-    _nv("p6-b200.48xlarge", "B200", 8, 179, 192, 2048, 8, _cards(8), 400, 3200, _S, 8, 3840, busbw=650),
+    _nv("p5e.48xlarge", "H200", 8, 141, 192, 2048, 32, _cards(32), 100, 3200, _S, 8, 3800, busbw=380),
+    _nv("p5en.48xlarge", "H200", 8, 141, 192, 2048, 16, _cards(16), 200, 3200, _S, 8, 3800, busbw=380),
+    _nv("p6-b200.48xlarge", "B200", 8, 179, 192, 2048, 8, _cards(8), 400, 3200, _S, 8, 3800, busbw=650),
     # 17 cards; one EFA-only interface per GPU on NCI 1, 5, 9, 13 (4 x 400 Gbps); 3 x 7.5 TB instance store
     # (facts: ec2.p6e-gb200.efa-layout, eks.p6e-gb200.instance-store).
     _nv("p6e-gb200.36xlarge", "GB200", 4, 185, 144, 960, 17, (1, 5, 9, 13), 400, 1600, _G, 3,
         7500, arch="arm64", ultra=GB200_NVL72, busbw=600),
+    # NVIDIA G instances for inference and evaluation (PCIe GPUs, no NVLink: no NCCL bus-bandwidth floor).
+    # DescribeInstanceTypes as moto records it (fact ec2.describe-instance-types.moto); GPU memory is its MiB
+    # // 1024 like the rows above (L40S 45,776 MiB, A10G 22,888 MiB; EC2's pages say 48 GB and 24 GB).
+    # "Up to N Gbps" types carry N. Sizes with EFA put it on every network card (g6e.24xlarge 2, g6e.48xlarge 4).
+    _nv("g6e.xlarge", "L40S", 1, 44, 4, 32, 1, (), 0, 20, _N, 1, 250),
+    _nv("g6e.2xlarge", "L40S", 1, 44, 8, 64, 1, (), 0, 20, _N, 1, 450),
+    _nv("g6e.4xlarge", "L40S", 1, 44, 16, 128, 1, (), 0, 20, _N, 1, 600),
+    _nv("g6e.8xlarge", "L40S", 1, 44, 32, 256, 1, _cards(1), 25, 25, _S, 2, 450),
+    _nv("g6e.12xlarge", "L40S", 4, 44, 48, 384, 1, _cards(1), 100, 100, _S, 2, 1900),
+    _nv("g6e.16xlarge", "L40S", 1, 44, 64, 512, 1, _cards(1), 35, 35, _S, 2, 950),
+    _nv("g6e.24xlarge", "L40S", 4, 44, 96, 768, 2, _cards(2), 100, 200, _S, 2, 1900),
+    _nv("g6e.48xlarge", "L40S", 8, 44, 192, 1536, 4, _cards(4), 100, 400, _S, 4, 1900),
+    _nv("g5.xlarge", "A10G", 1, 22, 4, 16, 1, (), 0, 10, _N, 1, 250),
+    _nv("g5.2xlarge", "A10G", 1, 22, 8, 32, 1, (), 0, 10, _N, 1, 450),
+    _nv("g5.4xlarge", "A10G", 1, 22, 16, 64, 1, (), 0, 25, _N, 1, 600),
+    _nv("g5.8xlarge", "A10G", 1, 22, 32, 128, 1, _cards(1), 25, 25, _S, 1, 900),
+    _nv("g5.12xlarge", "A10G", 4, 22, 48, 192, 1, _cards(1), 40, 40, _S, 1, 3800),
+    _nv("g5.16xlarge", "A10G", 1, 22, 64, 256, 1, _cards(1), 25, 25, _S, 1, 1900),
+    _nv("g5.24xlarge", "A10G", 4, 22, 96, 384, 1, _cards(1), 50, 50, _S, 1, 3800),
+    _nv("g5.48xlarge", "A10G", 8, 22, 192, 768, 1, _cards(1), 100, 100, _S, 2, 3800),
     # AWS Trainium instances
     InstanceType("trn1.2xlarge", vcpus=8, memory_gib=32, arch="x86_64", accelerator=Accelerator.NEURON,
                  accelerator_model="Trainium", accelerator_count=1, accelerator_memory_gib=32,

@@ -148,3 +148,62 @@ def test_network_bandwidth_is_ec2s_except_where_the_platform_wires_fewer_efa_int
         assert (t.efa_count * t.efa_gbps_per_card, EC2_NETWORK_GBPS[name]) == (1600, 3200)
     else:
         assert t.network_gbps == EC2_NETWORK_GBPS[name]
+
+
+# DescribeInstanceTypes as moto 5.2.5 records it (fact ec2.describe-instance-types.moto): every row it holds.
+def _moto_instance_types() -> dict:
+    import gzip
+    import json
+    from pathlib import Path
+
+    import moto
+
+    path = Path(moto.__file__).parent / "ec2" / "resources" / "instance_types.json.gz"
+    return json.loads(gzip.decompress(path.read_bytes()))
+
+
+MOTO_TYPES = _moto_instance_types()
+
+
+@pytest.mark.parametrize("name", sorted(n for n in it.INSTANCE_TYPES if n in MOTO_TYPES))
+def test_rows_match_motos_recorded_describe_instance_types(name):
+    """The P rows said 3840 GB per NVMe device; EC2 records 3800 (p5.4xlarge, p5e, p5en, p6-b200)."""
+    t, r = it.get(name), MOTO_TYPES[name]
+    disks = [(d["Count"], d["SizeInGB"]) for d in r.get("InstanceStorageInfo", {}).get("Disks", [])]
+    net = r["NetworkInfo"]
+    assert ([(t.nvme_count, t.nvme_gb)] if t.nvme_count else []) == disks
+    assert (t.vcpus, t.memory_gib * 1024) == (r["VCpuInfo"]["DefaultVCpus"], r["MemoryInfo"]["SizeInMiB"])
+    assert (t.efa_supported, t.network_cards) == (net.get("EfaSupported", False), net["MaximumNetworkCards"])
+    assert t.efa_count <= net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)
+    if t.accelerator is it.Accelerator.NVIDIA:
+        (gpu,) = r["GpuInfo"]["Gpus"]
+        assert (t.accelerator_model, t.accelerator_count, t.accelerator_memory_gib) == (
+            gpu["Name"], gpu["Count"], gpu["MemoryInfo"]["SizeInMiB"] // 1024)
+
+
+def test_only_p6e_gb200_is_missing_from_the_recording():
+    assert [n for n in it.INSTANCE_TYPES if n not in MOTO_TYPES] == ["p6e-gb200.36xlarge"]
+
+
+@pytest.mark.parametrize("name, model, gpus, vcpus, ram, efa, store", [
+    # fact ec2.describe-instance-types.moto
+    ("g6e.12xlarge", "L40S", 4, 48, 384, 1, (2, 1900)),
+    ("g6e.48xlarge", "L40S", 8, 192, 1536, 4, (4, 1900)),
+    ("g5.12xlarge", "A10G", 4, 48, 192, 1, (1, 3800)),
+    ("g5.48xlarge", "A10G", 8, 192, 768, 1, (2, 3800)),
+    ("g6e.xlarge", "L40S", 1, 4, 32, 0, (1, 250)),
+])
+def test_g_family_rows_for_inference_and_evaluation(name, model, gpus, vcpus, ram, efa, store):
+    t = it.get(name)
+    assert (t.accelerator, t.accelerator_model, t.accelerator_count, t.vcpus, t.memory_gib) == (
+        it.Accelerator.NVIDIA, model, gpus, vcpus, ram)
+    assert (t.efa_count, (t.nvme_count, t.nvme_gb)) == (efa, store)
+    assert t.device_resource == "nvidia.com/gpu" and ami_type(t) == "AL2023_x86_64_NVIDIA"
+    assert len([i for i in network_interfaces(t) if i.interface_type == "efa-only"]) == efa
+
+
+def test_the_node_agent_counts_a_g_nodes_gpus():
+    from node_agent.gpu import check_gpus
+
+    (finding,) = check_gpus([], it.get("g6e.48xlarge"))
+    assert (finding.rule, finding.evidence) == ("gpu-count", "0 GPUs visible, g6e.48xlarge has 8")

@@ -103,7 +103,7 @@ def test_each_problem_is_one_line_naming_the_spec_field(moto_iam):
     _client("iam", spec.region, moto_iam).create_role(RoleName="platform-admins", AssumeRolePolicyDocument="{}")
     cpu = [(t, f"us-east-1{z}") for t in ("m7i.4xlarge", "c7i.4xlarge") for z in "abc"]
     c, _ = stubbed(spec, iam_endpoint=moto_iam,
-                   offered=cpu + [("p5.48xlarge", "us-east-1a")],                 # no trn2 in us-east-1c
+                   offered=cpu + [("p5.48xlarge", "us-east-1a")],                 # no trn1 in us-east-1c
                    quotas=[("L-417A185B", 1536), ("L-1216C47A", 512), ("L-2C3B7624", 4096)],
                    reservations=[reservation("cr-0a1b2c3d4e5f60718", "p6e-gb200.36xlarge", "us-east-1-dfw-2a",
                                              72, state="scheduled", kind="capacity-block"),
@@ -111,11 +111,11 @@ def test_each_problem_is_one_line_naming_the_spec_field(moto_iam):
                    addons_missing={"aws-fsx-csi-driver"})
     findings = preflight(spec, c)
     assert [f.message for f in findings if not f.ok] == [
-        "instance_groups[4] (trn2).instance_type: trn2.48xlarge is not offered in us-east-1c (us-east-1); "
+        "instance_groups[4] (trn1).instance_type: trn1.32xlarge is not offered in us-east-1c (us-east-1); "
         "pick another AZ or a reservation",
         "instance_groups (p5en, p5-dev).max_size: 10752 vCPUs at max_size exceed quota L-417A185B (Running "
         "On-Demand P instances) of 1536 in us-east-1; request an increase or lower max_size",
-        "instance_groups (trn2).max_size: 12288 vCPUs at max_size exceed quota L-2C3B7624 (Running On-Demand "
+        "instance_groups (trn1).max_size: 8192 vCPUs at max_size exceed quota L-2C3B7624 (Running On-Demand "
         "Trn instances) of 4096 in us-east-1; request an increase or lower max_size",
         "instance_groups[3] (p5en).capacity.reservation_id: cr-0123456789abcdef0 holds 32 instances, "
         "max_size is 48",

@@ -101,7 +101,7 @@ def test_placement_group_on_for_on_demand_efa_groups_off_with_reservations(defau
         lt = large.launch_template(group)
         assert "Placement" not in lt
         assert lt["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"]
-    assert "GroupName" in large.launch_template("trn2")["Placement"]
+    assert "GroupName" in large.launch_template("trn1")["Placement"]
 
 
 def test_capacity_block_group_uses_capacity_block_market_and_node_group_type(large):

@@ -23,7 +23,7 @@ def test_reserved_and_capacity_block_groups_update_old_nodes_first(large):
     for name in ("gb200", "p5en"):     # capacity block, ODCR
         assert large.nodegroup(name)["Properties"]["UpdateConfig"] == {"MaxUnavailable": 1,
                                                                        "UpdateStrategy": "MINIMAL"}
-    for name in ("system", "trn2"):    # on-demand: EKS's default
+    for name in ("system", "trn1"):    # on-demand: EKS's default
         assert "UpdateStrategy" not in large.nodegroup(name)["Properties"]["UpdateConfig"]
 
 

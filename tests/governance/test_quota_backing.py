@@ -13,7 +13,7 @@ from tests.conftest import EXAMPLES
 def _large_with(tmp_path, desired: int):
     data = yaml.safe_load((EXAMPLES / "large.yaml").read_text())
     for g in data["instance_groups"]:
-        if g["name"] == "trn2":
+        if g["name"] == "trn1":
             g["desired_size"] = desired
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -21,13 +21,13 @@ def _large_with(tmp_path, desired: int):
 
 
 def test_quotas_over_the_running_nodes_fail_with_one_line_naming_team_and_resource(tmp_path):
-    """large.yaml promised 60 trn2 nodes of quota over desired_size 32 (28 after spares)."""
+    """large.yaml promised 60 trn1 nodes of quota over desired_size 32 (28 after spares)."""
     with pytest.raises(SpecError) as e:
         load_spec(_large_with(tmp_path, 32))
     lines = [p for p in e.value.problems if "not backed" in p.message]
     assert len(lines) == 1
-    assert lines[0].path == "teams.inference.quotas.trn2.nodes"
-    assert "team inference's quota of trn2 nodes" in lines[0].message and "= 28" in lines[0].message
+    assert lines[0].path == "teams.inference.quotas.trn1.nodes"
+    assert "team inference's quota of trn1 nodes" in lines[0].message and "= 28" in lines[0].message
 
 
 def test_the_examples_quotas_are_backed():
