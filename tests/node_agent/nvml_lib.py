@@ -42,11 +42,14 @@ class LibNvml:
 
     ``lost``: indices whose handle answers NVML_ERROR_GPU_IS_LOST; ``fabric_error``: indices whose fabric probe
     completed with NVML_ERROR_UNKNOWN; ``thermal``: indices with HW thermal slowdown among their clock event
-    reasons; ``events``: (gpu index, event type, event data) the driver will deliver, in order.
+    reasons; ``events``: (gpu index, event type, event data) the driver will deliver, in order;
+    ``fabric_clique``: (16-byte cluster UUID, clique id) every GPU's fabric probe reports (a GB200 NVL72 rack's
+    NVLink domain), all zero by default as on a GPU outside a multi-node NVLink domain.
     """
 
-    def __init__(self, gpus=8, lost=(), fabric_error=(), thermal=(), events=()):
+    def __init__(self, gpus=8, lost=(), fabric_error=(), thermal=(), events=(), fabric_clique=(bytes(16), 0)):
         self.gpus, self.lost, self.fabric_error, self.thermal = gpus, set(lost), set(fabric_error), set(thermal)
+        self.fabric_clique = fabric_clique
         self.events, self.registered, self.calls = list(events), {}, []
         P, U, L = c_void_p, c_uint, c_ulonglong
         protos = {  # symbol: argument types (every function returns nvmlReturn_t, an int)
@@ -169,6 +172,8 @@ class LibNvml:
         f = cast(info, POINTER(p.c_nvmlGpuFabricInfo_t)).contents
         f.state = p.NVML_GPU_FABRIC_STATE_COMPLETED
         f.status = p.NVML_ERROR_UNKNOWN if i in self.fabric_error else p.NVML_SUCCESS
+        f.clusterUuid[:] = list(self.fabric_clique[0])
+        f.cliqueId = self.fabric_clique[1]
         return p.NVML_SUCCESS
 
     def nvmlEventSetCreate(self, event_set):

@@ -126,33 +126,24 @@ def test_the_nvlink_domain_is_the_gpus_cluster_uuid_and_clique_as_gfd_publishes_
 
 
 def test_the_detector_labels_its_own_gb200_node_from_nvml_fabric_info():
-    """NVML stand-in after nvmlDeviceGetGpuFabricInfo (nvidia-ml-py 13.615.71 c_nvmlGpuFabricInfo_t: clusterUuid
-    16 bytes, cliqueId, state, status): two nodes of one NVL72 and one of another get two different values."""
+    """The real nvidia-ml-py over the libnvidia-ml stand-in (tests/node_agent/nvml_lib.py), whose
+    nvmlDeviceGetGpuFabricInfo fills c_nvmlGpuFabricInfo_t (nvidia-ml-py 13.615.71 pynvml.py:7198-7204: clusterUuid
+    16 x uint8, status, cliqueId, state): two nodes of one NVL72 and one of another get two different values."""
     import uuid as uuid_mod
 
     from node_agent import gpu
     from node_agent.detector import Detector
     from openpod_core import instance_types
 
-    def nvml_for(rack: bytes, clique: int):
-        from tests.node_agent.test_probes import Nvml
-
-        class Fabric(Nvml):
-            def nvmlDeviceGetCount(self):
-                return 4
-
-            def nvmlDeviceGetGpuFabricInfo(self, h, info):
-                super().nvmlDeviceGetGpuFabricInfo(h, info)
-                info.clusterUuid[:] = list(rack)
-                info.cliqueId = clique
-        return Fabric()
+    from tests.node_agent.nvml_lib import LibNvml, loaded
 
     rack_a, rack_b = uuid_mod.uuid4().bytes, uuid_mod.uuid4().bytes
     c = cluster(Node("a1"), Node("a2"), Node("b1"))
     for name, rack in (("a1", rack_a), ("a2", rack_a), ("b1", rack_b)):
-        d = Detector(c, name, instance_types.get("p6e-gb200.36xlarge"),
-                     gpu_source_factory=lambda rack=rack: gpu.NvmlSource(nvml=nvml_for(rack, 32766)))
-        d.poll_gpu()
+        with loaded(LibNvml(gpus=4, fabric_clique=(rack, 32766))) as nvml:
+            d = Detector(c, name, instance_types.get("p6e-gb200.36xlarge"),
+                         gpu_source_factory=lambda nvml=nvml: gpu.NvmlSource(nvml=nvml))
+            d.poll_gpu()
     values = {n.name: n.labels.get(L.ULTRASERVER_ID) for n in c.list_nodes()}
     assert values["a1"] == values["a2"] == f"{uuid_mod.UUID(bytes=rack_a)}.32766"
     assert values["b1"] == f"{uuid_mod.UUID(bytes=rack_b)}.32766"
