@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -76,6 +77,8 @@ class SaveStats:
     source_failed: dict[str, str] = field(default_factory=dict)   # restore: source -> last error after retries
     memory_tier_short: bool = False   # the memory tier's file system is smaller than its steady state needs
     restored_older: int = 0           # restores that resumed from an older step than the newest one seen
+    promote_retried: int = 0          # copies to a tier that failed once and were tried again
+    behind: dict[str, int] = field(default_factory=dict)  # tier kind -> newest step due there whose copy failed
 
     @property
     def failures(self) -> int:
@@ -154,7 +157,10 @@ class Checkpointer:
         self._inflight: Future | None = None
         self._pinned: set[int] = set()
         self._cond = threading.Condition()
-        self._pending: Marker | None = None
+        # Per further tier (index into self.tiers): the newest committed step due there and not copied yet.
+        # Which steps are due is decided from the step number alone, the same on every rank; a busy promoter
+        # replaces a tier's pending step only with a newer step due on that same tier.
+        self._pending: dict[int, Marker] = {}
         self._closing = False
         self._abandoned = False  # abandon(): the memory tier now belongs to the next generation
         self._promoting = False
@@ -183,10 +189,6 @@ class Checkpointer:
         # The first shared tier (FSx, else S3): what outlives this node. save_durably() forces a step there.
         self.durable = next((t for t in self.tiers[1:] if t.kind in SHARED), None)
         self._forced: set[int] = set()
-        # Cadence index of the newest copy each further tier received: a tier of cadence K gets the newest
-        # committed step once K cadence points have passed since then (a busy promoter replaces the pending
-        # step, so the exact multiples of K may never be pending).
-        self._last_index: dict[int, int] = {}
         self._budget_checked = False
         self._local_world_size = local_world_size
         self._replicated = True
@@ -297,8 +299,7 @@ class Checkpointer:
         self._forced.discard(step)
         # Replicated state has one copy in shared tiers, written by rank 0; every other rank writes its own shards.
         writes = not (self._replicated and self.rank != 0)
-        ok = self.durable is not None and (not writes or any(m.step == step and m.rank == self.rank
-                                                             for m in self.durable.markers()))
+        ok = self.durable is not None and (not writes or self.rank in self.durable.index().get(step, set()))
         return self.durable.kind if _all_ok(ok, self.world_size) else None
 
     def wait(self) -> None:
@@ -330,6 +331,7 @@ class Checkpointer:
         tier = self.first
         direct = self._direct if self._direct is not None and self._due_in(self._direct, step, replicated) else None
         failed = None
+        direct_ok = False
         try:
             if copying is not None:
                 copying.result()  # the overlapped part of staging has landed in host memory
@@ -342,7 +344,8 @@ class Checkpointer:
                 # Files written (the durable tier's; the memory tier's are kept for later), no marker of this step yet.
                 kill_point("before_commit", step, self.rank)
                 kill_point("during_promote", step, self.rank)  # the durable tier is written, not committed yet
-                if self._commit_direct(step, results[1]):  # a durable copy stays even when the memory tier fails
+                direct_ok = self._commit_direct(step, results[1])
+                if direct_ok:  # a durable copy stays even when the memory tier fails
                     with self._cond:  # room for this step in memory: it is durable and newer than any there
                         if not self._abandoned:
                             self._retain_first(keep=self.first.keep - 1)
@@ -359,8 +362,8 @@ class Checkpointer:
             kill_point("after_commit", step, self.rank)
         except (Exception, CheckpointException) as e:  # a full disk fails this save, not the training
             failed = e
-        if direct is not None and failed is None:
-            self._direct_done[step] = True  # tried and counted: the promoter skips that tier
+        if direct_ok and failed is None:
+            self._direct_done[step] = True  # the promoter skips that tier (a failed direct copy: it retries it)
         if failed is not None:
             self.stats.failed += 1
             self.stats.last_error = f"{type(failed).__name__}: {failed}"
@@ -382,8 +385,17 @@ class Checkpointer:
             except OSError as e:
                 log.warning("replicating step %d to buddy rank %d failed: %s", step, self.buddy, e)
         with self._cond:
-            self._pending = marker
+            self._queue(marker)
             self._cond.notify_all()
+
+    def _queue(self, marker: Marker) -> None:
+        """Hand ``marker`` to the promoter for every further tier it is due on (caller holds ``_cond``)."""
+        direct = self._direct_done.pop(marker.step, False)
+        for i, tier in enumerate(self.tiers[1:], 1):
+            if direct and tier is self._direct:
+                continue  # written from the staged copy already
+            if self._due_in(tier, marker.step, marker.replicated):
+                self._pending[i] = marker
 
     def _write(self, tiers: list[DirTier], step: int, staged: dict, meta: dict,
                replicated: bool) -> tuple[TeeFileSystem | None, list[Marker | Destination | BaseException]]:
@@ -442,12 +454,22 @@ class Checkpointer:
             return e
 
     def _cadence_due(self, tier: Tier, step: int) -> bool:
+        """Whether ``step`` goes to ``tier``: decided from the step number alone, so every rank copies the same
+        steps whatever its own failures or timing (a per-rank count of copies drifted apart after one rank's
+        failed copy, leaving no step every rank held)."""
         if step in self._forced and tier is self.durable:
             return True
-        return step // max(self.cfg.every, 1) - self._last_index.get(id(tier), 0) >= tier.every
+        return (step // max(self.cfg.every, 1)) % max(tier.every, 1) == 0
 
-    def _landed(self, tier: Tier, step: int) -> None:
-        self._last_index[id(tier)] = max(self._last_index.get(id(tier), 0), step // max(self.cfg.every, 1))
+    def _job_world(self, tier: Tier, replicated: bool) -> int | None:
+        """What a step of ``tier`` needs to be complete, for its retention: the ranks of the job (a shared tier;
+        replicated state has rank 0's part alone there), None for a node's own tier (each rank on its own)."""
+        if tier.kind not in SHARED:
+            return None
+        return 1 if replicated else self.world_size
+
+    def _retain(self, tier: Tier, replicated: bool, keep: int | None = None) -> None:
+        tier.retain(self.rank, keep=keep, world_size=self._job_world(tier, replicated))
 
     def _due_in(self, tier: Tier, step: int, replicated: bool) -> bool:
         """Whether the promoter would copy this step to ``tier`` (cadence; one copy of replicated state in shared tiers)."""
@@ -456,22 +478,22 @@ class Checkpointer:
         return not (tier.kind in SHARED and replicated and self.rank != 0)
 
     def _commit_direct(self, step: int, written: Marker | BaseException) -> bool:
-        """Commit the first durable tier's copy written next to the memory tier; a failure is counted like a
-        failed promotion (training goes on). Returns whether it committed."""
+        """Commit the first durable tier's copy written next to the memory tier. Returns whether it committed; if
+        not, the promoter copies the step there from the memory tier (its retries; counted if they fail too)."""
         tier = self._direct
         try:
             if isinstance(written, BaseException):
                 raise written
             tier.commit(written)
-            self._landed(tier, step)
             with self._cond:
-                tier.retain(self.rank)
+                self._retain(tier, written.replicated)
             self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
+            self.stats.behind.pop(tier.kind, None)
             return True
         except (Exception, CheckpointException) as e:
-            self.stats.last_error = f"{type(e).__name__}: {e}"
-            self.stats.promote_failed[tier.kind] = self.stats.promote_failed.get(tier.kind, 0) + 1
-            log.warning("writing step %d to %s failed: %s", step, tier.name, e)
+            self.stats.promote_retried += 1
+            log.warning("writing step %d to %s failed: %s: %s; copying it from %s instead", step, tier.name,
+                        type(e).__name__, e, self.first.name)
             try:
                 tier.delete(step, self.rank)
             except Exception:  # noqa: BLE001 - best effort cleanup
@@ -481,8 +503,9 @@ class Checkpointer:
     def _retain_first(self, keep: int | None = None) -> None:
         """Apply the first tier's retention (caller holds ``_cond``); a failure costs space, not the job.
         ``keep``: fewer than the tier's own, to make room before a newer step is written into it."""
+        pinned = self._pinned | {m.step for m in self._pending.values()}  # steps still to be copied from here
         try:
-            self.first.retain(self.rank, self._pinned, keep=keep)
+            self.first.retain(self.rank, pinned, keep=keep)
         except OSError as e:
             log.warning("retention in %s failed: %s", self.first.name, e)
 
@@ -490,15 +513,18 @@ class Checkpointer:
         _background_priority()
         while True:
             with self._cond:
-                while self._pending is None and not self._closing:
+                while not self._pending and not self._closing:
                     self._cond.wait()
-                if self._pending is None:
+                if not self._pending:
                     return
-                marker, self._pending = self._pending, None
+                marker = min(self._pending.values(), key=lambda m: m.step)  # the oldest pending step first
+                tiers = sorted(i for i, m in self._pending.items() if m.step == marker.step)
+                for i in tiers:
+                    del self._pending[i]
                 self._pinned.add(marker.step)
                 self._promoting = True
             try:
-                self._promote(marker)
+                self._promote(marker, tiers)
             finally:
                 with self._cond:
                     self._pinned.discard(marker.step)
@@ -508,42 +534,60 @@ class Checkpointer:
                     self._promoting = False
                     self._cond.notify_all()
 
-    def _promote(self, marker: Marker) -> None:
+    def _promote(self, marker: Marker, tiers: list[int]) -> None:
         src = self.first.snapshot_dir(marker.step, marker.rank)
-        direct = self._direct_done.pop(marker.step, False)
-        for tier in self.tiers[1:]:
-            if not self._cadence_due(tier, marker.step):
-                continue
-            if direct and tier is self._direct:
-                continue  # written from the staged copy already
-            if tier.kind in SHARED and marker.replicated and self.rank != 0:
-                continue  # one copy of replicated state is enough in shared storage
+        for i in tiers:
+            self._copy(self.tiers[i], src, marker)
+
+    def _copy(self, tier: Tier, src: Path, marker: Marker) -> None:
+        """Copy one committed snapshot into ``tier``, tried ``cfg.promote_attempts`` times: a step is durable in a
+        shared tier only once every rank's part is there, so one rank's transient failure must not cost the job
+        that step. A full tier gets room first (its retention down to one step fewer, never the newest step
+        complete job-wide). A copy that still fails is counted and the tier reported behind (``stats.behind``)."""
+        attempts = max(1, self.cfg.promote_attempts)
+        for attempt in range(1, attempts + 1):
             try:
                 kill_point("during_promote", marker.step, self.rank)
                 tier.put(src, marker)
-                self._landed(tier, marker.step)
-                tier.retain(self.rank)
-                self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
-            except Exception as e:
-                self.stats.last_error = f"{type(e).__name__}: {e}"
-                self.stats.promote_failed[tier.kind] = self.stats.promote_failed.get(tier.kind, 0) + 1
-                log.warning("promoting step %d to %s failed: %s", marker.step, tier.name, e)
+                break
+            except Exception as e:  # noqa: BLE001 - a failed copy never fails training
+                err = e
+                log.warning("promoting step %d to %s failed (attempt %d of %d): %s: %s", marker.step, tier.name,
+                            attempt, attempts, type(e).__name__, e)
                 try:
                     tier.delete(marker.step, self.rank)
                 except Exception:  # noqa: BLE001 - best effort cleanup
                     pass
+                if attempt == attempts or self._closing and self._abandoned:
+                    self.stats.last_error = f"{type(err).__name__}: {err}"
+                    self.stats.promote_failed[tier.kind] = self.stats.promote_failed.get(tier.kind, 0) + 1
+                    self.stats.behind[tier.kind] = max(marker.step, self.stats.behind.get(tier.kind, 0))
+                    return
+                self.stats.promote_retried += 1
+                if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+                    try:
+                        self._retain(tier, marker.replicated, keep=max(1, tier.keep - 1))
+                    except Exception as re:  # noqa: BLE001 - the retry says whether it helped
+                        log.warning("making room in %s failed: %s", tier.name, re)
+                time.sleep(self.cfg.promote_retry_s * attempt)
+        self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
+        self.stats.behind.pop(tier.kind, None)
+        try:
+            self._retain(tier, marker.replicated)
+        except Exception as e:  # noqa: BLE001 - retention costs space, not the copy
+            log.warning("retention in %s failed: %s", tier.name, e)
 
     def busy(self) -> bool:
         """True while a save is being written, replicated or promoted."""
         with self._cond:
-            promoting = self._pending is not None or self._promoting
+            promoting = bool(self._pending) or self._promoting
         return promoting or (self._inflight is not None and not self._inflight.done())
 
     def flush(self) -> None:
         """Wait until the in-flight save and its promotion are done."""
         self.wait()
         with self._cond:
-            while self._pending is not None or self._promoting:
+            while self._pending or self._promoting:
                 self._cond.wait()
 
     def close(self) -> None:
@@ -571,7 +615,7 @@ class Checkpointer:
         with self._cond:
             self._abandoned = True  # a write still running leaves the memory tier to the next generation
             self._closing = True
-            self._pending = None
+            self._pending = {}
             self._cond.notify_all()
         self._writer.shutdown(wait=False, cancel_futures=True)
         self._copier.shutdown(wait=False, cancel_futures=True)

@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 import blake3
 
-from training.faults import enospc_quota
+from training.faults import enospc_quota, put_fault
 from training.storage_utils import atomic_write, fsync_dir as _fsync_dir
 
 log = logging.getLogger("training.checkpoint")
@@ -142,6 +142,18 @@ def _scandir_step(path) -> list[os.DirEntry]:
         return []
 
 
+def _parse_marker_key(rel: str) -> tuple[int | None, int]:
+    """``(step, rank)`` of a commit marker's path ``step_NNNNNNNNN/rank_NNNNN.commit.json``; ``(None, -1)``
+    for anything else (snapshot files, foreign names)."""
+    parts = rel.split("/")
+    if len(parts) != 2 or not parts[1].endswith(MARKER_SUFFIX):
+        return None, -1
+    step, rank = parts[0], parts[1][: -len(MARKER_SUFFIX)]
+    if not (step.startswith("step_") and step[5:].isdigit() and rank.startswith("rank_") and rank[5:].isdigit()):
+        return None, -1
+    return int(step[5:]), int(rank[5:])
+
+
 class Tier:
     """One storage level. Subclasses: :class:`DirTier`, :class:`S3Tier`."""
 
@@ -168,14 +180,34 @@ class Tier:
     def delete(self, step: int, rank: int) -> None:
         raise NotImplementedError
 
-    def retain(self, rank: int, pinned: set[int] = frozenset(), keep: int | None = None) -> None:
-        """Keep the newest ``keep`` (default: the tier's) committed steps of ``rank``; drop older and partial ones."""
+    def index(self) -> dict[int, set[int]]:
+        """Committed steps and the ranks whose part of each is committed, from names alone (no marker is
+        read: a listing, never one read per rank and step)."""
+        raise NotImplementedError
+
+    def complete_steps(self, world_size: int) -> list[int]:
+        """Steps whose every part (ranks ``0 .. world_size - 1``) is committed here, newest first. Replicated
+        state has one part in shared tiers (rank 0's): ``world_size`` 1."""
+        need = set(range(max(world_size, 1)))
+        return sorted((s for s, ranks in self.index().items() if need <= ranks), reverse=True)
+
+    def retain(self, rank: int, pinned: set[int] = frozenset(), keep: int | None = None,
+               world_size: int | None = None) -> None:
+        """Keep the newest ``keep`` (default: the tier's) committed steps of ``rank``; drop older and partial ones.
+
+        With ``world_size`` (a shared tier, where every rank's part of a step lands on its own): also keep
+        ``rank``'s part of the newest step that is complete job-wide. Ranks whose copies fail
+        (or fall behind) hold other steps than their peers; without this each rank kept its own newest
+        steps and deleted the last step every rank held."""
         keep = self.keep if keep is None else max(keep, 0)
-        mine = sorted({m.step for m in self.markers() if m.rank == rank}, reverse=True)
-        if len(mine) <= keep:
-            return
-        for step in mine[keep:]:
-            if step not in pinned:
+        index = self.index()
+        mine = sorted((s for s, ranks in index.items() if rank in ranks), reverse=True)
+        kept = set(mine[:keep])
+        if world_size is not None:
+            need = set(range(max(world_size, 1)))
+            kept |= set(sorted((s for s, ranks in index.items() if need <= ranks), reverse=True)[:1])
+        for step in mine:
+            if step not in kept and step not in pinned:
                 self.delete(step, rank)
 
 
@@ -247,7 +279,8 @@ class DirTier(Tier):
         return d
 
     def put(self, src: Path, marker: Marker) -> None:
-        quota = enospc_quota(self.kind, marker.step)
+        put_fault(self.kind, marker.step, marker.rank)
+        quota = enospc_quota(self.kind, marker.step, marker.rank)
         d = self.prepare(marker.step, marker.rank)
         for name in marker.files:
             if quota is None:  # kernel-side copy (sendfile/copy_file_range), no Python buffers
@@ -270,12 +303,21 @@ class DirTier(Tier):
         except OSError:
             pass
 
-    def retain(self, rank: int, pinned: set[int] = frozenset(), keep: int | None = None) -> None:
-        super().retain(rank, pinned, keep)
-        committed = [m.step for m in self.markers() if m.rank == rank]
+    def index(self) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = {}
+        for p in self._entries():
+            step, rank = _parse_marker_key(f"{p.parent.name}/{p.name}")
+            if step is not None:
+                out.setdefault(step, set()).add(rank)
+        return out
+
+    def retain(self, rank: int, pinned: set[int] = frozenset(), keep: int | None = None,
+               world_size: int | None = None) -> None:
+        super().retain(rank, pinned, keep, world_size)
+        committed = [s for s, ranks in self.index().items() if rank in ranks]
         if not committed:
             return
-        oldest_kept = min(sorted(committed, reverse=True)[: self.keep if keep is None else max(keep, 1)])
+        oldest_kept = min(committed)  # retention above left only what is kept
         for d in self._entries():  # partial copies left by crashes
             if d.name != f"rank_{rank:05d}":
                 continue
@@ -314,6 +356,15 @@ class S3Tier(Tier):
 
     def _key(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    def index(self) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = {}
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._key("step_")):
+            for obj in page.get("Contents", []):
+                step, rank = _parse_marker_key(obj["Key"][len(self._key("")):])
+                if step is not None:
+                    out.setdefault(step, set()).add(rank)
+        return out
 
     def markers(self) -> list[Marker]:
         out = []
@@ -443,6 +494,7 @@ class S3Tier(Tier):
         # them unseen - this one aborts a failed copy's in delete() - so the records are read once per process
         # and rank (rank 0 also takes those of ranks the job no longer has), and again after a sweep that
         # could not run.
+        put_fault(self.kind, marker.step, marker.rank)
         if marker.rank not in self._swept and self._abort_quietly(
                 marker.rank, world_size=marker.world_size if marker.rank == 0 else None):
             self._swept.add(marker.rank)

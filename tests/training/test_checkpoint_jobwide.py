@@ -1,0 +1,93 @@
+"""Issue 24: durable tiers consistent job-wide. Two ranks' checkpointers in one process share an FSx directory
+(sharded state: each rank writes its own part there); one rank's copies fail. A step is durable only when every
+rank's part is there, so cadence, retries and retention must keep such a step."""
+
+import logging
+
+import pytest
+
+from training.checkpoint import Checkpointer, DirTier
+from training.checkpoint import manager
+from training.config import CheckpointConfig, TierConfig
+from tests.training.test_checkpoint import make_model, train
+
+
+def _ranks(tmp_path, monkeypatch, *, fsx_every=2, attempts=3, keep=2):
+    monkeypatch.setattr(manager, "_has_dtensor", lambda state: True)  # sharded: every rank's part is its own
+    cfg = CheckpointConfig(every=1, peer_replication=False, promote_attempts=attempts, promote_retry_s=0.0,
+                           tiers=[TierConfig("memory", str(tmp_path / "shm"), keep=keep),
+                                  TierConfig("nvme", str(tmp_path / "nvme"), keep=keep),
+                                  TierConfig("fsx", str(tmp_path / "fsx"), keep=keep, every=fsx_every)])
+    cks = [Checkpointer(cfg, rank=r, world_size=2, local_world_size=1, node_id=f"n{r}",
+                        scratch_dir=tmp_path / f"scratch{r}") for r in range(2)]
+    return cks, make_model()
+
+
+def _save(cks, model, opt, steps):
+    for s in steps:
+        train(model, opt)
+        for ck in cks:
+            ck.save(s, model, opt)
+            ck.flush()
+
+
+def test_one_ranks_failed_copy_is_retried_and_the_ranks_copy_the_same_steps(tmp_path, monkeypatch):
+    """Failed on the old code: rank 1's first copy of step 2 failed, so its own cadence counter moved it onto
+    steps 3 and 5 while rank 0 copied 2, 4 and 6: FSx never held a step of both ranks."""
+    monkeypatch.setenv("OPENPOD_FAULT_PUT", "fsx@2@1@1")  # rank 1's first try of step 2 fails
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch)
+    _save(cks, model, opt, range(1, 7))
+    for ck in cks:
+        ck.close()
+    fsx = DirTier("fsx", tmp_path / "fsx")
+    assert fsx.index() == {4: {0, 1}, 6: {0, 1}}
+    assert fsx.complete_steps(2) == [6, 4]
+    assert cks[1].stats.promote_retried == 1 and cks[1].stats.promote_failed == {} and cks[1].stats.behind == {}
+
+
+def test_retention_never_deletes_the_newest_step_every_rank_holds(tmp_path, monkeypatch, caplog):
+    """Failed on the old code: rank 1's copies fail from step 4 on; rank 0 kept its newest two (6, 8) and
+    deleted step 2, the only step both ranks held - no complete step left on FSx. Rank 1's failures are
+    counted and its tier reported behind."""
+    monkeypatch.setenv("OPENPOD_FAULT_PUT", "fsx@4@1,fsx@6@1,fsx@8@1")
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch, attempts=2)
+    with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+        _save(cks, model, opt, range(1, 9))
+    for ck in cks:
+        ck.close()
+    fsx = DirTier("fsx", tmp_path / "fsx")
+    assert fsx.complete_steps(2) == [2]
+    assert fsx.index() == {2: {0, 1}, 6: {0}, 8: {0}}  # rank 0's own newest two, bounded
+    assert cks[1].stats.promote_failed == {"fsx": 3} and cks[1].stats.behind == {"fsx": 8}
+    assert "promoting step 8 to fsx" in caplog.text and "attempt 2 of 2" in caplog.text
+
+
+def test_a_full_shared_tier_makes_room_without_dropping_the_newest_complete_step(tmp_path, monkeypatch):
+    """A full FSx (ENOSPC on every copy of rank 1) costs copies, not training, and never the newest step both
+    ranks hold."""
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch, fsx_every=1, attempts=2)
+    _save(cks, model, opt, [1])             # both ranks' step 1
+    monkeypatch.setenv("OPENPOD_FAULT_ENOSPC", "fsx@*@1")
+    _save(cks, model, opt, [2, 3, 4])
+    for ck in cks:
+        ck.close()
+    fsx = DirTier("fsx", tmp_path / "fsx")
+    assert fsx.complete_steps(2) == [1]
+    assert cks[1].stats.behind == {"fsx": 4} and cks[0].stats.failures == 0
+
+
+@pytest.mark.parametrize("replicated", [True, False])
+def test_index_reads_names_only(tmp_path, monkeypatch, replicated):
+    """Retention and completeness come from a listing of names: no commit marker is read."""
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch, fsx_every=1)
+    if replicated:
+        monkeypatch.setattr(manager, "_has_dtensor", lambda state: False)
+    _save(cks, model, opt, [1, 2, 3])
+    for ck in cks:
+        ck.close()
+    fsx = DirTier("fsx", tmp_path / "fsx")
+    monkeypatch.setattr(DirTier, "markers", lambda self: pytest.fail("a marker was read"))
+    if replicated:
+        assert fsx.index() == {2: {0}, 3: {0}}
+    else:
+        assert fsx.index() == {2: {0, 1}, 3: {0, 1}}
