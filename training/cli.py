@@ -265,9 +265,24 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
             click.echo(f"error: training failed (torchrun exit status {rc}); rerun the same command to resume",
                        err=True)
             sys.exit(rc if rc > 0 else 1)
+        _warn_checkpoint_failures(result)
         click.echo(json.dumps(result, sort_keys=True))
     finally:
         shutil.rmtree(results, ignore_errors=True)
+
+
+def _warn_checkpoint_failures(result: dict) -> None:
+    """One line on stderr when any rank's checkpoint writes failed (the result sums every rank's), and each shared
+    tier's newest step that every rank's part reached."""
+    ck = result.get("checkpoints") or {}
+    if not ck.get("failed_ranks"):
+        return
+    lost = ", ".join(f"{k} x{n}" for k, n in sorted(ck.get("promote_failed", {}).items()))
+    durable = ", ".join(f"{k}: step {s}" if s is not None else f"{k}: none" for k, s in
+                        sorted(ck.get("durable", {}).items()))
+    click.echo(f"warning: checkpoint copies failed on rank(s) {', '.join(map(str, ck['failed_ranks']))} "
+               f"(saves failed: {ck.get('failed', 0)}{'; copies: ' + lost if lost else ''}); newest complete step "
+               f"per shared tier: {durable or 'no shared tier'}; last error: {ck.get('last_error')}", err=True)
 
 
 def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple: float) -> tuple[int, bool]:

@@ -230,7 +230,7 @@ class Runtime:
             log.info("rank %d restored step %d from %s in %.3fs", self.rank, start, self.restored.source,
                      self.restored.seconds)
         if self.checkpointer is not None:  # the restore's figures are exported now, not at the first save
-            self.goodput.persist(**self.checkpointer.stats.gauges())
+            self.goodput.persist(**self.checkpointer.job_gauges())  # every rank's, summed (collective)
         self.goodput.training_starts()
         self._t_step = time.perf_counter()
         return start
@@ -401,7 +401,7 @@ class Runtime:
             blocked = self.checkpointer.save(done, model, optimizer,
                                              meta={"loss": loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", blocked)
-            self.goodput.persist(**self.checkpointer.stats.gauges())
+            self.goodput.persist(**self.checkpointer.job_gauges())
 
     def _stop_after(self, done: int, model, optimizer, loss: float) -> None:
         """Write step ``done`` to the durable tier whatever the cadence, wait for it, and ask the loop to stop."""
@@ -411,7 +411,7 @@ class Runtime:
             durable = self.checkpointer.save_durably(done, model, optimizer,
                                                      meta={"loss": loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", time.perf_counter() - t0)
-            self.goodput.persist(**self.checkpointer.stats.gauges())
+            self.goodput.persist(**self.checkpointer.job_gauges())
         self.preempted = {"step": done, "durable": durable}
         self.should_stop = True
         log.warning("rank %d stopped by SIGTERM at step %d; %s", self.rank, done,
@@ -438,8 +438,10 @@ class Runtime:
 
             msd, osd = get_state_dict(model, optimizer)
             state = {"model": msd, "optim": osd}
-        failed = self.checkpointer.stats.failed if self.checkpointer else 0
-        self.goodput.persist(finished=True, **(self.checkpointer.stats.gauges() if self.checkpointer else {}))
+        self.goodput.persist(finished=True, **(self.checkpointer.job_gauges() if self.checkpointer else {}))
+        empty = {"committed": 0, "failed": 0, "promote_failed": {}, "promote_retried": 0, "behind": {},
+                 "failed_ranks": [], "last_error": None, "memory_tier_short": False, "restored_older": 0,
+                 "durable": {}}
         result = {
             "step": self.preempted["step"] if self.preempted else self.cfg.steps,
             "preempted": self.preempted,
@@ -450,14 +452,8 @@ class Runtime:
             "restored_from": self.restored.source if self.restored else None,
             "restored_step": self.restored.step if self.restored else 0,
             "restore_seconds": round(self.restored.seconds, 4) if self.restored else 0.0,
-            "checkpoints": {"committed": self.checkpointer.stats.committed if self.checkpointer else 0,
-                            "failed": failed,
-                            "promote_failed": dict(self.checkpointer.stats.promote_failed) if self.checkpointer
-                            else {},
-                            "last_error": self.checkpointer.stats.last_error if self.checkpointer else None,
-                            "memory_tier_short": self.checkpointer.stats.memory_tier_short if self.checkpointer
-                            else False,
-                            "restored_older": self.checkpointer.stats.restored_older if self.checkpointer else 0},
+            # every rank's saves and failures (a collective), not this rank's alone
+            "checkpoints": self.checkpointer.job_summary() if self.checkpointer else empty,
             "goodput": self.goodput.summary(),
             "fault_tolerance": self.ft.summary() if self.ft is not None else None,
             "data_cache": self.data.cache_stats,  # this rank's shards: found in node memory, copied, uncached

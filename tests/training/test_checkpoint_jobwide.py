@@ -91,3 +91,21 @@ def test_index_reads_names_only(tmp_path, monkeypatch, replicated):
         assert fsx.index() == {2: {0}, 3: {0}}
     else:
         assert fsx.index() == {2: {0, 1}, 3: {0, 1}}
+
+
+@pytest.mark.slow
+def test_a_failure_on_rank_1_alone_is_in_the_result_and_the_metrics(tmp_path):
+    """Failed on the old code: the CLI printed rank 0's result ("promote_failed": {}) and metrics.prom held rank 0's
+    count (0) while rank 1's every copy of step 10 into FSx failed."""
+    from tests.training.conftest import cli_env, failure_text, last_json, run_cli, train_args
+
+    args = train_args(tmp_path, steps=10, every=5, extra=["--parallelism", "fsdp", "--nvme-dir", str(tmp_path / "nv")])
+    r = run_cli(args, env=cli_env(OPENPOD_FAULT_PUT="fsx@10@1"))
+    assert r.returncode == 0, failure_text(r)
+    ck = last_json(r.stdout)["checkpoints"]
+    assert ck["promote_failed"] == {"fsx": 1} and ck["failed_ranks"] == [1], ck
+    assert ck["behind"] == {"fsx": {"1": 10}} and ck["durable"] == {"fsx": 5}, ck
+    assert ck["last_error"].startswith("rank 1: OSError: [Errno 5] injected failure"), ck
+    assert "checkpoint copies failed on rank(s) 1" in r.stderr
+    prom = next((tmp_path / "ck").rglob("metrics.prom")).read_text()
+    assert "openpod_checkpoint_failures 1.0" in prom, prom

@@ -204,6 +204,57 @@ class Checkpointer:
             self.peers = [tuple(a) if a else None for a in _all_gather(list(self.peer_server.address), world_size)]
             self.buddy = buddy_of(rank, world_size, local_world_size)
 
+    # ------------------------------------------------------------ job-wide
+    def job_gauges(self) -> dict[str, int]:
+        """``stats.gauges()`` of every rank, summed (``restored_older``: how many ranks fell back), for
+        ``Goodput.persist``. Collective: every rank calls it at the same point (restore, a save, the end). With
+        sharded state every rank writes its own part of each step: rank 0's figures alone missed the others'."""
+        g = self.stats.gauges()
+        names = sorted(g)
+        total = _all_sum([g[n] for n in names], self.world_size)
+        return dict(zip(names, total))
+
+    def job_summary(self) -> dict:
+        """The result's ``checkpoints`` section, the same on every rank (collective): every rank's saves and
+        failures summed, the ranks that failed, each tier's ranks behind, and (rank 0's listing) the newest step
+        complete in each shared tier - every rank's part there."""
+        st = self.stats
+        mine = {"committed": st.committed, "failed": st.failed, "promote_failed": dict(st.promote_failed),
+                "promote_retried": st.promote_retried, "behind": dict(st.behind), "last_error": st.last_error,
+                "memory_tier_short": st.memory_tier_short, "restored_older": st.restored_older}
+        if self.rank == 0:
+            mine["durable"] = self.durable_steps()
+        every = _all_gather(mine, self.world_size)
+        out = {"committed": sum(r["committed"] for r in every), "failed": sum(r["failed"] for r in every),
+               "promote_failed": {}, "promote_retried": sum(r["promote_retried"] for r in every), "behind": {},
+               "failed_ranks": [i for i, r in enumerate(every) if r["failed"] or r["promote_failed"]],
+               "last_error": next((f"rank {i}: {r['last_error']}" for i, r in enumerate(every) if r["last_error"]),
+                                  None),
+               "memory_tier_short": any(r["memory_tier_short"] for r in every),
+               "restored_older": max(r["restored_older"] for r in every),
+               "durable": every[0].get("durable", {})}
+        for i, r in enumerate(every):
+            for kind, n in r["promote_failed"].items():
+                out["promote_failed"][kind] = out["promote_failed"].get(kind, 0) + n
+            for kind, step in r["behind"].items():
+                out["behind"].setdefault(kind, {})[str(i)] = step
+        return out
+
+    def durable_steps(self) -> dict[str, int | None]:
+        """Per shared tier: the newest step every rank's part of which is committed there (None: no such step;
+        the tier unreadable is said in the log)."""
+        out: dict[str, int | None] = {}
+        for tier in self.tiers:
+            if tier.kind not in SHARED:
+                continue
+            try:
+                steps = tier.complete_steps(1 if self._replicated else self.world_size)
+            except Exception as e:  # noqa: BLE001 - a report, not the job
+                log.warning("cannot list %s: %s: %s", tier.name, type(e).__name__, e)
+                steps = []
+            out[tier.kind] = steps[0] if steps else None
+        return out
+
     # ----------------------------------------------------------------- save
     def due(self, step: int) -> bool:
         return self.cfg.enabled and self.cfg.every > 0 and step % self.cfg.every == 0
@@ -821,6 +872,15 @@ def _all_gather(obj, world_size: int) -> list:
     out = [None] * world_size
     dist.all_gather_object(out, obj)
     return out
+
+
+def _all_sum(values: list[int], world_size: int) -> list[int]:
+    if world_size <= 1 or not dist.is_initialized():
+        return list(values)
+    dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    t = torch.tensor(values, dtype=torch.int64, device=dev)
+    dist.all_reduce(t)
+    return [int(v) for v in t.tolist()]
 
 
 def _all_ok(ok: bool, world_size: int) -> bool:
