@@ -196,9 +196,12 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
                        seq_len=m.seq_len, vocab_size=m.vocab_size)
     except (ValueError, OSError) as e:
         fail(f"--data-dir: {e}")
-    run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / f"config-{node_id or socket.gethostname()}.json"
-    write_json_atomic(config_path, json.loads(cfg.to_json()))
+    try:  # a full or read-only --checkpoint-dir: one clear line, not a traceback
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(config_path, json.loads(cfg.to_json()))
+    except OSError as e:
+        fail(f"--checkpoint-dir: cannot write {config_path}: {e.strerror or e} (a full or read-only file system?)")
 
     if fault_tolerance == "replica":
         try:

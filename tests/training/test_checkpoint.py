@@ -157,7 +157,10 @@ def test_full_disk_fails_that_save_not_the_next(tmp_path, monkeypatch, caplog):
     mem = DirTier("memory", tmp_path / "shm/n0")
     assert [m.step for m in mem.markers()] == [6, 2]
     assert not (tmp_path / "shm/n0/step_000000004").exists()  # the partial write was removed
-    assert [m.step for m in DirTier("fsx", tmp_path / "fsx").markers()] == [2]
+    # Issue 24: the full memory tier no longer freezes FSx at step 2: step 4 is copied there from nvme (and the
+    # full FSx made room for step 6 by dropping step 2, never the newest complete step 4).
+    assert [m.step for m in DirTier("fsx", tmp_path / "fsx").markers()] == [4]
+    assert "durable in nvme:" in caplog.text and "promoted from there" in caplog.text
     # nvme, the first durable tier, is written from the staged copy next to memory: step 4 reached it intact.
     assert [m.step for m in DirTier("nvme", tmp_path / "nvme/n0").markers()] == [6, 4]
 

@@ -161,6 +161,7 @@ class Checkpointer:
         # Which steps are due is decided from the step number alone, the same on every rank; a busy promoter
         # replaces a tier's pending step only with a newer step due on that same tier.
         self._pending: dict[int, Marker] = {}
+        self._from: dict[int, DirTier] = {}  # step -> the tier its pending copies are read from
         self._closing = False
         self._abandoned = False  # abandon(): the memory tier now belongs to the next generation
         self._promoting = False
@@ -413,16 +414,25 @@ class Checkpointer:
             kill_point("after_commit", step, self.rank)
         except (Exception, CheckpointException) as e:  # a full disk fails this save, not the training
             failed = e
-        if direct_ok and failed is None:
+        if direct_ok:
             self._direct_done[step] = True  # the promoter skips that tier (a failed direct copy: it retries it)
         if failed is not None:
             self.stats.failed += 1
             self.stats.last_error = f"{type(failed).__name__}: {failed}"
-            log.warning("checkpoint of step %d failed in %s: %s; training continues", step, tier.name, failed)
             try:
                 tier.delete(step, self.rank)
             except Exception as ce:  # noqa: BLE001 - cleanup must never fail the next save
                 log.warning("cleanup of step %d in %s failed: %s", step, tier.name, ce)
+            if direct_ok and not self._abandoned:
+                # A full memory tier must not freeze the further tiers at the last step that fit: they get this
+                # step from the durable copy written beside it.
+                log.warning("checkpoint of step %d failed in %s: %s; it is durable in %s and promoted from there; "
+                            "training continues", step, tier.name, failed, self._direct.name)
+                with self._cond:
+                    self._queue(results[1], self._direct)
+                    self._cond.notify_all()
+            else:
+                log.warning("checkpoint of step %d failed in %s: %s; training continues", step, tier.name, failed)
             return
         self.stats.committed += 1
         self.stats.last_write_seconds = time.perf_counter() - t0
@@ -439,14 +449,16 @@ class Checkpointer:
             self._queue(marker)
             self._cond.notify_all()
 
-    def _queue(self, marker: Marker) -> None:
-        """Hand ``marker`` to the promoter for every further tier it is due on (caller holds ``_cond``)."""
+    def _queue(self, marker: Marker, source: DirTier | None = None) -> None:
+        """Hand ``marker`` to the promoter for every further tier it is due on (caller holds ``_cond``); its
+        files are copied from ``source`` (default: the first tier)."""
         direct = self._direct_done.pop(marker.step, False)
         for i, tier in enumerate(self.tiers[1:], 1):
-            if direct and tier is self._direct:
+            if (direct and tier is self._direct) or tier is source:
                 continue  # written from the staged copy already
             if self._due_in(tier, marker.step, marker.replicated):
                 self._pending[i] = marker
+                self._from[marker.step] = source or self.first
 
     def _write(self, tiers: list[DirTier], step: int, staged: dict, meta: dict,
                replicated: bool) -> tuple[TeeFileSystem | None, list[Marker | Destination | BaseException]]:
@@ -586,7 +598,11 @@ class Checkpointer:
                     self._cond.notify_all()
 
     def _promote(self, marker: Marker, tiers: list[int]) -> None:
-        src = self.first.snapshot_dir(marker.step, marker.rank)
+        with self._cond:
+            source = self._from.get(marker.step, self.first)
+            for old in [s for s in self._from if s < marker.step]:  # nothing older is pending any more
+                del self._from[old]
+        src = source.snapshot_dir(marker.step, marker.rank)
         for i in tiers:
             self._copy(self.tiers[i], src, marker)
 

@@ -11,11 +11,14 @@ the peers wait for them in that step's collective).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import statistics
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+log = logging.getLogger("training.ft")
 
 
 @dataclass(frozen=True)
@@ -67,11 +70,19 @@ class Heartbeat:
         return self._write(replace(self._beat, finished=True))
 
     def _write(self, b: Beat) -> Beat:
+        """A full or failing disk (ENOSPC, EIO, EROFS) costs this beat, never the training: warned once. (The
+        watchdog then sees no progress from this rank and judges it as it would a silent one.)"""
         self._beat = b
         path = self.dir / f"rank-{self.rank}.json"
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(b.__dict__))
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(b.__dict__))
+            os.replace(tmp, path)
+            self._failed = False
+        except OSError as e:
+            if not getattr(self, "_failed", False):
+                log.warning("writing heartbeat %s failed: %s; training continues", path, e)
+            self._failed = True
         return b
 
 
