@@ -22,6 +22,7 @@ CPU and NCCL on CUDA.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -220,7 +221,7 @@ class Runtime:
                 self.restored = RestoreInfo(step=h["step"], source="peer-replica:torchft", seconds=h["seconds"],
                                             meta={"loss": self.last_loss})
         if self.checkpointer is not None and not healed:
-            with self.goodput.phase("restore"):
+            with self.goodput.phase("restore"), self._beat_phase("restore"):  # a long restore is not a hang
                 self.restored = self.checkpointer.restore(model, optimizer)
         start = self.restored.step if self.restored else 0
         if self.ft is not None and not healed:
@@ -234,6 +235,9 @@ class Runtime:
         self.goodput.training_starts()
         self._t_step = time.perf_counter()
         return start
+
+    def _beat_phase(self, name: str):
+        return self.heartbeat.phase(name) if self.heartbeat is not None else contextlib.nullcontext()
 
     def steps(self, start: int):
         """The global steps to run, from ``start``. Under replica fault tolerance each one begins with the
