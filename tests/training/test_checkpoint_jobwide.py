@@ -109,3 +109,47 @@ def test_a_failure_on_rank_1_alone_is_in_the_result_and_the_metrics(tmp_path):
     assert "checkpoint copies failed on rank(s) 1" in r.stderr
     prom = next((tmp_path / "ck").rglob("metrics.prom")).read_text()
     assert "openpod_checkpoint_failures 1.0" in prom, prom
+
+
+def _fake_parts(tier, tmp_path, step, ranks, world):
+    from training.checkpoint.storage import Marker, describe_dir
+
+    for r in ranks:
+        d = tmp_path / "src" / f"{step}-{r}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "__0_0.distcp").write_bytes(bytes([r]) * 64)
+        tier.put(d, Marker(step=step, rank=r, world_size=world, files=describe_dir(d), replicated=False))
+
+
+def test_a_complete_step_is_read_from_one_manifest_not_one_marker_per_rank(tmp_path, moto_s3, bucket):
+    """Issue 24, failed on the old code: every reader GETs every rank's marker of every step (about 2.1 M GETs
+    per restore of 1024 ranks, keep 2). A step complete in S3 is now sealed into one manifest; an incomplete
+    step is still read marker by marker; a rank deleting its part unseals the step first."""
+    from training.checkpoint.storage import S3Tier
+
+    s3 = S3Tier(f"s3://{bucket}/job", endpoint_url=moto_s3)
+    _fake_parts(s3, tmp_path, 10, range(8), 8)
+    _fake_parts(s3, tmp_path, 20, range(5), 8)  # ranks 5-7 did not get there
+    assert s3.seal(10, 8) and not s3.seal(20, 8) and not s3.seal(10, 8)
+    gets = []
+    s3.s3.meta.events.register("before-parameter-build.s3.GetObject", lambda params, **kw: gets.append(params["Key"]))
+    markers = s3.markers()
+    assert sorted((m.step, m.rank) for m in markers) == [(10, r) for r in range(8)] + [(20, r) for r in range(5)]
+    assert gets.count(f"job/step_{10:09d}/manifest.json") == 1 and len(gets) == 1 + 5
+    s3.delete(10, 3)
+    assert sorted({m.step for m in s3.markers()}) == [10, 20] and 3 not in {m.rank for m in s3.markers()
+                                                                            if m.step == 10}
+    assert s3.index()[10] == set(range(8)) - {3}
+
+
+def test_a_sealed_step_in_a_directory_tier_is_read_from_its_manifest(tmp_path, monkeypatch):
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch, fsx_every=1)
+    _save(cks, model, opt, [1, 2])
+    for ck in cks:
+        ck.close()
+    fsx = DirTier("fsx", tmp_path / "fsx")
+    assert (tmp_path / "fsx/step_000000002/manifest.json").exists()
+    from training.checkpoint import storage
+
+    monkeypatch.setattr(storage.Marker, "from_json", classmethod(lambda cls, t: pytest.fail("a marker was read")))
+    assert sorted((m.step, m.rank) for m in fsx.markers()) == [(1, 0), (1, 1), (2, 0), (2, 1)]

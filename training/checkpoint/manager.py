@@ -531,6 +531,18 @@ class Checkpointer:
             return None
         return 1 if replicated else self.world_size
 
+    def _seal(self, tier: Tier, marker: Marker) -> None:
+        """Write the step's manifest in a shared tier if this rank's part completed it (best effort: readers
+        fall back to the per-rank markers)."""
+        world = self._job_world(tier, marker.replicated)
+        if world is None or world <= 1:
+            return
+        try:
+            tier.seal(marker.step, world)
+        except Exception as e:  # noqa: BLE001 - an optimisation for readers, never a failed copy
+            log.warning("writing the manifest of step %d in %s failed: %s: %s", marker.step, tier.name,
+                        type(e).__name__, e)
+
     def _retain(self, tier: Tier, replicated: bool, keep: int | None = None) -> None:
         tier.retain(self.rank, keep=keep, world_size=self._job_world(tier, replicated))
 
@@ -548,6 +560,7 @@ class Checkpointer:
             if isinstance(written, BaseException):
                 raise written
             tier.commit(written)
+            self._seal(tier, written)
             with self._cond:
                 self._retain(tier, written.replicated)
             self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
@@ -639,6 +652,7 @@ class Checkpointer:
                 time.sleep(self.cfg.promote_retry_s * attempt)
         self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
         self.stats.behind.pop(tier.kind, None)
+        self._seal(tier, marker)
         try:
             self._retain(tier, marker.replicated)
         except Exception as e:  # noqa: BLE001 - retention costs space, not the copy

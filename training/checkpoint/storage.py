@@ -34,6 +34,7 @@ from training.storage_utils import atomic_write, fsync_dir as _fsync_dir
 log = logging.getLogger("training.checkpoint")
 
 MARKER_SUFFIX = ".commit.json"
+MANIFEST = "manifest.json"  # step_N/manifest.json: every rank's marker of a step complete in a shared tier
 _CHUNK = 8 << 20
 
 # File hashes a marker may name, and the one new markers use. The hash must be cryptographic: the peer
@@ -154,6 +155,21 @@ def _parse_marker_key(rel: str) -> tuple[int | None, int]:
     return int(step[5:]), int(rank[5:])
 
 
+def manifest_bytes(step: int, markers: list[Marker]) -> bytes:
+    return json.dumps({"step": step, "markers": [json.loads(m.to_json()) for m in markers]}, sort_keys=True).encode()
+
+
+def parse_manifest(step: int, text: str | bytes) -> list[Marker]:
+    """The markers a step's manifest holds; ValueError if it is not one of ``step`` (one marker per rank)."""
+    d = json.loads(text)
+    if not isinstance(d, dict) or d.get("step") != step or not isinstance(d.get("markers"), list):
+        raise ValueError("not a manifest of this step")
+    out = [Marker(**m) for m in d["markers"]]
+    if any(m.step != step for m in out) or len({m.rank for m in out}) != len(out):
+        raise ValueError("its markers are of another step or repeat a rank")
+    return out
+
+
 class Tier:
     """One storage level. Subclasses: :class:`DirTier`, :class:`S3Tier`."""
 
@@ -184,6 +200,12 @@ class Tier:
         """Committed steps and the ranks whose part of each is committed, from names alone (no marker is
         read: a listing, never one read per rank and step)."""
         raise NotImplementedError
+
+    def seal(self, step: int, world_size: int) -> bool:
+        """Write ``step``'s manifest (every rank's marker in one file) once every part of it is committed here;
+        readers then read one file per step instead of one per rank (``markers``). Idempotent; returns
+        whether this call wrote it. A rank deleting its part deletes the manifest first."""
+        return False
 
     def complete_steps(self, world_size: int) -> list[int]:
         """Steps whose every part (ranks ``0 .. world_size - 1``) is committed here, newest first. Replicated
@@ -241,18 +263,47 @@ class DirTier(Tier):
                 out += [Path(e.path) for e in _scandir_step(step_dir.path) if e.name.startswith("rank_")]
         return out
 
+    def manifest_path(self, step: int) -> Path:
+        return self.root / f"step_{step:09d}" / MANIFEST
+
     def markers(self) -> list[Marker]:
+        """Committed snapshots: a sealed step's from its manifest (one read), another's from each marker."""
         out = []
-        for p in self._entries():
-            if not p.name.endswith(MARKER_SUFFIX):
+        for step_dir in _scandir(self.root):
+            if not step_dir.name.startswith("step_") or not step_dir.name[5:].isdigit():
                 continue
-            try:
-                out.append(Marker.from_json(p.read_text()))
-            except FileNotFoundError:
-                continue  # removed by retention meanwhile
-            except (ValueError, TypeError, OSError) as e:  # this step only; the tier's other steps still count
-                log.warning("skipping checkpoint %s: unreadable commit marker (%s)", p, e)
+            entries = _scandir_step(step_dir.path)
+            if any(e.name == MANIFEST for e in entries):
+                p = Path(step_dir.path, MANIFEST)
+                try:
+                    out += parse_manifest(int(step_dir.name[5:]), p.read_text())
+                    continue
+                except FileNotFoundError:
+                    entries = _scandir_step(step_dir.path)  # unsealed meanwhile (retention): read the markers
+                except (ValueError, TypeError, OSError) as e:
+                    log.warning("ignoring checkpoint manifest %s (%s); reading its markers", p, e)
+            for e in entries:
+                if not (e.name.startswith("rank_") and e.name.endswith(MARKER_SUFFIX)):
+                    continue
+                try:
+                    out.append(Marker.from_json(Path(e.path).read_text()))
+                except FileNotFoundError:
+                    continue  # removed by retention meanwhile
+                except (ValueError, TypeError, OSError) as ex:  # this step only; the tier's other steps count
+                    log.warning("skipping checkpoint %s: unreadable commit marker (%s)", e.path, ex)
         return sorted(out, key=lambda m: (m.step, -m.rank), reverse=True)
+
+    def seal(self, step: int, world_size: int) -> bool:
+        d = self.root / f"step_{step:09d}"
+        names = {e.name for e in _scandir_step(d)}
+        if MANIFEST in names or not all(f"rank_{r:05d}{MARKER_SUFFIX}" in names for r in range(world_size)):
+            return False
+        try:
+            markers = [Marker.from_json(self.marker_path(step, r).read_text()) for r in range(world_size)]
+        except (FileNotFoundError, ValueError, TypeError):
+            return False  # a part deleted or unreadable meanwhile: not complete
+        atomic_write(self.manifest_path(step), manifest_bytes(step, markers), fsync=self.fsync)
+        return True
 
     def commit(self, marker: Marker) -> None:
         """Make the snapshot's files and directory durable (fsync tiers), then write the marker."""
@@ -296,6 +347,7 @@ class DirTier(Tier):
         return self.snapshot_dir(marker.step, marker.rank)
 
     def delete(self, step: int, rank: int) -> None:
+        self.manifest_path(step).unlink(missing_ok=True)  # the step is no longer complete
         self.marker_path(step, rank).unlink(missing_ok=True)  # uncommit first
         shutil.rmtree(self.snapshot_dir(step, rank), ignore_errors=True)
         try:
@@ -357,29 +409,75 @@ class S3Tier(Tier):
     def _key(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel
 
+    def _list(self, prefix: str) -> tuple[list[str], list[str]]:
+        """(object keys, common prefixes) directly under ``prefix`` (ListObjectsV2 with Delimiter "/"): a step's
+        markers and manifest without its data objects."""
+        keys, prefixes = [], []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix,
+                                                                      Delimiter="/"):
+            keys += [o["Key"] for o in page.get("Contents", [])]
+            prefixes += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+        return keys, prefixes
+
+    def _steps(self) -> dict[int, list[str]]:
+        """step -> the names directly under ``step_N/`` (markers, manifest)."""
+        out = {}
+        for p in self._list(self._key("step_"))[1]:
+            name = p[len(self._key("")):].rstrip("/")
+            if name.startswith("step_") and name[5:].isdigit():
+                out[int(name[5:])] = [k[len(p):] for k in self._list(p)[0]]
+        return out
+
     def index(self) -> dict[int, set[int]]:
         out: dict[int, set[int]] = {}
-        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._key("step_")):
-            for obj in page.get("Contents", []):
-                step, rank = _parse_marker_key(obj["Key"][len(self._key("")):])
-                if step is not None:
+        for step, names in self._steps().items():
+            for n in names:
+                s, rank = _parse_marker_key(f"step_{step:09d}/{n}")
+                if s is not None:
                     out.setdefault(step, set()).add(rank)
         return out
 
+    def _get(self, rel: str) -> bytes:
+        return self.s3.get_object(Bucket=self.bucket, Key=self._key(rel))["Body"].read()
+
     def markers(self) -> list[Marker]:
+        """Committed snapshots: a sealed step's from its manifest (one GET), another's from each marker."""
         out = []
-        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._key("step_")):
-            for obj in page.get("Contents", []):
-                if obj["Key"].endswith(MARKER_SUFFIX):
-                    try:
-                        body = self.s3.get_object(Bucket=self.bucket, Key=obj["Key"])["Body"].read()
-                        out.append(Marker.from_json(body.decode()))
-                    except self.s3.exceptions.NoSuchKey:
-                        continue
-                    except (ValueError, TypeError) as e:
-                        log.warning("skipping checkpoint s3://%s/%s: unreadable commit marker (%s)",
-                                    self.bucket, obj["Key"], e)
+        for step, names in self._steps().items():
+            d = f"step_{step:09d}"
+            if MANIFEST in names:
+                try:
+                    out += parse_manifest(step, self._get(f"{d}/{MANIFEST}"))
+                    continue
+                except self.s3.exceptions.NoSuchKey:
+                    names = [k for k in names if k != MANIFEST]  # unsealed meanwhile (retention)
+                except (ValueError, TypeError) as e:
+                    log.warning("ignoring checkpoint manifest s3://%s/%s (%s); reading its markers", self.bucket,
+                                self._key(f"{d}/{MANIFEST}"), e)
+            for n in names:
+                if not (n.startswith("rank_") and n.endswith(MARKER_SUFFIX)):
+                    continue
+                try:
+                    out.append(Marker.from_json(self._get(f"{d}/{n}").decode()))
+                except self.s3.exceptions.NoSuchKey:
+                    continue
+                except (ValueError, TypeError) as e:
+                    log.warning("skipping checkpoint s3://%s/%s: unreadable commit marker (%s)",
+                                self.bucket, self._key(f"{d}/{n}"), e)
         return sorted(out, key=lambda m: (m.step, -m.rank), reverse=True)
+
+    def seal(self, step: int, world_size: int) -> bool:
+        d = f"step_{step:09d}"
+        names = {k[len(self._key(d + "/")):] for k in self._list(self._key(d + "/"))[0]}
+        if MANIFEST in names or not all(f"rank_{r:05d}{MARKER_SUFFIX}" in names for r in range(world_size)):
+            return False
+        try:
+            markers = [Marker.from_json(self._get(checkpoint_key(step, r) + MARKER_SUFFIX).decode())
+                       for r in range(world_size)]
+        except (self.s3.exceptions.NoSuchKey, ValueError, TypeError):
+            return False
+        self.s3.put_object(Bucket=self.bucket, Key=self._key(f"{d}/{MANIFEST}"), Body=manifest_bytes(step, markers))
+        return True
 
     # ------------------------------------------------ multipart uploads: recorded as started, aborted by id
     # boto3's upload_file copies files above 8 MiB as multipart uploads; parts of an upload never completed
@@ -515,6 +613,7 @@ class S3Tier(Tier):
         key = checkpoint_key(step, rank)
         if not self._abort_quietly(rank, step):
             self._swept.discard(rank)  # the next put lists them again
+        self.s3.delete_object(Bucket=self.bucket, Key=self._key(f"step_{step:09d}/{MANIFEST}"))  # no longer complete
         self.s3.delete_object(Bucket=self.bucket, Key=self._key(key + MARKER_SUFFIX))
         listing = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=self._key(key + "/"))
         objs = [{"Key": o["Key"]} for o in listing.get("Contents", [])]
