@@ -274,6 +274,23 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         shutil.rmtree(results, ignore_errors=True)
 
 
+def _die_with(launcher: int):
+    """For ``Popen(preexec_fn=...)``: the child gets SIGKILL when ``launcher`` dies (PR_SET_PDEATHSIG), and dies at
+    once if it already has. (Not ``getppid() == 1``: in a container the launcher itself may be PID 1.)"""
+    import ctypes
+    import signal
+
+    def arm() -> None:
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:  # not Linux
+            return
+        if os.getppid() != launcher:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return arm
+
+
 def _warn_checkpoint_failures(result: dict) -> None:
     """One line on stderr when any rank's checkpoint writes failed (the result sums every rank's), and each shared
     tier's newest step that every rank's part reached."""
@@ -304,7 +321,9 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
     import signal
 
     watchdog = Watchdog(ft_dir, floor_s=floor_s, multiple=multiple)
-    proc = subprocess.Popen(cmd, env=env, stdout=sys.stderr)
+    # torchrun dies with this launcher (the kernel's parent-death signal; its workers die with it the same way),
+    # so a killed launcher never leaves workers training unsupervised into the checkpoint tiers.
+    proc = subprocess.Popen(cmd, env=env, stdout=sys.stderr, preexec_fn=_die_with(os.getpid()))
     signalled = []
 
     def forward(signum, frame):
@@ -313,18 +332,22 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
         proc.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, forward)
-    while proc.poll() is None:
-        try:
-            proc.wait(timeout=1.0)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        pids = watchdog.pids()
-        quiet = watchdog.quiet()  # before check(), which waits for the stack dumps
-        if pids and watchdog.check(pids):
-            click.echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {watchdog.bound():.1f}s); "
-                       f"stacks in {ft_dir}; restarting the workers", err=True)
-            clear_state(ft_dir)
+    try:
+        while proc.poll() is None:
+            try:
+                proc.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            pids = watchdog.pids()
+            quiet = watchdog.quiet()  # before check(), which waits for the stack dumps
+            if pids and watchdog.check(pids):
+                click.echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {watchdog.bound():.1f}s); "
+                           f"stacks in {ft_dir}; restarting the workers", err=True)
+                clear_state(ft_dir)
+    finally:  # the launcher leaves by an exception (Ctrl-C): its torchrun does not outlive it
+        if proc.poll() is None:
+            proc.kill()
     return proc.wait(), bool(signalled)
 
 
