@@ -228,9 +228,17 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         env["OPENPOD_NODE_ID"] = node_id
     from training.ft.watchdog import clear_state
 
-    ft_dir = run_dir / "ft" / (node_id or socket.gethostname())
-    clear_state(ft_dir)
+    ft_dir = run_dir / "ft" / (node_id or socket.gethostname())  # pid files, stack dumps: kept after the pod
+    # Heartbeats are written by every rank at every step: node-local (the memory tier's file system), never
+    # two metadata operations per rank and step on FSx. Only this node's launcher reads them.
+    beats_dir = memory / ".beats" / (node_id or socket.gethostname())
+    try:
+        beats_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        fail(f"--memory-dir: cannot create {beats_dir}: {e.strerror or e}")
+    clear_state(ft_dir, beats_dir)
     env["OPENPOD_FT_DIR"] = str(ft_dir)
+    env["OPENPOD_BEATS_DIR"] = str(beats_dir)
     try:
         if restart == "in-process":
             from training.ft.inprocess import supervise_ranks
@@ -240,12 +248,13 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
             rc, signalled = supervise_ranks([sys.executable, *worker], env, nproc=nproc_per_node, host=bind_host,
                                             max_restarts=max_restarts, stop_timeout=stop_timeout,
                                             echo=lambda m: click.echo(m, err=True), ft_dir=ft_dir,
-                                            watchdog=Watchdog(ft_dir, floor_s=hang_floor, multiple=hang_multiple),
+                                            watchdog=Watchdog(ft_dir, floor_s=hang_floor, multiple=hang_multiple,
+                                                              beats_dir=beats_dir),
                                             spares=spare_workers, nnodes=int(nnodes), node_rank=node_rank,
                                             endpoint=rdzv_endpoint, node_timeout=node_timeout,
                                             node_wait=node_wait)
         else:
-            rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple)
+            rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple, beats_dir)
         files = sorted(results.glob("result-*.json"))
         refused = results / "refused.txt"
         if rc != 0 and refused.exists():
@@ -305,7 +314,8 @@ def _warn_checkpoint_failures(result: dict) -> None:
                f"per shared tier: {durable or 'no shared tier'}; last error: {ck.get('last_error')}", err=True)
 
 
-def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple: float) -> tuple[int, bool]:
+def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple: float,
+               beats_dir: Path | None = None) -> tuple[int, bool]:
     """Run torchrun; while it runs, the hang watchdog reads this node's rank heartbeats.
 
     SIGTERM (the kubelet signals only the container's first process, this one) is passed
@@ -320,7 +330,7 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
 
     import signal
 
-    watchdog = Watchdog(ft_dir, floor_s=floor_s, multiple=multiple)
+    watchdog = Watchdog(ft_dir, floor_s=floor_s, multiple=multiple, beats_dir=beats_dir)
     # torchrun dies with this launcher (the kernel's parent-death signal; its workers die with it the same way),
     # so a killed launcher never leaves workers training unsupervised into the checkpoint tiers.
     proc = subprocess.Popen(cmd, env=env, stdout=sys.stderr, preexec_fn=_die_with(os.getpid()))
@@ -344,7 +354,7 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
             if pids and watchdog.check(pids):
                 click.echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {watchdog.bound():.1f}s); "
                            f"stacks in {ft_dir}; restarting the workers", err=True)
-                clear_state(ft_dir)
+                clear_state(ft_dir, beats_dir)
     finally:  # the launcher leaves by an exception (Ctrl-C): its torchrun does not outlive it
         if proc.poll() is None:
             proc.kill()

@@ -138,11 +138,12 @@ class Runtime:
             from training.ft.watchdog import install_stack_dump
 
             install_stack_dump(ft_dir, self.rank)         # SIGUSR1 -> every thread's stack, for the watchdog
-            self.heartbeat = Heartbeat(ft_dir, self.rank)
+            beats_dir = os.environ.get("OPENPOD_BEATS_DIR") or ft_dir  # node-local (set by the launcher)
+            self.heartbeat = Heartbeat(beats_dir, self.rank)
             if cfg.metrics_port is not None and self.local_rank == 0:  # this node's ranks' scores, read at scrape
                 from training.straggler import StragglerCollector
 
-                self.goodput.serve_also(StragglerCollector(ft_dir))
+                self.goodput.serve_also(StragglerCollector(beats_dir))
             Path(ft_dir, f"pid-{self.rank}").write_text(str(os.getpid()))
         from training.ft.preemption import StopRequest
 
