@@ -207,13 +207,14 @@ class Checkpointer:
 
     # ------------------------------------------------------------ job-wide
     def job_gauges(self) -> dict[str, int]:
-        """``stats.gauges()`` of every rank, summed (``restored_older``: how many ranks fell back), for
-        ``Goodput.persist``. Collective: every rank calls it at the same point (restore, a save, the end). With
-        sharded state every rank writes its own part of each step: rank 0's figures alone missed the others'."""
+        """``stats.gauges()`` over every rank, for ``Goodput.persist``: save-path failures summed (with sharded
+        state every rank writes its own part of each step: rank 0's count alone missed the others'), the
+        restore's figures the largest of any rank (every rank reads the same sources). Collective: every rank
+        calls it at the same point (restore, a save, the end)."""
         g = self.stats.gauges()
-        names = sorted(g)
-        total = _all_sum([g[n] for n in names], self.world_size)
-        return dict(zip(names, total))
+        failures = _all_reduce([g["checkpoint_failures"]], self.world_size)[0]
+        src, older = _all_reduce([g["restore_source_failures"], g["restored_older"]], self.world_size, "max")
+        return {"checkpoint_failures": failures, "restore_source_failures": src, "restored_older": older}
 
     def job_summary(self) -> dict:
         """The result's ``checkpoints`` section, the same on every rank (collective): every rank's saves and
@@ -904,12 +905,12 @@ def _all_gather(obj, world_size: int) -> list:
     return out
 
 
-def _all_sum(values: list[int], world_size: int) -> list[int]:
+def _all_reduce(values: list[int], world_size: int, op: str = "sum") -> list[int]:
     if world_size <= 1 or not dist.is_initialized():
         return list(values)
     dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
     t = torch.tensor(values, dtype=torch.int64, device=dev)
-    dist.all_reduce(t)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM)
     return [int(v) for v in t.tolist()]
 
 
