@@ -33,33 +33,33 @@ def _save(cks, model, opt, steps):
 
 def test_one_ranks_failed_copy_is_retried_and_the_ranks_copy_the_same_steps(tmp_path, monkeypatch):
     """Failed on the old code: rank 1's first copy of step 2 failed, so its own cadence counter moved it onto
-    steps 3 and 5 while rank 0 copied 2, 4 and 6: FSx never held a step of both ranks."""
+    step 3 while rank 0 copied 2 and 4: FSx never held a step of both ranks."""
     monkeypatch.setenv("OPENPOD_FAULT_PUT", "fsx@2@1@1")  # rank 1's first try of step 2 fails
     cks, (model, opt) = _ranks(tmp_path, monkeypatch)
-    _save(cks, model, opt, range(1, 7))
+    _save(cks, model, opt, range(1, 5))
     for ck in cks:
         ck.close()
     fsx = DirTier("fsx", tmp_path / "fsx")
-    assert fsx.index() == {4: {0, 1}, 6: {0, 1}}
-    assert fsx.complete_steps(2) == [6, 4]
+    assert fsx.index() == {2: {0, 1}, 4: {0, 1}}
+    assert fsx.complete_steps(2) == [4, 2]
     assert cks[1].stats.promote_retried == 1 and cks[1].stats.promote_failed == {} and cks[1].stats.behind == {}
 
 
 def test_retention_never_deletes_the_newest_step_every_rank_holds(tmp_path, monkeypatch, caplog):
-    """Failed on the old code: rank 1's copies fail from step 4 on; rank 0 kept its newest two (6, 8) and
-    deleted step 2, the only step both ranks held - no complete step left on FSx. Rank 1's failures are
+    """Failed on the old code: rank 1's copies fail from step 2 on; rank 0 kept its newest two (3, 4) and
+    deleted step 1, the only step both ranks held - no complete step left on FSx. Rank 1's failures are
     counted and its tier reported behind."""
-    monkeypatch.setenv("OPENPOD_FAULT_PUT", "fsx@4@1,fsx@6@1,fsx@8@1")
-    cks, (model, opt) = _ranks(tmp_path, monkeypatch, attempts=2)
+    monkeypatch.setenv("OPENPOD_FAULT_PUT", "fsx@2@1,fsx@3@1,fsx@4@1")
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch, fsx_every=1, attempts=2)
     with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
-        _save(cks, model, opt, range(1, 9))
+        _save(cks, model, opt, range(1, 5))
     for ck in cks:
         ck.close()
     fsx = DirTier("fsx", tmp_path / "fsx")
-    assert fsx.complete_steps(2) == [2]
-    assert fsx.index() == {2: {0, 1}, 6: {0}, 8: {0}}  # rank 0's own newest two, bounded
-    assert cks[1].stats.promote_failed == {"fsx": 3} and cks[1].stats.behind == {"fsx": 8}
-    assert "promoting step 8 to fsx" in caplog.text and "attempt 2 of 2" in caplog.text
+    assert fsx.complete_steps(2) == [1]
+    assert fsx.index() == {1: {0, 1}, 3: {0}, 4: {0}}  # rank 0's own newest two, bounded
+    assert cks[1].stats.promote_failed == {"fsx": 3} and cks[1].stats.behind == {"fsx": 4}
+    assert "promoting step 4 to fsx" in caplog.text and "attempt 2 of 2" in caplog.text
 
 
 def test_a_full_shared_tier_makes_room_without_dropping_the_newest_complete_step(tmp_path, monkeypatch):
@@ -68,12 +68,12 @@ def test_a_full_shared_tier_makes_room_without_dropping_the_newest_complete_step
     cks, (model, opt) = _ranks(tmp_path, monkeypatch, fsx_every=1, attempts=2)
     _save(cks, model, opt, [1])             # both ranks' step 1
     monkeypatch.setenv("OPENPOD_FAULT_ENOSPC", "fsx@*@1")
-    _save(cks, model, opt, [2, 3, 4])
+    _save(cks, model, opt, [2, 3])
     for ck in cks:
         ck.close()
     fsx = DirTier("fsx", tmp_path / "fsx")
     assert fsx.complete_steps(2) == [1]
-    assert cks[1].stats.behind == {"fsx": 4} and cks[0].stats.failures == 0
+    assert cks[1].stats.behind == {"fsx": 3} and cks[0].stats.failures == 0
 
 
 @pytest.mark.parametrize("replicated", [True, False])
