@@ -403,10 +403,12 @@ class Runtime:
             self._stop_after(done, model, optimizer, loss)
             return
         if self.checkpointer is not None and self.checkpointer.due(done):
+            # Every rank's checkpoint figures (a collective), and the step reached on record before this save
+            # can fail or be killed (the ledger's high-water step counts the steps a resume replays).
+            self.goodput.persist(**self.checkpointer.job_gauges())
             blocked = self.checkpointer.save(done, model, optimizer,
                                              meta={"loss": loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", blocked)
-            self.goodput.persist(**self.checkpointer.job_gauges())
 
     def _stop_after(self, done: int, model, optimizer, loss: float) -> None:
         """Write step ``done`` to the durable tier whatever the cadence, wait for it, and ask the loop to stop."""
