@@ -236,9 +236,12 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     bad_shards = shard_problems(Path(data.data_dir))
     if bad_shards:
         fail(bad_shards)
-    run_dir.mkdir(parents=True, exist_ok=True)
     config_path = run_dir / f"config-{node_id or socket.gethostname()}.json"
-    write_json_atomic(config_path, json.loads(cfg.to_json()))
+    try:  # a full or read-only --checkpoint-dir: one clear line, not a traceback
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(config_path, json.loads(cfg.to_json()))
+    except OSError as e:
+        fail(f"--checkpoint-dir: cannot write {config_path}: {e.strerror or e} (a full or read-only file system?)")
 
     if fault_tolerance == "replica":
         try:
@@ -265,9 +268,17 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         env["OPENPOD_NODE_ID"] = node_id
     from training.ft.watchdog import clear_state
 
-    ft_dir = run_dir / "ft" / (node_id or socket.gethostname())
-    clear_state(ft_dir)
+    ft_dir = run_dir / "ft" / (node_id or socket.gethostname())  # pid files, stack dumps: kept after the pod
+    # Heartbeats are written by every rank at every step: node-local (the memory tier's file system), never
+    # two metadata operations per rank and step on FSx. Only this node's launcher reads them.
+    beats_dir = memory / ".beats" / (node_id or socket.gethostname())
+    try:
+        beats_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        fail(f"--memory-dir: cannot create {beats_dir}: {e.strerror or e}")
+    clear_state(ft_dir, beats_dir)
     env["OPENPOD_FT_DIR"] = str(ft_dir)
+    env["OPENPOD_BEATS_DIR"] = str(beats_dir)
     env = nccl_env.worker_env(env, restart)  # in-process: NCCL's watchdog must not take survivors down
     try:
         if restart == "in-process":
@@ -278,12 +289,13 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
             rc, signalled = supervise_ranks([sys.executable, *worker], env, nproc=nproc_per_node, host=bind_host,
                                             max_restarts=max_restarts, stop_timeout=stop_timeout,
                                             echo=lambda m: click.echo(m, err=True), ft_dir=ft_dir,
-                                            watchdog=Watchdog(ft_dir, floor_s=hang_floor, multiple=hang_multiple),
+                                            watchdog=Watchdog(ft_dir, floor_s=hang_floor, multiple=hang_multiple,
+                                                              beats_dir=beats_dir),
                                             spares=spare_workers, nnodes=int(nnodes), node_rank=node_rank,
                                             endpoint=rdzv_endpoint, node_timeout=node_timeout,
                                             node_wait=node_wait)
         else:
-            rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple)
+            rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple, beats_dir)
         files = sorted(results.glob("result-*.json"))
         refused = results / "refused.txt"
         if rc != 0 and refused.exists():
@@ -306,12 +318,45 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
             click.echo(f"error: training failed (torchrun exit status {rc}); rerun the same command to resume",
                        err=True)
             sys.exit(rc if rc > 0 else 1)
+        _warn_checkpoint_failures(result)
         click.echo(json.dumps(result, sort_keys=True))
     finally:
         shutil.rmtree(results, ignore_errors=True)
 
 
-def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple: float) -> tuple[int, bool]:
+def _die_with(launcher: int):
+    """For ``Popen(preexec_fn=...)``: the child gets SIGKILL when ``launcher`` dies (PR_SET_PDEATHSIG), and dies at
+    once if it already has. (Not ``getppid() == 1``: in a container the launcher itself may be PID 1.)"""
+    import ctypes
+    import signal
+
+    def arm() -> None:
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:  # not Linux
+            return
+        if os.getppid() != launcher:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return arm
+
+
+def _warn_checkpoint_failures(result: dict) -> None:
+    """One line on stderr when any rank's checkpoint writes failed (the result sums every rank's), and each shared
+    tier's newest step that every rank's part reached."""
+    ck = result.get("checkpoints") or {}
+    if not ck.get("failed_ranks"):
+        return
+    lost = ", ".join(f"{k} x{n}" for k, n in sorted(ck.get("promote_failed", {}).items()))
+    durable = ", ".join(f"{k}: step {s}" if s is not None else f"{k}: none" for k, s in
+                        sorted(ck.get("durable", {}).items()))
+    click.echo(f"warning: checkpoint copies failed on rank(s) {', '.join(map(str, ck['failed_ranks']))} "
+               f"(saves failed: {ck.get('failed', 0)}{'; copies: ' + lost if lost else ''}); newest complete step "
+               f"per shared tier: {durable or 'no shared tier'}; last error: {ck.get('last_error')}", err=True)
+
+
+def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple: float,
+               beats_dir: Path | None = None) -> tuple[int, bool]:
     """Run torchrun; while it runs, the hang watchdog reads this node's rank heartbeats.
 
     SIGTERM (the kubelet signals only the container's first process, this one) is passed
@@ -326,8 +371,10 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
 
     import signal
 
-    watchdog = Watchdog(ft_dir, floor_s=floor_s, multiple=multiple)
-    proc = subprocess.Popen(cmd, env=env, stdout=sys.stderr)
+    watchdog = Watchdog(ft_dir, floor_s=floor_s, multiple=multiple, beats_dir=beats_dir)
+    # torchrun dies with this launcher (the kernel's parent-death signal; its workers die with it the same way),
+    # so a killed launcher never leaves workers training unsupervised into the checkpoint tiers.
+    proc = subprocess.Popen(cmd, env=env, stdout=sys.stderr, preexec_fn=_die_with(os.getpid()))
     signalled = []
 
     def forward(signum, frame):
@@ -336,18 +383,22 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
         proc.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, forward)
-    while proc.poll() is None:
-        try:
-            proc.wait(timeout=1.0)
-            break
-        except subprocess.TimeoutExpired:
-            pass
-        pids = watchdog.pids()
-        quiet = watchdog.quiet()  # before check(), which waits for the stack dumps
-        if pids and watchdog.check(pids):
-            click.echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {watchdog.bound():.1f}s); "
-                       f"stacks in {ft_dir}; restarting the workers", err=True)
-            clear_state(ft_dir)
+    try:
+        while proc.poll() is None:
+            try:
+                proc.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            pids = watchdog.pids()
+            quiet = watchdog.quiet()  # before check(), which waits for the stack dumps
+            if pids and watchdog.check(pids):
+                click.echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {watchdog.bound():.1f}s); "
+                           f"stacks in {ft_dir}; restarting the workers", err=True)
+                clear_state(ft_dir, beats_dir)
+    finally:  # the launcher leaves by an exception (Ctrl-C): its torchrun does not outlive it
+        if proc.poll() is None:
+            proc.kill()
     return proc.wait(), bool(signalled)
 
 

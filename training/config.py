@@ -72,6 +72,8 @@ class CheckpointConfig:
     write_threads: int = 1           # DCP FileSystemWriter threads
     allow_fresh_start: bool = False  # start from step 0 even though a checkpoint source could not be read
     source_attempts: int = 3         # tries per checkpoint source at restore (1 s, 2 s, ... between them)
+    promote_attempts: int = 3        # tries per copy into a further tier (promote_retry_s x 1, 2, ... between)
+    promote_retry_s: float = 0.5
     overlap_staging: bool = True     # copy parameters/optimizer state to host during the next step's
     #                                  forward/backward; that step's optimizer.step() waits for the copy
     direct_durable: bool = True      # write the first durable tier (after a memory tier) from the staged

@@ -7,9 +7,14 @@
     has written part of a snapshot), ``before_commit`` (files written, no marker),
     ``after_commit``, ``after_replicate`` (the buddy holds the snapshot),
     ``during_promote``.
-``OPENPOD_FAULT_ENOSPC=kind@step``
+``OPENPOD_FAULT_ENOSPC=kind@step[@rank]``
     The tier ``kind`` (memory, nvme, fsx) runs out of space while writing the
-    snapshot of ``step``: writes raise ``OSError(ENOSPC)`` at the storage layer.
+    snapshot of ``step`` (of rank ``rank`` alone, if given; else every rank's):
+    writes raise ``OSError(ENOSPC)`` at the storage layer. ``step`` ``*``: every step.
+``OPENPOD_FAULT_PUT=kind@step@rank[@times]``
+    Copying rank ``rank``'s snapshot of ``step`` into tier ``kind`` (any kind, s3
+    included) fails with ``OSError(EIO)`` the first ``times`` tries in this process
+    (default: every try): a per-rank upload failure, transient or lasting.
 ``OPENPOD_HANG_AT=step@rank@marker``
     Before ``step``, rank ``rank`` stops advancing (it sleeps in ``hang_forever``, as a
     rank stuck in a collective or a dead-locked data loader would) - once: the hook
@@ -60,12 +65,29 @@ def kill_point(point: str, step: int, rank: int | None = None) -> None:
         time.sleep(10)  # pragma: no cover - the signal is on its way
 
 
-def enospc_limit(kind: str, step: int) -> int | None:
+def _this_rank(rank: int | None) -> int:
+    return int(os.environ.get("RANK", "-1")) if rank is None else rank
+
+
+def enospc_limit(kind: str, step: int, rank: int | None = None) -> int | None:
     """Bytes a tier may write for this step before ENOSPC, or None (no fault)."""
     for rule in _rules("OPENPOD_FAULT_ENOSPC"):
-        if rule[0] == kind and int(rule[1]) == step:
+        if rule[0] == kind and rule[1] in ("*", str(step)) and (len(rule) < 3 or int(rule[2]) == _this_rank(rank)):
             return 4096
     return None
+
+
+_put_failures: dict[tuple[str, int, int], int] = {}
+
+
+def put_fault(kind: str, step: int, rank: int) -> None:
+    """Raise ``OSError(EIO)`` if ``OPENPOD_FAULT_PUT`` fails this copy (see the module docstring)."""
+    for rule in _rules("OPENPOD_FAULT_PUT"):
+        if rule[0] == kind and rule[1] in ("*", str(step)) and int(rule[2]) == rank:
+            n = _put_failures.get((kind, step, rank), 0)
+            if len(rule) < 4 or n < int(rule[3]):
+                _put_failures[(kind, step, rank)] = n + 1
+                raise OSError(errno.EIO, f"injected failure copying step {step} of rank {rank} to {kind}")
 
 
 class LimitedWrites:
@@ -85,9 +107,9 @@ class LimitedWrites:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
-def enospc_quota(kind: str, step: int) -> LimitedWrites | None:
+def enospc_quota(kind: str, step: int, rank: int | None = None) -> LimitedWrites | None:
     """The ``OPENPOD_FAULT_ENOSPC`` quota of tier ``kind`` for ``step``, or None (no fault)."""
-    limit = enospc_limit(kind, step)
+    limit = enospc_limit(kind, step, rank)
     return LimitedWrites(limit) if limit is not None else None
 
 

@@ -22,6 +22,7 @@ CPU and NCCL on CUDA.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -139,11 +140,12 @@ class Runtime:
             from training.ft.watchdog import install_stack_dump
 
             install_stack_dump(ft_dir, self.rank)         # SIGUSR1 -> every thread's stack, for the watchdog
-            self.heartbeat = Heartbeat(ft_dir, self.rank)
+            beats_dir = os.environ.get("OPENPOD_BEATS_DIR") or ft_dir  # node-local (set by the launcher)
+            self.heartbeat = Heartbeat(beats_dir, self.rank)
             if cfg.metrics_port is not None and self.local_rank == 0:  # this node's ranks' scores, read at scrape
                 from training.straggler import StragglerCollector
 
-                self.goodput.serve_also(StragglerCollector(ft_dir))
+                self.goodput.serve_also(StragglerCollector(beats_dir))
             Path(ft_dir, f"pid-{self.rank}").write_text(str(os.getpid()))
         from training.ft.preemption import StopRequest
 
@@ -222,7 +224,7 @@ class Runtime:
                 self.restored = RestoreInfo(step=h["step"], source="peer-replica:torchft", seconds=h["seconds"],
                                             meta={"loss": self.last_loss})
         if self.checkpointer is not None and not healed:
-            with self.goodput.phase("restore"):
+            with self.goodput.phase("restore"), self._beat_phase("restore"):  # a long restore is not a hang
                 self.restored = self.checkpointer.restore(model, optimizer)
         start = self.restored.step if self.restored else 0
         if self.ft is not None and not healed:
@@ -232,10 +234,13 @@ class Runtime:
             log.info("rank %d restored step %d from %s in %.3fs", self.rank, start, self.restored.source,
                      self.restored.seconds)
         if self.checkpointer is not None:  # the restore's figures are exported now, not at the first save
-            self.goodput.persist(**self.checkpointer.stats.gauges())
+            self.goodput.persist(**self.checkpointer.job_gauges())  # every rank's, summed (collective)
         self.goodput.training_starts()
         self._t_step = time.perf_counter()
         return start
+
+    def _beat_phase(self, name: str):
+        return self.heartbeat.phase(name) if self.heartbeat is not None else contextlib.nullcontext()
 
     def steps(self, start: int):
         """The global steps to run, from ``start``. Under replica fault tolerance each one begins with the
@@ -401,10 +406,12 @@ class Runtime:
             self._stop_after(done, model, optimizer, loss)
             return
         if self.checkpointer is not None and self.checkpointer.due(done):
+            # Every rank's checkpoint figures (a collective), and the step reached on record before this save
+            # can fail or be killed (the ledger's high-water step counts the steps a resume replays).
+            self.goodput.persist(**self.checkpointer.job_gauges())
             blocked = self.checkpointer.save(done, model, optimizer,
                                              meta={"loss": loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", blocked)
-            self.goodput.persist(**self.checkpointer.stats.gauges())
 
     def _stop_after(self, done: int, model, optimizer, loss: float) -> None:
         """Write step ``done`` to the durable tier whatever the cadence, wait for it, and ask the loop to stop."""
@@ -414,7 +421,7 @@ class Runtime:
             durable = self.checkpointer.save_durably(done, model, optimizer,
                                                      meta={"loss": loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", time.perf_counter() - t0)
-            self.goodput.persist(**self.checkpointer.stats.gauges())
+            self.goodput.persist(**self.checkpointer.job_gauges())
         self.preempted = {"step": done, "durable": durable}
         self.should_stop = True
         log.warning("rank %d stopped by SIGTERM at step %d; %s", self.rank, done,
@@ -441,8 +448,10 @@ class Runtime:
 
             msd, osd = get_state_dict(model, optimizer)
             state = {"model": msd, "optim": osd}
-        failed = self.checkpointer.stats.failed if self.checkpointer else 0
-        self.goodput.persist(finished=True, **(self.checkpointer.stats.gauges() if self.checkpointer else {}))
+        self.goodput.persist(finished=True, **(self.checkpointer.job_gauges() if self.checkpointer else {}))
+        empty = {"committed": 0, "failed": 0, "promote_failed": {}, "promote_retried": 0, "behind": {},
+                 "failed_ranks": [], "last_error": None, "memory_tier_short": False, "restored_older": 0,
+                 "durable": {}}
         result = {
             "step": self.preempted["step"] if self.preempted else self.cfg.steps,
             "preempted": self.preempted,
@@ -453,14 +462,8 @@ class Runtime:
             "restored_from": self.restored.source if self.restored else None,
             "restored_step": self.restored.step if self.restored else 0,
             "restore_seconds": round(self.restored.seconds, 4) if self.restored else 0.0,
-            "checkpoints": {"committed": self.checkpointer.stats.committed if self.checkpointer else 0,
-                            "failed": failed,
-                            "promote_failed": dict(self.checkpointer.stats.promote_failed) if self.checkpointer
-                            else {},
-                            "last_error": self.checkpointer.stats.last_error if self.checkpointer else None,
-                            "memory_tier_short": self.checkpointer.stats.memory_tier_short if self.checkpointer
-                            else False,
-                            "restored_older": self.checkpointer.stats.restored_older if self.checkpointer else 0},
+            # every rank's saves and failures (a collective), not this rank's alone
+            "checkpoints": self.checkpointer.job_summary() if self.checkpointer else empty,
             "goodput": self.goodput.summary(),
             "fault_tolerance": self.ft.summary() if self.ft is not None else None,
             "data_cache": self.data.cache_stats,  # this rank's shards: found in node memory, copied, uncached

@@ -51,6 +51,14 @@ def last_json(stdout: str) -> dict:
     return json.loads(lines[-1])
 
 
+def beat_steps(tmp: Path) -> dict[int, int]:
+    """rank -> the step its heartbeat last reported, from every node's node-local heartbeat directory (the
+    launcher puts them under the memory tier's root, ``--memory-dir``: ``tmp / "shm"`` in train_args)."""
+    from training.ft.heartbeat import read_beats
+
+    return {b.rank: b.step for d in (tmp / "shm" / ".beats").glob("*") for b in read_beats(d)}
+
+
 def wait_for(cond, what: str, timeout: float = 120.0, poll: float = 0.05) -> None:
     """Poll ``cond`` until it is true; fail naming ``what`` after ``timeout`` seconds."""
     import time

@@ -41,5 +41,6 @@ def test_a_healthy_run_never_trips_the_watchdog(tmp_path, baseline):
     r = run_cli(train_args(tmp_path, extra=["--hang-floor", "30"]))
     assert r.returncode == 0, failure_text(r)
     assert "watchdog:" not in r.stderr
-    beats = sorted((tmp_path / "ck" / "run" / "ft").rglob("rank-*.json"))
+    beats = sorted((tmp_path / "shm" / ".beats").rglob("rank-*.json"))  # node-local, not on FSx
     assert len(beats) == 2
+    assert not list((tmp_path / "ck").rglob("rank-*.json"))  # issue 24: on the old code, beats were written there

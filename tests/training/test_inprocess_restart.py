@@ -13,9 +13,8 @@ import signal
 
 import pytest
 
-from tests.training.conftest import (cli_env, failure_text, kill_group, last_json, run_cli, spawn, train_args,
-                                     wait_for)
-from training.ft.heartbeat import read_beats
+from tests.training.conftest import (beat_steps, cli_env, failure_text, kill_group, last_json, run_cli, spawn,
+                                     train_args, wait_for)
 
 pytestmark = [pytest.mark.slow]
 
@@ -29,7 +28,7 @@ def test_a_killed_rank_is_replaced_and_the_survivor_keeps_its_process(tmp_path, 
     args = train_args(tmp_path, extra=["--restart", "in-process", "--max-restarts", "1", "--spare-workers", spares])
     p = spawn(args, env=cli_env(OPENPOD_HOOK_WAIT=f"{FAULT}@2@{go}"), log=tmp_path / "run.log")
     try:
-        wait_for(lambda: {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)} == {0: FAULT, 1: FAULT},
+        wait_for(lambda: beat_steps(tmp_path) == {0: FAULT, 1: FAULT},
                  f"both ranks at step {FAULT}")
         survivor = int(next(ft.rglob("pid-0")).read_text())
         os.kill(int(next(ft.rglob("pid-1")).read_text()), signal.SIGKILL)
@@ -112,7 +111,7 @@ def test_a_second_failure_during_the_recovery_moves_everyone_to_the_next_generat
     args = train_args(tmp_path, extra=["--restart", "in-process", "--max-restarts", "2"])
     p = spawn(args, env=cli_env(OPENPOD_HOOK_WAIT=f"{FAULT}@2@{go}"), log=log_path)
     try:
-        wait_for(lambda: {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)} == {0: FAULT, 1: FAULT},
+        wait_for(lambda: beat_steps(tmp_path) == {0: FAULT, 1: FAULT},
                  f"both ranks at step {FAULT}")
         survivor = int(next(ft.rglob("pid-0")).read_text())
         os.kill(int(next(ft.rglob("pid-1")).read_text()), signal.SIGKILL)
@@ -154,7 +153,7 @@ def test_two_nodes_a_killed_rank_of_node_1_is_replaced_there_and_the_survivors_o
                                                         "--rdzv-endpoint", f"127.0.0.1:{port}"])
             procs[node] = spawn(args, env=cli_env(OPENPOD_HOOK_WAIT=f"{FAULT}@4@{go}"), log=tmp_path / f"{node}.log")
         at = dict.fromkeys(range(4), FAULT)
-        wait_for(lambda: {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)} == at,
+        wait_for(lambda: beat_steps(tmp_path) == at,
                  f"every rank at step {FAULT}")
         pids = {int(f.name.split("-")[1]): int(f.read_text()) for f in ft.glob("*/pid-*")}
         os.kill(pids[3], signal.SIGKILL)

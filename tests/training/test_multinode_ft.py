@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from tests.training.conftest import cli_env, kill_group, last_json, spawn, train_args, wait_for
+from tests.training.conftest import beat_steps, cli_env, kill_group, last_json, spawn, train_args, wait_for
 
 pytestmark = [pytest.mark.slow]
 
@@ -75,14 +75,12 @@ def test_the_restart_budget_is_the_jobs_not_each_nodes(tmp_path):
     import signal
     import time
 
-    from training.ft.heartbeat import read_beats
-
     go, go2 = tmp_path / "go", tmp_path / "go2"
     ft = tmp_path / "ck" / "run" / "ft"
     procs = two_nodes(tmp_path, {"OPENPOD_HOOK_WAIT": f"12@2@{go},16@2@{go2}"})
     try:
         def steps():
-            return {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)}
+            return beat_steps(tmp_path)
 
         wait_for(lambda: steps() == {0: 12, 1: 12}, "both ranks at step 12")
         os.kill(int((ft / "b" / "pid-1").read_text()), signal.SIGKILL)
@@ -116,15 +114,13 @@ def test_a_vanished_node_is_declared_lost_and_a_replacement_launcher_rejoins_the
     (as the JobSet's pod replacement would); its worker joins; rank 0 keeps its process; the result is exact.
     On the old code nothing noticed: rank 0 waited for a generation that never came and its launcher replaced it
     (or the job waited for the process-group timeout)."""
-    from training.ft.heartbeat import read_beats
-
     go = tmp_path / "go"
     ft = tmp_path / "ck" / "run" / "ft"
     extra = ["--node-timeout", "3", "--node-wait", "60"]
     env = {"OPENPOD_HOOK_WAIT": f"12@2@{go}"}
     procs = two_nodes(tmp_path, env, max_restarts=2, extra=extra)
     try:
-        wait_for(lambda: {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)} == {0: 12, 1: 12},
+        wait_for(lambda: beat_steps(tmp_path) == {0: 12, 1: 12},
                  "both ranks at step 12")
         survivor = int((ft / "a" / "pid-0").read_text())
         kill_group(procs["b"])                       # the instance dies: launcher, worker and standby at once
@@ -174,13 +170,11 @@ def test_losing_node_0_stops_the_other_nodes_with_a_clear_error(tmp_path):
     JobSet restarts the job: docs/training.md). On the old code it crashed with a traceback from the store."""
     import time
 
-    from training.ft.heartbeat import read_beats
-
     go = tmp_path / "go"
     ft = tmp_path / "ck" / "run" / "ft"
     procs = two_nodes(tmp_path, {"OPENPOD_HOOK_WAIT": f"12@2@{go}"})
     try:
-        wait_for(lambda: {b.rank: b.step for d in ft.glob("*") for b in read_beats(d)} == {0: 12, 1: 12},
+        wait_for(lambda: beat_steps(tmp_path) == {0: 12, 1: 12},
                  "both ranks at step 12")
         kill_group(procs["a"])
         t0 = time.monotonic()

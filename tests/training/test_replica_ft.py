@@ -65,7 +65,7 @@ def replica_args(tmp: Path, replica: int, url: str, extra=()) -> list[str]:
 
 
 def beat(tmp: Path, replica: int) -> dict | None:
-    for p in (tmp / "ck" / f"replica-{replica}" / "run" / "ft").rglob("rank-0.json"):
+    for p in (tmp / "shm" / f"replica-{replica}" / ".beats").rglob("rank-0.json"):  # node-local heartbeats
         try:
             return json.loads(p.read_text())
         except (OSError, ValueError):

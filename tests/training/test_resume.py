@@ -55,7 +55,8 @@ def test_full_disk_fails_the_save_not_the_training(tmp_path, baseline):
     r = run_cli(train_args(tmp_path), env=cli_env(OPENPOD_FAULT_ENOSPC="memory@10"))
     assert r.returncode == 0, failure_text(r)
     out = last_json(r.stdout)
-    assert out["checkpoints"]["failed"] == 1 and "No space left on device" in out["checkpoints"]["last_error"]
+    assert out["checkpoints"]["failed"] == 2 and "No space left on device" in out["checkpoints"]["last_error"]
+    assert out["checkpoints"]["failed_ranks"] == [0, 1]  # every rank's save of step 10 failed: both counted
     assert "checkpoint of step 10 failed" in r.stderr
     assert out["state_sha256"] == baseline["state_sha256"]
     assert not (tmp_path / "ck/step_000000010").exists() and (tmp_path / "ck/step_000000020").exists()

@@ -25,7 +25,7 @@ HOLD_AT = 12  # rank 0 holds before this step until the test lets it go
 
 def _beats(tmp: Path) -> dict[int, int]:
     """rank -> the step its heartbeat last reported (every node's heartbeat directory)."""
-    ft = tmp / "ck" / "run" / "ft"
+    ft = tmp / "shm" / ".beats"  # the heartbeats are node-local
     return {b.rank: b.step for d in (ft.iterdir() if ft.is_dir() else ()) for b in read_beats(d)}
 
 

@@ -24,11 +24,18 @@ class MemoryBudget:
         return self.need <= self.total
 
     def message(self, where: Path, keep: int, local_ranks: int, peer: bool) -> str:
-        gib = 1 << 30
         parts = f"{keep} snapshot(s) + 1 being written" + (f" + {keep} buddy copies" if peer else "")
-        return (f"memory tier {where}: {local_ranks} local rank(s) x ({parts}) need about {self.need / gib:.1f} GiB, "
-                f"but its file system holds {self.total / gib:.1f} GiB ({self.free / gib:.1f} GiB free): saves will "
+        return (f"memory tier {where}: {local_ranks} local rank(s) x ({parts}) need about {size(self.need)}, "
+                f"but its file system holds {size(self.total)} ({size(self.free)} free): saves will "
                 "fail with ENOSPC once it fills. Give the pod a larger /dev/shm (openpod submit --shm) or lower --keep")
+
+
+def size(n: int) -> str:
+    """Bytes in the largest binary unit that keeps the figure at 1 or more (a small /dev/shm is not "0.0 GiB")."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} B"
 
 
 def memory_tier_need(snapshot_bytes: int, *, keep: int, local_ranks: int, peer: bool) -> int:

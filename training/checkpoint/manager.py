@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -77,6 +78,8 @@ class SaveStats:
     source_failed: dict[str, str] = field(default_factory=dict)   # restore: source -> last error after retries
     memory_tier_short: bool = False   # the memory tier's file system is smaller than its steady state needs
     restored_older: int = 0           # restores that resumed from an older step than the newest one seen
+    promote_retried: int = 0          # copies to a tier that failed once and were tried again
+    behind: dict[str, int] = field(default_factory=dict)  # tier kind -> newest step due there whose copy failed
 
     @property
     def failures(self) -> int:
@@ -155,7 +158,11 @@ class Checkpointer:
         self._inflight: Future | None = None
         self._pinned: set[int] = set()
         self._cond = threading.Condition()
-        self._pending: Marker | None = None
+        # Per further tier (index into self.tiers): the newest committed step due there and not copied yet.
+        # Which steps are due is decided from the step number alone, the same on every rank; a busy promoter
+        # replaces a tier's pending step only with a newer step due on that same tier.
+        self._pending: dict[int, Marker] = {}
+        self._from: dict[int, DirTier] = {}  # step -> the tier its pending copies are read from
         self._closing = False
         self._abandoned = False  # abandon(): the memory tier now belongs to the next generation
         self._promoting = False
@@ -184,10 +191,6 @@ class Checkpointer:
         # The first shared tier (FSx, else S3): what outlives this node. save_durably() forces a step there.
         self.durable = next((t for t in self.tiers[1:] if t.kind in SHARED), None)
         self._forced: set[int] = set()
-        # Cadence index of the newest copy each further tier received: a tier of cadence K gets the newest
-        # committed step once K cadence points have passed since then (a busy promoter replaces the pending
-        # step, so the exact multiples of K may never be pending).
-        self._last_index: dict[int, int] = {}
         self._budget_checked = False
         self._local_world_size = local_world_size
         self._replicated = True
@@ -202,6 +205,58 @@ class Checkpointer:
             self.peer_server = PeerServer(held, self.first, host=cfg.peer_host)
             self.peers = [tuple(a) if a else None for a in _all_gather(list(self.peer_server.address), world_size)]
             self.buddy = buddy_of(rank, world_size, local_world_size)
+
+    # ------------------------------------------------------------ job-wide
+    def job_gauges(self) -> dict[str, int]:
+        """``stats.gauges()`` over every rank, for ``Goodput.persist``: save-path failures summed (with sharded
+        state every rank writes its own part of each step: rank 0's count alone missed the others'), the
+        restore's figures the largest of any rank (every rank reads the same sources). Collective: every rank
+        calls it at the same point (restore, a save, the end)."""
+        g = self.stats.gauges()
+        failures = _all_reduce([g["checkpoint_failures"]], self.world_size)[0]
+        src, older = _all_reduce([g["restore_source_failures"], g["restored_older"]], self.world_size, "max")
+        return {"checkpoint_failures": failures, "restore_source_failures": src, "restored_older": older}
+
+    def job_summary(self) -> dict:
+        """The result's ``checkpoints`` section, the same on every rank (collective): every rank's saves and
+        failures summed, the ranks that failed, each tier's ranks behind, and (rank 0's listing) the newest step
+        complete in each shared tier - every rank's part there."""
+        st = self.stats
+        mine = {"committed": st.committed, "failed": st.failed, "promote_failed": dict(st.promote_failed),
+                "promote_retried": st.promote_retried, "behind": dict(st.behind), "last_error": st.last_error,
+                "memory_tier_short": st.memory_tier_short, "restored_older": st.restored_older}
+        if self.rank == 0:
+            mine["durable"] = self.durable_steps()
+        every = _all_gather(mine, self.world_size)
+        out = {"committed": sum(r["committed"] for r in every), "failed": sum(r["failed"] for r in every),
+               "promote_failed": {}, "promote_retried": sum(r["promote_retried"] for r in every), "behind": {},
+               "failed_ranks": [i for i, r in enumerate(every) if r["failed"] or r["promote_failed"]],
+               "last_error": next((f"rank {i}: {r['last_error']}" for i, r in enumerate(every) if r["last_error"]),
+                                  None),
+               "memory_tier_short": any(r["memory_tier_short"] for r in every),
+               "restored_older": max(r["restored_older"] for r in every),
+               "durable": every[0].get("durable", {})}
+        for i, r in enumerate(every):
+            for kind, n in r["promote_failed"].items():
+                out["promote_failed"][kind] = out["promote_failed"].get(kind, 0) + n
+            for kind, step in r["behind"].items():
+                out["behind"].setdefault(kind, {})[str(i)] = step
+        return out
+
+    def durable_steps(self) -> dict[str, int | None]:
+        """Per shared tier: the newest step every rank's part of which is committed there (None: no such step;
+        the tier unreadable is said in the log)."""
+        out: dict[str, int | None] = {}
+        for tier in self.tiers:
+            if tier.kind not in SHARED:
+                continue
+            try:
+                steps = tier.complete_steps(1 if self._replicated else self.world_size)
+            except Exception as e:  # noqa: BLE001 - a report, not the job
+                log.warning("cannot list %s: %s: %s", tier.name, type(e).__name__, e)
+                steps = []
+            out[tier.kind] = steps[0] if steps else None
+        return out
 
     # ----------------------------------------------------------------- save
     def due(self, step: int) -> bool:
@@ -298,8 +353,7 @@ class Checkpointer:
         self._forced.discard(step)
         # Replicated state has one copy in shared tiers, written by rank 0; every other rank writes its own shards.
         writes = not (self._replicated and self.rank != 0)
-        ok = self.durable is not None and (not writes or any(m.step == step and m.rank == self.rank
-                                                             for m in self.durable.markers()))
+        ok = self.durable is not None and (not writes or self.rank in self.durable.index().get(step, set()))
         return self.durable.kind if _all_ok(ok, self.world_size) else None
 
     def wait(self) -> None:
@@ -331,6 +385,7 @@ class Checkpointer:
         tier = self.first
         direct = self._direct if self._direct is not None and self._due_in(self._direct, step, replicated) else None
         failed = None
+        direct_ok = False
         try:
             if copying is not None:
                 copying.result()  # the overlapped part of staging has landed in host memory
@@ -343,7 +398,8 @@ class Checkpointer:
                 # Files written (the durable tier's; the memory tier's are kept for later), no marker of this step yet.
                 kill_point("before_commit", step, self.rank)
                 kill_point("during_promote", step, self.rank)  # the durable tier is written, not committed yet
-                if self._commit_direct(step, results[1]):  # a durable copy stays even when the memory tier fails
+                direct_ok = self._commit_direct(step, results[1])
+                if direct_ok:  # a durable copy stays even when the memory tier fails
                     with self._cond:  # room for this step in memory: it is durable and newer than any there
                         if not self._abandoned:
                             self._retain_first(keep=self.first.keep - 1)
@@ -360,16 +416,25 @@ class Checkpointer:
             kill_point("after_commit", step, self.rank)
         except (Exception, CheckpointException) as e:  # a full disk fails this save, not the training
             failed = e
-        if direct is not None and failed is None:
-            self._direct_done[step] = True  # tried and counted: the promoter skips that tier
+        if direct_ok:
+            self._direct_done[step] = True  # the promoter skips that tier (a failed direct copy: it retries it)
         if failed is not None:
             self.stats.failed += 1
             self.stats.last_error = f"{type(failed).__name__}: {failed}"
-            log.warning("checkpoint of step %d failed in %s: %s; training continues", step, tier.name, failed)
             try:
                 tier.delete(step, self.rank)
             except Exception as ce:  # noqa: BLE001 - cleanup must never fail the next save
                 log.warning("cleanup of step %d in %s failed: %s", step, tier.name, ce)
+            if direct_ok and not self._abandoned:
+                # A full memory tier must not freeze the further tiers at the last step that fit: they get this
+                # step from the durable copy written beside it.
+                log.warning("checkpoint of step %d failed in %s: %s; it is durable in %s and promoted from there; "
+                            "training continues", step, tier.name, failed, self._direct.name)
+                with self._cond:
+                    self._queue(results[1], self._direct)
+                    self._cond.notify_all()
+            else:
+                log.warning("checkpoint of step %d failed in %s: %s; training continues", step, tier.name, failed)
             return
         self.stats.committed += 1
         self.stats.last_write_seconds = time.perf_counter() - t0
@@ -383,8 +448,19 @@ class Checkpointer:
             except OSError as e:
                 log.warning("replicating step %d to buddy rank %d failed: %s", step, self.buddy, e)
         with self._cond:
-            self._pending = marker
+            self._queue(marker)
             self._cond.notify_all()
+
+    def _queue(self, marker: Marker, source: DirTier | None = None) -> None:
+        """Hand ``marker`` to the promoter for every further tier it is due on (caller holds ``_cond``); its
+        files are copied from ``source`` (default: the first tier)."""
+        direct = self._direct_done.pop(marker.step, False)
+        for i, tier in enumerate(self.tiers[1:], 1):
+            if (direct and tier is self._direct) or tier is source:
+                continue  # written from the staged copy already
+            if self._due_in(tier, marker.step, marker.replicated):
+                self._pending[i] = marker
+                self._from[marker.step] = source or self.first
 
     def _write(self, tiers: list[DirTier], step: int, staged: dict, meta: dict,
                replicated: bool) -> tuple[TeeFileSystem | None, list[Marker | Destination | BaseException]]:
@@ -443,12 +519,34 @@ class Checkpointer:
             return e
 
     def _cadence_due(self, tier: Tier, step: int) -> bool:
+        """Whether ``step`` goes to ``tier``: decided from the step number alone, so every rank copies the same
+        steps whatever its own failures or timing (a per-rank count of copies drifted apart after one rank's
+        failed copy, leaving no step every rank held)."""
         if step in self._forced and tier is self.durable:
             return True
-        return step // max(self.cfg.every, 1) - self._last_index.get(id(tier), 0) >= tier.every
+        return (step // max(self.cfg.every, 1)) % max(tier.every, 1) == 0
 
-    def _landed(self, tier: Tier, step: int) -> None:
-        self._last_index[id(tier)] = max(self._last_index.get(id(tier), 0), step // max(self.cfg.every, 1))
+    def _job_world(self, tier: Tier, replicated: bool) -> int | None:
+        """What a step of ``tier`` needs to be complete, for its retention: the ranks of the job (a shared tier;
+        replicated state has rank 0's part alone there), None for a node's own tier (each rank on its own)."""
+        if tier.kind not in SHARED:
+            return None
+        return 1 if replicated else self.world_size
+
+    def _seal(self, tier: Tier, marker: Marker) -> None:
+        """Write the step's manifest in a shared tier if this rank's part completed it (best effort: readers
+        fall back to the per-rank markers)."""
+        world = self._job_world(tier, marker.replicated)
+        if world is None or world <= 1:
+            return
+        try:
+            tier.seal(marker.step, world)
+        except Exception as e:  # noqa: BLE001 - an optimisation for readers, never a failed copy
+            log.warning("writing the manifest of step %d in %s failed: %s: %s", marker.step, tier.name,
+                        type(e).__name__, e)
+
+    def _retain(self, tier: Tier, replicated: bool, keep: int | None = None) -> None:
+        tier.retain(self.rank, keep=keep, world_size=self._job_world(tier, replicated))
 
     def _due_in(self, tier: Tier, step: int, replicated: bool) -> bool:
         """Whether the promoter would copy this step to ``tier`` (cadence; one copy of replicated state in shared tiers)."""
@@ -457,22 +555,23 @@ class Checkpointer:
         return not (tier.kind in SHARED and replicated and self.rank != 0)
 
     def _commit_direct(self, step: int, written: Marker | BaseException) -> bool:
-        """Commit the first durable tier's copy written next to the memory tier; a failure is counted like a
-        failed promotion (training goes on). Returns whether it committed."""
+        """Commit the first durable tier's copy written next to the memory tier. Returns whether it committed; if
+        not, the promoter copies the step there from the memory tier (its retries; counted if they fail too)."""
         tier = self._direct
         try:
             if isinstance(written, BaseException):
                 raise written
             tier.commit(written)
-            self._landed(tier, step)
+            self._seal(tier, written)
             with self._cond:
-                tier.retain(self.rank)
+                self._retain(tier, written.replicated)
             self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
+            self.stats.behind.pop(tier.kind, None)
             return True
         except (Exception, CheckpointException) as e:
-            self.stats.last_error = f"{type(e).__name__}: {e}"
-            self.stats.promote_failed[tier.kind] = self.stats.promote_failed.get(tier.kind, 0) + 1
-            log.warning("writing step %d to %s failed: %s", step, tier.name, e)
+            self.stats.promote_retried += 1
+            log.warning("writing step %d to %s failed: %s: %s; copying it from %s instead", step, tier.name,
+                        type(e).__name__, e, self.first.name)
             try:
                 tier.delete(step, self.rank)
             except Exception:  # noqa: BLE001 - best effort cleanup
@@ -482,8 +581,9 @@ class Checkpointer:
     def _retain_first(self, keep: int | None = None) -> None:
         """Apply the first tier's retention (caller holds ``_cond``); a failure costs space, not the job.
         ``keep``: fewer than the tier's own, to make room before a newer step is written into it."""
+        pinned = self._pinned | {m.step for m in self._pending.values()}  # steps still to be copied from here
         try:
-            self.first.retain(self.rank, self._pinned, keep=keep)
+            self.first.retain(self.rank, pinned, keep=keep)
         except OSError as e:
             log.warning("retention in %s failed: %s", self.first.name, e)
 
@@ -491,15 +591,18 @@ class Checkpointer:
         _background_priority()
         while True:
             with self._cond:
-                while self._pending is None and not self._closing:
+                while not self._pending and not self._closing:
                     self._cond.wait()
-                if self._pending is None:
+                if not self._pending:
                     return
-                marker, self._pending = self._pending, None
+                marker = min(self._pending.values(), key=lambda m: m.step)  # the oldest pending step first
+                tiers = sorted(i for i, m in self._pending.items() if m.step == marker.step)
+                for i in tiers:
+                    del self._pending[i]
                 self._pinned.add(marker.step)
                 self._promoting = True
             try:
-                self._promote(marker)
+                self._promote(marker, tiers)
             finally:
                 with self._cond:
                     self._pinned.discard(marker.step)
@@ -509,42 +612,65 @@ class Checkpointer:
                     self._promoting = False
                     self._cond.notify_all()
 
-    def _promote(self, marker: Marker) -> None:
-        src = self.first.snapshot_dir(marker.step, marker.rank)
-        direct = self._direct_done.pop(marker.step, False)
-        for tier in self.tiers[1:]:
-            if not self._cadence_due(tier, marker.step):
-                continue
-            if direct and tier is self._direct:
-                continue  # written from the staged copy already
-            if tier.kind in SHARED and marker.replicated and self.rank != 0:
-                continue  # one copy of replicated state is enough in shared storage
+    def _promote(self, marker: Marker, tiers: list[int]) -> None:
+        with self._cond:
+            source = self._from.get(marker.step, self.first)
+            for old in [s for s in self._from if s < marker.step]:  # nothing older is pending any more
+                del self._from[old]
+        src = source.snapshot_dir(marker.step, marker.rank)
+        for i in tiers:
+            self._copy(self.tiers[i], src, marker)
+
+    def _copy(self, tier: Tier, src: Path, marker: Marker) -> None:
+        """Copy one committed snapshot into ``tier``, tried ``cfg.promote_attempts`` times: a step is durable in a
+        shared tier only once every rank's part is there, so one rank's transient failure must not cost the job
+        that step. A full tier gets room first (its retention down to one step fewer, never the newest step
+        complete job-wide). A copy that still fails is counted and the tier reported behind (``stats.behind``)."""
+        attempts = max(1, self.cfg.promote_attempts)
+        for attempt in range(1, attempts + 1):
             try:
                 kill_point("during_promote", marker.step, self.rank)
                 tier.put(src, marker)
-                self._landed(tier, marker.step)
-                tier.retain(self.rank)
-                self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
-            except Exception as e:
-                self.stats.last_error = f"{type(e).__name__}: {e}"
-                self.stats.promote_failed[tier.kind] = self.stats.promote_failed.get(tier.kind, 0) + 1
-                log.warning("promoting step %d to %s failed: %s", marker.step, tier.name, e)
+                break
+            except Exception as e:  # noqa: BLE001 - a failed copy never fails training
+                err = e
+                log.warning("promoting step %d to %s failed (attempt %d of %d): %s: %s", marker.step, tier.name,
+                            attempt, attempts, type(e).__name__, e)
                 try:
                     tier.delete(marker.step, self.rank)
                 except Exception:  # noqa: BLE001 - best effort cleanup
                     pass
+                if attempt == attempts or self._closing and self._abandoned:
+                    self.stats.last_error = f"{type(err).__name__}: {err}"
+                    self.stats.promote_failed[tier.kind] = self.stats.promote_failed.get(tier.kind, 0) + 1
+                    self.stats.behind[tier.kind] = max(marker.step, self.stats.behind.get(tier.kind, 0))
+                    return
+                self.stats.promote_retried += 1
+                if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+                    try:
+                        self._retain(tier, marker.replicated, keep=max(1, tier.keep - 1))
+                    except Exception as re:  # noqa: BLE001 - the retry says whether it helped
+                        log.warning("making room in %s failed: %s", tier.name, re)
+                time.sleep(self.cfg.promote_retry_s * attempt)
+        self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
+        self.stats.behind.pop(tier.kind, None)
+        self._seal(tier, marker)
+        try:
+            self._retain(tier, marker.replicated)
+        except Exception as e:  # noqa: BLE001 - retention costs space, not the copy
+            log.warning("retention in %s failed: %s", tier.name, e)
 
     def busy(self) -> bool:
         """True while a save is being written, replicated or promoted."""
         with self._cond:
-            promoting = self._pending is not None or self._promoting
+            promoting = bool(self._pending) or self._promoting
         return promoting or (self._inflight is not None and not self._inflight.done())
 
     def flush(self) -> None:
         """Wait until the in-flight save and its promotion are done."""
         self.wait()
         with self._cond:
-            while self._pending is not None or self._promoting:
+            while self._pending or self._promoting:
                 self._cond.wait()
 
     def close(self) -> None:
@@ -572,7 +698,7 @@ class Checkpointer:
         with self._cond:
             self._abandoned = True  # a write still running leaves the memory tier to the next generation
             self._closing = True
-            self._pending = None
+            self._pending = {}
             self._cond.notify_all()
         self._writer.shutdown(wait=False, cancel_futures=True)
         self._copier.shutdown(wait=False, cancel_futures=True)
@@ -778,6 +904,15 @@ def _all_gather(obj, world_size: int) -> list:
     out = [None] * world_size
     dist.all_gather_object(out, obj)
     return out
+
+
+def _all_reduce(values: list[int], world_size: int, op: str = "sum") -> list[int]:
+    if world_size <= 1 or not dist.is_initialized():
+        return list(values)
+    dev = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    t = torch.tensor(values, dtype=torch.int64, device=dev)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM)
+    return [int(v) for v in t.tolist()]
 
 
 def _all_ok(ok: bool, world_size: int) -> bool:

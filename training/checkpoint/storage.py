@@ -29,12 +29,13 @@ from urllib.parse import urlparse
 import blake3
 
 from training.checkpoint.names import check_file_name
-from training.faults import enospc_quota
+from training.faults import enospc_quota, put_fault
 from training.storage_utils import atomic_write, fsync_dir as _fsync_dir
 
 log = logging.getLogger("training.checkpoint")
 
 MARKER_SUFFIX = ".commit.json"
+MANIFEST = "manifest.json"  # step_N/manifest.json: every rank's marker of a step complete in a shared tier
 _CHUNK = 8 << 20
 
 # File hashes a marker may name, and the one new markers use. The hash must be cryptographic: the peer
@@ -149,6 +150,33 @@ def _scandir_step(path) -> list[os.DirEntry]:
         return []
 
 
+def _parse_marker_key(rel: str) -> tuple[int | None, int]:
+    """``(step, rank)`` of a commit marker's path ``step_NNNNNNNNN/rank_NNNNN.commit.json``; ``(None, -1)``
+    for anything else (snapshot files, foreign names)."""
+    parts = rel.split("/")
+    if len(parts) != 2 or not parts[1].endswith(MARKER_SUFFIX):
+        return None, -1
+    step, rank = parts[0], parts[1][: -len(MARKER_SUFFIX)]
+    if not (step.startswith("step_") and step[5:].isdigit() and rank.startswith("rank_") and rank[5:].isdigit()):
+        return None, -1
+    return int(step[5:]), int(rank[5:])
+
+
+def manifest_bytes(step: int, markers: list[Marker]) -> bytes:
+    return json.dumps({"step": step, "markers": [json.loads(m.to_json()) for m in markers]}, sort_keys=True).encode()
+
+
+def parse_manifest(step: int, text: str | bytes) -> list[Marker]:
+    """The markers a step's manifest holds; ValueError if it is not one of ``step`` (one marker per rank)."""
+    d = json.loads(text)
+    if not isinstance(d, dict) or d.get("step") != step or not isinstance(d.get("markers"), list):
+        raise ValueError("not a manifest of this step")
+    out = [Marker(**m) for m in d["markers"]]
+    if any(m.step != step for m in out) or len({m.rank for m in out}) != len(out):
+        raise ValueError("its markers are of another step or repeat a rank")
+    return out
+
+
 class Tier:
     """One storage level. Subclasses: :class:`DirTier`, :class:`S3Tier`."""
 
@@ -175,14 +203,40 @@ class Tier:
     def delete(self, step: int, rank: int) -> None:
         raise NotImplementedError
 
-    def retain(self, rank: int, pinned: set[int] = frozenset(), keep: int | None = None) -> None:
-        """Keep the newest ``keep`` (default: the tier's) committed steps of ``rank``; drop older and partial ones."""
+    def index(self) -> dict[int, set[int]]:
+        """Committed steps and the ranks whose part of each is committed, from names alone (no marker is
+        read: a listing, never one read per rank and step)."""
+        raise NotImplementedError
+
+    def seal(self, step: int, world_size: int) -> bool:
+        """Write ``step``'s manifest (every rank's marker in one file) once every part of it is committed here;
+        readers then read one file per step instead of one per rank (``markers``). Idempotent; returns
+        whether this call wrote it. A rank deleting its part deletes the manifest first."""
+        return False
+
+    def complete_steps(self, world_size: int) -> list[int]:
+        """Steps whose every part (ranks ``0 .. world_size - 1``) is committed here, newest first. Replicated
+        state has one part in shared tiers (rank 0's): ``world_size`` 1."""
+        need = set(range(max(world_size, 1)))
+        return sorted((s for s, ranks in self.index().items() if need <= ranks), reverse=True)
+
+    def retain(self, rank: int, pinned: set[int] = frozenset(), keep: int | None = None,
+               world_size: int | None = None) -> None:
+        """Keep the newest ``keep`` (default: the tier's) committed steps of ``rank``; drop older and partial ones.
+
+        With ``world_size`` (a shared tier, where every rank's part of a step lands on its own): also keep
+        ``rank``'s part of the newest step that is complete job-wide. Ranks whose copies fail
+        (or fall behind) hold other steps than their peers; without this each rank kept its own newest
+        steps and deleted the last step every rank held."""
         keep = self.keep if keep is None else max(keep, 0)
-        mine = sorted({m.step for m in self.markers() if m.rank == rank}, reverse=True)
-        if len(mine) <= keep:
-            return
-        for step in mine[keep:]:
-            if step not in pinned:
+        index = self.index()
+        mine = sorted((s for s, ranks in index.items() if rank in ranks), reverse=True)
+        kept = set(mine[:keep])
+        if world_size is not None:
+            need = set(range(max(world_size, 1)))
+            kept |= set(sorted((s for s, ranks in index.items() if need <= ranks), reverse=True)[:1])
+        for step in mine:
+            if step not in kept and step not in pinned:
                 self.delete(step, rank)
 
 
@@ -216,18 +270,47 @@ class DirTier(Tier):
                 out += [Path(e.path) for e in _scandir_step(step_dir.path) if e.name.startswith("rank_")]
         return out
 
+    def manifest_path(self, step: int) -> Path:
+        return self.root / f"step_{step:09d}" / MANIFEST
+
     def markers(self) -> list[Marker]:
+        """Committed snapshots: a sealed step's from its manifest (one read), another's from each marker."""
         out = []
-        for p in self._entries():
-            if not p.name.endswith(MARKER_SUFFIX):
+        for step_dir in _scandir(self.root):
+            if not step_dir.name.startswith("step_") or not step_dir.name[5:].isdigit():
                 continue
-            try:
-                out.append(Marker.from_json(p.read_text()))
-            except FileNotFoundError:
-                continue  # removed by retention meanwhile
-            except (ValueError, TypeError, OSError) as e:  # this step only; the tier's other steps still count
-                log.warning("skipping checkpoint %s: unreadable commit marker (%s)", p, e)
+            entries = _scandir_step(step_dir.path)
+            if any(e.name == MANIFEST for e in entries):
+                p = Path(step_dir.path, MANIFEST)
+                try:
+                    out += parse_manifest(int(step_dir.name[5:]), p.read_text())
+                    continue
+                except FileNotFoundError:
+                    entries = _scandir_step(step_dir.path)  # unsealed meanwhile (retention): read the markers
+                except (ValueError, TypeError, OSError) as e:
+                    log.warning("ignoring checkpoint manifest %s (%s); reading its markers", p, e)
+            for e in entries:
+                if not (e.name.startswith("rank_") and e.name.endswith(MARKER_SUFFIX)):
+                    continue
+                try:
+                    out.append(Marker.from_json(Path(e.path).read_text()))
+                except FileNotFoundError:
+                    continue  # removed by retention meanwhile
+                except (ValueError, TypeError, OSError) as ex:  # this step only; the tier's other steps count
+                    log.warning("skipping checkpoint %s: unreadable commit marker (%s)", e.path, ex)
         return sorted(out, key=lambda m: (m.step, -m.rank), reverse=True)
+
+    def seal(self, step: int, world_size: int) -> bool:
+        d = self.root / f"step_{step:09d}"
+        names = {e.name for e in _scandir_step(d)}
+        if MANIFEST in names or not all(f"rank_{r:05d}{MARKER_SUFFIX}" in names for r in range(world_size)):
+            return False
+        try:
+            markers = [Marker.from_json(self.marker_path(step, r).read_text()) for r in range(world_size)]
+        except (FileNotFoundError, ValueError, TypeError):
+            return False  # a part deleted or unreadable meanwhile: not complete
+        atomic_write(self.manifest_path(step), manifest_bytes(step, markers), fsync=self.fsync)
+        return True
 
     def commit(self, marker: Marker) -> None:
         """Make the snapshot's files and directory durable (fsync tiers), then write the marker."""
@@ -254,7 +337,8 @@ class DirTier(Tier):
         return d
 
     def put(self, src: Path, marker: Marker) -> None:
-        quota = enospc_quota(self.kind, marker.step)
+        put_fault(self.kind, marker.step, marker.rank)
+        quota = enospc_quota(self.kind, marker.step, marker.rank)
         d = self.prepare(marker.step, marker.rank)
         for name in marker.files:
             if quota is None:  # kernel-side copy (sendfile/copy_file_range), no Python buffers
@@ -270,6 +354,7 @@ class DirTier(Tier):
         return self.snapshot_dir(marker.step, marker.rank)
 
     def delete(self, step: int, rank: int) -> None:
+        self.manifest_path(step).unlink(missing_ok=True)  # the step is no longer complete
         self.marker_path(step, rank).unlink(missing_ok=True)  # uncommit first
         shutil.rmtree(self.snapshot_dir(step, rank), ignore_errors=True)
         try:
@@ -277,12 +362,21 @@ class DirTier(Tier):
         except OSError:
             pass
 
-    def retain(self, rank: int, pinned: set[int] = frozenset(), keep: int | None = None) -> None:
-        super().retain(rank, pinned, keep)
-        committed = [m.step for m in self.markers() if m.rank == rank]
+    def index(self) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = {}
+        for p in self._entries():
+            step, rank = _parse_marker_key(f"{p.parent.name}/{p.name}")
+            if step is not None:
+                out.setdefault(step, set()).add(rank)
+        return out
+
+    def retain(self, rank: int, pinned: set[int] = frozenset(), keep: int | None = None,
+               world_size: int | None = None) -> None:
+        super().retain(rank, pinned, keep, world_size)
+        committed = [s for s, ranks in self.index().items() if rank in ranks]
         if not committed:
             return
-        oldest_kept = min(sorted(committed, reverse=True)[: self.keep if keep is None else max(keep, 1)])
+        oldest_kept = min(committed)  # retention above left only what is kept
         for d in self._entries():  # partial copies left by crashes
             if d.name != f"rank_{rank:05d}":
                 continue
@@ -322,20 +416,75 @@ class S3Tier(Tier):
     def _key(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel
 
+    def _list(self, prefix: str) -> tuple[list[str], list[str]]:
+        """(object keys, common prefixes) directly under ``prefix`` (ListObjectsV2 with Delimiter "/"): a step's
+        markers and manifest without its data objects."""
+        keys, prefixes = [], []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix,
+                                                                      Delimiter="/"):
+            keys += [o["Key"] for o in page.get("Contents", [])]
+            prefixes += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
+        return keys, prefixes
+
+    def _steps(self) -> dict[int, list[str]]:
+        """step -> the names directly under ``step_N/`` (markers, manifest)."""
+        out = {}
+        for p in self._list(self._key("step_"))[1]:
+            name = p[len(self._key("")):].rstrip("/")
+            if name.startswith("step_") and name[5:].isdigit():
+                out[int(name[5:])] = [k[len(p):] for k in self._list(p)[0]]
+        return out
+
+    def index(self) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = {}
+        for step, names in self._steps().items():
+            for n in names:
+                s, rank = _parse_marker_key(f"step_{step:09d}/{n}")
+                if s is not None:
+                    out.setdefault(step, set()).add(rank)
+        return out
+
+    def _get(self, rel: str) -> bytes:
+        return self.s3.get_object(Bucket=self.bucket, Key=self._key(rel))["Body"].read()
+
     def markers(self) -> list[Marker]:
+        """Committed snapshots: a sealed step's from its manifest (one GET), another's from each marker."""
         out = []
-        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=self._key("step_")):
-            for obj in page.get("Contents", []):
-                if obj["Key"].endswith(MARKER_SUFFIX):
-                    try:
-                        body = self.s3.get_object(Bucket=self.bucket, Key=obj["Key"])["Body"].read()
-                        out.append(Marker.from_json(body.decode()))
-                    except self.s3.exceptions.NoSuchKey:
-                        continue
-                    except (ValueError, TypeError) as e:
-                        log.warning("skipping checkpoint s3://%s/%s: unreadable commit marker (%s)",
-                                    self.bucket, obj["Key"], e)
+        for step, names in self._steps().items():
+            d = f"step_{step:09d}"
+            if MANIFEST in names:
+                try:
+                    out += parse_manifest(step, self._get(f"{d}/{MANIFEST}"))
+                    continue
+                except self.s3.exceptions.NoSuchKey:
+                    names = [k for k in names if k != MANIFEST]  # unsealed meanwhile (retention)
+                except (ValueError, TypeError) as e:
+                    log.warning("ignoring checkpoint manifest s3://%s/%s (%s); reading its markers", self.bucket,
+                                self._key(f"{d}/{MANIFEST}"), e)
+            for n in names:
+                if not (n.startswith("rank_") and n.endswith(MARKER_SUFFIX)):
+                    continue
+                try:
+                    out.append(Marker.from_json(self._get(f"{d}/{n}").decode()))
+                except self.s3.exceptions.NoSuchKey:
+                    continue
+                except (ValueError, TypeError) as e:
+                    log.warning("skipping checkpoint s3://%s/%s: unreadable commit marker (%s)",
+                                self.bucket, self._key(f"{d}/{n}"), e)
         return sorted(out, key=lambda m: (m.step, -m.rank), reverse=True)
+
+    def seal(self, step: int, world_size: int) -> bool:
+        d = f"step_{step:09d}"
+        names = {k[len(self._key(d + "/")):] for k in self._list(self._key(d + "/"))[0]}
+        if MANIFEST in names or not all(f"rank_{r:05d}{MARKER_SUFFIX}" in names for r in range(world_size)):
+            return False
+        try:
+            markers = [Marker.from_json(self._get(checkpoint_key(step, r) + MARKER_SUFFIX).decode())
+                       for r in range(world_size)]
+        except (self.s3.exceptions.NoSuchKey, ValueError, TypeError):
+            return False
+        self.s3.put_object(Bucket=self.bucket, Key=self._key(f"{d}/{MANIFEST}"), Body=manifest_bytes(step, markers))
+        return True
 
     # ------------------------------------------------ multipart uploads: recorded as started, aborted by id
     # boto3's upload_file copies files above 8 MiB as multipart uploads; parts of an upload never completed
@@ -450,6 +599,7 @@ class S3Tier(Tier):
         # them unseen - this one aborts a failed copy's in delete() - so the records are read once per process
         # and rank (rank 0 also takes those of ranks the job no longer has), and again after a sweep that
         # could not run.
+        put_fault(self.kind, marker.step, marker.rank)
         if marker.rank not in self._swept and self._abort_quietly(
                 marker.rank, world_size=marker.world_size if marker.rank == 0 else None):
             self._swept.add(marker.rank)
@@ -470,6 +620,7 @@ class S3Tier(Tier):
         key = checkpoint_key(step, rank)
         if not self._abort_quietly(rank, step):
             self._swept.discard(rank)  # the next put lists them again
+        self.s3.delete_object(Bucket=self.bucket, Key=self._key(f"step_{step:09d}/{MANIFEST}"))  # no longer complete
         self.s3.delete_object(Bucket=self.bucket, Key=self._key(key + MARKER_SUFFIX))
         listing = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=self._key(key + "/"))
         objs = [{"Key": o["Key"]} for o in listing.get("Contents", [])]

@@ -10,12 +10,16 @@ the peers wait for them in that step's collective).
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import statistics
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+log = logging.getLogger("training.ft")
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,8 @@ class Beat:
     finished: bool = False  # its steps are over (Runtime.finish)
     generation: int = 0  # the in-process restart generation this process was in when it wrote the beat
     compute_time: float = 0.0  # seconds of its last step before the gradient collective (training/straggler.py)
+    phase: str = ""      # a long phase outside the steps it is in: "restore", "first_step" (compile, warm-up)
+    phase_time: float = 0.0  # when it entered that phase
 
     @property
     def advanced(self) -> float:
@@ -56,11 +62,26 @@ class Heartbeat:
         now = time.time() if now is None else now
         step_time = 0.0 if self._last is None else now - self._last
         self._last = now
-        return self._write(replace(self._beat, step=step, time=now, step_time=step_time, compute_time=compute_time))
+        return self._write(replace(self._beat, step=step, time=now, step_time=step_time, compute_time=compute_time,
+                                   phase=""))
 
     def begin(self, step: int, now: float | None = None) -> Beat:
-        """This rank begins ``step`` (it got past its data loading and fault hooks)."""
-        return self._write(replace(self._beat, started=step, started_time=time.time() if now is None else now))
+        """This rank begins ``step`` (it got past its data loading and fault hooks). This process's first step
+        is a phase of its own (compilation, warm-up) until :meth:`beat`."""
+        now = time.time() if now is None else now
+        first = self._last is None and not self._beat.phase
+        return self._write(replace(self._beat, started=step, started_time=now,
+                                   **({"phase": "first_step", "phase_time": now} if first else {})))
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """Say that this rank is in ``name`` (e.g. "restore") until the block ends: the watchdog gives it up to
+        :data:`PHASE_LIMIT_S` instead of the step-time bound."""
+        self._write(replace(self._beat, phase=name, phase_time=time.time()))
+        try:
+            yield
+        finally:
+            self._write(replace(self._beat, phase="", started_time=time.time()))
 
     def finished(self) -> Beat:
         """The steps are over (the final flush and exit follow): the watchdog no longer counts this rank -
@@ -68,11 +89,19 @@ class Heartbeat:
         return self._write(replace(self._beat, finished=True))
 
     def _write(self, b: Beat) -> Beat:
+        """A full or failing disk (ENOSPC, EIO, EROFS) costs this beat, never the training: warned once. (The
+        watchdog then sees no progress from this rank and judges it as it would a silent one.)"""
         self._beat = b
         path = self.dir / f"rank-{self.rank}.json"
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(b.__dict__))
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(b.__dict__))
+            os.replace(tmp, path)
+            self._failed = False
+        except OSError as e:
+            if not getattr(self, "_failed", False):
+                log.warning("writing heartbeat %s failed: %s; training continues", path, e)
+            self._failed = True
         return b
 
 
@@ -92,6 +121,12 @@ def read_beats(directory: str | os.PathLike) -> list[Beat]:
     return beats
 
 
+# How long a rank may stay in a phase before the watchdog judges it hung: a restore reads a whole checkpoint
+# (1.3 GiB from S3 took 242 s, over the 300 s floor for larger ones); a first step compiles. Beyond this, a
+# phase is judged as steps are.
+PHASE_LIMIT_S = 3600.0
+
+
 def hang_bound(beats: list[Beat], floor_s: float = 60.0, multiple: float = 10.0) -> float:
     times = [b.step_time for b in beats if b.step_time > 0]
     if not times:
@@ -103,6 +138,12 @@ def is_hung(beats: list[Beat], now: float, floor_s: float = 60.0, multiple: floa
     """True when no rank has advanced for longer than the bound (ranks whose steps are over do not count)."""
     beats = [b for b in beats if not b.finished]
     if not beats:
+        return False
+    # A rank restoring, or every rank in its first step together (compiling): progress is not measured in steps
+    # there. A first step that some rank never began is a hang like any other (its peers wait for it).
+    lagging = behind(beats)
+    if any(b.phase and now - b.phase_time <= max(PHASE_LIMIT_S, floor_s)
+           and (b.phase != "first_step" or not lagging) for b in beats):
         return False
     newest = max(b.advanced for b in beats)
     return now - newest > hang_bound(beats, floor_s, multiple)

@@ -452,6 +452,7 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
     previous = signal.signal(signal.SIGTERM, forward)
     next_watch = 0.0
     judge = watchdog is not None and ft_dir is not None  # hangs are judged here (from the job's beats)
+    beats_dir = watchdog.beats_dir if watchdog is not None else ft_dir  # node-local heartbeats
     try:
         while True:
             if deadline is not None and time.monotonic() > deadline:
@@ -492,14 +493,14 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                 # survivors (on every node) re-form their process group on this; add: launchers never collide
                 generation = store.add(GENERATION_KEY, 1)
                 for r, rc in failed:
-                    if ft_dir is not None:
-                        forget(ft_dir, first + r)
+                    if beats_dir is not None:
+                        forget(beats_dir, first + r)
                     procs[r], who = replace(r)
                     echo(f"launcher: rank {first + r} exited ({rc}); {who} replaces it alone, generation "
                          f"{generation} (in-process restart {restarts} of {max_restarts})")
             elif time.monotonic() >= next_watch:
                 next_watch = time.monotonic() + 1.0  # as often as the torchrun launcher's (the bound is seconds)
-                jobbeats.publish(store, node_rank, read_beats(ft_dir) if ft_dir is not None else [])
+                jobbeats.publish(store, node_rank, read_beats(beats_dir) if beats_dir is not None else [])
                 why = store.get(FAILED_KEY).decode() if nnodes > 1 and store.check([FAILED_KEY]) else None
                 if why:
                     echo(f"launcher: the job stopped on {why}")
@@ -527,7 +528,7 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                         if lagging or not elsewhere:
                             for r in lagging or live:  # the next poll replaces them; the others re-form in-process
                                 live[r].kill()
-                            clear_state(ft_dir)
+                            clear_state(ft_dir, beats_dir)
                         who = (f"rank(s) {', '.join(str(first + r) for r in lagging)} fell behind (did not begin "
                                "the step the others began): replacing them alone" if lagging
                                else f"rank(s) {', '.join(map(str, elsewhere))} on node(s) "

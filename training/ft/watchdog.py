@@ -19,10 +19,12 @@ from training.ft.heartbeat import Beat, behind, hang_bound, is_hung, read_beats
 _STACK_FILES: list = []  # keep file objects alive for faulthandler
 
 
-def clear_state(directory: str | os.PathLike) -> None:
-    """Remove a node's rank heartbeats and worker pid files (before the workers start, after a hang)."""
+def clear_state(directory: str | os.PathLike, beats_dir: str | os.PathLike | None = None) -> None:
+    """Remove a node's rank heartbeats (in ``beats_dir``, default ``directory``) and worker pid files (before the
+    workers start, after a hang)."""
     d = Path(directory)
-    for stale in [*d.glob("rank-*.json"), *d.glob("pid-*")]:
+    b = Path(beats_dir) if beats_dir is not None else d
+    for stale in [*d.glob("rank-*.json"), *b.glob("rank-*.json"), *d.glob("pid-*")]:
         stale.unlink(missing_ok=True)
 
 
@@ -37,12 +39,13 @@ def install_stack_dump(directory: str | os.PathLike, rank: int) -> Path:
 
 class Watchdog:
     def __init__(self, directory: str | os.PathLike, floor_s: float = 60.0, multiple: float = 10.0,
-                 dump_wait_s: float = 1.0) -> None:
-        self.dir = Path(directory)
+                 dump_wait_s: float = 1.0, beats_dir: str | os.PathLike | None = None) -> None:
+        self.dir = Path(directory)  # pid files and stack dumps
+        self.beats_dir = Path(beats_dir) if beats_dir is not None else self.dir  # heartbeats (node-local)
         self.floor_s, self.multiple, self.dump_wait_s = floor_s, multiple, dump_wait_s
 
     def beats(self):
-        return read_beats(self.dir)
+        return read_beats(self.beats_dir)
 
     def pids(self) -> list[int]:
         """The local workers' PIDs, from the pid files they write at start."""
@@ -50,7 +53,7 @@ class Watchdog:
 
     def _beats(self, beats: list[Beat] | None) -> list[Beat]:
         """``beats`` to judge (the whole job's, from its store: training/ft/jobbeats.py), else this node's files."""
-        return read_beats(self.dir) if beats is None else beats
+        return read_beats(self.beats_dir) if beats is None else beats
 
     def bound(self, beats: list[Beat] | None = None) -> float:
         return hang_bound(self._beats(beats), self.floor_s, self.multiple)

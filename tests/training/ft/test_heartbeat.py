@@ -38,6 +38,7 @@ def test_ranks_whose_steps_are_over_do_not_count(tmp_path):
     """The final flush may take longer than the bound; a rank still stepping is judged on its own."""
     a, b = Heartbeat(tmp_path, 0), Heartbeat(tmp_path, 1)
     a.beat(20, now=100.0)
+    b.beat(19, now=90.0)  # not its first step (a first step is a phase of its own: compiling)
     b.begin(19, now=100.0)
     a.finished()
     assert behind(read_beats(tmp_path)) == []
@@ -78,3 +79,27 @@ def test_a_new_generations_heartbeat_starts_from_no_step_begun(tmp_path):
     Heartbeat(tmp_path, 0).begin(10)
     Heartbeat(tmp_path, 1)  # the replacement's runtime starts
     assert behind(read_beats(tmp_path)) == [1]
+
+
+def test_a_long_restore_is_not_a_hang_but_a_rank_that_never_begins_is(tmp_path):
+    """Issue 24, failed on the old code: beats stopped at start-up and resumed at the first step, so a restore
+    longer than the floor was judged a hang (and killed, in a loop). Now a rank in its restore (or all ranks in
+    their first step together, compiling) has up to PHASE_LIMIT_S; a rank that never begins the first step its
+    peers began is still a hang."""
+    import time as _time
+
+    from training.ft.heartbeat import PHASE_LIMIT_S
+
+    a, b = Heartbeat(tmp_path, 0), Heartbeat(tmp_path, 1)
+    t0 = _time.time()
+    with a.phase("restore"):
+        assert not is_hung(read_beats(tmp_path), now=t0 + 600, floor_s=300)  # 600 s restoring, floor 300
+        assert is_hung(read_beats(tmp_path), now=t0 + PHASE_LIMIT_S + 60, floor_s=300)
+    a.begin(0)
+    b.begin(0)
+    assert not is_hung(read_beats(tmp_path), now=_time.time() + 900, floor_s=300)  # compiling together
+    c = Heartbeat(tmp_path, 2)  # a third rank that never begins step 0
+    assert is_hung(read_beats(tmp_path), now=_time.time() + 900, floor_s=300)
+    a.beat(1)
+    assert read_beats(tmp_path)[0].phase == ""
+    del c

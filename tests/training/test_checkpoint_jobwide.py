@@ -1,0 +1,155 @@
+"""Issue 24: durable tiers consistent job-wide. Two ranks' checkpointers in one process share an FSx directory
+(sharded state: each rank writes its own part there); one rank's copies fail. A step is durable only when every
+rank's part is there, so cadence, retries and retention must keep such a step."""
+
+import logging
+
+import pytest
+
+from training.checkpoint import Checkpointer, DirTier
+from training.checkpoint import manager
+from training.config import CheckpointConfig, TierConfig
+from tests.training.test_checkpoint import make_model, train
+
+
+def _ranks(tmp_path, monkeypatch, *, fsx_every=2, attempts=3, keep=2):
+    monkeypatch.setattr(manager, "_has_dtensor", lambda state: True)  # sharded: every rank's part is its own
+    cfg = CheckpointConfig(every=1, peer_replication=False, promote_attempts=attempts, promote_retry_s=0.0,
+                           tiers=[TierConfig("memory", str(tmp_path / "shm"), keep=keep),
+                                  TierConfig("nvme", str(tmp_path / "nvme"), keep=keep),
+                                  TierConfig("fsx", str(tmp_path / "fsx"), keep=keep, every=fsx_every)])
+    cks = [Checkpointer(cfg, rank=r, world_size=2, local_world_size=1, node_id=f"n{r}",
+                        scratch_dir=tmp_path / f"scratch{r}") for r in range(2)]
+    return cks, make_model()
+
+
+def _save(cks, model, opt, steps):
+    for s in steps:
+        train(model, opt)
+        for ck in cks:
+            ck.save(s, model, opt)
+            ck.flush()
+
+
+def test_one_ranks_failed_copy_is_retried_and_the_ranks_copy_the_same_steps(tmp_path, monkeypatch):
+    """Failed on the old code: rank 1's first copy of step 2 failed, so its own cadence counter moved it onto
+    step 3 while rank 0 copied 2 and 4: FSx never held a step of both ranks."""
+    monkeypatch.setenv("OPENPOD_FAULT_PUT", "fsx@2@1@1")  # rank 1's first try of step 2 fails
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch)
+    _save(cks, model, opt, range(1, 5))
+    for ck in cks:
+        ck.close()
+    fsx = DirTier("fsx", tmp_path / "fsx")
+    assert fsx.index() == {2: {0, 1}, 4: {0, 1}}
+    assert fsx.complete_steps(2) == [4, 2]
+    assert cks[1].stats.promote_retried == 1 and cks[1].stats.promote_failed == {} and cks[1].stats.behind == {}
+
+
+def test_retention_never_deletes_the_newest_step_every_rank_holds(tmp_path, monkeypatch, caplog):
+    """Failed on the old code: rank 1's copies fail from step 2 on; rank 0 kept its newest two (3, 4) and
+    deleted step 1, the only step both ranks held - no complete step left on FSx. Rank 1's failures are
+    counted and its tier reported behind."""
+    monkeypatch.setenv("OPENPOD_FAULT_PUT", "fsx@2@1,fsx@3@1,fsx@4@1")
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch, fsx_every=1, attempts=2)
+    with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+        _save(cks, model, opt, range(1, 5))
+    for ck in cks:
+        ck.close()
+    fsx = DirTier("fsx", tmp_path / "fsx")
+    assert fsx.complete_steps(2) == [1]
+    assert fsx.index() == {1: {0, 1}, 3: {0}, 4: {0}}  # rank 0's own newest two, bounded
+    assert cks[1].stats.promote_failed == {"fsx": 3} and cks[1].stats.behind == {"fsx": 4}
+    assert "promoting step 4 to fsx" in caplog.text and "attempt 2 of 2" in caplog.text
+
+
+def test_a_full_shared_tier_makes_room_without_dropping_the_newest_complete_step(tmp_path, monkeypatch):
+    """A full FSx (ENOSPC on every copy of rank 1) costs copies, not training, and never the newest step both
+    ranks hold."""
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch, fsx_every=1, attempts=2)
+    _save(cks, model, opt, [1])             # both ranks' step 1
+    monkeypatch.setenv("OPENPOD_FAULT_ENOSPC", "fsx@*@1")
+    _save(cks, model, opt, [2, 3])
+    for ck in cks:
+        ck.close()
+    fsx = DirTier("fsx", tmp_path / "fsx")
+    assert fsx.complete_steps(2) == [1]
+    assert cks[1].stats.behind == {"fsx": 3} and cks[0].stats.failures == 0
+
+
+@pytest.mark.parametrize("replicated", [True, False])
+def test_index_reads_names_only(tmp_path, monkeypatch, replicated):
+    """Retention and completeness come from a listing of names: no commit marker is read."""
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch, fsx_every=1)
+    if replicated:
+        monkeypatch.setattr(manager, "_has_dtensor", lambda state: False)
+    _save(cks, model, opt, [1, 2, 3])
+    for ck in cks:
+        ck.close()
+    fsx = DirTier("fsx", tmp_path / "fsx")
+    monkeypatch.setattr(DirTier, "markers", lambda self: pytest.fail("a marker was read"))
+    if replicated:
+        assert fsx.index() == {2: {0}, 3: {0}}
+    else:
+        assert fsx.index() == {2: {0, 1}, 3: {0, 1}}
+
+
+@pytest.mark.slow
+def test_a_failure_on_rank_1_alone_is_in_the_result_and_the_metrics(tmp_path):
+    """Failed on the old code: the CLI printed rank 0's result ("promote_failed": {}) and metrics.prom held rank 0's
+    count (0) while rank 1's every copy of step 10 into FSx failed."""
+    from tests.training.conftest import cli_env, failure_text, last_json, run_cli, train_args
+
+    args = train_args(tmp_path, steps=10, every=5, extra=["--parallelism", "fsdp", "--nvme-dir", str(tmp_path / "nv")])
+    r = run_cli(args, env=cli_env(OPENPOD_FAULT_PUT="fsx@10@1"))
+    assert r.returncode == 0, failure_text(r)
+    ck = last_json(r.stdout)["checkpoints"]
+    assert ck["promote_failed"] == {"fsx": 1} and ck["failed_ranks"] == [1], ck
+    assert ck["behind"] == {"fsx": {"1": 10}} and ck["durable"] == {"fsx": 5}, ck
+    assert ck["last_error"].startswith("rank 1: OSError: [Errno 5] injected failure"), ck
+    assert "checkpoint copies failed on rank(s) 1" in r.stderr
+    prom = next((tmp_path / "ck").rglob("metrics.prom")).read_text()
+    assert "openpod_checkpoint_failures 1.0" in prom, prom
+
+
+def _fake_parts(tier, tmp_path, step, ranks, world):
+    from training.checkpoint.storage import Marker, describe_dir
+
+    for r in ranks:
+        d = tmp_path / "src" / f"{step}-{r}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "__0_0.distcp").write_bytes(bytes([r]) * 64)
+        tier.put(d, Marker(step=step, rank=r, world_size=world, files=describe_dir(d), replicated=False))
+
+
+def test_a_complete_step_is_read_from_one_manifest_not_one_marker_per_rank(tmp_path, moto_s3, bucket):
+    """Issue 24, failed on the old code: every reader GETs every rank's marker of every step (about 2.1 M GETs
+    per restore of 1024 ranks, keep 2). A step complete in S3 is now sealed into one manifest; an incomplete
+    step is still read marker by marker; a rank deleting its part unseals the step first."""
+    from training.checkpoint.storage import S3Tier
+
+    s3 = S3Tier(f"s3://{bucket}/job", endpoint_url=moto_s3)
+    _fake_parts(s3, tmp_path, 10, range(8), 8)
+    _fake_parts(s3, tmp_path, 20, range(5), 8)  # ranks 5-7 did not get there
+    assert s3.seal(10, 8) and not s3.seal(20, 8) and not s3.seal(10, 8)
+    gets = []
+    s3.s3.meta.events.register("before-parameter-build.s3.GetObject", lambda params, **kw: gets.append(params["Key"]))
+    markers = s3.markers()
+    assert sorted((m.step, m.rank) for m in markers) == [(10, r) for r in range(8)] + [(20, r) for r in range(5)]
+    assert gets.count(f"job/step_{10:09d}/manifest.json") == 1 and len(gets) == 1 + 5
+    s3.delete(10, 3)
+    assert sorted({m.step for m in s3.markers()}) == [10, 20] and 3 not in {m.rank for m in s3.markers()
+                                                                            if m.step == 10}
+    assert s3.index()[10] == set(range(8)) - {3}
+
+
+def test_a_sealed_step_in_a_directory_tier_is_read_from_its_manifest(tmp_path, monkeypatch):
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch, fsx_every=1)
+    _save(cks, model, opt, [1, 2])
+    for ck in cks:
+        ck.close()
+    fsx = DirTier("fsx", tmp_path / "fsx")
+    assert (tmp_path / "fsx/step_000000002/manifest.json").exists()
+    from training.checkpoint import storage
+
+    monkeypatch.setattr(storage.Marker, "from_json", classmethod(lambda cls, t: pytest.fail("a marker was read")))
+    assert sorted((m.step, m.rank) for m in fsx.markers()) == [(1, 0), (1, 1), (2, 0), (2, 1)]
