@@ -5,7 +5,7 @@
     for step in rt.steps(start):             # = range(start, cfg.steps), unless replica fault tolerance
         plan = rt.plan(step)                 # this rank's micro-batches of the global batch
         ...forward/backward over plan.micro_batches, loss scaled by 1 / plan.global_batch...
-        loss = rt.sync_gradients(model, loss_sum)
+        loss = rt.sync_gradients(model, loss_sum)   # a 0-dim tensor: float() it only when needed
         if rt.commit():                      # always, unless a replica group was lost during the step
             optimizer.step()
             rt.step_done(step, model, optimizer, loss)   # goodput, checkpoint when due
@@ -154,7 +154,7 @@ class Runtime:
         self.should_stop = False
         self.preempted: dict | None = None   # {"step", "durable"} once stopped by SIGTERM
         self.restored = None
-        self.last_loss: float | None = None
+        self.last_loss = None  # see the property
         self._step = -1               # the step plan() was last called for
         self._sample_log = os.environ.get("OPENPOD_SAMPLE_LOG")
         self.data_rank = (self.rank, self.world_size)  # (rank, ranks) the global batch is split over; TP: dp only
@@ -310,13 +310,18 @@ class Runtime:
     def batch(self, ids: list[int]) -> torch.Tensor:
         return self.data.batch(ids).to(self.device, non_blocking=True)
 
-    def sync_gradients(self, model: torch.nn.Module, loss_sum: torch.Tensor) -> float:
-        """Sum gradients (already scaled by 1/global_batch) and the loss over ranks in one all-reduce.
+    def sync_gradients(self, model: torch.nn.Module, loss_sum: torch.Tensor) -> torch.Tensor:
+        """Sum gradients (already scaled by 1/global_batch) and the loss over ranks in one all-reduce; returns
+        the summed loss as a 0-dim tensor (``float()`` reads it, waiting for the device: the runtime itself
+        reads it only for a checkpoint's metadata and the result).
 
         Under FSDP2 the gradients were already reduce-scattered in backward: only the loss is summed.
-        A pending SIGTERM rides in the same all-reduce, so every rank learns of it at this step.
+        A pending SIGTERM rides in the same all-reduce, so every rank learns of it at this step. In a world
+        of one without replica groups there is nothing to sum: no buffer, no copy, no read from the device.
         """
         self._compute_s = time.perf_counter() - self._t_step  # this rank's compute, before any rank waits (straggler)
+        if self.world_size == 1 and self.ft is None:
+            return self._sync_alone(model, loss_sum)
         stop = float(self.stop.requested)
         if self.cfg.parallelism != "ddp":
             t = torch.stack([loss_sum.detach().reshape(()).float(), torch.tensor(stop, device=loss_sum.device)])
@@ -325,7 +330,8 @@ class Runtime:
             if self.ft is not None:  # the group's gradient shards (reduce-scattered in it), then over the groups
                 t = self._sum_shards_over_groups(model, t)
             self._stop_agreed = (self._step, bool(t[1] > 0))
-            return float(t[0]) / self.cfg.tp  # the tp ranks of a dp rank computed the same loss
+            # the tp ranks of a dp rank computed the same loss; the quotient in float64, as Python divides
+            return torch.tensor(float(t[0]) / self.cfg.tp, dtype=torch.float64)
         params = [p for p in model.parameters() if p.requires_grad]
         for p in params:
             if p.grad is None:
@@ -341,7 +347,21 @@ class Runtime:
                          torch.tensor(stop, dtype=params[0].dtype, device=params[0].device)])
         t = _sum_flat([p.grad for p in params], t, reduce)
         self._stop_agreed = (self._step, bool(t[1] > 0))
-        return float(t[0])
+        return torch.tensor(float(t[0]), dtype=torch.float64)  # read with the flag; not a view of the buffer
+
+    def _sync_alone(self, model: torch.nn.Module, loss_sum: torch.Tensor) -> torch.Tensor:
+        """:meth:`sync_gradients` in a world of one: the same values (missing DDP gradients become zeros, the
+        loss in the parameters' dtype, fp32 under FSDP2) with no flat buffer and no read of the device; the
+        stop request is this process's own."""
+        self._stop_agreed = (self._step, self.stop.requested)
+        loss = loss_sum.detach().reshape(())
+        if self.cfg.parallelism != "ddp":
+            return loss.float()
+        params = [p for p in model.parameters() if p.requires_grad]
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        return loss.to(params[0].dtype)
 
     def clip_grad_norm_(self, model: torch.nn.Module, max_norm: float) -> torch.Tensor:
         """``torch.nn.utils.clip_grad_norm_`` for every parallelism. With ``--tp`` the gradients live on two meshes
@@ -385,12 +405,27 @@ class Runtime:
         loop did not call :meth:`sync_gradients`)."""
         if self._stop_agreed is not None and self._stop_agreed[0] == step:
             return self._stop_agreed[1]
+        if self.world_size == 1 and self.ft is None:
+            return self.stop.requested
         t = torch.tensor([float(self.stop.requested)], device=self.device)
         if self.world_size > 1:
             dist.all_reduce(t)
         return bool(t.item() > 0)
 
-    def step_done(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: float) -> None:
+    @property
+    def last_loss(self) -> float | None:
+        """The last committed step's loss (read from the device on first use, not every step)."""
+        if isinstance(self._last_loss, torch.Tensor):
+            self._last_loss = float(self._last_loss)
+        return self._last_loss
+
+    @last_loss.setter
+    def last_loss(self, value) -> None:
+        self._last_loss = value.detach() if isinstance(value, torch.Tensor) else value
+
+    def step_done(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                  loss: torch.Tensor | float) -> None:
+        """``loss``: :meth:`sync_gradients`'s (or any float); kept on the device until a reader needs it."""
         self.last_loss = loss
         if self.ft is not None:
             p, rank, world = self._plan
@@ -403,23 +438,23 @@ class Runtime:
             self.heartbeat.beat(done, compute_time=self._compute_s)
         faults.kill_point("after_step", done, self.rank)
         if self._stop_now(step):
-            self._stop_after(done, model, optimizer, loss)
+            self._stop_after(done, model, optimizer)
             return
         if self.checkpointer is not None and self.checkpointer.due(done):
             # Every rank's checkpoint figures (a collective), and the step reached on record before this save
             # can fail or be killed (the ledger's high-water step counts the steps a resume replays).
             self.goodput.persist(**self.checkpointer.job_gauges())
             blocked = self.checkpointer.save(done, model, optimizer,
-                                             meta={"loss": loss, "world_size": self.world_size})
+                                             meta={"loss": self.last_loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", blocked)
 
-    def _stop_after(self, done: int, model, optimizer, loss: float) -> None:
+    def _stop_after(self, done: int, model, optimizer) -> None:
         """Write step ``done`` to the durable tier whatever the cadence, wait for it, and ask the loop to stop."""
         durable = None
         if self.checkpointer is not None:
             t0 = time.perf_counter()
             durable = self.checkpointer.save_durably(done, model, optimizer,
-                                                     meta={"loss": loss, "world_size": self.world_size})
+                                                     meta={"loss": self.last_loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", time.perf_counter() - t0)
             self.goodput.persist(**self.checkpointer.job_gauges())
         self.preempted = {"step": done, "durable": durable}

@@ -71,7 +71,7 @@ def _worker(rank: int, port: int, root: str, max_norm: float, out: dict) -> None
         norm = rt.clip_grad_norm_(model, max_norm)
         after = _full(model)
         if rank == 0:
-            out[rank] = {"loss": loss_value, "norm": float(norm), "before": before, "after": after,
+            out[rank] = {"loss": float(loss_value), "norm": float(norm), "before": before, "after": after,
                          "data_rank": rt.data_rank}
         else:
             out[rank] = {"norm": float(norm)}
