@@ -4,8 +4,8 @@
 again and again and rank 0 - the same process throughout - re-forms its process group once a generation
 (restore step 10, steps 10 and 11, the failure). Rank 0 logs its open fds and threads (Python's and the
 kernel's, /proc/self/task) as it joins each generation; the test also counts the files under the job's
-memory tier (``--memory-dir``, /dev/shm on a node) at each join. Before the fix each generation left one more
-fd (the stack-dump file, opened again by each generation's runtime). 6 generations here (a few seconds
+memory tier (``--memory-dir``, /dev/shm on a node) at each join. Before the fix each generation left one
+more fd (the stack-dump file, opened again by each generation's runtime). 6 generations here (a few seconds
 each); ``tools/inprocess_generations.py`` runs 20 and prints the table in docs/training.md.
 """
 
@@ -48,11 +48,13 @@ def test_a_survivor_is_flat_in_fds_threads_and_shm_files_across_generations(tmp_
     log = log_path.read_text()
     assert f"--max-restarts {GENERATIONS} used up" in log, log[-3000:]
     assert sorted(seen) == list(range(GENERATIONS + 1)), (seen, log[-3000:])
-    # Generation 0 joins before any runtime existed; from generation 2 on nothing may grow.
-    fds, threads, tasks, files = zip(*(seen[g] for g in range(2, GENERATIONS + 1)))
-    assert len(set(fds)) == 1, f"open fds per generation: {seen}"
-    assert len(set(threads)) == 1 and len(set(tasks)) == 1, f"threads per generation: {seen}"
-    assert max(files) <= files[0], f"memory-tier files per generation: {seen}"
+    # Generation 0 joins before any runtime existed. A generation's peer server closes in the background (its
+    # accept loop polls every 0.5 s), so one join may still see it (one more fd and thread): compare the lowest
+    # figure of generations 4-6 with the lowest of 1-3 - a leak raises every later one.
+    for i, what in enumerate(["open fds", "Python threads", "OS threads", "memory-tier files"]):
+        early = min(seen[g][i] for g in (1, 2, 3))
+        late = min(seen[g][i] for g in range(4, GENERATIONS + 1))
+        assert late <= early, f"{what} grew from generations 1-3 to 4-{GENERATIONS}: {seen}"
 
 
 def test_sigterm_between_generations_stops_the_job_after_the_next_generations_first_step(tmp_path):
