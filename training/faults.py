@@ -20,6 +20,10 @@
     rank stuck in a collective or a dead-locked data loader would) - once: the hook
     creates ``marker`` and does not fire again while it exists. The launcher's hang
     watchdog tests use it.
+``OPENPOD_EXIT_AT=step@rank``
+    Before ``step``, rank ``rank`` exits with status 1 - in every incarnation, so with
+    ``--restart in-process`` each replacement fails again and the job moves through one
+    generation after another (the per-generation resource tests use it).
 ``OPENPOD_HOOK_WAIT=step@world@path``
     Before ``step``, while the world size is ``world``, rank 0 holds the job (polling
     every 50 ms) until ``path`` exists. Elastic tests use it to change membership
@@ -118,6 +122,12 @@ def wait_point(step: int, world_size: int, rank: int) -> None:
         if rank == 0 and int(rule[0]) == step and int(rule[1]) == world_size:
             while not os.path.exists(rule[2]):
                 time.sleep(0.05)
+
+
+def exit_point(step: int, rank: int) -> None:
+    for rule in _rules("OPENPOD_EXIT_AT"):
+        if int(rule[0]) == step and int(rule[1]) == rank:
+            os._exit(1)
 
 
 def hang_forever() -> None:  # pragma: no cover - ends by SIGKILL

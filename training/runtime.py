@@ -289,6 +289,7 @@ class Runtime:
     def plan(self, step: int) -> StepPlan:
         faults.wait_point(step, self.world_size, self.rank)
         faults.hang_point(step, self.rank)
+        faults.exit_point(step, self.rank)
         if self.heartbeat is not None:  # the watchdog's culprit: a rank that did not begin the step its peers began
             self.heartbeat.begin(step)
         self._t_step = time.perf_counter()

@@ -8,6 +8,11 @@ import os
 import sys
 from pathlib import Path
 
+if __name__ == "__main__" and os.environ.get("OPENPOD_RESTART_STORE"):  # in-process: SIGTERM during start-up
+    from training.ft.preemption import StopRequest
+
+    StopRequest().install()  # recorded, not fatal: the runtime's own request takes it over (preemption.py)
+
 from training.config import RunConfig
 from training.storage_utils import write_json_atomic
 

@@ -100,6 +100,12 @@ def abort_transport(backend: str, keep_port: int) -> int:
     return n
 
 
+def _resources() -> str:
+    """What a generation must not leak, as logged at each join: open fds, threads (Python's and the kernel's)."""
+    return (f"fds {len(os.listdir('/proc/self/fd'))}, threads {threading.active_count()} python "
+            f"{len(os.listdir('/proc/self/task'))} os")
+
+
 class InProcessRestart:
     """Worker side: run ``fn`` in the process group of the current generation; re-form it after a peer is lost."""
 
@@ -191,8 +197,8 @@ class InProcessRestart:
             raise
         if join < self.pg_timeout:
             dist.distributed_c10d._set_pg_timeout(self.pg_timeout)
-        log.info("rank %d joined the process group of generation %d in %.2fs", self.rank, self.generation,
-                 time.perf_counter() - t0)
+        log.info("rank %d joined the process group of generation %d in %.2fs (%s)", self.rank, self.generation,
+                 time.perf_counter() - t0, _resources())
 
     def _store_generation(self) -> int:
         return int(self.store.get(GENERATION_KEY))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from training.ft.heartbeat import Beat, behind, hang_bound, is_hung, read_beats
 
-_STACK_FILES: list = []  # keep file objects alive for faulthandler
+_STACK_FILES: dict[Path, object] = {}  # the file faulthandler writes to, kept alive (one per process)
 
 
 def clear_state(directory: str | os.PathLike, beats_dir: str | os.PathLike | None = None) -> None:
@@ -29,11 +29,18 @@ def clear_state(directory: str | os.PathLike, beats_dir: str | os.PathLike | Non
 
 
 def install_stack_dump(directory: str | os.PathLike, rank: int) -> Path:
+    """SIGUSR1 writes every thread's stack to ``stacks-rank-<rank>.txt``. Idempotent: an in-process restart's
+    next generation calls it again and keeps the open file (each call used to open one more: +1 fd a generation)."""
     path = Path(directory) / f"stacks-rank-{rank}.txt"
+    if path in _STACK_FILES:
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     f = open(path, "a")  # noqa: SIM115 - must outlive this call
-    _STACK_FILES.append(f)
     faulthandler.register(signal.SIGUSR1, file=f, all_threads=True)
+    for old in _STACK_FILES.values():  # no longer faulthandler's
+        old.close()
+    _STACK_FILES.clear()
+    _STACK_FILES[path] = f
     return path
 
 
