@@ -6,6 +6,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from benchmarks.training_checkpoint import _tensors  # every tensor of a nested state
+
 pytestmark = [pytest.mark.gpu]
 
 
@@ -66,13 +68,3 @@ def test_pinned_staging_memory_is_within_5_percent_of_the_state(cuda_mesh):
         grew = torch.cuda.host_memory_stats().get("allocated_bytes.current", 0) - before
         assert grew <= 0.05 * want, f"{grew} bytes from the caching host allocator for a {want}-byte state"
 
-
-def _tensors(obj):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _tensors(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _tensors(v)

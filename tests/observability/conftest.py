@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -38,3 +39,13 @@ def amtool() -> str:
 @pytest.fixture(scope="session")
 def alertmanager_bin() -> str:
     return _tool("prometheus-alertmanager")   # Debian's name for the alertmanager binary
+
+
+def stop_process(p, timeout: float = 15) -> None:
+    """Terminate a server the test started; kill it if it does not exit within ``timeout`` seconds."""
+    p.terminate()
+    try:
+        p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait(timeout=10)

@@ -30,6 +30,7 @@ from observability.metrics import JOB_DETECTOR, JOB_KSM, JOB_TRAINING
 from observability.rules import AlertThresholds, rule_groups
 from observability.scrape import APP, DETECTOR_APP, KSM_APP, MONITORING_NAMESPACE, OPENPOD_NAMESPACE, TEAM, scrape_configs
 from tests.conftest import free_port
+from tests.observability.conftest import stop_process
 from tests.observability.test_prometheus_scrape import _pod_target
 from training.goodput import Goodput
 
@@ -110,15 +111,6 @@ def _ready(url: str, timeout: float = 20.0) -> None:
         except OSError:
             time.sleep(0.1)
     raise AssertionError(f"{url} not ready within {timeout}s")
-
-
-def _stop(p: subprocess.Popen) -> None:
-    p.terminate()
-    try:
-        p.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait(timeout=10)
 
 
 @pytest.fixture
@@ -206,8 +198,8 @@ def test_one_hung_job_on_64_nodes_is_one_notification(prometheus_bin, alertmanag
             time.sleep(0.25)
         time.sleep(3)   # a storm would still be arriving: group_interval is 2 s
     finally:
-        _stop(prometheus)
-        _stop(alertmanager)
+        stop_process(prometheus)
+        stop_process(alertmanager)
         web.shutdown()
     logs = (tmp_path / "prometheus.log").read_text()[-2000:] + (tmp_path / "alertmanager.log").read_text()[-2000:]
 

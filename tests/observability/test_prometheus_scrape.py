@@ -28,6 +28,7 @@ from observability.metrics import JOB_DETECTOR, JOB_TRAINING, METRICS
 from observability.rules import rule_groups
 from observability.scrape import DETECTOR_APP, OPENPOD_NAMESPACE, POD_IP, PORT, SCRAPE, TEAM, scrape_configs
 from tests.conftest import free_port
+from tests.observability.conftest import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -130,12 +131,7 @@ def prometheus(prometheus_bin, tmp_path, detector_endpoint, training_run):
     try:
         yield f"http://127.0.0.1:{web}"
     finally:
-        p.terminate()
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=10)
+        stop_process(p, timeout=20)
         log.close()
 
 
