@@ -33,7 +33,7 @@ import torch
 
 from benchmarks.training_checkpoint import build, train_step
 from training.checkpoint import Checkpointer, DirTier
-from training.checkpoint.manager import _PeerSource
+from training.checkpoint.restore import PeerSource
 from training.checkpoint.peer import PeerClient
 from training.checkpoint.storage import S3Tier
 from training.config import MODELS, CheckpointConfig, TierConfig
@@ -131,12 +131,12 @@ def main(argv=None) -> None:
             train_step(m2, o2, batch)
             t0 = time.perf_counter()
             source.markers()  # listing is part of finding the newest checkpoint
-            info = ck._load_step(1, [(source, marker)], m2, o2, ck.state(m2, o2))
+            info = ck.restorer.load_step(1, [(source, marker)], m2, o2, ck.state(m2, o2))
             dt = time.perf_counter() - t0
             assert info is not None, f"restore from {source.name} failed"
             return dt
 
-        t_peer = restore(_PeerSource([buddy_addr], -1, DirTier("memory", shm / "landing", fsync=False)))
+        t_peer = restore(PeerSource([buddy_addr], -1, DirTier("memory", shm / "landing", fsync=False)))
         cold = drop_page_cache()
         t_nvme = restore(nvme)
         t_s3 = restore(s3)

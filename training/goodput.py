@@ -47,8 +47,8 @@ def process_start_time() -> float:
 
 def durable_commits(checkpointer) -> int:
     """Checkpoints this rank has committed to a durable (shared) tier: promotions into the first shared tier, or
-    commits when the first tier is itself shared (training/checkpoint/manager.py ``SaveStats``)."""
-    from training.checkpoint.manager import SHARED
+    commits when the first tier is itself shared (training/checkpoint/stats.py ``SaveStats``)."""
+    from training.checkpoint.tiers import SHARED
 
     if checkpointer.durable is not None:
         return checkpointer.stats.promoted.get(checkpointer.durable.kind, 0)

@@ -81,7 +81,7 @@ def test_a_source_outage_at_restore_is_exported_apart_from_save_failures(tmp_pat
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(fsx, "markers", down)
-    monkeypatch.setattr("training.checkpoint.manager.time.sleep", lambda s: None)  # the retries' back-off
+    monkeypatch.setattr("training.checkpoint.restore.time.sleep", lambda s: None)  # the retries' back-off
     model, opt = make_model(seed=99)
     info = ck.restore(model, opt)
     ck.close()

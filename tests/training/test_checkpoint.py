@@ -797,12 +797,12 @@ def test_steps_listed_but_none_loadable_refuse_a_fresh_start_unless_allowed(tmp_
     the job must not start from step 0 while it knows checkpoints exist. Failed on the old code: a warning,
     and restore returned None - a fresh start that loses the progress of steps 2 and 4."""
     from training.checkpoint import RefusedFreshStart
-    from training.checkpoint.manager import Checkpointer
+    from training.checkpoint.restore import Restorer
 
     cfg = tiers(tmp_path)
     saved(tmp_path, cfg, steps=(2, 4))
-    monkeypatch.setattr(Checkpointer, "_load_step", lambda self, *a, **kw: None)
-    monkeypatch.setattr(Checkpointer, "_load_resharded", lambda self, *a, **kw: None)
+    monkeypatch.setattr(Restorer, "load_step", lambda self, *a, **kw: None)
+    monkeypatch.setattr(Restorer, "load_resharded", lambda self, *a, **kw: None)
     with pytest.raises(RefusedFreshStart, match=r"checkpoints up to step 4 exist but none could be loaded; "
                                                 r"refusing to start from step 0"):
         restore(tmp_path, cfg)

@@ -1,0 +1,191 @@
+"""The writer thread's job for one save: the staged state written with one DCP write into the first tier (and,
+with ``direct_durable``, the first durable tier beside it), committed, sent to the buddy, queued for promotion."""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import Future
+
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemWriter
+from torch.distributed.checkpoint.api import CheckpointException
+
+from training.checkpoint.hashing import Destination, TeeFileSystem
+from training.checkpoint.peer import PeerClient
+from training.checkpoint.promotion import Promoter
+from training.checkpoint.staging import HostStager
+from training.checkpoint.stats import SaveStats
+from training.checkpoint.storage import DirTier, Marker
+from training.checkpoint.tiers import TierPolicy
+from training.config import CheckpointConfig
+from training.faults import kill_point
+
+log = logging.getLogger("training.checkpoint")
+
+
+class SnapshotWriter:
+    """Persists staged saves, one at a time (the checkpointer runs :meth:`persist` on its writer thread)."""
+
+    def __init__(self, cfg: CheckpointConfig, *, rank: int, world_size: int, first: DirTier,
+                 direct: DirTier | None, stager: HostStager, policy: TierPolicy, promoter: Promoter,
+                 stats: SaveStats, buddy: int | None, buddy_address: tuple[str, int] | None):
+        self.cfg, self.rank, self.world_size = cfg, rank, world_size
+        self.first, self.direct, self.stager = first, direct, stager
+        self.policy, self.promoter, self.stats = policy, promoter, stats
+        self.buddy, self.buddy_address = buddy, buddy_address
+
+    def persist(self, step: int, staged: dict, meta: dict, copying: Future | None = None,
+                replicated: bool = True) -> None:
+        """Write, commit, replicate and queue ``step`` (``copying``: the overlapped part of its staging); a failure
+        is counted and logged, never raised: a full disk fails this save, not the training."""
+        t0 = time.perf_counter()
+        tier = self.first
+        direct = self.direct if self.direct is not None and self.policy.due_in(self.direct, step, replicated) else None
+        failed = None
+        direct_ok = False
+        try:
+            if copying is not None:
+                copying.result()  # the overlapped part of staging has landed in host memory
+            # One DCP write fills the memory tier and the first durable tier (serialized and hashed once): the
+            # durable tier's files as DCP writes them, the memory tier's from the same bytes once the durable
+            # copy is committed (``fill``), so the memory copy is not on the way to durable.
+            fs, results = self._write([tier, direct] if direct is not None else [tier], step, staged, meta,
+                                      replicated)
+            if direct is not None:
+                # Files written (the durable tier's; the memory tier's are kept for later), no marker of this step yet.
+                kill_point("before_commit", step, self.rank)
+                kill_point("during_promote", step, self.rank)  # the durable tier is written, not committed yet
+                direct_ok = self._commit_direct(step, results[1])
+                if direct_ok:  # a durable copy stays even when the memory tier fails
+                    with self.promoter.cond:  # room for this step in memory: it is durable and newer than any there
+                        if not self.promoter.abandoned:
+                            self.promoter.retain_first(keep=self.first.keep - 1)
+            if self.promoter.abandoned:  # outlived abandon()'s grace: the durable copy stays, memory is not ours now
+                return
+            marker = self._fill(fs, results, 0, step, meta, replicated)
+            if isinstance(marker, BaseException):
+                raise marker
+            kill_point("before_commit", step, self.rank)
+            with self.promoter.cond:
+                if self.promoter.abandoned:
+                    return
+                tier.commit(marker)
+            kill_point("after_commit", step, self.rank)
+        except (Exception, CheckpointException) as e:  # a full disk fails this save, not the training
+            failed = e
+        if direct_ok:
+            self.promoter.direct_done[step] = True  # the promoter skips that tier (a failed direct copy: it retries it)
+        if failed is not None:
+            self.stats.failed += 1
+            self.stats.last_error = f"{type(failed).__name__}: {failed}"
+            try:
+                tier.delete(step, self.rank)
+            except Exception as ce:  # noqa: BLE001 - cleanup must never fail the next save
+                log.warning("cleanup of step %d in %s failed: %s", step, tier.name, ce)
+            if direct_ok and not self.promoter.abandoned:
+                # A full memory tier must not freeze the further tiers at the last step that fit: they get this
+                # step from the durable copy written beside it.
+                log.warning("checkpoint of step %d failed in %s: %s; it is durable in %s and promoted from there; "
+                            "training continues", step, tier.name, failed, self.direct.name)
+                with self.promoter.cond:
+                    self.promoter.queue(results[1], self.direct)
+                    self.promoter.cond.notify_all()
+            else:
+                log.warning("checkpoint of step %d failed in %s: %s; training continues", step, tier.name, failed)
+            return
+        self.stats.committed += 1
+        self.stats.last_write_seconds = time.perf_counter() - t0
+        d = tier.snapshot_dir(step, self.rank)
+        with self.promoter.cond:
+            self.promoter.retain_first()
+        if self.buddy is not None and self.buddy_address:
+            try:
+                PeerClient(self.buddy_address).put(marker, d)
+                kill_point("after_replicate", step, self.rank)
+            except OSError as e:
+                log.warning("replicating step %d to buddy rank %d failed: %s", step, self.buddy, e)
+        with self.promoter.cond:
+            self.promoter.queue(marker)
+            self.promoter.cond.notify_all()
+
+    def _write(self, tiers: list[DirTier], step: int, staged: dict, meta: dict,
+               replicated: bool) -> tuple[TeeFileSystem | None, list[Marker | Destination | BaseException]]:
+        """One DCP write of ``staged`` into a new snapshot directory in each of ``tiers``: every tensor is
+        serialized once and every byte hashed once, while it is written (no read back). Returns the file
+        system and, per tier, its marker (files written, not committed: ``DirTier.commit`` fsyncs), its
+        deferred destination (a memory tier beside a durable one: :meth:`_fill` writes it) or the error
+        that failed it."""
+        errors: dict[int, BaseException] = {}
+        dests: dict[int, Destination] = {}
+        for i, t in enumerate(tiers):
+            try:
+                dests[i] = Destination(t.kind, t.prepare(step, self.rank), durable=t.fsync, step=step)
+            except Exception as e:  # noqa: BLE001 - this tier fails, the others are written
+                errors[i] = e
+        out: dict[int, Marker | Destination] = {}
+        fs = None
+        if dests:
+            fs = TeeFileSystem(list(dests.values()), step=step, rank=self.rank, stable=self.stager.spans())
+            writer = FileSystemWriter(fs.primary, sync_files=False, thread_count=self.cfg.write_threads)
+            writer.fs = fs
+            try:
+                dcp.save(staged, storage_writer=writer, no_dist=True)
+            except (Exception, CheckpointException) as e:
+                for i, d in dests.items():
+                    errors[i] = d.error or e
+            finally:
+                fs.close()
+            for i, d in dests.items():
+                if i in errors or d.error is not None:
+                    errors.setdefault(i, d.error)
+                    continue
+                if d.deferred:
+                    out[i] = d
+                    continue
+                try:
+                    out[i] = Marker(step=step, rank=self.rank, world_size=self.world_size,
+                                    files=fs.describe(d), replicated=replicated, meta=meta)
+                except OSError as e:
+                    errors[i] = e
+        return fs, [out[i] if i in out else errors[i] for i in range(len(tiers))]
+
+    def _fill(self, fs: TeeFileSystem | None, results: list, i: int, step: int, meta: dict,
+              replicated: bool) -> Marker | BaseException:
+        """Tier ``i``'s marker, writing its files first if they were deferred (from the staged bytes)."""
+        got = results[i]
+        if not isinstance(got, Destination):
+            return got
+        fs.fill()
+        if got.error is not None:
+            return got.error
+        try:
+            return Marker(step=step, rank=self.rank, world_size=self.world_size, files=fs.describe(got),
+                          replicated=replicated, meta=meta)
+        except OSError as e:
+            return e
+
+    def _commit_direct(self, step: int, written: Marker | BaseException) -> bool:
+        """Commit the first durable tier's copy written next to the memory tier. Returns whether it committed; if
+        not, the promoter copies the step there from the memory tier (its retries; counted if they fail too)."""
+        tier = self.direct
+        try:
+            if isinstance(written, BaseException):
+                raise written
+            tier.commit(written)
+            self.policy.seal(tier, written)
+            with self.promoter.cond:
+                self.policy.retain(tier, written.replicated)
+            self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
+            self.stats.behind.pop(tier.kind, None)
+            return True
+        except (Exception, CheckpointException) as e:
+            self.stats.promote_retried += 1
+            log.warning("writing step %d to %s failed: %s: %s; copying it from %s instead", step, tier.name,
+                        type(e).__name__, e, self.first.name)
+            try:
+                tier.delete(step, self.rank)
+            except Exception:  # noqa: BLE001 - best effort cleanup
+                pass
+            return False
+
