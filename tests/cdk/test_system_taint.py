@@ -59,6 +59,7 @@ def test_the_system_group_and_only_it_carries_the_system_taint(synthesized, exam
 def test_every_controller_on_the_system_group_selects_it_and_tolerates_its_taints(synthesized, example):
     synth = synthesized[example]
     node, node_taints = nodes(synth)["system"], taints(synth, "system")
+    assert {"key": labels.SYSTEM_TAINT, "value": "true", "effect": "NoSchedule"} in node_taints
     charts = [c for c in SYSTEM_CHARTS if c in installed(synth)]
     assert {"kueue", "jobset", "kube-state-metrics", "nvidia-dra-driver-gpu"} <= set(charts)
     pods = {c: chart_pod(synth, c) for c in charts}
