@@ -77,12 +77,14 @@ def test_json_has_the_documented_keys_for_an_add_a_replacement_and_a_will_fail(s
     assert (fs["action"], fs["risks"], fs["blocking"]) == ("replace", ["data-loss", "replacement"], True)
     assert fs["reasons"] == [
         {"risk": "replacement", "text": "/properties/SubnetIds is create-only",
-         "sources": [{"fact": None, "source": f"createOnlyProperties of AWS::FSx::FileSystem, {data['schema_source']}"}]},
+         "sources": [{"fact": None,
+                      "source": f"createOnlyProperties of AWS::FSx::FileSystem, {data['schema_source']}"}]},
         {"risk": "data-loss", "text": "stateful type (cfn-lint StatefulResources)",
          "sources": [{"fact": None, "source": "cfnlint/data/AdditionalSpecs/StatefulResources.json"}]}]
 
     key = changes["Key"]
-    assert (key["action"], key["verdict"], key["risks"], key["blocking"]) == ("update", "will fail", ["will-fail"], True)
+    assert (key["action"], key["verdict"], key["risks"], key["blocking"]) == \
+        ("update", "will fail", ["will-fail"], True)
     [why] = key["reasons"]
     assert why == {"risk": "will-fail", "text": "/properties/KeySpec cannot change",
                    "sources": [{"fact": "cfn.kms.key-spec", "source": fact("cfn.kms.key-spec").source}]}
@@ -101,7 +103,8 @@ def test_a_collision_cites_every_fact_it_rests_on():
             f"[cfn.replacement-creates-first: {fact('cfn.replacement-creates-first').source}]")
     rest, sources = planmod.cited(text)
     assert rest == "S3 bucket named 'x' exists [cfn.custom-name-replacement: a]"   # not the fact's source: kept
-    assert sources == [{"fact": "cfn.replacement-creates-first", "source": fact("cfn.replacement-creates-first").source}]
+    assert sources == [{"fact": "cfn.replacement-creates-first",
+                        "source": fact("cfn.replacement-creates-first").source}]
 
 
 def test_yaml_is_the_same_data(sides):
