@@ -377,7 +377,9 @@ def _cause_sources(c: Change, cause: str, schemas: str) -> tuple[str, list[dict]
 
 def _stateful_source(c: Change) -> str:
     if c.stateful == CFN_LINT_STATEFUL:
-        return "cfnlint/data/AdditionalSpecs/StatefulResources.json"
+        from cfnlint.version import __version__
+
+        return f"cfnlint/data/AdditionalSpecs/StatefulResources.json (cfn-lint {__version__})"
     if c.stateful and c.stateful.endswith(": Retain"):
         return f"the template's {c.stateful.split(':')[0]}"
     return "infra/plan.py EXTRA_STATEFUL_TYPES"

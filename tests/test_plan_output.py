@@ -80,7 +80,8 @@ def test_json_has_the_documented_keys_for_an_add_a_replacement_and_a_will_fail(s
          "sources": [{"fact": None,
                       "source": f"createOnlyProperties of AWS::FSx::FileSystem, {data['schema_source']}"}]},
         {"risk": "data-loss", "text": "stateful type (cfn-lint StatefulResources)",
-         "sources": [{"fact": None, "source": "cfnlint/data/AdditionalSpecs/StatefulResources.json"}]}]
+         "sources": [{"fact": None, "source": "cfnlint/data/AdditionalSpecs/StatefulResources.json (cfn-lint "
+                                        f"{data['schema_source'].split()[1]})"}]}]
 
     key = changes["Key"]
     assert (key["action"], key["verdict"], key["risks"], key["blocking"]) == \
