@@ -167,3 +167,20 @@ def test_no_changes_as_data(tmp_path):
                                   "-o", "json"])
     data = json.loads(r.stdout)
     assert r.exit_code == 0 and data["changes"] == [] and data["exit_meaning"] == planmod.EXIT_MEANINGS[0]
+
+
+def test_a_rename_and_a_retained_removal_name_their_sources():
+    def topic(path: str, **extra) -> dict:
+        return {"Type": "AWS::SNS::Topic", "Properties": {}, "Metadata": {"aws:cdk:path": path}, **extra}
+
+    base = planmod.Assembly({STACK: {"Resources": {"AlertsOld": topic(f"{STACK}/Old/Resource"),
+                                                   "Audit": topic(f"{STACK}/Audit/Resource", DeletionPolicy="Retain")}}})
+    head = planmod.Assembly({STACK: {"Resources": {"AlertsNew": topic(f"{STACK}/New/Resource")}}})
+    changes = by_id(planmod.diff(base, head, region="us-east-2").to_json())
+    renamed, removed = changes["AlertsOld"], changes["Audit"]
+    assert (renamed["action"], renamed["new_logical_id"], renamed["risks"]) == ("replace", "AlertsNew", ["replacement"])
+    assert renamed["reasons"] == [{"risk": "replacement", "text": "new logical id AlertsNew", "sources": [
+        {"fact": None, "source": "infra/plan.py: a new logical id or type is a new resource"}]}]
+    assert (removed["action"], removed["risks"], removed["blocking"]) == ("remove", ["data-loss", "removal"], True)
+    assert removed["reasons"] == [{"risk": "data-loss", "text": "DeletionPolicy: Retain",
+                                   "sources": [{"fact": None, "source": "the template's DeletionPolicy"}]}]
