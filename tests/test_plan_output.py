@@ -173,8 +173,8 @@ def test_a_rename_and_a_retained_removal_name_their_sources():
     def topic(path: str, **extra) -> dict:
         return {"Type": "AWS::SNS::Topic", "Properties": {}, "Metadata": {"aws:cdk:path": path}, **extra}
 
-    base = planmod.Assembly({STACK: {"Resources": {"AlertsOld": topic(f"{STACK}/Old/Resource"),
-                                                   "Audit": topic(f"{STACK}/Audit/Resource", DeletionPolicy="Retain")}}})
+    audit = topic(f"{STACK}/Audit/Resource", DeletionPolicy="Retain")
+    base = planmod.Assembly({STACK: {"Resources": {"AlertsOld": topic(f"{STACK}/Old/Resource"), "Audit": audit}}})
     head = planmod.Assembly({STACK: {"Resources": {"AlertsNew": topic(f"{STACK}/New/Resource")}}})
     changes = by_id(planmod.diff(base, head, region="us-east-2").to_json())
     renamed, removed = changes["AlertsOld"], changes["Audit"]
