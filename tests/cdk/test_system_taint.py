@@ -10,14 +10,13 @@ with Kubernetes' toleration rules (tests/scheduling.py).
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from infra.governance.system_group import system_groups
 from openpod_core import labels
-from tests.cdk.test_device_plugin_scheduling import chart_values, coalesce, nodes, schedulable, FIXTURES
+from tests.cdk.test_device_plugin_scheduling import FIXTURES, chart_values, coalesce, nodes, schedulable
 from tests.cdk.test_platform import applied
 from tests.scheduling import node_taint, untolerated
-
-import yaml
 
 SYSTEM_TAINT = {"Key": labels.SYSTEM_TAINT, "Value": labels.SYSTEM_TAINT_VALUE, "Effect": "NO_SCHEDULE"}
 # Chart -> where its controller's pod fields sit in the values (kueue@v0.19.2:charts/kueue/values.yaml:104-107;
