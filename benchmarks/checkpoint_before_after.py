@@ -14,6 +14,9 @@ from anything else on the machine falls on both alike. A worker imports ``traini
     memory is in the call; overlapped staging moves part of it into the next step, same copy code);
   - durable on nvme: from the save call until the nvme tier's commit marker exists (polled every 2 ms);
   - durable in fsx: until the fsx tier's commit marker exists (the promoter's copy of the step);
+  - peak memory: the process's peak resident set during the save and its promotion above its level before
+    (Linux: ``VmHWM`` reset through ``/proc/self/clear_refs``, freed heap handed back first with
+    ``malloc_trim``; proc(5)). The memory tier's files in ``/dev/shm`` are not in it (alike for both);
 * restore, once per tier, each by a new ``Checkpointer`` whose only tier is that one, into a freshly
   initialised model and optimizer: ``restore()`` wall time, with the default verification (every file's
   hash checked against its marker, then DCP's load); the restored values are checked against the saved ones.
@@ -28,6 +31,7 @@ written), alike for both versions. Reported: median [min-max] per version and th
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import math
 import os
@@ -42,7 +46,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SAVE_KEYS = ("blocking", "durable_nvme", "durable_fsx")
+SAVE_KEYS = ("blocking", "durable_nvme", "durable_fsx", "peak_rss")
 RESTORE_TIERS = ("memory", "nvme", "fsx")
 PACKAGES = ("training", "openpod_core")  # what the checkpoint code imports from this repository
 
@@ -70,6 +74,25 @@ class _Counter:
 
     def load_state_dict(self, sd: dict) -> None:
         self.value = sd["value"]
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+    except (OSError, StopIteration, ValueError):
+        return None
+
+
+def _reset_peak() -> int | None:
+    """Hand freed heap back, reset the peak resident set; the resident KiB now (None: not Linux)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except (OSError, AttributeError):
+        return None
+    return _status_kib("VmRSS")
 
 
 def _wait_file(path: Path, done: dict, key: str, stop: threading.Event) -> None:
@@ -127,9 +150,11 @@ def worker(a) -> dict:
                                          daemon=True) for i, k in ((1, "nvme"), (2, "fsx"))]
             for w in watchers:
                 w.start()
+            rss0 = _reset_peak()
             t0 = time.perf_counter()
             blocking = ck.save(step, model, opt)
             ck.flush()
+            peak = _status_kib("VmHWM")
             for w in watchers:
                 w.join(30.0)
             stop.set()
@@ -139,6 +164,8 @@ def worker(a) -> dict:
                 saves["blocking"].append(blocking)
                 saves["durable_nvme"].append(done["nvme"] - t0)
                 saves["durable_fsx"].append(done["fsx"] - t0)
+                if rss0 is not None and peak is not None:
+                    saves["peak_rss"].append((peak - rss0) * 1024)
     finally:
         ck.close()
     last = a.saves + 1
@@ -217,12 +244,15 @@ def run_worker(tree: Path, a, work: Path, shm: Path) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def _spread(v: list[float]) -> str:
-    return f"{statistics.median(v) * 1e3:.0f} [{min(v) * 1e3:.0f}-{max(v) * 1e3:.0f}]"
+def _spread(v: list[float], scale: float) -> str:
+    return f"{statistics.median(v) * scale:.0f} [{min(v) * scale:.0f}-{max(v) * scale:.0f}]"
 
 
-def summary(old: list[float], new: list[float]) -> str:
-    """Median [min-max] ms of each, the new/old ratio of medians, and whether the ranges overlap."""
+def summary(old: list[float], new: list[float], scale: float = 1e3, difference: bool = False) -> str:
+    """Median [min-max] of each (times ``scale``), the new/old ratio of medians (``difference``: new - old), and
+    whether the ranges overlap."""
+    if not old or not new:
+        return f"{'not measured here':>44s}"
     mo, mn = statistics.median(old), statistics.median(new)
     if min(len(old), len(new)) < 2:
         verdict = "one sample: no verdict"
@@ -230,7 +260,8 @@ def summary(old: list[float], new: list[float]) -> str:
         verdict = "within noise"
     else:
         verdict = "slower" if mn > mo else "faster"
-    return f"{_spread(old):>22s}{_spread(new):>22s}{mn / mo:9.2f}  {verdict}"
+    ratio = f"{(mn - mo) * scale:+9.0f}" if difference else f"{mn / mo:9.2f}" if mo > 0 else f"{'-':>9s}"
+    return f"{_spread(old, scale):>22s}{_spread(new, scale):>22s}{ratio}  {verdict}"
 
 
 def main(argv=None) -> dict | None:
@@ -295,8 +326,11 @@ def main(argv=None) -> dict | None:
           f"load average {load0[0]:.1f} at the start, {load1[0]:.1f} at the end; "
           f"{time.perf_counter() - t_start:.0f} s")
     print(f"{'ms, median [min-max]':24s}{'old':>22s}{'new':>22s}{'new/old':>9s}")
-    for k in SAVE_KEYS:
+    for k in SAVE_KEYS[:-1]:
         print(f"{'save ' + k:24s}{summary(samples['old']['saves'][k], samples['new']['saves'][k])}")
+    print(f"{'save peak memory, MiB':24s}"
+          f"{summary(samples['old']['saves']['peak_rss'], samples['new']['saves']['peak_rss'], 2**-20, True)}"
+          "  (new - old, not a ratio)")
     for k in RESTORE_TIERS:
         print(f"{'restore from ' + k:24s}{summary(samples['old']['restores'][k], samples['new']['restores'][k])}")
     result = {"old": str(a.old or a.old_rev), "new": str(trees["new"]), "state_bytes": n["state_bytes"],
