@@ -5,7 +5,8 @@
 
 Each round runs one worker process per version (in alternating order: old-new, new-old, ...), so load
 from anything else on the machine falls on both alike. A worker imports ``training`` from its tree only
-(``PYTHONPATH``; it checks that every module of ``training`` and ``openpod_core`` it loaded came from there) and, with the same model, state size and tiers, uses the
+(``PYTHONPATH``; it checks that every module of ``training`` and ``openpod_core`` it loaded came from there)
+and, with the same model, state size and tiers, uses the
 ``Checkpointer`` API both versions share:
 
 * save, ``--saves`` times after one unmeasured warm-up save (staging buffers allocated), with tiers
