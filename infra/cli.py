@@ -50,7 +50,7 @@ def validate(spec_path: str | None, legacy_spec: str | None, output: str = "tabl
                    f"`openpod validate --spec {legacy_spec}` like every other command", err=True)
         spec_path = legacy_spec
     path = resolve_spec_path(spec_path)
-    s = load_or_exit(path)
+    s = load_or_exit(path, warn=True)
     if show_defaults:
         emit(s.model_dump(mode="json"), "json" if output == "json" else "yaml", [])
         return

@@ -735,7 +735,7 @@ def command(spec_path, base_ref, base_template, head_template, allow, allow_fail
     if markdown and output != "table":
         fail(f"--markdown and -o {output} are exclusive")
     output = "json" if as_json else output
-    spec = load_or_exit(spec_path)
+    spec = load_or_exit(spec_path, warn=True)
     repo = Path(__file__).resolve().parent.parent
     try:
         plan = make_plan(spec_path=Path(spec_path), base_ref=base_ref,
