@@ -71,7 +71,7 @@ def facts(as_json: bool) -> None:
     """Print the facts register: each external fact, its value, source and check date."""
     import json
 
-    from openpod_core.facts import FACTS
+    from openpod_core.facts.register import FACTS
 
     for f in FACTS:
         if as_json:

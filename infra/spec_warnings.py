@@ -7,7 +7,7 @@ synthesizes the examples to keep it true (tests/cdk/test_spec_warnings.py).
 
 from __future__ import annotations
 
-from openpod_core.facts import value as fact_value
+from openpod_core.facts.register import value as fact_value
 
 # CloudFormation resources one instance group adds to the platform stack: its launch template, its managed node
 # group and the Kubernetes manifest of its settings, plus a cluster placement group on EFA groups. Measured

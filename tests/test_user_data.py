@@ -81,7 +81,7 @@ def test_no_hugepages_part_without_hugepages_and_odd_sizes_refused():
 def test_the_lustre_client_is_installed_before_kubelet_when_asked():
     """The EKS AL2023 AMIs ship no Lustre client (awslabs/amazon-eks-ami#2696); the package name is the FSx
     guide's for AL2023 (fact fsx.lustre.client-al2023)."""
-    from openpod_core.facts import fact
+    from openpod_core.facts.register import fact
     from platform_constructs.instance_group import LUSTRE_CLIENT_PACKAGE
 
     assert "dnf install -y lustre-client" in fact("fsx.lustre.client-al2023").value

@@ -565,7 +565,7 @@ def test_node_role_keeps_only_what_the_kubelet_needs(synthesized, example):
 @pytest.mark.parametrize("example", ["default", "large"])
 def test_vpc_cni_enforces_network_policies(synthesized, example):
     """Without the network-policy agent the team namespaces' NetworkPolicies are accepted and ignored."""
-    from openpod_core.facts import FACTS
+    from openpod_core.facts.register import FACTS
 
     s = synthesized[example]
     (cni,) = [a for a in s.resources("AWS::EKS::Addon").values() if a["Properties"]["AddonName"] == "vpc-cni"]
