@@ -532,10 +532,10 @@ def test_team_users_get_access_entries_in_their_team_group_and_no_access_policy(
 
 @pytest.mark.parametrize("example", ["default", "large"])
 def test_efa_groups_preallocate_the_hugepages_jobs_request_and_other_groups_none(synthesized, example):
-    from infra.governance import jobset
+    from infra.governance import job_request, jobset
 
     synth = synthesized[example]
-    pages = f"vm.nr_hugepages = {jobset.DEFAULT_HUGEPAGES_MI // labels.HUGEPAGE_SIZE_MI}"
+    pages = f"vm.nr_hugepages = {job_request.DEFAULT_HUGEPAGES_MI // labels.HUGEPAGE_SIZE_MI}"
     for g in synth.stack.spec.instance_groups:
         if g.awaits_capacity_block:
             continue  # declared, not created
