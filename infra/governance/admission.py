@@ -121,7 +121,7 @@ def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
 # (borrowed quota included), and nothing ends it but a person. Updates from the platform's controllers
 # (Kueue suspends and resumes JobSets) are not matched, so a JobSet created before the policy stays manageable.
 # The bounded actions are bounded only by ``maxRestarts`` (int32), so it is capped at submit's own limit
-# (jobset.MAX_RESTARTS): a JobSet applied with kubectl cannot go around submit.
+# (job_request.MAX_RESTARTS): a JobSet applied with kubectl cannot go around submit.
 
 RESTART_POLICY = "openpod-jobset-restarts"
 UNBOUNDED_RESTART_ACTIONS = ("RestartJobSetAndIgnoreMaxRestarts", "RestartJobAndIgnoreMaxRestarts")
@@ -222,6 +222,12 @@ def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
                    f"&& !(t.key in {hold})))",
                    "tolerations of the platform's hold taints are not allowed (" + ", ".join(HOLD_TAINTS)
                    + "), nor an Exists toleration without a key"))
+    # The system group's taint keeps every pod that does not tolerate it off the controllers' nodes; a team pod
+    # may not opt in, with any operator or effect (an Exists toleration without a key is refused above).
+    checks.append((f"variables.specs.all(s, !has(s.tolerations) || "
+                   f"s.tolerations.all(t, !has(t.key) || t.key != '{labels.SYSTEM_TAINT}'))",
+                   f"tolerations of the system group's taint {labels.SYSTEM_TAINT} (it keeps that group to the "
+                   "platform's controllers) are not allowed"))
     # Only the team's own service accounts exist in its namespace; of those, jobs run as `training`.
     checks.append((f"variables.specs.all(s, (!has(s.serviceAccountName) || s.serviceAccountName in "
                    f"['{labels.TRAINING_SERVICE_ACCOUNT}', 'default']) && (!has(s.serviceAccount) || "

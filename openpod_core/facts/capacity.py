@@ -45,8 +45,8 @@ FACTS: tuple[Fact, ...] = (
         "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html", "2026-11-23",
         "so cfn-lint's per-region instance-type lists (E3628) do not know p6e-gb200.36xlarge. examples/large.yaml "
         "places its gb200 group in us-east-1-dfw-2a (openpod_core/local_zones.py); examples/default.yaml "
-        "(us-east-2) still declares one in us-east-2b awaiting a block, which validation does not refuse and no "
-        "block can serve (a Region cannot have both: Trn2 is not sold in us-east-1, fact "
-        "ec2.instance-type-offerings.moto)",
+        "(us-east-2) declares one in us-east-2b that no block can serve, and `openpod validate` warns so "
+        "(infra/spec_warnings.py, from the zones' offers in openpod_core/local_zones.py; a Region cannot have both: "
+        "Trn2 is not sold in us-east-1, fact ec2.instance-type-offerings.moto)",
     ),
 )
