@@ -72,7 +72,7 @@ def facts(as_json: bool, output: str = "table") -> None:
     """Print the facts register: each external fact, its value, source and check date."""
     import json
 
-    from openpod_core.facts import FACTS
+    from openpod_core.facts.register import FACTS
 
     if as_json and output != "table":
         fail(f"--json (JSON Lines) and -o {output} are exclusive")

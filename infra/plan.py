@@ -351,7 +351,7 @@ _CITATION = re.compile(r"\[([A-Za-z0-9_.-]+): ")
 def cited(text: str) -> tuple[str, list[dict]]:
     """``text`` without its ``[fact key: source]`` citations (:func:`infra.plan_rules.cite`), and those
     citations as ``{"fact", "source"}``."""
-    from openpod_core.facts import fact
+    from openpod_core.facts.register import fact
 
     sources = []
     for key in dict.fromkeys(_CITATION.findall(text)):
