@@ -19,6 +19,7 @@ from typing import Any, Iterable, Iterator
 
 import click
 
+from infra.cli_common import emit, output_option
 from infra.spec import CapacityType, ClusterSpec, InstanceGroupSpec
 
 # Service Quotas codes of EC2's "Running On-Demand <family> instances" vCPU quotas.
@@ -284,14 +285,15 @@ def _load(spec_path):
 
 @click.command("preflight")
 @click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="cluster spec file [default: ./openpod.yaml if present; otherwise required]")
-def preflight_command(spec_path) -> None:
+@output_option()
+def preflight_command(spec_path, output="table") -> None:
     """Check the account before a deploy (read-only AWS calls with your credentials); exit 1 on any failure."""
     spec = _load(spec_path)
     findings = preflight(spec, Clients.for_region(spec.region))
-    for f in findings:
-        click.echo(f.line())
     failed = sum(not f.ok for f in findings)
-    click.echo(f"{len(findings) - failed} ok, {failed} failed")
+    emit({"region": spec.region, "ok": not failed, "summary": {"ok": len(findings) - failed, "failed": failed},
+          "findings": [{"check": f.check, "ok": f.ok, "message": f.message} for f in findings]},
+         output, [*(f.line() for f in findings), f"{len(findings) - failed} ok, {failed} failed"])
     raise SystemExit(1 if failed else 0)
 
 
@@ -300,7 +302,8 @@ def preflight_command(spec_path) -> None:
 @click.option("--group", required=True, help="the capacity-block instance group to find a block for")
 @click.option("--days", type=click.IntRange(1, 182), default=7, show_default=True, help="block duration")
 @click.option("--start", type=click.DateTime(["%Y-%m-%d"]), help="earliest start (UTC date; default: now)")
-def capacity_command(spec_path, group, days, start) -> None:
+@output_option()
+def capacity_command(spec_path, group, days, start, output="table") -> None:
     """List Capacity Block offerings for a group and print the spec lines to use once one is bought."""
     spec = _load(spec_path)
     names = [g.name for g in spec.instance_groups]
@@ -313,5 +316,13 @@ def capacity_command(spec_path, group, days, start) -> None:
     except Exception as e:
         raise click.ClickException(f"describe-capacity-block-offerings failed: {type(e).__name__}: "
                                    f"{str(e).splitlines()[0]}") from None
-    for line in render_offerings(spec, g, offers):
-        click.echo(line)
+    emit({"group": g.name, "instance_type": g.instance_type, "instance_count": g.max_size, "region": spec.region,
+          "days": days, "offerings": [offering_data(o) for o in offers]}, output, render_offerings(spec, g, offers))
+
+
+def offering_data(o: dict) -> dict:
+    """One Capacity Block offering as data (times in ISO 8601 UTC; the fee as EC2 gives it, a string)."""
+    return {"id": o["CapacityBlockOfferingId"], "availability_zone": o["AvailabilityZone"],
+            "start": o["StartDate"].isoformat(), "end": o["EndDate"].isoformat(),
+            "instance_count": o["InstanceCount"], "upfront_fee": o.get("UpfrontFee"),
+            "currency": o.get("CurrencyCode")}
