@@ -3,10 +3,14 @@
     python -m benchmarks.checkpoint_vs_dcp [--quick] [--model medium | --state-gib 1|7] [--sharded]
                                            [--device auto|cpu|cuda] [--reps 3] [--dir DIR]
 
-All three save the same model + AdamW state while the same training loop keeps stepping, with model and
-batch on the accelerator when there is one (``--device auto``): openpod's ``Checkpointer``; DCP's
-``async_save`` with its ``DefaultStager`` (pinned memory on CUDA); and torchtitan's pinned-copy mode, a pinned
-CPU copy of the state made once and refilled per save, then written by ``dcp.async_save`` (below).
+All four save the same model + AdamW state while the same training loop keeps stepping, alternating, with model
+and batch on the accelerator when there is one (``--device auto``): DCP's ``async_save`` with its
+``DefaultStager`` (pinned memory on CUDA); torchtitan's pinned-copy mode, a pinned CPU copy of the state made
+once and refilled per save, then written by ``dcp.async_save`` (below); and openpod's ``Checkpointer`` twice:
+``openpod nvme`` writes the one disk tier DCP writes (like for like), ``openpod memory+nvme`` also keeps the
+snapshot in a memory tier in ``/dev/shm`` (RAM the others do not hold; it makes restores from node memory
+possible). The targets (issue 22) are for the like-for-like column. Also printed: openpod's staging buffer (the
+stager's ``nbytes``; on CUDA the page-locked bytes) over the state's bytes, at most 1.05x.
 ``--sharded`` wraps the model in FSDP2 (``fully_shard`` on a one-rank mesh: the state holds DTensors, as every
 fsdp/hsdp job's does). ``--state-gib 1`` and ``7`` pick models of 1.3 and 7.1 GiB of state.
 For each, per save (median and min-max of ``--reps``):
@@ -215,6 +219,7 @@ def run_dcp(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]:
     cuda = next(model.parameters()).is_cuda
     release_freed()
     base = MemorySampler(shm).level()  # before the stager holds any copy
+    host0 = host_allocated()
     stager = DefaultStager(StagingOptions(use_pinned_memory=cuda, use_shared_memory=False,
                                           use_async_staging=True, use_non_blocking_copy=cuda))
 
@@ -228,10 +233,11 @@ def run_dcp(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]:
 
     try:
         out = _save_loop(model, opt, batch, shm, start, reps)
+        pinned = host_allocated() - host0  # the stager's cached pinned copy (CUDA)
     finally:
         stager.close()
         shutil.rmtree(root, ignore_errors=True)
-    return [dict(o, mem=o["mem"] - base) for o in out]
+    return [dict(o, mem=o["mem"] - base, pinned=pinned) for o in out]
 
 
 def run_titan(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]:
@@ -239,6 +245,7 @@ def run_titan(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]
     cuda = next(model.parameters()).is_cuda
     release_freed()
     base = MemorySampler(shm).level()
+    host0 = host_allocated()
     stream = torch.cuda.Stream() if cuda else None
     cpu: dict = {}
 
@@ -269,19 +276,40 @@ def run_titan(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]
 
     try:
         out = _save_loop(model, opt, batch, shm, start, reps)
+        pinned = host_allocated() - host0  # the pinned copy, per tensor from the caching host allocator (CUDA)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return [dict(o, mem=o["mem"] - base) for o in out]
+    return [dict(o, mem=o["mem"] - base, pinned=pinned) for o in out]
 
 
-def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]:
-    cfg = CheckpointConfig(every=1, peer_replication=False, write_threads=1,
-                           tiers=[TierConfig("memory", str(shm / "mem"), keep=1),
-                                  TierConfig("nvme", str(root / "nvme"), keep=1)])
+def pinned_bytes(ck: Checkpointer, before: int) -> int:
+    """Page-locked host bytes the checkpointer holds (CUDA): its staging buffer when CUDA reports it pinned (it is
+    registered in place), plus what the caching host allocator grew by since ``before`` (``host_allocated()``)."""
+    flat = ck.stager._flat
+    registered = flat.numel() if flat is not None and flat.numel() and flat.is_pinned() else 0
+    return registered + max(0, host_allocated() - before)
+
+
+def host_allocated() -> int:
+    """Bytes the CUDA caching host allocator (``pin_memory=True``) holds now; 0 without CUDA."""
+    if not torch.cuda.is_available() or not hasattr(torch.cuda, "host_memory_stats"):
+        return 0
+    return torch.cuda.host_memory_stats().get("allocated_bytes.current", 0)
+
+
+def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int, memory_tier: bool = True) -> list[dict]:
+    """openpod's ``Checkpointer``: a memory tier (``/dev/shm``) then ``nvme`` (``memory_tier``), or ``nvme`` alone -
+    the one tier DCP writes to, like for like."""
+    tiers = [TierConfig("nvme", str(root / "nvme"), keep=1)]
+    if memory_tier:
+        tiers.insert(0, TierConfig("memory", str(shm / "mem"), keep=1))
+    cfg = CheckpointConfig(every=1, peer_replication=False, write_threads=1, tiers=tiers)
+    cuda = next(model.parameters()).is_cuda
     release_freed()
     base = MemorySampler(shm).level()  # before the checkpointer holds any buffer or memory-tier snapshot
+    host0 = host_allocated()
     ck = Checkpointer(cfg, rank=0, world_size=1, local_world_size=1, node_id="bench", scratch_dir=root / "scratch")
-    nvme = ck.tiers[1]
+    nvme = next(t for t in ck.tiers if t.kind == "nvme")
     out = []
     try:
         for r in range(reps + 1):
@@ -304,7 +332,8 @@ def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dic
                 raise RuntimeError(f"openpod save of step {step} never reached the nvme tier: {ck.stats}")
             if r:
                 out.append({"blocking": call + ck.take_waited(), "durable": done["t"] - t0, "mem": mem.peak - base,
-                            "steps": steps})
+                            "steps": steps, "staged": ck.stager.nbytes,
+                            "pinned": pinned_bytes(ck, host0) if cuda else 0})
     finally:
         ck.close()
         shutil.rmtree(root, ignore_errors=True)
@@ -347,7 +376,59 @@ def spread(values: list[float], scale: float) -> str:
     return f"{statistics.median(values) * scale:.1f} [{min(values) * scale:.1f}-{max(values) * scale:.1f}]"
 
 
-def main(argv=None) -> None:
+HEADS = {"dcp": "DCP DefaultStager", "titan": "torchtitan pinned", "openpod_nvme": "openpod nvme",
+         "openpod": "openpod memory+nvme"}
+# (column, baseline) of the printed ratios: ``openpod nvme`` writes the one tier DCP writes (like for like);
+# ``openpod memory+nvme`` also keeps a snapshot in /dev/shm for restores from node memory, which DCP does not.
+RATIOS = [("nvme/DCP", "openpod_nvme", "dcp"), ("mem+nvme/DCP", "openpod", "dcp"),
+          ("nvme/titan", "openpod_nvme", "titan")]
+
+
+def report(runs: dict[str, list[dict]], q: float, nbytes: int, cuda: bool) -> dict:
+    """Print the table; returns ``{row: {column: median}}``, ``ratios`` (``{"col/base": {row: ratio}}``) and
+    ``staged`` (openpod's staging buffer over the state's bytes, per openpod column; pinned bytes on CUDA)."""
+
+    def lost(r):  # the step time above the quiet median, over the steps the save overlapped
+        return sum(r["steps"]) - q * len(r["steps"])
+
+    def slow(r):
+        return (statistics.median(r["steps"]) / q - 1) if r["steps"] else 0.0
+
+    rows = [("blocking", "blocking (save call + staging wait)", lambda r: r["blocking"], 1e3, "ms"),
+            ("durable", "time to durable (fsynced on disk)", lambda r: r["durable"], 1e3, "ms"),
+            ("memory", "peak host memory incl. /dev/shm", lambda r: r["mem"], 1 / 2**20, "MiB"),
+            ("slowdown", "step slowdown while the save runs", slow, 100, "%"),
+            ("lost", "training time lost per save", lost, 1e3, "ms")]
+    names = [n for n, _, _ in RATIOS]
+    print()
+    print(f"{'':38s}" + "".join(f"{HEADS[k]:>24s}" for k in runs) + "".join(f"{n:>14s}" for n in names))
+    out: dict = {"ratios": {n: {} for n in names}}
+    for key, label, f, scale, unit in rows:
+        vals = {k: [f(r) for r in v] for k, v in runs.items()}
+        med = {k: statistics.median(v) for k, v in vals.items()}
+        out[key] = med
+        cells = []
+        for n, c, b in RATIOS:
+            ok = med[b] > 0 and med[c] > 0
+            out["ratios"][n][key] = med[c] / med[b] if ok else None
+            cells.append(f"{med[c] / med[b]:.2f}x" if ok else "-")
+        print(f"{label + ' (' + unit + ')':38s}" + "".join(f"{spread(v, scale):>24s}" for v in vals.values())
+              + "".join(f"{c:>14s}" for c in cells))
+    # The staging buffer openpod keeps between saves (one flat buffer, views carved from it): <= 1.05x the state.
+    out["staged"] = {k: max(r["pinned" if cuda else "staged"] for r in runs[k]) / nbytes
+                     for k in ("openpod_nvme", "openpod")}
+    what = "pinned host memory (registered staging buffer + caching host allocator)" if cuda else "staging buffer"
+    print(f"openpod's {what} / state: " + ", ".join(f"{HEADS[k]} {v:.3f}x" for k, v in out["staged"].items())
+          + " (target <= 1.05x)")
+    if cuda:  # the baselines' pinned copies, for comparison (the caching host allocator rounds blocks up)
+        out["pinned"] = {k: max(r["pinned"] for r in v) / nbytes for k, v in runs.items()}
+        print("pinned host memory / state: " + ", ".join(f"{HEADS[k]} {v:.3f}x" for k, v in out["pinned"].items()))
+    print(f"(median quiet step {q * 1e3:.1f} ms; state {nbytes / 2**20:.0f} MiB; targets: blocking and time to "
+          f"durable <= DCP's, memory <= DCP's - like for like, openpod nvme against DCP)")
+    return out
+
+
+def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a ~40 MB state and 6 repetitions (for `make bench`)")
     ap.add_argument("--model", default=None, choices=sorted(MODELS))
@@ -390,38 +471,15 @@ def main(argv=None) -> None:
               f"{nbytes / 2**30:.3f} GiB; torch {torch.__version__}, threads {a.threads}; {reps} saves each "
               f"(median [min-max]), after one warm-up save")
         quiet = quiet_steps(model, opt, batch, 5)
-        # Alternate the three, so machine noise hits them alike.
-        runs = {"dcp": [], "titan": [], "openpod": []}
+        # Alternate the four, so machine noise hits them alike.
+        runs: dict[str, list[dict]] = {k: [] for k in HEADS}
         for i in range(reps):
             runs["dcp"] += run_dcp(model, opt, batch, base / f"dcp{i}", shm, 1)
             runs["titan"] += run_titan(model, opt, batch, base / f"titan{i}", shm, 1)
+            runs["openpod_nvme"] += run_openpod(model, opt, batch, base / f"opnvme{i}", shm, 1, memory_tier=False)
             runs["openpod"] += run_openpod(model, opt, batch, base / f"openpod{i}", shm, 1)
             quiet += quiet_steps(model, opt, batch, 3)
-        q = statistics.median(quiet)
-
-        def lost(r):  # the step time above the quiet median, over the steps the save overlapped
-            return sum(r["steps"]) - q * len(r["steps"])
-
-        def slow(r):
-            return (statistics.median(r["steps"]) / q - 1) if r["steps"] else 0.0
-
-        rows = [("blocking (save call + staging wait)", lambda r: r["blocking"], 1e3, "ms"),
-                ("time to durable (fsynced on disk)", lambda r: r["durable"], 1e3, "ms"),
-                ("peak host memory incl. /dev/shm", lambda r: r["mem"], 1 / 2**20, "MiB"),
-                ("step slowdown while the save runs", slow, 100, "%"),
-                ("training time lost per save", lost, 1e3, "ms")]
-        heads = {"dcp": "DCP DefaultStager", "titan": "torchtitan pinned", "openpod": "openpod"}
-        print()
-        print(f"{'':38s}" + "".join(f"{heads[k]:>26s}" for k in runs) + f"{'openpod/DCP':>13s}{'openpod/titan':>15s}")
-        for label, f, scale, unit in rows:
-            vals = {k: [f(r) for r in v] for k, v in runs.items()}
-            med = {k: statistics.median(v) for k, v in vals.items()}
-            ratio = [f"{med['openpod'] / med[k]:.2f}x" if med[k] > 0 and med["openpod"] > 0 else "-"
-                     for k in ("dcp", "titan")]
-            print(f"{label + ' (' + unit + ')':38s}" + "".join(f"{spread(v, scale):>26s}" for v in vals.values())
-                  + f"{ratio[0]:>13s}{ratio[1]:>15s}")
-        print(f"(median quiet step {q * 1e3:.1f} ms; state {nbytes / 2**20:.0f} MiB; targets: blocking and time to "
-              f"durable <= DCP's, memory <= DCP's)")
+        return report(runs, statistics.median(quiet), nbytes, cuda=device.type == "cuda")
     finally:
         shutil.rmtree(shm, ignore_errors=True)
         if a.dir is None:

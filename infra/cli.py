@@ -50,7 +50,7 @@ def validate(spec_path: str | None, legacy_spec: str | None, output: str = "tabl
                    f"`openpod validate --spec {legacy_spec}` like every other command", err=True)
         spec_path = legacy_spec
     path = resolve_spec_path(spec_path)
-    s = load_or_exit(path)
+    s = load_or_exit(path, warn=True)
     if show_defaults:
         emit(s.model_dump(mode="json"), "json" if output == "json" else "yaml", [])
         return
@@ -72,7 +72,7 @@ def facts(as_json: bool, output: str = "table") -> None:
     """Print the facts register: each external fact, its value, source and check date."""
     import json
 
-    from openpod_core.facts import FACTS
+    from openpod_core.facts.register import FACTS
 
     if as_json and output != "table":
         fail(f"--json (JSON Lines) and -o {output} are exclusive")

@@ -42,17 +42,22 @@ def resolve_spec_path(path: str | Path | None) -> Path:
     fail("no spec: pass --spec PATH (e.g. --spec examples/default.yaml) or put the spec at ./openpod.yaml")
 
 
-def load_or_exit(path: str | Path | None):
-    """The validated spec at ``path`` (see :func:`resolve_spec_path`), or exit 2 with every problem."""
+def load_or_exit(path: str | Path | None, warn: bool = False):
+    """The validated spec at ``path`` (see :func:`resolve_spec_path`), or exit 2 with every problem.
+
+    ``warn``: also print the spec's warnings (:mod:`infra.spec_warnings`: what a deploy will refuse or cannot
+    serve). The commands that judge a deploy ask for them (validate, plan, preflight, and synthesis in app.py);
+    the day-to-day ones (submit, jobs, queues, manifests ...) do not repeat them on every call."""
     path = resolve_spec_path(path)
     try:
         spec = load_spec(path)
     except SpecError as e:
         fail([f"{e.source}: {p}" for p in e.problems])
-    from infra.spec_warnings import warnings_for
+    if warn:
+        from infra.spec_warnings import warnings_for
 
-    for w in warnings_for(spec):
-        click.echo(f"warning: {path}: {w}", err=True)
+        for w in warnings_for(spec):
+            click.echo(f"warning: {path}: {w}", err=True)
     return spec
 
 

@@ -33,7 +33,8 @@ def instance_types_md() -> str:
 
 
 def facts_md() -> str:
-    from openpod_core.facts import FACTS, UNVERIFIED
+    from openpod_core.facts.register import FACTS
+    from openpod_core.facts.unverified import UNVERIFIED
 
     rows = [
         "# Facts register",

@@ -351,7 +351,7 @@ _CITATION = re.compile(r"\[([A-Za-z0-9_.-]+): ")
 def cited(text: str) -> tuple[str, list[dict]]:
     """``text`` without its ``[fact key: source]`` citations (:func:`infra.plan_rules.cite`), and those
     citations as ``{"fact", "source"}``."""
-    from openpod_core.facts import fact
+    from openpod_core.facts.register import fact
 
     sources = []
     for key in dict.fromkeys(_CITATION.findall(text)):
@@ -735,7 +735,7 @@ def command(spec_path, base_ref, base_template, head_template, allow, allow_fail
     if markdown and output != "table":
         fail(f"--markdown and -o {output} are exclusive")
     output = "json" if as_json else output
-    spec = load_or_exit(spec_path)
+    spec = load_or_exit(spec_path, warn=True)
     repo = Path(__file__).resolve().parent.parent
     try:
         plan = make_plan(spec_path=Path(spec_path), base_ref=base_ref,

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable
 
-from openpod_core.facts import fact
+from openpod_core.facts.register import fact
 
 
 @dataclass(frozen=True)

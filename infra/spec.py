@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from openpod_core import accelerator_stack, instance_regions, instance_types, local_zones
-from openpod_core.facts import value as fact_value
+from openpod_core.facts.register import value as fact_value
 from openpod_core.instance_types import InstanceType
 from infra.pipeline_spec import PipelineSpec
 from infra.queueing_spec import QueueingSpec

@@ -8,7 +8,7 @@ synthesizes the examples to keep it true (tests/cdk/test_spec_warnings.py).
 from __future__ import annotations
 
 from openpod_core import local_zones
-from openpod_core.facts import value as fact_value
+from openpod_core.facts.register import value as fact_value
 from infra.spec import CapacityType
 
 # CloudFormation resources one instance group adds to the platform stack: its launch template, its managed node

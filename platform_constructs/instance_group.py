@@ -48,7 +48,7 @@ def network_interfaces(instance_type: InstanceType) -> list[NetworkInterface]:
     0. P6e-GB200 follows the same rule with its own card facts: card 0 has no
     EFA, so its EFA devices are efa-only interfaces on the cards the table
     lists (NCI 1, 5, 9, 13: one per GPU, EC2's recommended layout; see
-    ``openpod_core.facts`` ec2.p6e-gb200.efa-layout).
+    ``openpod_core.facts.instances`` ec2.p6e-gb200.efa-layout).
     """
     primary = NetworkInterface(0, 0, "interface")
     if instance_type.efa_layout is EfaLayout.NONE or not instance_type.efa_cards:

@@ -29,7 +29,7 @@ the platform uses the device plugin.
 from __future__ import annotations
 
 from openpod_core import labels
-from openpod_core.facts import value
+from openpod_core.facts.register import value
 from platform_constructs.placement import require_label, tolerate_all
 
 NAME = "neuron-monitor"

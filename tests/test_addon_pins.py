@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from infra.spec import parse_spec
-from openpod_core.facts import FACTS, UNVERIFIED
+from openpod_core.facts.register import FACTS
+from openpod_core.facts.unverified import UNVERIFIED
 from tests.conftest import example_data, on_kubernetes
 
 # The "latest version of the Amazon EKS add-on type for each Kubernetes version" tables of the EKS user guide

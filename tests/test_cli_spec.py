@@ -121,6 +121,16 @@ def test_a_gb200_block_group_outside_the_zones_that_sell_its_blocks_warns(tmp_pa
     assert rc == 0 and "availability_zone" not in err, err
 
 
+def test_spec_warnings_come_with_the_commands_that_judge_a_deploy_not_every_command():
+    """validate, plan and preflight say what a deploy cannot serve; queues, submit, jobs and manifests run many
+    times a day against the same spec and do not repeat it (nor break output that tools read line by line)."""
+    spec = str(EXAMPLES / "default.yaml")
+    r = CliRunner().invoke(main, ["validate", "--spec", spec])
+    assert r.exit_code == 0 and "(gb200).availability_zone" in r.stderr
+    r = CliRunner().invoke(main, ["queues", "--spec", spec])
+    assert r.exit_code == 0 and "warning:" not in r.stderr, r.stderr
+
+
 def test_duplicate_devices_are_an_error(tmp_path):
     data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
     data["instance_groups"][1]["volumes"] = [{"device_name": "/dev/sdb", "size_gib": 10},

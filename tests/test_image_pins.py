@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from openpod_core.facts import UNVERIFIED, value
+from openpod_core.facts.register import value
+from openpod_core.facts.unverified import UNVERIFIED
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILES = {"training": ROOT / "training" / "Dockerfile", "node_agent": ROOT / "node_agent" / "Dockerfile"}
@@ -45,7 +46,7 @@ def test_every_base_image_is_pinned_by_digest_or_listed_unverified(name):
         if "@sha256:" in ref:
             continue
         assert ref in UNVERIFIED_TEXT, (
-            f"{name}: FROM {ref} has no digest and no entry in openpod_core.facts.UNVERIFIED")
+            f"{name}: FROM {ref} has no digest and no entry in openpod_core.facts.unverified.UNVERIFIED")
 
 
 def test_node_agent_base_is_the_digest_docker_library_publishes():

@@ -14,7 +14,7 @@ import yaml
 
 from infra.spec import load_spec, parse_spec
 from openpod_core import instance_regions, instance_types
-from openpod_core.facts import fact
+from openpod_core.facts.register import fact
 from tests.conftest import EXAMPLES, ROOT, spec_problems as problems
 
 # moto 5.2.5's recording of DescribeInstanceTypeOfferings, one file per Region (fact ec2.instance-type-offerings.moto)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from infra import plan as planmod
 from infra.cli import main
-from openpod_core.facts import fact
+from openpod_core.facts.register import fact
 from tests.conftest import EXAMPLES
 
 SPEC = str(EXAMPLES / "default.yaml")   # region us-east-2: the schemas the plan reads

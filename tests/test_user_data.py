@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from openpod_core import labels
-from infra.governance import jobset
+from infra.governance import job_request
 from platform_constructs.instance_group import HUGEPAGES_SYSCTL_FILE, LOCAL_NVME_MOUNT, hugepages_count, user_data
 
 
@@ -54,9 +54,9 @@ def test_raid0_script_is_valid_bash_and_persists_across_reboots():
 
 def test_efa_nodes_preallocate_the_hugepages_pods_request_before_anything_else():
     # One constant: what `openpod submit` requests by default is what EFA nodes preallocate.
-    assert jobset.DEFAULT_HUGEPAGES_MI == labels.EFA_HUGEPAGES_MI
+    assert job_request.DEFAULT_HUGEPAGES_MI == labels.EFA_HUGEPAGES_MI
     pages = hugepages_count(labels.EFA_HUGEPAGES_MI)
-    assert pages * labels.HUGEPAGE_SIZE_MI >= jobset.DEFAULT_HUGEPAGES_MI and pages == 2560
+    assert pages * labels.HUGEPAGE_SIZE_MI >= job_request.DEFAULT_HUGEPAGES_MI and pages == 2560
     scripts = _scripts(user_data(local_nvme_raid0=True, hugepages_mib=labels.EFA_HUGEPAGES_MI))
     assert len(scripts) == 2 and "mdadm" in scripts[1]  # hugepages first: least fragmented memory
     script = scripts[0]
@@ -81,7 +81,7 @@ def test_no_hugepages_part_without_hugepages_and_odd_sizes_refused():
 def test_the_lustre_client_is_installed_before_kubelet_when_asked():
     """The EKS AL2023 AMIs ship no Lustre client (awslabs/amazon-eks-ami#2696); the package name is the FSx
     guide's for AL2023 (fact fsx.lustre.client-al2023)."""
-    from openpod_core.facts import fact
+    from openpod_core.facts.register import fact
     from platform_constructs.instance_group import LUSTRE_CLIENT_PACKAGE
 
     assert "dnf install -y lustre-client" in fact("fsx.lustre.client-al2023").value

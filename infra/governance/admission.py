@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from infra.governance.install import JOBSET_NAMESPACE, KUEUE_NAMESPACE
-from infra.governance.jobset import MAX_RESTARTS, PRIORITY_LABEL
+from infra.governance.job_request import MAX_RESTARTS
+from infra.governance.jobset import PRIORITY_LABEL
 from infra.governance.pod_baseline import CONTAINERS as _CONTAINERS
 from infra.governance.pod_baseline import baseline_checks
 from infra.governance.queues import FSX_CLAIM, TEAM_LABEL, queued_groups
@@ -120,7 +121,7 @@ def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
 # (borrowed quota included), and nothing ends it but a person. Updates from the platform's controllers
 # (Kueue suspends and resumes JobSets) are not matched, so a JobSet created before the policy stays manageable.
 # The bounded actions are bounded only by ``maxRestarts`` (int32), so it is capped at submit's own limit
-# (jobset.MAX_RESTARTS): a JobSet applied with kubectl cannot go around submit.
+# (job_request.MAX_RESTARTS): a JobSet applied with kubectl cannot go around submit.
 
 RESTART_POLICY = "openpod-jobset-restarts"
 UNBOUNDED_RESTART_ACTIONS = ("RestartJobSetAndIgnoreMaxRestarts", "RestartJobAndIgnoreMaxRestarts")
@@ -162,7 +163,7 @@ def restart_policy() -> list[dict[str, Any]]:
 # with two exceptions the training runtime needs: hostPath volumes, only one directory deep under the
 # team's own per-job roots (labels.JOB_SCRATCH_ROOTS: node memory and NVMe checkpoint tiers), and the
 # IPC_LOCK capability (EFA registers memory). It also confines the team's FSx claim to the team's own
-# directory and the read-only datasets (jobset.fsx_mounts). Pod Security Admission's own ``enforce: baseline`` cannot
+# directory and the read-only datasets (trainer_pod.fsx_mounts). Pod Security Admission's own ``enforce: baseline`` cannot
 # express those exceptions (it refuses every hostPath), so the namespaces carry ``warn``/``audit`` labels
 # only and this policy enforces. ``openpod-pod-security-jobsets`` applies the same checks to a JobSet's pod
 # templates, so a bad JobSet is refused when it is submitted instead of failing its pods later.

@@ -2,7 +2,7 @@
 
 A multi-node job on such a group gets its own ComputeDomain (NVIDIA's DRA driver, installed by
 ``platform_constructs/device_plugins.py``): the driver's controller makes a ResourceClaimTemplate for the
-domain's IMEX channel, every trainer pod of the job claims it (``jobset.build``, :func:`pod_claim`), and the
+domain's IMEX channel, every trainer pod of the job claims it (``trainer_pod``, :func:`pod_claim`), and the
 driver starts an IMEX daemon on exactly the nodes the pods land on, so GPUs of the job's nodes share memory over NVLink. ``openpod submit`` creates the
 ComputeDomain next to the JobSet, owned by it (deleted with it): one domain per job, as the EKS guide advises.
 
@@ -53,7 +53,7 @@ def compute_domain(req) -> dict[str, Any]:
 
 
 def pod_claim(req) -> dict[str, Any]:
-    """The trainer pod's claim on the job's IMEX channel (``infra/governance/jobset.py`` adds it)."""
+    """The trainer pod's claim on the job's IMEX channel (``infra/governance/trainer_pod.py`` adds it)."""
     return {"name": CLAIM, "resourceClaimTemplateName": channel_template(req.name)}
 
 

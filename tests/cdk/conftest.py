@@ -48,6 +48,19 @@ def _synth(name: str, outdir: Path) -> Synth:
     return Synth(name, outdir, template, validation, stack)
 
 
+_SYNTH_FIXTURES = {"synthesized", "default", "large"}
+_HERE = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)   # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Every test here that takes a synthesized example runs in the ``cdk-synth`` xdist group, marked in its module
+    or not: the examples are then synthesized on one worker, once per run, not once on each worker."""
+    for item in items:
+        if _SYNTH_FIXTURES & set(getattr(item, "fixturenames", ())) and item.path.is_relative_to(_HERE):
+            item.add_marker(pytest.mark.xdist_group("cdk-synth"))
+
+
 @pytest.fixture(scope="session")
 def synthesized(tmp_path_factory) -> dict[str, Synth]:
     return {n: _synth(n, tmp_path_factory.mktemp(f"cdk-{n}")) for n in EXAMPLE_NAMES}

@@ -252,7 +252,7 @@ def _tolerates(tolerations: list[dict], taint: dict) -> bool:
 
 
 def test_the_neuron_monitor_runs_on_every_trainium_node_and_nowhere_else(default):
-    from openpod_core.facts import value
+    from openpod_core.facts.register import value
     from openpod_core.instance_types import INSTANCE_TYPES, Accelerator
     from tests.cdk.test_platform import applied
 

@@ -168,7 +168,7 @@ def test_workflow_plans_pull_requests_and_deploys_merges():
 
 def test_workflow_pins_every_action_by_commit_and_deploys_from_the_environment():
     """A tag can be moved to other code by whoever controls the action's repository; a commit id cannot."""
-    from openpod_core import facts
+    from openpod_core.facts.register import value
     from infra.pipeline_spec import PipelineSpec
 
     wf = yaml.safe_load(WORKFLOW.read_text())
@@ -176,7 +176,7 @@ def test_workflow_pins_every_action_by_commit_and_deploys_from_the_environment()
     assert len(uses) == 8
     for u in uses:
         action, _, ref = u.partition("@")
-        assert ref == facts.value(f"github-action.{action}"), u
+        assert ref == value(f"github-action.{action}"), u
         assert len(ref) == 40 and all(c in "0123456789abcdef" for c in ref), u
     default = PipelineSpec.model_fields["environment"].default
     assert wf["jobs"]["deploy"]["environment"] == default == "production"

@@ -2,7 +2,7 @@
 
 Each row edits the synthesized default platform the way the change renders in CloudFormation (the
 properties CDK writes for it) and diffs base and head with the plan. The verdict's source is the schema
-cfn-lint ships or a fact of ``openpod_core.facts``; the docs table must list exactly these rows.
+cfn-lint ships or a fact of the facts register; the docs table must list exactly these rows.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Callable
 import pytest
 
 from infra import plan as planmod
-from openpod_core.facts import fact
+from openpod_core.facts.register import fact
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.xdist_group("cdk-synth"), pytest.mark.slow]

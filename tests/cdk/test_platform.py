@@ -533,10 +533,10 @@ def test_team_users_get_access_entries_in_their_team_group_and_no_access_policy(
 
 @pytest.mark.parametrize("example", ["default", "large"])
 def test_efa_groups_preallocate_the_hugepages_jobs_request_and_other_groups_none(synthesized, example):
-    from infra.governance import jobset
+    from infra.governance import job_request, jobset
 
     synth = synthesized[example]
-    pages = f"vm.nr_hugepages = {jobset.DEFAULT_HUGEPAGES_MI // labels.HUGEPAGE_SIZE_MI}"
+    pages = f"vm.nr_hugepages = {job_request.DEFAULT_HUGEPAGES_MI // labels.HUGEPAGE_SIZE_MI}"
     for g in synth.stack.spec.instance_groups:
         if g.awaits_capacity_block:
             continue  # declared, not created
@@ -566,7 +566,7 @@ def test_node_role_keeps_only_what_the_kubelet_needs(synthesized, example):
 @pytest.mark.parametrize("example", ["default", "large"])
 def test_vpc_cni_enforces_network_policies(synthesized, example):
     """Without the network-policy agent the team namespaces' NetworkPolicies are accepted and ignored."""
-    from openpod_core.facts import FACTS
+    from openpod_core.facts.register import FACTS
 
     s = synthesized[example]
     (cni,) = [a for a in s.resources("AWS::EKS::Addon").values() if a["Properties"]["AddonName"] == "vpc-cni"]

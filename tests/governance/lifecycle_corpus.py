@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from infra.governance import jobset
+from infra.governance import job_request, jobset
 from infra.governance.admission import QUEUE_LABEL
 from infra.governance.install import JOBSET_NAMESPACE, KUEUE_NAMESPACE
 from infra.governance.queues import TEAM_LABEL, resource_flavor
@@ -45,7 +45,7 @@ REMEDIATION = "system:serviceaccount:openpod-system:node-remediation"
 NODE = "ip-10-0-1-5.ec2.internal"
 TRACKING = "batch.kubernetes.io/job-tracking"
 
-# Submit modes: every runtime and fault-tolerance mode ``openpod submit`` renders (jobset.RUNTIMES,
+# Submit modes: every runtime and fault-tolerance mode ``openpod submit`` renders (job_request.RUNTIMES,
 # FAULT_TOLERANCE, RESTARTS), on a GPU group and a Neuron group.
 MODES = {
     "gpu-torchrun": dict(accelerator="nvidia", runtime="torchrun"),

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from infra.cli import main
 from infra.governance import compute_domain as cd
-from infra.governance import jobset, queues
+from infra.governance import job_launcher, jobset, queues
 from infra.governance.install import kueue_manager_config
 from infra.spec import parse_spec
 from tests.conftest import EXAMPLES, example_data
@@ -118,7 +118,7 @@ def test_in_replica_mode_only_trainer_pods_claim_a_channel():
     r = req(runtime="openpod", fault_tolerance="replica", replicas=3, script=("--global-batch", "288"))
     obj = jobset.build(SPEC, r)
     by_name = {rj["name"]: rj["template"]["spec"]["template"]["spec"] for rj in obj["spec"]["replicatedJobs"]}
-    assert set(by_name) == {jobset.REPLICATED_JOB, jobset.LIGHTHOUSE_JOB}
-    assert "resourceClaims" not in by_name[jobset.LIGHTHOUSE_JOB]
-    assert all("claims" not in c.get("resources", {}) for c in by_name[jobset.LIGHTHOUSE_JOB]["containers"])
-    assert by_name[jobset.REPLICATED_JOB]["resourceClaims"][0]["name"] == cd.CLAIM
+    assert set(by_name) == {job_launcher.REPLICATED_JOB, job_launcher.LIGHTHOUSE_JOB}
+    assert "resourceClaims" not in by_name[job_launcher.LIGHTHOUSE_JOB]
+    assert all("claims" not in c.get("resources", {}) for c in by_name[job_launcher.LIGHTHOUSE_JOB]["containers"])
+    assert by_name[job_launcher.REPLICATED_JOB]["resourceClaims"][0]["name"] == cd.CLAIM

@@ -13,7 +13,7 @@ import hashlib
 import pytest
 import yaml
 
-from infra.governance import install, jobset
+from infra.governance import install, job_fault_tolerance, job_launcher, job_request, job_validation, jobset
 from infra.spec import load_spec
 from tests.conftest import ROOT
 from tests.governance import jobset_webhook, k8s_schema
@@ -133,17 +133,17 @@ def test_replica_mode_restarts_only_the_failed_group_and_jobsets_webhook_accepts
     if k8s_schema.schemas_present():
         assert k8s_schema.validate(js) == []  # the v0.12.0 CRD: rules[].action enum, name, lists
     fp = js["spec"]["failurePolicy"]
-    assert fp["rules"] == [{"name": jobset.RESTART_GROUP_RULE, "action": "RestartJob",
+    assert fp["rules"] == [{"name": job_fault_tolerance.RESTART_GROUP_RULE, "action": "RestartJob",
                             "onJobFailureReasons": ["BackoffLimitExceeded"],
-                            "targetReplicatedJobs": [jobset.REPLICATED_JOB]},
-                           {"name": jobset.RESTART_LIGHTHOUSE_RULE, "action": "RestartJob",
+                            "targetReplicatedJobs": [job_launcher.REPLICATED_JOB]},
+                           {"name": job_fault_tolerance.RESTART_LIGHTHOUSE_RULE, "action": "RestartJob",
                             "onJobFailureReasons": ["BackoffLimitExceeded"],
-                            "targetReplicatedJobs": [jobset.LIGHTHOUSE_JOB]}]
+                            "targetReplicatedJobs": [job_launcher.LIGHTHOUSE_JOB]}]
     # the budget is the job's: RestartJob counts against maxRestarts with whole-JobSet restarts
     # (pkg/controllers/failure_policy.go:226,350,367,548-550)
-    assert fp["maxRestarts"] == jobset.DEFAULT_MAX_RESTARTS and fp["restartStrategy"] == "BlockingRecreate"
+    assert fp["maxRestarts"] == job_request.DEFAULT_MAX_RESTARTS and fp["restartStrategy"] == "BlockingRecreate"
     # a trainer pod's failure fails its Job with this reason: backoffLimit 0, no podFailurePolicy
-    node = next(r for r in js["spec"]["replicatedJobs"] if r["name"] == jobset.REPLICATED_JOB)
+    node = next(r for r in js["spec"]["replicatedJobs"] if r["name"] == job_launcher.REPLICATED_JOB)
     assert node["template"]["spec"]["backoffLimit"] == 0 and "podFailurePolicy" not in node["template"]["spec"]
     on = jobset_webhook.gates(install.jobset_manager_config())
     off = jobset_webhook.gates(None)
@@ -163,7 +163,7 @@ def test_the_webhook_port_catches_what_jobset_refuses():
 
 def test_restart_mode_jobs_carry_no_rule():
     js = dry_run("--group", "p5", "--nodes", "2", "--runtime", "openpod", "--", *TRAINING_ARGS)
-    assert js["spec"]["failurePolicy"] == {"maxRestarts": jobset.DEFAULT_MAX_RESTARTS,
+    assert js["spec"]["failurePolicy"] == {"maxRestarts": job_request.DEFAULT_MAX_RESTARTS,
                                            "restartStrategy": "BlockingRecreate"}
 
 
@@ -173,4 +173,4 @@ def test_more_replica_groups_than_jobset_restarts_one_by_one_is_a_clear_error():
     req = jobset.JobRequest(name="big", team="research", group="p5", image="x", nodes=2050, script=("t",),
                             runtime="openpod", fault_tolerance="replica", replicas=2050)
     with pytest.raises(jobset.JobError, match=r"--replicas 2050 not allowed.*at most 1024"):
-        jobset._validate_fault_tolerance(spec, req)
+        job_validation._validate_fault_tolerance(spec, req)

@@ -25,7 +25,7 @@ from datetime import timedelta
 
 import pytest
 
-from infra.governance import install, jobset
+from infra.governance import install, job_fault_tolerance, job_launcher, jobset
 from infra.spec import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import jobset_webhook, k8s_schema
@@ -55,43 +55,45 @@ def test_a_failed_lighthouse_job_is_recreated_alone_and_jobsets_webhook_accepts_
     if k8s_schema.schemas_present():
         assert k8s_schema.validate(js) == []
     rules = {r["name"]: r for r in js["spec"]["failurePolicy"]["rules"]}
-    assert rules[jobset.RESTART_LIGHTHOUSE_RULE] == {
-        "name": jobset.RESTART_LIGHTHOUSE_RULE, "action": "RestartJob", "onJobFailureReasons": ["BackoffLimitExceeded"],
-        "targetReplicatedJobs": [jobset.LIGHTHOUSE_JOB]}
+    assert rules[job_fault_tolerance.RESTART_LIGHTHOUSE_RULE] == {
+        "name": job_fault_tolerance.RESTART_LIGHTHOUSE_RULE, "action": "RestartJob",
+        "onJobFailureReasons": ["BackoffLimitExceeded"],
+        "targetReplicatedJobs": [job_launcher.LIGHTHOUSE_JOB]}
     # the Lighthouse's Job fails with that reason once its pod failed backoffLimit + 1 times
-    assert rjobs(js)[jobset.LIGHTHOUSE_JOB]["template"]["spec"]["backoffLimit"] == jobset.LAUNCHER_RESTARTS
+    assert rjobs(js)[job_launcher.LIGHTHOUSE_JOB]["template"]["spec"]["backoffLimit"] == job_launcher.LAUNCHER_RESTARTS
     assert jobset_webhook.failure_policy_errors(js, jobset_webhook.gates(install.jobset_manager_config())) == []
 
 
 def test_the_lighthouse_leaves_a_failed_node_in_seconds_not_the_default_five_minutes():
-    spec = rjobs(replica_jobset())[jobset.LIGHTHOUSE_JOB]["template"]["spec"]["template"]["spec"]
+    spec = rjobs(replica_jobset())[job_launcher.LIGHTHOUSE_JOB]["template"]["spec"]["template"]["spec"]
     for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
         assert {"key": key, "operator": "Exists", "effect": "NoExecute",
-                "tolerationSeconds": jobset.LIGHTHOUSE_EVICTION_SECONDS} in spec["tolerations"]
-    assert jobset.LIGHTHOUSE_EVICTION_SECONDS < 300
+                "tolerationSeconds": job_fault_tolerance.LIGHTHOUSE_EVICTION_SECONDS} in spec["tolerations"]
+    assert job_fault_tolerance.LIGHTHOUSE_EVICTION_SECONDS < 300
     # the trainers keep Kubernetes' default: a lost group is replaced through its Job's failure
-    trainer = rjobs(replica_jobset())[jobset.REPLICATED_JOB]["template"]["spec"]["template"]["spec"]
-    assert "tolerations" not in trainer or all(t.get("key") not in jobset.NODE_FAILURE_TAINTS
+    trainer = rjobs(replica_jobset())[job_launcher.REPLICATED_JOB]["template"]["spec"]["template"]["spec"]
+    assert "tolerations" not in trainer or all(t.get("key") not in job_fault_tolerance.NODE_FAILURE_TAINTS
                                                for t in trainer["tolerations"])
 
 
 def test_trainers_retry_the_quorum_while_the_lighthouse_is_away():
-    (c,) = rjobs(replica_jobset())[jobset.REPLICATED_JOB]["template"]["spec"]["template"]["spec"]["containers"]
+    (c,) = rjobs(replica_jobset())[job_launcher.REPLICATED_JOB]["template"]["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in c["env"]}
-    retries = int(env[jobset.QUORUM_RETRIES_ENV])
+    retries = int(env[job_fault_tolerance.QUORUM_RETRIES_ENV])
     # torchft sleeps quorum_timeout / (retries + 1) after a failed attempt (src/manager.rs:278-280): about
     # QUORUM_RETRY_SECONDS under the runtime's quorum timeout, so a Lighthouse back after a pod restart is
     # found within seconds, and the retries span the whole timeout
     sleep = FaultToleranceConfig().quorum_timeout_seconds / (retries + 1)
-    assert sleep == pytest.approx(jobset.QUORUM_RETRY_SECONDS, rel=0.01)
+    assert sleep == pytest.approx(job_fault_tolerance.QUORUM_RETRY_SECONDS, rel=0.01)
 
 
 def test_a_users_own_quorum_retries_are_kept():
     req = jobset.JobRequest(name="llama", team="research", group="p5", image="registry.example/train:1", nodes=2,
                             script=("--steps", "10", "--global-batch", "64"), runtime="openpod",
-                            fault_tolerance="replica", env={jobset.QUORUM_RETRIES_ENV: "5"})
-    (c,) = rjobs(jobset.build(SPEC, req))[jobset.REPLICATED_JOB]["template"]["spec"]["template"]["spec"]["containers"]
-    assert [e["value"] for e in c["env"] if e["name"] == jobset.QUORUM_RETRIES_ENV] == ["5"]
+                            fault_tolerance="replica", env={job_fault_tolerance.QUORUM_RETRIES_ENV: "5"})
+    trainer = rjobs(jobset.build(SPEC, req))[job_launcher.REPLICATED_JOB]
+    (c,) = trainer["template"]["spec"]["template"]["spec"]["containers"]
+    assert [e["value"] for e in c["env"] if e["name"] == job_fault_tolerance.QUORUM_RETRIES_ENV] == ["5"]
 
 
 def test_restart_mode_jobs_are_unchanged():
@@ -100,7 +102,7 @@ def test_restart_mode_jobs_are_unchanged():
     js = jobset.build(SPEC, req)
     assert "rules" not in js["spec"]["failurePolicy"]
     (c,) = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
-    assert jobset.QUORUM_RETRIES_ENV not in {e["name"] for e in c["env"]}
+    assert job_fault_tolerance.QUORUM_RETRIES_ENV not in {e["name"] for e in c["env"]}
 
 
 # ------------------------------------------------------------------ torchft 0.2.0 itself
@@ -189,7 +191,7 @@ def test_without_retries_a_quorum_asked_while_the_lighthouse_is_away_fails_after
 @pytest.mark.skipif(not os.path.exists(LIGHTHOUSE_BIN), reason="torchft_lighthouse not installed")
 def test_with_retries_the_groups_get_their_quorum_once_the_lighthouse_is_back():
     timeout_s = 60.0
-    retries = int(timeout_s / jobset.QUORUM_RETRY_SECONDS) - 1  # as submit sets it, for this timeout
+    retries = int(timeout_s / job_fault_tolerance.QUORUM_RETRY_SECONDS) - 1  # as submit sets it, for this timeout
     result = _quorum_across_a_lighthouse_restart(retries=retries, outage_s=3.0, timeout_s=timeout_s)
     for ok, quorum_id, seconds in result:
         assert ok, quorum_id

@@ -12,7 +12,7 @@ import copy
 
 import pytest
 
-from infra.governance import all_objects, jobset
+from infra.governance import all_objects, job_launcher, jobset
 from infra.governance.admission import POD_SECURITY_JOBSET_POLICY, POD_SECURITY_POLICY
 from infra.governance.queues import POD_SECURITY_LABELS, TEAM_LABEL
 from infra.spec import load_spec
@@ -163,7 +163,7 @@ def test_submitted_pods_see_only_their_teams_fsx_directory_and_the_datasets_read
     assert mounts == {"/fsx/research": {"name": "fsx", "mountPath": "/fsx/research", "subPath": "research"},
                       "/fsx/datasets": {"name": "fsx", "mountPath": "/fsx/datasets", "subPath": "datasets",
                                         "readOnly": True}}
-    assert jobset.checkpoint_dir(SPEC, request("p5", "openpod")).startswith("/fsx/research/")
+    assert job_launcher.checkpoint_dir(SPEC, request("p5", "openpod")).startswith("/fsx/research/")
     init = standard_pod()["spec"]["initContainers"][0]
     assert init["command"][:3] == ["chmod", "1777", "/fsx/research"]  # the image's user can write there
 

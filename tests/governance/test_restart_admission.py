@@ -14,7 +14,7 @@ import copy
 
 import pytest
 
-from infra.governance import all_objects, jobset
+from infra.governance import all_objects, job_request
 from infra.governance.admission import CONTROLLER_NAMESPACES
 from infra.governance.queues import TEAM_LABEL
 from infra.spec import load_spec
@@ -83,13 +83,13 @@ def test_other_namespaces_are_not_matched():
 
 def test_max_restarts_above_what_submit_allows_is_refused():
     """A bounded action with ``maxRestarts: 2147483647`` (int32) restarts as good as forever: the policy caps
-    maxRestarts at submit's own limit (jobset.MAX_RESTARTS), so kubectl cannot go around submit. Failed on the
+    maxRestarts at submit's own limit (job_request.MAX_RESTARTS), so kubectl cannot go around submit. Failed on the
     first version of the policy, which checked the actions only."""
     js = replica_jobset()
-    js["spec"]["failurePolicy"]["maxRestarts"] = jobset.MAX_RESTARTS
+    js["spec"]["failurePolicy"]["maxRestarts"] = job_request.MAX_RESTARTS
     assert admit(js) == []
-    for too_many in (jobset.MAX_RESTARTS + 1, 2**31 - 1):
+    for too_many in (job_request.MAX_RESTARTS + 1, 2**31 - 1):
         js["spec"]["failurePolicy"]["maxRestarts"] = too_many
         (msg,) = admit(js)
-        assert msg == (f"spec.failurePolicy.maxRestarts: {too_many} is above {jobset.MAX_RESTARTS}, the most a "
+        assert msg == (f"spec.failurePolicy.maxRestarts: {too_many} is above {job_request.MAX_RESTARTS}, the most a "
                        "team job may restart; use 0 to 1000")

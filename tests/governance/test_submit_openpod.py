@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from openpod_core import labels
 from infra.cli import main
-from infra.governance import jobset
+from infra.governance import job_launcher, job_request, jobset
 from infra.spec import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import k8s_schema
@@ -67,12 +67,12 @@ def test_p5_jobset_runs_the_training_runtime_with_every_tier():
         set(labels.JOB_SCRATCH_ROOTS)  # what the node agent sweeps
     assert vols["dshm"]["emptyDir"]["medium"] == "Memory"
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
-    assert mounts == {"/dev/shm": "dshm", "/fsx/research": "fsx", "/fsx/datasets": "fsx", jobset.MEMORY_DIR: "node-memory",
-                      labels.LOCAL_NVME_MOUNT: "local-nvme"}
+    assert mounts == {"/dev/shm": "dshm", "/fsx/research": "fsx", "/fsx/datasets": "fsx",
+                      job_launcher.MEMORY_DIR: "node-memory", labels.LOCAL_NVME_MOUNT: "local-nvme"}
     (init,) = spec["initContainers"]
-    assert init["command"] == ["chmod", "1777", "/fsx/research", jobset.MEMORY_DIR, labels.LOCAL_NVME_MOUNT]
+    assert init["command"] == ["chmod", "1777", "/fsx/research", job_launcher.MEMORY_DIR, labels.LOCAL_NVME_MOUNT]
     assert init["volumeMounts"] == [{"name": "fsx", "mountPath": "/fsx/research", "subPath": "research"},
-                                    {"name": "node-memory", "mountPath": jobset.MEMORY_DIR},
+                                    {"name": "node-memory", "mountPath": job_launcher.MEMORY_DIR},
                                     {"name": "local-nvme", "mountPath": labels.LOCAL_NVME_MOUNT}]
 
     # Downward API: the pod's IP for the agent and peer side-channel, the node's name for node-local tiers.
@@ -99,7 +99,7 @@ def test_p5_jobset_runs_the_training_runtime_with_every_tier():
     assert params["bind_host"] == "10.1.2.3"
     assert params["node_id"] == "ip-10-1-2-3.us-east-2.compute.internal"
     assert params["checkpoint_dir"] == "/fsx/research/llama-p5"
-    assert params["memory_dir"] == jobset.MEMORY_DIR
+    assert params["memory_dir"] == job_launcher.MEMORY_DIR
     assert params["nvme_dir"] == labels.LOCAL_NVME_MOUNT
     assert params["s3_uri"] == "s3://openpod-checkpoints-111122223333/research/runs"
     assert params["max_restarts"] >= 1 and (params["model"], params["steps"]) == ("xl", 1000)
@@ -122,7 +122,7 @@ def test_group_without_instance_store_has_no_nvme_tier():
         assert k8s_schema.validate(js) == []
     assert not any(a.startswith("--nvme-dir") for a in trainer(js)["command"])
     (init,) = pod_spec(js)["initContainers"]
-    assert init["command"] == ["chmod", "1777", "/fsx/research", jobset.MEMORY_DIR]
+    assert init["command"] == ["chmod", "1777", "/fsx/research", job_launcher.MEMORY_DIR]
     assert [v["name"] for v in pod_spec(js)["volumes"]] == ["dshm", "fsx", "node-memory"]
     assert "--nproc-per-node=1" in trainer(js)["command"]
 
@@ -173,10 +173,10 @@ def test_openpod_pods_get_a_grace_period_the_launcher_uses_to_checkpoint_on_sigt
     the launcher must stop the workers (after a durable checkpoint) inside it, with a margin to exit."""
     js = dry_run(*P5, "--runtime", "openpod", "--", *TRAINING_ARGS)
     grace = pod_spec(js)["terminationGracePeriodSeconds"]
-    assert grace == jobset.DEFAULT_GRACE_SECONDS["openpod"] == 300
+    assert grace == job_request.DEFAULT_GRACE_SECONDS["openpod"] == 300
     command = trainer(js)["command"]
     (stop,) = [a for a in command if a.startswith("--stop-timeout=")]
-    assert int(stop.split("=")[1]) == grace - jobset.STOP_MARGIN_S
+    assert int(stop.split("=")[1]) == grace - job_request.STOP_MARGIN_S
     assert training_cli.check_run_args(expand(command, {"POD_IP": "10.0.0.1", "NODE_NAME": "n1"})[4:]) == []
 
     custom = dry_run(*P5, "--runtime", "openpod", "--grace-seconds", "900", "--", *TRAINING_ARGS)

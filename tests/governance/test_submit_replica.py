@@ -15,7 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from infra.cli import main
-from infra.governance import all_objects, jobset
+from infra.governance import all_objects, job_fault_tolerance, job_launcher
 from infra.governance import queues as q
 from infra.governance import resources as res
 from infra.governance.admission import POD_SECURITY_JOBSET_POLICY, POD_SECURITY_POLICY, TEAM_QUEUE_POLICY
@@ -107,7 +107,7 @@ def test_each_group_runs_the_runtime_in_replica_mode_against_its_own_rendezvous_
     assert (p["fault_tolerance"], p["replica_id"], p["replicas"], p["min_replicas"]) == ("replica", 1, 2, 0)
     assert p["nnodes"] == "1" and p["nproc_per_node"] == 8
     assert p["rdzv_endpoint"] == "llama-node-1-0.llama:29500" and p["rdzv_id"] == "llama-1"
-    assert p["lighthouse"] == "http://llama-lighthouse-0-0.llama:29510" == jobset.lighthouse_url("llama")
+    assert p["lighthouse"] == "http://llama-lighthouse-0-0.llama:29510" == job_launcher.lighthouse_url("llama")
     assert p["bind_host"] == "10.1.2.3" and p["max_restarts"] >= 1  # a group restarts its own workers
     # DNS: every replicated job's pods get <jobset>-<rjob>-<job>-<pod>.<subdomain> (enableDNSHostnames)
     assert js["spec"]["network"]["enableDNSHostnames"] and js["spec"]["network"]["subdomain"] == "llama"
@@ -118,7 +118,7 @@ def test_the_lighthouse_pod_runs_torchfts_own_binary_with_those_args_and_is_read
     assert lh["command"][0] == "torchft_lighthouse"
     assert lh["command"][lh["command"].index("--min_replicas") + 1] == "2"  # all groups (--min-replicas 0)
     port = lh["readinessProbe"]["tcpSocket"]["port"]
-    assert port == jobset.LIGHTHOUSE_PORT == lh["ports"][0]["containerPort"]
+    assert port == job_launcher.LIGHTHOUSE_PORT == lh["ports"][0]["containerPort"]
     assert lh["command"][lh["command"].index("--bind") + 1] == f"[::]:{port}"
     # Start the real binary with the rendered arguments (the port moved to a free one: tests share the host).
     with socket.socket() as s:
@@ -205,7 +205,8 @@ def test_the_job_with_its_lighthouse_fits_the_nominal_quota_it_fills_and_each_no
     for r in (res.CPU, res.MEMORY):
         unit = 2**30 if r == res.MEMORY else 1
         assert trainer[r] + lighthouse[r] <= whole[r] * unit, r
-    assert lighthouse == {res.CPU: jobset.LIGHTHOUSE_SHARE.cpu, res.MEMORY: jobset.LIGHTHOUSE_SHARE.memory_gib * 2**30}
+    share = job_fault_tolerance.LIGHTHOUSE_SHARE
+    assert lighthouse == {res.CPU: share.cpu, res.MEMORY: share.memory_gib * 2**30}
     # restart mode: trainer pods keep the whole node share (unchanged)
     restart = dry_run("--group", "p5", "--nodes", "2", "--runtime", "openpod", "--", *TRAINING_ARGS)
     assert _pod_requests(pod(rjobs(restart)["node"]))[res.CPU] == whole[res.CPU]
@@ -218,9 +219,9 @@ def test_the_lighthouse_port_is_reachable_from_the_teams_pods_only():
     lh_labels = rjobs(js)["lighthouse"]["template"]["spec"]["template"]["metadata"]["labels"]
     tr_labels = rjobs(js)["node"]["template"]["spec"]["template"]["metadata"]["labels"]
     assert trainer["nodeSelector"] == pod(rjobs(js)["lighthouse"])["nodeSelector"]
-    assert reaches("research", tr_labels, "research", lh_labels, NS, port=jobset.LIGHTHOUSE_PORT)
+    assert reaches("research", tr_labels, "research", lh_labels, NS, port=job_launcher.LIGHTHOUSE_PORT)
     assert not reaches("product", {"app.kubernetes.io/name": "x"}, "research", lh_labels, NS,
-                       port=jobset.LIGHTHOUSE_PORT)
+                       port=job_launcher.LIGHTHOUSE_PORT)
 
 
 @pytest.mark.parametrize("args, message", [

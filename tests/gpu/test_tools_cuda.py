@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -27,3 +28,9 @@ def test_checkpoint_benchmark_quick_on_the_gpu():
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "cuda" in r.stdout.lower(), r.stdout[-2000:]  # it says where the model ran
+    assert "openpod nvme" in r.stdout and "nvme/DCP" in r.stdout, r.stdout[-2000:]  # the like-for-like column
+    # openpod's pinned host memory (the staging buffer registered in place, plus any caching-allocator blocks)
+    # over the state's bytes, per openpod column: one flat buffer, <= 1.05x (issue 22)
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("openpod's pinned host memory"))
+    ratios = [float(x) for x in re.findall(r"openpod [a-z+]+ ([0-9.]+)x", line)]
+    assert len(ratios) == 2 and all(0.99 <= x <= 1.05 for x in ratios), line

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from openpod_core import labels as L
-from infra.governance import jobset
+from infra.governance import job_launcher
 from node_agent import deploy, scratch
 from node_agent.config import AgentConfig
 from node_agent.detector import Detector
@@ -98,4 +98,4 @@ def test_daemonset_mounts_the_roots_training_pods_use():
     assert sorted(v["path"] for v in vols.values()) == sorted(L.JOB_SCRATCH_ROOTS)
     for name, v in vols.items():
         assert mounts[name]["mountPath"] == "/host-scratch" + v["path"] and not mounts[name]["readOnly"]
-    assert jobset.MEMORY_DIR not in L.JOB_SCRATCH_ROOTS  # the pod sees its own directory elsewhere
+    assert job_launcher.MEMORY_DIR not in L.JOB_SCRATCH_ROOTS  # the pod sees its own directory elsewhere

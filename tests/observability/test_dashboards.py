@@ -86,7 +86,7 @@ def test_openpod_rules_writes_the_rule_file_at_the_spec_thresholds(tmp_path, pro
 def test_the_accelerator_dashboard_shows_the_neuron_monitors_metrics():
     """Trainium nodes have their panels, reading names the Neuron monitor's exporter is documented to serve."""
     from observability.metrics import BY_NAME, JOB_EXPORTERS
-    from openpod_core.facts import fact
+    from openpod_core.facts.register import fact
 
     (acc,) = [d for d in DASHBOARDS if d.uid == "openpod-accelerators"]
     used = {n for e in expressions(acc) for n in BY_NAME if n in e}

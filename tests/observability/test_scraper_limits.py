@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 from observability.scrape import SA_TOKEN, prometheus_config
-from openpod_core.facts import UNVERIFIED, fact
+from openpod_core.facts.register import fact
+from openpod_core.facts.unverified import UNVERIFIED
 
 ALLOWED_JOB_KEYS = {"job_name", "scheme", "metrics_path", "authorization", "kubernetes_sd_configs",
                     "relabel_configs", "metric_relabel_configs", "honor_labels", "scrape_interval",

@@ -84,13 +84,29 @@ def kill_group(p: subprocess.Popen) -> None:
     p.wait(timeout=30)
 
 
-@pytest.fixture(scope="session")
-def baseline(tmp_path_factory) -> dict:
-    """An uninterrupted 2-worker run (tiny, 20 steps, seed 1): the reference for exact resume."""
-    tmp = tmp_path_factory.mktemp("baseline")
+def _run_baseline(tmp: Path) -> dict:
     r = run_cli(train_args(tmp))
     assert r.returncode == 0, failure_text(r)
     return last_json(r.stdout)
+
+
+@pytest.fixture(scope="session")
+def baseline(tmp_path_factory, worker_id) -> dict:
+    """An uninterrupted 2-worker run (tiny, 20 steps, seed 1): the reference for exact resume.
+
+    Once per test run: under xdist the first worker to need it runs it (holding a lock in the run's shared
+    temporary folder) and the other reads its result there instead of training the same run again."""
+    if worker_id == "master":
+        return _run_baseline(tmp_path_factory.mktemp("baseline"))
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp().parent   # pytest-N/, one per run, common to its workers
+    with open(shared / "baseline.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = shared / "baseline.json"
+        if not result.exists():
+            result.write_text(json.dumps(_run_baseline(tmp_path_factory.mktemp("baseline"))))
+        return json.loads(result.read_text())
 
 
 @pytest.fixture(scope="session")

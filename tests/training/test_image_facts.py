@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from openpod_core.facts import value
+from openpod_core.facts.register import value
 
 DOCKERFILE = Path(__file__).resolve().parents[2] / "training" / "Dockerfile"
 

@@ -2,7 +2,7 @@
 
 What ``openpod submit --fault-tolerance replica`` sets up on EKS when the Lighthouse's pod is lost
 (docs/governance.md, "When the Lighthouse is lost"): the trainers carry ``TORCHFT_QUORUM_RETRIES``
-(infra.governance.jobset.quorum_retries), and the Lighthouse comes back under the same DNS name. Here: two
+(infra.governance.job_fault_tolerance.quorum_retries), and the Lighthouse comes back under the same DNS name. Here: two
 replica groups (one launcher and one worker each) and the ``torchft_lighthouse`` binary on loopback; while
 both groups are inside step 12 the Lighthouse is SIGKILLed, so step 13's quorum is asked while it is gone; it
 is started again on the same port a few seconds later. Both groups keep their processes, train to the end,
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.governance.jobset import QUORUM_RETRIES_ENV, quorum_retries
+from infra.governance.job_fault_tolerance import QUORUM_RETRIES_ENV, quorum_retries
 from tests.training.conftest import PY, cli_env, free_port, kill_group, spawn, wait_for
 from tests.training.test_replica_ft import HOLD, beat, replica_args, results, worker_pid
 

@@ -14,7 +14,7 @@ request cannot be reflected back as a reply. A ``get`` reply's marker carries th
 which the client checks while streaming.
 
 The secret is per job: ``OPENPOD_PEER_SECRET`` (hex), delivered from the Kubernetes Secret that
-the platform renders with every job (infra/governance/jobset.py).
+the platform renders with every job (infra/governance/trainer_pod.py).
 """
 
 from __future__ import annotations

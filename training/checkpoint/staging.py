@@ -42,6 +42,17 @@ def pin_in_place(t: torch.Tensor) -> Callable[[], None]:
     return lambda: _pin_memory_utils.unpin_memory(ptr)
 
 
+def _view(flat: torch.Tensor, offset: int, nbytes: int, dtype: torch.dtype, shape: tuple) -> torch.Tensor:
+    """``nbytes`` of ``flat`` from ``offset`` as a tensor whose storage is exactly those bytes (it keeps ``flat``
+    alive). A slice would share ``flat``'s whole storage, and DCP's writer clones every tensor whose storage is
+    larger than the tensor before ``torch.save`` (torch 2.13.0 distributed/checkpoint/filesystem.py:133-135,
+    189-194): one more copy of the state per save, whose bytes no longer lie in the staged buffer."""
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype)
+    count = nbytes // torch.empty((), dtype=dtype).element_size()
+    return torch.frombuffer(flat.numpy(), dtype=dtype, count=count, offset=offset).view(shape)
+
+
 class HostStager:
     """Copies a (nested) state dict into one host buffer allocated once and reused.
 
@@ -94,7 +105,7 @@ class HostStager:
             # unpinned on close(), on the next layout, or when the stager is collected (before the buffer is freed)
             self._unpin = weakref.finalize(self, pin_in_place(flat))
         self._flat, self._layout = flat, layout
-        self._views = {path: flat[o:o + n].view(dtype).view(shape)
+        self._views = {path: _view(flat, o, n, dtype, shape)
                        for (path, shape, dtype), o, n in zip(layout, offsets, sizes)}
 
     def close(self) -> None:

@@ -1,0 +1,131 @@
+"""Observability: the AMP managed scraper, the exporters' charts and metric names, Kueue's metrics
+endpoint, HyperPod's DCGM level (``platform_constructs/observability.py``, ``observability/``)."""
+
+from __future__ import annotations
+
+from openpod_core.facts.record import Fact
+
+FACTS: tuple[Fact, ...] = (
+    Fact(
+        "amp.scraper.prerequisites", "subnets in at least two AZs (the cluster's), the cluster security group, "
+        "a cluster endpoint with private access, DNS in the VPC",
+        "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html", "2026-11-23",
+        "platform_constructs/observability.py checks the AZs; the cluster endpoint is always private",
+    ),
+    Fact(
+        "amp.scraper.customer-managed-key", "workspaces created with a customer managed key cannot use AWS "
+        "managed collectors for ingestion",
+        "https://docs.aws.amazon.com/de_de/prometheus/latest/userguide/AMP-collector-how-to.html", "2026-11-23",
+        "read in AWS's German translation of the page; the spec refuses kms_key_arn with collector: managed-scraper",
+    ),
+    Fact(
+        "amp.scraper.configuration-blob", "AWS::APS::Scraper ScrapeConfiguration.ConfigurationBlob is the base64 "
+        "encoded Prometheus scrape configuration",
+        "https://docs.aws.amazon.com/de_de/AWSCloudFormation/latest/UserGuide/aws-properties-aps-scraper-scrapeconfiguration.html",
+        "2026-11-23", "the construct wraps the YAML in Fn::Base64; cfn-lint's provider schema says the same",
+    ),
+    Fact(
+        "amp.workspace.retention", "AWS::APS::Workspace WorkspaceConfiguration.RetentionPeriodInDays (integer >= 1)",
+        "aws-cloudformation/cfn-lint@v1.58.0:src/cfnlint/data/schemas/providers/us-east-1.json (AWS::APS::Workspace)",
+        "2026-11-23", "the spec allows 1..1095 days",
+    ),
+    Fact(
+        "chart.prometheus-node-exporter", "4.56.1 (node_exporter 1.12.1); values service.port 9100, podAnnotations, "
+        "tolerations (default: NoSchedule only)",
+        "prometheus-community/helm-charts@prometheus-node-exporter-4.56.1:charts/prometheus-node-exporter/values.yaml:131,429,471",
+        "2026-11-23", "the platform tolerates every taint so nodes in their startup health check are watched too",
+    ),
+    Fact(
+        "node-exporter.infiniband-efa", "node_exporter 1.12.1's infiniband collector exports for an EFA device only "
+        "node_infiniband_info, state_id, physical_state_id, rate_bytes_per_second and lifespan_seconds: none of "
+        "the efa driver's hw_counters (tx_bytes, rx_bytes, rx_drops, rdma_read_bytes, ...)",
+        "prometheus/node_exporter@v1.12.1:collector/infiniband_linux.go:44,184-255 (go.mod: procfs v0.21.1); "
+        "prometheus/procfs@v0.21.1:sysfs/class_infiniband.go:71-103,294-312 (hw_counters parsed by a fixed list "
+        "of names); torvalds/linux drivers/infiniband/hw/efa/efa_verbs.c EFA_DEFINE_PORT_STATS (the efa names)",
+        "2026-11-23",
+        "so the node agent exports them (openpod_node_agent_efa_counter{device,counter}); procfs's "
+        "class_amazon_efa.go (commit 4b4cb05) is in no procfs tag and node_exporter has no EFA collector",
+    ),
+    Fact(
+        "chart.kube-state-metrics", "8.4.0 (kube-state-metrics 2.20.0); values service.port 8080, nodeSelector, "
+        "podAnnotations",
+        "prometheus-community/helm-charts@kube-state-metrics-8.4.0:charts/kube-state-metrics/values.yaml:64,360,389",
+        "2026-11-23", "prometheusScrape (line 2) annotates only the Service; the platform annotates the pod",
+    ),
+    Fact(
+        "chart.dcgm-exporter", "4.8.2 (tag 4.5.3-4.8.2, repo https://nvidia.github.io/dcgm-exporter/helm-charts); "
+        "values podAnnotations, service.port 9400, serviceMonitor.enabled true by default",
+        "NVIDIA/dcgm-exporter@4.5.3-4.8.2:deployment/values.yaml:85,114,129 and README.md:38-39", "2026-11-23",
+        "the platform turns the ServiceMonitor off (no Prometheus Operator CRDs) and annotates the pods",
+    ),
+    Fact(
+        "neuron-monitor.image", "public.ecr.aws/neuron/neuron-monitor:1.3.0",
+        "aws-neuron/aws-neuron-sdk@v2.32.0:src/k8/k8s-neuron-monitor-daemonset.yml:43-64", "2026-11-23",
+        "AWS's manifest for the Neuron monitor DaemonSet: command /opt/bin/entrypoint.sh, args --port 8000 "
+        "--neuron-monitor-config /opt/aws/neuron/bin/neuron-monitor.conf, privileged; the platform's copy is "
+        "platform_constructs/neuron_monitor.py (its affinity: our Trainium label, not AWS's list without trn2)",
+    ),
+    Fact(
+        "chart.neuron-helm-chart.monitor-template", "monitor.exporter.podAnnotations render as "
+        "spec.template.metadata.tolerations",
+        "aws-neuron/neuron-helm-charts@5c70d9d:charts/neuron-helm-chart/templates/monitor-exporter-daemonset.yaml:19-22",
+        "2026-11-23",
+        "so the chart's monitor pods cannot be annotated for the annotation-based scrape job; the platform "
+        "deploys the DaemonSet itself (platform_constructs/neuron_monitor.py). The only stored version of the "
+        "template; which chart release first ships it was not determined",
+    ),
+    Fact(
+        "neuron-monitor.metric-names", "neuroncore_utilization_ratio{neuroncore}, neuron_runtime_memory_used_bytes"
+        "{memory_location}, execution_status_total{status_type}, execution_errors_total{error_type}, "
+        "hardware_ecc_events_total{event_type,neuron_device_index}",
+        "aws-neuron/aws-neuron-sdk@v2.32.0:src/examples/neuron-monitor/neuron-monitor-grafana.json:524,580,1155 "
+        "(AWS's dashboard for neuron-monitor-prometheus.py); aws/amazon-cloudwatch-agent@c95b4fc:translator/"
+        "translate/otel/processor/metricstransformprocessor/translator.go (renameMapForNeuronMonitor)", "2026-11-23",
+        "the Neuron Monitor user guide documents the JSON, not the exporter's names; execution_errors_total and "
+        "hardware_ecc_events_total are read only in the CloudWatch agent, which consumes the exporter's endpoint; "
+        "labels as in open-telemetry/opentelemetry-collector-contrib receiver/awscontainerinsightreceiver/internal/"
+        "neuron tests' recorded output",
+    ),
+    Fact(
+        "kueue.metrics.names", "kueue_pending_workloads{cluster_queue,status,replica_role}, "
+        "kueue_admitted_workloads_total, kueue_admission_wait_time_seconds, kueue_cluster_queue_nominal_quota ...",
+        "kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go:411-420,526-549,866-874", "2026-11-23",
+        "Subsystem kueue (pkg/constants/constants.go:24); the full list with lines is observability/metrics.py",
+    ),
+    Fact(
+        "kueue.metrics.cluster-queue-resources", "kueue_cluster_queue_resource_usage / _nominal_quota are reported "
+        "only with Configuration metrics.enableClusterQueueResources: true",
+        "kubernetes-sigs/kueue@v0.19.2:apis/config/v1beta2/configuration_types.go:182-185", "2026-11-23",
+        "set in the platform's Kueue configuration (infra/governance/install.py)",
+    ),
+    Fact(
+        "kueue.metrics.endpoint", "HTTPS on :8443, every scrape authenticated (TokenReview) and authorized "
+        "(SubjectAccessReview on GET /metrics)",
+        "kubernetes-sigs/kueue@v0.19.2:cmd/kueue/main.go:188-191 (SecureServing, WithAuthenticationAndAuthorization)",
+        "2026-11-23", "the scrape job sends the scraper's token; the scraper's ClusterRole allows GET /metrics",
+    ),
+    Fact(
+        "amp.scraper.access-entry", "the scraper's role ARN from describe-scraper "
+        "(role/aws-service-role/scraper.aps.amazonaws.com/AWSServiceRoleForAmazonPrometheusScraper_<id>) rewritten "
+        "to role/AWSServiceRoleForAmazonPrometheusScraper_<id>, mapped to Kubernetes user aps-collector-user",
+        "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html "
+        "(Configuring your Amazon EKS cluster, steps 1-5)", "2026-11-23",
+        "platform_constructs/observability.py builds that ARN and the access entry with that user; the guide's "
+        "ClusterRole also grants nodes/proxy and configmaps, which our scrape jobs do not use",
+    ),
+    Fact(
+        "amp.scraper.authorization", "authorization, when used, must be type Bearer with credentials_file "
+        "/var/run/secrets/kubernetes.io/serviceaccount/token; scrape interval >= 30 s; targets other than "
+        "kubernetes.default.svc by IP",
+        "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html "
+        "(limitations specific to AWS managed collectors)", "2026-11-23",
+        "observability/scrape.py uses exactly that form for Kueue's authenticated endpoint",
+    ),
+    Fact(
+        "hyperpod.deep-health-check.dcgm-level", "4",
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-deep-health-checks.html",
+        "2026-11-23",
+        "HyperPod's instance-level deep health check runs DCGM diagnostics at level 4; the spec's "
+        "instance_groups[].dcgm_level offers it (default 2: minutes, not hours, before a rebooted node works again)",
+    ),
+)
