@@ -59,7 +59,7 @@ def validate(spec_path: str | None, legacy_spec: str | None, output: str = "tabl
           "instance_groups": [{"name": g.name, "instance_type": g.instance_type, "max_size": g.max_size}
                               for g in s.instance_groups]},
          output, f"{path}: ok - {s.name} in {s.region}: {groups}")
-    from infra.quota_backing import scale_from_zero_quotas  # desired_size 0: a documented choice, warned
+    from infra.spec.quota_backing import scale_from_zero_quotas  # desired_size 0: a documented choice, warned
 
     for where, message in scale_from_zero_quotas(s):
         click.echo(f"warning: {where}: {message}", err=True)

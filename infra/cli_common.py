@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 import click
 
-from infra.spec import SpecError, load_spec
+from infra.spec.cluster import SpecError, load_spec
 
 EXIT_USAGE = 2
 # The one documented place a spec is found without --spec (docs/platform.md, "Where the spec comes from").
@@ -49,7 +49,7 @@ def load_or_exit(path: str | Path | None):
         spec = load_spec(path)
     except SpecError as e:
         fail([f"{e.source}: {p}" for p in e.problems])
-    from infra.spec_warnings import warnings_for
+    from infra.spec.warnings import warnings_for
 
     for w in warnings_for(spec):
         click.echo(f"warning: {path}: {w}", err=True)

@@ -54,7 +54,7 @@ def facts_md() -> str:
 
 
 def _spec_md() -> str:
-    from infra.spec_docs import spec_md
+    from infra.spec.docs import spec_md
 
     return spec_md()
 

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator
 
 import click
 
-from infra.spec import CapacityType, ClusterSpec, InstanceGroupSpec
+from infra.spec.cluster import CapacityType, ClusterSpec, InstanceGroupSpec
 
 # Service Quotas codes of EC2's "Running On-Demand <family> instances" vCPU quotas.
 # Source: https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html (checked 2026-11-23).

@@ -19,7 +19,7 @@ from infra import nag
 from openpod_core import labels
 from infra.governance import queues
 from openpod_core.instance_types import Accelerator
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 from platform_constructs.buckets import PlatformBuckets
 from platform_constructs.cluster import PlatformCluster
 from platform_constructs.device_plugins import DevicePlugins

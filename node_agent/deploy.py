@@ -13,7 +13,7 @@ import yaml
 from infra.governance.pod_baseline import baseline_checks
 from openpod_core import labels as L
 from openpod_core.instance_types import Accelerator
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 from node_agent.config import AgentConfig, ControllerConfig, GroupConfig
 
 NAMESPACE = "openpod-system"

@@ -616,7 +616,7 @@ FACTS: tuple[Fact, ...] = (
         "cloudformation.max-resources-per-template", "500",
         "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html", "2026-11-25",
         "Resources: the maximum number of resources declared in one template; a spec whose stack would pass it "
-        "gets a warning from openpod validate (infra/spec_warnings.py)",
+        "gets a warning from openpod validate (infra/spec/warnings.py)",
     ),
     Fact(
         "eks.quota.managed-node-groups-per-cluster", "30",

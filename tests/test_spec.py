@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.spec import load_spec, parse_spec
+from infra.spec.cluster import load_spec, parse_spec
 from tests.conftest import EXAMPLES, ROOT, on_kubernetes, spec_problems as problems
 
 DEFAULT = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
@@ -236,7 +236,7 @@ def test_a_dropped_group_does_not_invent_problems():
 
 
 def _load_problems(path) -> list[str]:
-    from infra.spec import SpecError
+    from infra.spec.cluster import SpecError
 
     with pytest.raises(SpecError) as e:
         load_spec(path)

@@ -31,7 +31,7 @@ from openpod_core import labels
 from infra.governance import compute_domain
 from infra.governance import queues as q
 from infra.governance import resources as res
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

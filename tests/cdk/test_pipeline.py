@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.spec import SpecError, load_spec, parse_spec
+from infra.spec.cluster import SpecError, load_spec, parse_spec
 from tests.conftest import EXAMPLES, ROOT
 
 pytestmark = [pytest.mark.xdist_group("cdk-synth"), pytest.mark.slow]
@@ -169,7 +169,7 @@ def test_workflow_plans_pull_requests_and_deploys_merges():
 def test_workflow_pins_every_action_by_commit_and_deploys_from_the_environment():
     """A tag can be moved to other code by whoever controls the action's repository; a commit id cannot."""
     from openpod_core import facts
-    from infra.pipeline_spec import PipelineSpec
+    from infra.spec.pipeline import PipelineSpec
 
     wf = yaml.safe_load(WORKFLOW.read_text())
     uses = [s["uses"] for job in wf["jobs"].values() for s in job["steps"] if "uses" in s]

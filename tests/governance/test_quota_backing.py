@@ -1,12 +1,12 @@
-"""Team quotas backed by running nodes (infra/quota_backing.py): desired_size less hot spares, not max_size."""
+"""Team quotas backed by running nodes (infra/spec/quota_backing.py): desired_size less hot spares, not max_size."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from infra import quota_backing
-from infra.spec import SpecError, load_spec
+from infra.spec import quota_backing
+from infra.spec.cluster import SpecError, load_spec
 from tests.conftest import EXAMPLES
 
 

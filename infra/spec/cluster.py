@@ -27,10 +27,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from openpod_core import accelerator_stack, instance_regions, instance_types, local_zones
 from openpod_core.facts import value as fact_value
 from openpod_core.instance_types import InstanceType
-from infra.pipeline_spec import PipelineSpec
-from infra.queueing_spec import QueueingSpec
-from infra.observability_spec import ObservabilitySpec
-from infra import quota_backing
+from infra.spec.pipeline import PipelineSpec
+from infra.spec.queueing import QueueingSpec
+from infra.spec.observability import ObservabilitySpec
+from infra.spec import quota_backing
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 DEFAULT_SPEC = EXAMPLES_DIR / "default.yaml"
@@ -782,7 +782,7 @@ def parse_spec(data: Any, source: str = "spec") -> ClusterSpec:
     if not isinstance(data, dict):
         raise SpecError([Problem("", "a spec is a YAML mapping with name, region, availability_zones, "
                                      "instance_groups, ...")], source)
-    from infra.spec_loading import pruned
+    from infra.spec.loading import pruned
 
     try:
         spec = ClusterSpec.model_validate(data)
@@ -811,7 +811,7 @@ def _from_dropped(p: Problem, dropped: set[str]) -> bool:
 def load_spec(path: str | Path | None = None) -> ClusterSpec:
     """Read and validate a spec file (the embedded example when ``path`` is None: a library default; the CLIs
     never pass None). Text only (UTF-8), at most ``spec_loading.MAX_SPEC_BYTES``, no duplicate keys."""
-    from infra.spec_loading import read_yaml
+    from infra.spec.loading import read_yaml
 
     path = Path(path) if path else DEFAULT_SPEC
     source = str(path)

@@ -9,8 +9,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from infra import spec as spec_module
-from infra.queueing_spec import QueueingSpec, WaitForPodsReadySpec
+from infra.spec import cluster as spec_module
+from infra.spec.queueing import QueueingSpec, WaitForPodsReadySpec
 from observability.thresholds import AlertThresholds
 from openpod_core.instance_types import INSTANCE_TYPES
 
@@ -119,7 +119,7 @@ def spec_md() -> str:
         "instance count;",
         "- team quotas name existing groups and never add up to more than a group's `max_size - hot_spares`, nor "
         "(while `desired_size > 0`) more than `desired_size - hot_spares`, the nodes that run "
-        "(`infra/quota_backing.py`; at `desired_size: 0` it is a warning: [governance.md](governance.md), "
+        "(`infra/spec/quota_backing.py`; at `desired_size: 0` it is a warning: [governance.md](governance.md), "
         "\"Quotas backed by running nodes\").",
         "",
         "## Pinned versions",
