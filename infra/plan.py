@@ -626,7 +626,7 @@ def command(spec_path, base_ref, base_template, head_template, allow, allow_fail
     --allow-replace names it; a change CloudFormation or the service will refuse (infra/plan_rules.py, each
     with its source) fails it with exit 4 unless --allow-failure names it.
     """
-    from infra.cli_common import fail, load_or_exit
+    from infra.cli.common import fail, load_or_exit
 
     for opt, value in (("--base", base_ref), ("--base-template", base_template), ("--template", head_template)):
         if value is not None and not value.strip():

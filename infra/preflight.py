@@ -277,7 +277,7 @@ def render_offerings(spec: ClusterSpec, g: InstanceGroupSpec, offers: Iterable[d
 
 
 def _load(spec_path):
-    from infra.cli_common import load_or_exit
+    from infra.cli.common import load_or_exit
 
     return load_or_exit(spec_path)
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from tests.conftest import EXAMPLES
 
 SPEC = str(EXAMPLES / "default.yaml")
@@ -118,7 +118,7 @@ def test_duplicate_devices_are_an_error(tmp_path):
 
 def test_jobs_list_and_status_print_data(monkeypatch):
     """`-o json|yaml` on the status-like commands, over the recorded API objects of tests/governance/test_live.py."""
-    from infra import jobs_cli
+    from infra.cli import jobs as jobs_cli
     from tests.governance.test_live import memory_api
 
     api = memory_api()

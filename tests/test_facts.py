@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from infra.cli import main
-from infra.docs import PAGES
+from infra.cli.main import main
+from infra.cli.docs import PAGES
 from openpod_core.facts import FACTS, fact
 
 ROOT = Path(__file__).resolve().parents[1]

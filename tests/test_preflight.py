@@ -15,7 +15,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from infra.preflight import Clients, capacity_offerings, preflight, quota_family, render_offerings
 from infra.spec.cluster import load_spec
 from tests.conftest import EXAMPLES

@@ -177,7 +177,7 @@ def test_unreadable_and_malformed_files(tmp_path):
 
 
 def test_spec_reference_doc_is_generated_from_the_models():
-    from infra.docs import PAGES
+    from infra.cli.docs import PAGES
 
     text = PAGES["spec.md"]()
     for field in ("storage_capacity_gib", "reservation_id", "hot_spares", "addons", "access_entries"):

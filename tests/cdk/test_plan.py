@@ -15,7 +15,7 @@ import yaml
 from click.testing import CliRunner
 
 from infra import plan as planmod
-from infra.cli import main
+from infra.cli.main import main
 from tests.conftest import EXAMPLES, ROOT
 
 pytestmark = [pytest.mark.xdist_group("cdk-synth"), pytest.mark.slow]

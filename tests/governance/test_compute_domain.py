@@ -11,7 +11,7 @@ from __future__ import annotations
 import yaml
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from infra.governance import compute_domain as cd
 from infra.governance import jobset, queues
 from infra.governance.install import kueue_manager_config

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from infra.governance import all_objects
 from infra.governance import queues as q
 from infra.spec.cluster import parse_spec

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from infra import jobs_cli
-from infra.cli import main
+from infra.cli import jobs as jobs_cli
+from infra.cli.main import main
 from infra.governance import live
 from infra.spec.cluster import load_spec
 from tests.conftest import EXAMPLES, write_kubeconfig

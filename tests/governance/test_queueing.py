@@ -60,7 +60,7 @@ def test_a_weight_kueue_would_reject_is_one_spec_error():
 def test_openpod_queues_says_what_preemption_does():
     from click.testing import CliRunner
 
-    from infra.cli import main
+    from infra.cli.main import main
 
     out = CliRunner().invoke(main, ["queues", "--spec", str(EXAMPLES / "default.yaml")]).stdout
     assert "preemption: fair sharing. A team within its nominal quota is never preempted by another team" in out

@@ -44,7 +44,7 @@ def test_a_group_scaled_from_zero_is_a_warning_not_an_error():
 def test_validate_prints_the_scale_from_zero_warnings_and_still_succeeds():
     from click.testing import CliRunner
 
-    from infra.cli import main
+    from infra.cli.main import main
 
     r = CliRunner().invoke(main, ["validate", str(EXAMPLES / "large.yaml")])
     assert r.exit_code == 0, r.output

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from infra.governance import install, render
 from infra.spec.cluster import load_spec
 from tests.conftest import EXAMPLES

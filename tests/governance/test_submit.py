@@ -8,7 +8,7 @@ import yaml
 from click.testing import CliRunner
 
 from openpod_core import labels
-from infra.cli import main
+from infra.cli.main import main
 from openpod_core.instance_types import get
 from tests.conftest import EXAMPLES, free_port, write_kubeconfig
 from tests.governance import k8s_schema

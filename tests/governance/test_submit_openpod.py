@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from openpod_core import labels
-from infra.cli import main
+from infra.cli.main import main
 from infra.governance import jobset
 from infra.spec.cluster import load_spec
 from tests.conftest import EXAMPLES

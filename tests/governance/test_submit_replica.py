@@ -14,7 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from infra.governance import all_objects, jobset
 from infra.governance import queues as q
 from infra.governance import resources as res

@@ -176,7 +176,7 @@ def test_the_cli_renders_the_job_and_decides_from_a_log(tmp_path):
     import yaml
     from click.testing import CliRunner
 
-    from infra.cli import main
+    from infra.cli.main import main
     from tests.conftest import EXAMPLES
     from tests.node_agent.conftest import FIXTURES
 

@@ -1,7 +1,7 @@
 """What every ``openpod`` sub-command shares: the ``--spec`` option, loading a spec or exiting with one line per
 problem, and ``-o json|yaml|table`` for commands whose output is data.
 
-Sub-command modules import these from here, never from :mod:`infra.cli` (which imports them: no circle).
+Sub-command modules import these from here, never from :mod:`infra.cli.main` (which imports them: no circle).
 
 Where the spec comes from: ``--spec PATH``, else ``./openpod.yaml`` in the current directory (named on stderr),
 else the command stops and says so. It never falls back to the bundled example.

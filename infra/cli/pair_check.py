@@ -12,7 +12,7 @@ import sys
 import click
 import yaml
 
-from infra.cli_common import fail, group_or_exit, spec_option
+from infra.cli.common import fail, group_or_exit, spec_option
 
 
 @click.group("pair-check")

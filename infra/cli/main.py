@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from openpod_core import labels
-from infra.cli_common import (EXIT_USAGE, emit, fail, group_or_exit, load_or_exit, output_option,  # noqa: F401
+from infra.cli.common import (EXIT_USAGE, emit, fail, group_or_exit, load_or_exit, output_option,  # noqa: F401
                               resolve_spec_path, spec_option)
 
 
@@ -86,7 +86,7 @@ def facts(as_json: bool) -> None:
 @click.option("--out", type=click.Path(file_okay=False), default="docs", show_default=True)
 def docs(out: str) -> None:
     """Regenerate the reference docs rendered from the project's data tables."""
-    from infra import docs as docgen
+    from infra.cli import docs as docgen
 
     for path in docgen.write_all(Path(out)):
         click.echo(f"wrote {path}")
@@ -126,7 +126,7 @@ def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_cont
         click.echo("no teams in this spec")
         return
     if live:
-        from infra import jobs_cli
+        from infra.cli import jobs as jobs_cli
         from infra.governance import live as live_
         from infra.governance.apply import ClusterError
 
@@ -284,15 +284,15 @@ from infra.preflight import capacity_command as _capacity, preflight_command as 
 main.add_command(_preflight)
 main.add_command(_capacity)
 
-from infra.drain_cmd import drain as _drain  # noqa: E402
+from infra.cli.drain import drain as _drain  # noqa: E402
 
 main.add_command(_drain)
 
-from infra.jobs_cli import jobs as _jobs  # noqa: E402
+from infra.cli.jobs import jobs as _jobs  # noqa: E402
 
 main.add_command(_jobs)
 
-from infra.observability_cli import dashboards as _dashboards, rules as _rules  # noqa: E402
+from infra.cli.observability import dashboards as _dashboards, rules as _rules  # noqa: E402
 
 main.add_command(_dashboards)
 main.add_command(_rules)
@@ -301,6 +301,6 @@ main.add_command(_rules)
 if __name__ == "__main__":  # pragma: no cover
     main()
 
-from infra.pair_check_cli import pair_check as _pair_check  # noqa: E402
+from infra.cli.pair_check import pair_check as _pair_check  # noqa: E402
 
 main.add_command(_pair_check)
