@@ -25,7 +25,7 @@ from infra.spec.cluster import SpecError, load_spec  # noqa: E402
 
 
 def main() -> int:
-    from infra.stacks import build_app, new_app
+    from infra.app.stacks import build_app, new_app
 
     app = new_app()
     spec_path = app.node.try_get_context("spec")

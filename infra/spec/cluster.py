@@ -32,7 +32,7 @@ from infra.spec.queueing import QueueingSpec
 from infra.spec.observability import ObservabilitySpec
 from infra.spec import quota_backing
 
-EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
 DEFAULT_SPEC = EXAMPLES_DIR / "default.yaml"
 
 DNS_LABEL = r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$"

@@ -37,7 +37,7 @@ class Synth:
 
 def _synth(name: str, outdir: Path) -> Synth:
     from infra.spec.cluster import load_spec
-    from infra.stacks import build_app
+    from infra.app.stacks import build_app
 
     spec = load_spec(EXAMPLES / f"{name}.yaml")
     app, stack = build_app(spec, outdir=str(outdir))

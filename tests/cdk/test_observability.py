@@ -210,7 +210,7 @@ def test_every_exporter_chart_is_pinned_and_annotated_for_the_scrape_job(default
 
 
 def test_managed_grafana_may_only_query_this_workspace_and_passes_cdk_nag(tmp_path):
-    from infra import nag
+    from infra.app import nag
     from platform_constructs.observability import QUERY_ACTIONS
 
     app = cdk.App(outdir=str(tmp_path))

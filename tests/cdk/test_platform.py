@@ -372,7 +372,7 @@ def test_an_unacknowledged_cdk_nag_finding_fails_synth(tmp_path):
     import aws_cdk as cdk
     from aws_cdk import aws_s3 as s3
 
-    from infra import nag
+    from infra.app import nag
 
     app = cdk.App(outdir=str(tmp_path))
     stack = cdk.Stack(app, "Probe")

@@ -15,7 +15,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra import nag
+from infra.app import nag
 from openpod_core import labels
 from infra.governance import queues
 from openpod_core.instance_types import Accelerator
@@ -34,7 +34,7 @@ from platform_constructs.node_agent import NodeHealthAgent
 from platform_constructs.observability import PlatformObservability
 from platform_constructs.training_access import TrainingAccess
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TRAINING_DOCKERFILE = "training/Dockerfile"
 
 
@@ -295,7 +295,7 @@ def build_app(spec: ClusterSpec, *, app: cdk.App | None = None, outdir: str | No
     """The CDK app for ``spec``: one PlatformStack named after the cluster, cdk-nag AwsSolutions enforced."""
     app = app or new_app(outdir=outdir)
     if spec.pipeline is not None and spec.pipeline.provider == "codepipeline":
-        from infra import pipeline   # the platform becomes the pipeline's stage, under the same stack name
+        from infra.app import pipeline  # the platform becomes the pipeline's stage, under the same stack name
 
         def platform(stage: Construct) -> PlatformStack:
             return PlatformStack(stage, "Platform", spec=spec, repo_root=repo_root, stack_name=spec.name,
@@ -307,7 +307,7 @@ def build_app(spec: ClusterSpec, *, app: cdk.App | None = None, outdir: str | No
     else:
         stack = PlatformStack(app, spec.name, spec=spec, repo_root=repo_root, env=environment(spec))
         if spec.pipeline is not None:
-            from infra import pipeline
+            from infra.app import pipeline
 
             pipeline.GitHubDeployStack(app, f"{spec.name}-github", spec=spec, env=environment(spec))
     if checks:
