@@ -468,7 +468,7 @@ FACTS: tuple[Fact, ...] = (
         "ec2.quota-codes.on-demand-vcpus", "P L-417A185B, Trn L-2C3B7624, G and VT L-DB2E81BA, "
         "Standard L-1216C47A (Running On-Demand <family> instances, vCPUs)",
         "https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html", "2026-11-23",
-        "used by openpod preflight (infra/preflight.py)",
+        "used by openpod preflight (infra/deploy/preflight.py)",
     ),
     Fact(
         "ec2.capacity-blocks.max-instances", "64",
@@ -507,7 +507,7 @@ FACTS: tuple[Fact, ...] = (
         "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-fsx-filesystem-"
         "lustreconfiguration.html", "2026-11-25",
         "the provider schema cfn-lint ships does not list it in createOnlyProperties; openpod plan adds it "
-        "(infra/plan_rules.py)",
+        "(infra/deploy/plan_rules.py)",
     ),
     Fact(
         "cfn.kms.key-spec", "changing KeySpec or KeyUsage of an existing AWS::KMS::Key fails the update, whatever "
@@ -573,7 +573,7 @@ FACTS: tuple[Fact, ...] = (
         "usw1-az2 (us-west-1) and cac1-az3 (ca-central-1): cluster subnets may not be there",
         "https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html#network-requirements-subnets",
         "2026-11-25", "AZ names map to IDs per account; openpod preflight asks describe-availability-zones "
-        "(infra/preflight.py EKS_REFUSED_ZONE_IDS)",
+        "(infra/deploy/preflight.py EKS_REFUSED_ZONE_IDS)",
     ),
     Fact(
         "eks.unique-per-cluster", "EKS keeps one access entry per IAM principal, one add-on per name and one Pod "

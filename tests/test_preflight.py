@@ -16,7 +16,7 @@ from botocore.stub import ANY, Stubber
 from click.testing import CliRunner
 
 from infra.cli.main import main
-from infra.preflight import Clients, capacity_offerings, preflight, quota_family, render_offerings
+from infra.deploy.preflight import Clients, capacity_offerings, preflight, quota_family, render_offerings
 from infra.spec.cluster import load_spec
 from tests.conftest import EXAMPLES
 

@@ -148,7 +148,7 @@ class PlatformStack(cdk.Stack):
         for addon in self.platform_cluster.workload_addons:
             for ig in system_groups:
                 addon.node.add_dependency(ig.nodegroup)
-        # Upgrades roll the CPU system groups before the accelerator groups (infra/upgrade.py).
+        # Upgrades roll the CPU system groups before the accelerator groups (infra/deploy/upgrade.py).
         for g in spec.accelerated_groups:
             for ig in system_groups:
                 if g.name in self.instance_groups:

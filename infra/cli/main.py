@@ -275,11 +275,11 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
                    f"(owned by the JobSet)")
 
 
-from infra.plan import command as _plan  # noqa: E402
+from infra.deploy.plan import command as _plan  # noqa: E402
 
 main.add_command(_plan)
 
-from infra.preflight import capacity_command as _capacity, preflight_command as _preflight  # noqa: E402
+from infra.cli.preflight import capacity_command as _capacity, preflight_command as _preflight  # noqa: E402
 
 main.add_command(_preflight)
 main.add_command(_capacity)

@@ -149,7 +149,7 @@ def test_checkpoint_object_lock_is_a_spec_option_that_updates_in_place():
     """Issue 10: an optional Object Lock default retention for checkpoints (deletes leave versions)."""
     from aws_cdk.assertions import Template
 
-    from infra.plan import create_only_properties
+    from infra.deploy.plan import create_only_properties
     from infra.spec.cluster import BucketSpec, BucketsSpec
     from platform_constructs.buckets import PlatformBuckets
 

@@ -23,7 +23,7 @@ REPO = "acme/ml-platform"
 
 def synth(spec, outdir: Path, *, checks: bool = True, context: dict | None = None) -> dict[str, dict]:
     """Synthesize (cdk-nag enforced unless checks=False: a finding raises) and return templates by stack."""
-    from infra.plan import load_assembly
+    from infra.deploy.plan import load_assembly
     from infra.app.stacks import build_app, new_app
 
     app, _ = build_app(spec, app=new_app(outdir=str(outdir), context=context), checks=checks)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from infra import plan as planmod
+from infra.deploy import plan as planmod
 from infra.cli.main import main
 from tests.conftest import EXAMPLES, ROOT
 
@@ -239,7 +239,7 @@ def _cluster_only(version: str) -> planmod.Assembly:
     ("1.34", "1.33", "EKS cannot downgrade a cluster"),
 ])
 def test_upgrade_order_flags_skipped_versions_and_downgrades(old, new, note):
-    from infra import upgrade
+    from infra.deploy import upgrade
 
     [step] = upgrade.order(_cluster_only(old), _cluster_only(new))
     assert step.startswith(f"control plane C: Kubernetes {old} -> {new}, in place - ") and note in step

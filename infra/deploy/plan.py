@@ -12,7 +12,7 @@ plus propagation: a property that references a replaced resource resolves to a
 new physical id, so it changes too. Each replacement names the schema property
 that caused it.
 
-The schemas alone under-report: ``infra.plan_rules`` adds the documented
+The schemas alone under-report: ``infra.deploy.plan_rules`` adds the documented
 "Update requires" of properties the schemas leave out (FSx DeploymentType
 replaces; a KMS KeySpec change fails), fixed physical names (a replacement
 under the same name fails), and the services' own rules (EKS subnets and
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import click
 
-from infra import plan_rules
+from infra.deploy import plan_rules
 
 EXIT_BLOCKED = 3
 EXIT_WILL_FAIL = 4
@@ -491,7 +491,7 @@ def diff(base: Assembly, head: Assembly, *, region: str, allow: set[str] = froze
                                           base.templates.get(stack, {}).get("Resources", {})},
                               head_paths={k: head.path(stack, k) or "" for k in
                                           head.templates.get(stack, {}).get("Resources", {})})
-    from infra import upgrade
+    from infra.deploy import upgrade
 
     return Plan(changes, schema_source(), upgrade.order(base, head))
 
@@ -532,7 +532,7 @@ def render_table(plan: Plan) -> str:
     n = plan.counts()
     lines.append("")
     lines.append(", ".join(f"{n[a]} to {a}" for a in ACTIONS)
-                 + f"  (replacement rules: createOnlyProperties, {plan.schema_source}; infra/plan_rules.py)")
+                 + f"  (replacement rules: createOnlyProperties, {plan.schema_source}; infra/deploy/plan_rules.py)")
     failing = sum(bool(c.fails) for c in plan.changes)
     if failing:
         lines.append(f"{failing} change(s) will fail")
@@ -579,7 +579,7 @@ def render_markdown(plan: Plan) -> str:
     if plan.blocked:
         out += ["```"] + _blocked_lines(plan) + ["```", ""]
     out.append(f"<sub>Replacement rules: createOnlyProperties from the {plan.schema_source}, plus the documented "
-               "update behaviours and service rules of infra/plan_rules.py.</sub>")
+               "update behaviours and service rules of infra/deploy/plan_rules.py.</sub>")
     return "\n".join(out) + "\n"
 
 
@@ -623,7 +623,7 @@ def command(spec_path, base_ref, base_template, head_template, allow, allow_fail
     Both sides are synthesized offline. Replacements come from the CloudFormation resource schemas'
     createOnlyProperties (as cfn-lint ships them) and logical-id changes; a stateful resource (FSx, S3, KMS,
     EKS cluster, log groups, anything retained) replaced or removed fails the plan (exit 3) unless
-    --allow-replace names it; a change CloudFormation or the service will refuse (infra/plan_rules.py, each
+    --allow-replace names it; a change CloudFormation or the service will refuse (infra/deploy/plan_rules.py, each
     with its source) fails it with exit 4 unless --allow-failure names it.
     """
     from infra.cli.common import fail, load_or_exit
@@ -636,7 +636,7 @@ def command(spec_path, base_ref, base_template, head_template, allow, allow_fail
     if as_json and markdown:
         fail("--json and --markdown are exclusive")
     spec = load_or_exit(spec_path)
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     try:
         plan = make_plan(spec_path=Path(spec_path), base_ref=base_ref,
                          base_template=Path(base_template) if base_template else None,

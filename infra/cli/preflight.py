@@ -1,0 +1,45 @@
+"""``openpod preflight`` and ``openpod capacity``: the commands over :mod:`infra.deploy.preflight`."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+
+from infra.cli.common import load_or_exit
+from infra.deploy.preflight import Clients, capacity_offerings, preflight, render_offerings
+
+
+@click.command("preflight")
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="cluster spec file [default: ./openpod.yaml if present; otherwise required]")
+def preflight_command(spec_path) -> None:
+    """Check the account before a deploy (read-only AWS calls with your credentials); exit 1 on any failure."""
+    spec = load_or_exit(spec_path)
+    findings = preflight(spec, Clients.for_region(spec.region))
+    for f in findings:
+        click.echo(f.line())
+    failed = sum(not f.ok for f in findings)
+    click.echo(f"{len(findings) - failed} ok, {failed} failed")
+    raise SystemExit(1 if failed else 0)
+
+
+@click.command("capacity")
+@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="cluster spec file [default: ./openpod.yaml if present; otherwise required]")
+@click.option("--group", required=True, help="the capacity-block instance group to find a block for")
+@click.option("--days", type=click.IntRange(1, 182), default=7, show_default=True, help="block duration")
+@click.option("--start", type=click.DateTime(["%Y-%m-%d"]), help="earliest start (UTC date; default: now)")
+def capacity_command(spec_path, group, days, start) -> None:
+    """List Capacity Block offerings for a group and print the spec lines to use once one is bought."""
+    spec = load_or_exit(spec_path)
+    names = [g.name for g in spec.instance_groups]
+    if group not in names:
+        raise click.UsageError(f"--group: no instance group {group!r}; groups: {', '.join(names)}")
+    g = spec.group(group)
+    start = (start or dt.datetime.now(dt.timezone.utc)).replace(tzinfo=dt.timezone.utc)
+    try:
+        offers = capacity_offerings(Clients.for_region(spec.region).ec2, g, start, days)
+    except Exception as e:
+        raise click.ClickException(f"describe-capacity-block-offerings failed: {type(e).__name__}: "
+                                   f"{str(e).splitlines()[0]}") from None
+    for line in render_offerings(spec, g, offers):
+        click.echo(line)
