@@ -21,7 +21,8 @@ os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 os.environ.setdefault("JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION", "1")
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from infra.spec.cluster import SpecError, load_spec  # noqa: E402
+from infra.spec.base import SpecError  # noqa: E402
+from infra.spec.loading import load_spec  # noqa: E402
 
 
 def main() -> int:

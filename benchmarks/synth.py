@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 _PROBE = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from infra.spec.cluster import load_spec
+from infra.spec.loading import load_spec
 from infra.app.stacks import build_app
 t1 = time.perf_counter()
 spec = load_spec(sys.argv[1])

@@ -222,7 +222,7 @@ FACTS: tuple[Fact, ...] = (
         "getmoto/moto@5.2.5:moto/ec2/resources/instance_type_offerings/region/<region>.json (30 Regions)",
         "2026-11-25",
         "DescribeInstanceTypeOfferings (LocationType region) as moto records it; openpod_core/instance_regions.py "
-        "holds it for the register's accelerated types and infra/spec.py refuses a group in a recorded Region "
+        "holds it for the register's accelerated types and infra/spec/rules.py refuses a group in a recorded Region "
         "that does not offer its type. Per-AZ offerings are account-specific (AZ names map to AZ IDs per "
         "account): openpod preflight asks the account",
     ),
@@ -257,7 +257,7 @@ FACTS: tuple[Fact, ...] = (
     # ------------------------------------------------------------------ EKS add-ons
     # Add-on pins: the "latest version of the Amazon EKS add-on type for each Kubernetes version" tables of the
     # EKS user guide. Several copies of each page were found, of unknown crawl dates; each pin is from the copy that
-    # lists the most Kubernetes versions (the newest), named in the note. infra/spec.py reads these values.
+    # lists the most Kubernetes versions (the newest), named in the note. infra/spec/eks.py reads these values.
     Fact(
         "eks.addon.vpc-cni", "v1.21.1-eksbuild.7",
         "https://docs.aws.amazon.com/eks/latest/userguide/managing-vpc-cni.html#vpc-cni-latest-available-version",
@@ -475,7 +475,7 @@ FACTS: tuple[Fact, ...] = (
         "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-purchase.html", "2026-11-25",
         "each Capacity Block can have up to 64 instances, and up to 256 instances across Capacity Blocks (same "
         "sentence on ec2-capacity-blocks.html). A capacity-block group launches into one block (capacity."
-        "reservation_id), so infra/spec.py refuses max_size over 64 for it; UltraServer blocks are sold by the "
+        "reservation_id), so infra/spec/rules.py refuses max_size over 64 for it; UltraServer blocks are sold by the "
         "UltraServer and are not held to it here (see the unverified list)",
     ),
     Fact(

@@ -133,7 +133,7 @@ def test_jobs_list_and_status_print_data(monkeypatch):
 
 
 def test_show_defaults_prints_the_spec_as_read_and_it_validates_again(tmp_path):
-    from infra.spec.cluster import load_spec
+    from infra.spec.loading import load_spec
 
     r = CliRunner().invoke(main, ["validate", "--spec", SPEC, "--show-defaults"])
     assert r.exit_code == 0, r.output

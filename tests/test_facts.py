@@ -47,7 +47,7 @@ def test_the_fsx_rules_of_the_spec_and_construct_are_the_api_references():
     """storage.fsx.throughput_per_tib / metadata_iops accept exactly what the FSx API reference lists."""
     import typing
 
-    from infra.spec.cluster import FsxSpec
+    from infra.spec.storage import FsxSpec
     from platform_constructs.lustre import THROUGHPUTS
 
     listed = tuple(int(v) for v in fact("fsx.lustre.persistent2-throughputs").value.split(", "))

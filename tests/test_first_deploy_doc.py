@@ -19,7 +19,7 @@ from botocore import xform_name
 from click.testing import CliRunner
 
 from infra.cli.main import main
-from infra.spec.cluster import load_spec
+from infra.spec.loading import load_spec
 from openpod_core import local_zones
 from tests.conftest import ROOT
 

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from infra.cli.main import main
 from infra.deploy.preflight import Clients, capacity_offerings, preflight, quota_family, render_offerings
-from infra.spec.cluster import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 
 T0 = dt.datetime(2026, 12, 1, 11, 30, tzinfo=dt.timezone.utc)

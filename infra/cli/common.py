@@ -16,7 +16,8 @@ from typing import Any, NoReturn
 
 import click
 
-from infra.spec.cluster import SpecError, load_spec
+from infra.spec.base import SpecError
+from infra.spec.loading import load_spec
 
 EXIT_USAGE = 2
 # The one documented place a spec is found without --spec (docs/platform.md, "Where the spec comes from").

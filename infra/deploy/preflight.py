@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 
-from infra.spec.cluster import CapacityType, ClusterSpec, InstanceGroupSpec
+from infra.spec.groups import CapacityType, InstanceGroupSpec
+from infra.spec.cluster import ClusterSpec
 
 # Service Quotas codes of EC2's "Running On-Demand <family> instances" vCPU quotas.
 # Source: https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html (checked 2026-11-23).

@@ -36,7 +36,7 @@ class Synth:
 
 
 def _synth(name: str, outdir: Path) -> Synth:
-    from infra.spec.cluster import load_spec
+    from infra.spec.loading import load_spec
     from infra.app.stacks import build_app
 
     spec = load_spec(EXAMPLES / f"{name}.yaml")

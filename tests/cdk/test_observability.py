@@ -10,7 +10,8 @@ import pytest
 import yaml
 from aws_cdk import aws_ec2 as ec2
 
-from infra.spec.cluster import SpecError, parse_spec
+from infra.spec.base import SpecError
+from infra.spec.loading import parse_spec
 from observability.rules import rule_groups
 from observability.scrape import prometheus_config
 from platform_constructs.observability import SCRAPER_USER, PlatformObservability

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.spec.cluster import SpecError, load_spec, parse_spec
+from infra.spec.base import SpecError
+from infra.spec.loading import load_spec, parse_spec
 from tests.conftest import EXAMPLES, ROOT
 
 pytestmark = [pytest.mark.xdist_group("cdk-synth"), pytest.mark.slow]

@@ -26,7 +26,7 @@ DRA = "LustreDataRepository95D81F00"
 
 def _variant(tmp: Path, name: str, edit) -> tuple[Path, Path]:
     """Write an edited default spec and synthesize it (no cdk-nag: the base synth already ran it)."""
-    from infra.spec.cluster import load_spec
+    from infra.spec.loading import load_spec
     from infra.app.stacks import build_app
 
     data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from openpod_core import labels
-from infra.spec.cluster import DEFAULT_ADDONS, DEFAULT_CHARTS, load_spec
+from infra.spec.eks import DEFAULT_ADDONS, DEFAULT_CHARTS
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 
 pytestmark = [pytest.mark.xdist_group("cdk-synth"), pytest.mark.slow]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.spec.cluster import load_spec
+from infra.spec.loading import load_spec
 from infra.spec.warnings import estimated_resources
 from tests.conftest import EXAMPLES
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from infra.cli.main import main
 from infra.governance import render
-from infra.spec.cluster import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES, ROOT
 
 SPEC = str(EXAMPLES / "default.yaml")

@@ -15,7 +15,7 @@ from infra.cli.main import main
 from infra.governance import compute_domain as cd
 from infra.governance import jobset, queues
 from infra.governance.install import kueue_manager_config
-from infra.spec.cluster import parse_spec
+from infra.spec.loading import parse_spec
 from tests.conftest import EXAMPLES, example_data
 from tests.governance.test_apply import api_server  # noqa: F401 - the recording API server fixture
 

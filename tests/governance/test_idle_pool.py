@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from infra.cli.main import main
 from infra.governance import all_objects
 from infra.governance import queues as q
-from infra.spec.cluster import parse_spec
+from infra.spec.loading import parse_spec
 from tests.governance import k8s_schema
 from tests.governance.test_preemption_promises import spec_data
 

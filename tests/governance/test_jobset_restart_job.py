@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from infra.governance import install, jobset
-from infra.spec.cluster import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import ROOT
 from tests.governance import jobset_webhook, k8s_schema
 from tests.governance.test_submit_replica import REPLICA, SPEC_PATH, TRAINING_ARGS, dry_run

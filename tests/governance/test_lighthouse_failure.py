@@ -26,7 +26,7 @@ from datetime import timedelta
 import pytest
 
 from infra.governance import install, jobset
-from infra.spec.cluster import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import jobset_webhook, k8s_schema
 from training.config import FaultToleranceConfig

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from infra.cli import jobs as jobs_cli
 from infra.cli.main import main
 from infra.governance import live
-from infra.spec.cluster import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES, write_kubeconfig
 from tests.governance import k8s_schema
 

@@ -6,7 +6,7 @@ import yaml
 
 from infra.governance import queues as q
 from infra.governance.install import kueue_manager_config, kueue_values
-from infra.spec.cluster import load_spec, parse_spec
+from infra.spec.loading import load_spec, parse_spec
 from tests.conftest import EXAMPLES, example_data as base, spec_problems as problems
 
 

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from infra.spec import quota_backing
-from infra.spec.cluster import SpecError, load_spec
+from infra.spec.base import SpecError
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 
 

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from infra.cli.main import main
 from infra.governance import install, render
-from infra.spec.cluster import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 
 SPECS = sorted(EXAMPLES.glob("*.yaml")) + [Path(__file__).with_name("talk_scenario.yaml")]

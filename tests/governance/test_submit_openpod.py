@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from openpod_core import labels
 from infra.cli.main import main
 from infra.governance import jobset
-from infra.spec.cluster import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import k8s_schema
 from training import cli as training_cli

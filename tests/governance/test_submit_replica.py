@@ -19,7 +19,7 @@ from infra.governance import all_objects, jobset
 from infra.governance import queues as q
 from infra.governance import resources as res
 from infra.governance.admission import POD_SECURITY_JOBSET_POLICY, POD_SECURITY_POLICY, TEAM_QUEUE_POLICY
-from infra.spec.cluster import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import k8s_schema, vap
 from tests.governance.test_network import NS, reaches
