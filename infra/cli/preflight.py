@@ -6,12 +6,12 @@ import datetime as dt
 
 import click
 
-from infra.cli.common import load_or_exit
+from infra.cli.common import load_or_exit, spec_option
 from infra.deploy.preflight import Clients, capacity_offerings, preflight, render_offerings
 
 
 @click.command("preflight")
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="cluster spec file [default: ./openpod.yaml if present; otherwise required]")
+@spec_option
 def preflight_command(spec_path) -> None:
     """Check the account before a deploy (read-only AWS calls with your credentials); exit 1 on any failure."""
     spec = load_or_exit(spec_path)
@@ -24,7 +24,7 @@ def preflight_command(spec_path) -> None:
 
 
 @click.command("capacity")
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="cluster spec file [default: ./openpod.yaml if present; otherwise required]")
+@spec_option
 @click.option("--group", required=True, help="the capacity-block instance group to find a block for")
 @click.option("--days", type=click.IntRange(1, 182), default=7, show_default=True, help="block duration")
 @click.option("--start", type=click.DateTime(["%Y-%m-%d"]), help="earliest start (UTC date; default: now)")
