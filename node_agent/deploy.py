@@ -13,6 +13,7 @@ import yaml
 from infra.governance.pod_baseline import baseline_checks
 from openpod_core import labels as L
 from openpod_core.instance_types import Accelerator
+from infra.governance import system_group as _system_group
 from infra.spec.cluster import ClusterSpec
 from node_agent.config import AgentConfig, ControllerConfig, GroupConfig
 
@@ -273,21 +274,24 @@ def detector_daemonset(image: str, arch: str = "amd64") -> dict:
 def system_groups(spec: ClusterSpec) -> list:
     """The groups the platform's controllers run on: CPU groups that always have nodes (min_size >= 1) and on
     which no team has quota - so no team pod shares a node with an identity that can evict any pod and
-    reboot or replace any instance (admission keeps team pods on queued groups)."""
-    queued = {g for t in spec.teams for g in t.quotas}
-    return [g for g in spec.instance_groups
-            if not g.type.is_accelerated and g.min_size >= 1 and g.name not in queued]
+    reboot or replace any instance (admission keeps team pods on queued groups, the system taint every pod
+    that does not tolerate it: infra/governance/system_group.py)."""
+    return _system_group.system_groups(spec)
 
 
 def controller_placement(spec: ClusterSpec) -> dict:
     """Pod-spec fields that hold the controller to the system groups: a required node affinity on their
-    instance-group label (and amd64: the controller's image) and tolerations of those groups' own taints."""
+    instance-group label (and amd64: the controller's image) and tolerations of those groups' taints (their own
+    and the system taint)."""
     groups = system_groups(spec)
     if not groups:
         raise ValueError("instance_groups: the remediation controller needs a system group - a CPU group with "
                          "min_size >= 1 that no team has quota on")
-    tolerations = [{"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect.value}
-                   for g in groups for t in g.taints]
+    tolerations: list[dict] = []
+    for g in groups:
+        for t in _system_group.group_taints(spec, g):
+            if _system_group.toleration(t) not in tolerations:
+                tolerations.append(_system_group.toleration(t))
     out: dict = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [
             {"key": L.INSTANCE_GROUP, "operator": "In", "values": [g.name for g in groups]},

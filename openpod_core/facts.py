@@ -334,6 +334,45 @@ FACTS: tuple[Fact, ...] = (
         "the VPC CNI's network-policy agent (VPC CNI >= 1.14) is off by default; without it NetworkPolicy "
         "objects are accepted and not enforced",
     ),
+    # The system group's taint and who tolerates it (infra/governance/system_group.py, tests/cdk/test_system_taint.py).
+    Fact(
+        "eks.system-taint", "CriticalAddonsOnly: the taint of EKS Auto Mode's built-in system node pool, which "
+        "\"many EKS addons, such as CoreDNS, tolerate\"; pods reach those nodes with a CriticalAddonsOnly Exists "
+        "toleration",
+        "awsdocs/amazon-eks-user-guide@01c16ed8b31533d1b829b7e185345e3af01ce43b:latest/ug/automode/"
+        "set-builtin-node-pools.adoc:12-13; @390223ef50785e42bd70f41d6d5216d8261b1627:latest/ug/automode/"
+        "critical-workload.adoc:16,49-51", "2026-11-27",
+        "the platform's system group carries CriticalAddonsOnly=true:NoSchedule (openpod_core/labels.py SYSTEM_TAINT); "
+        "the guide names the key only, and an Exists toleration of the key matches any value and, without an "
+        "effect, any effect (kubernetes@v1.34.0 staging/src/k8s.io/api/core/v1/toleration.go:29-57)",
+    ),
+    Fact(
+        "eks.addon.coredns.tolerations", "the CoreDNS add-on tolerates CriticalAddonsOnly",
+        "awsdocs/amazon-eks-user-guide@01c16ed8b31533d1b829b7e185345e3af01ce43b:latest/ug/automode/"
+        "set-builtin-node-pools.adoc:13", "2026-11-27",
+        "AWS's statement; the add-on's own manifest at the pinned versions (eks.addon.coredns.*) is not published, "
+        "so it was not read. CoreDNS is pinned to no group: it also runs on untainted CPU groups and, once their "
+        "startup taint is gone, on accelerated nodes, as before",
+    ),
+    Fact(
+        "eks.addon.aws-fsx-csi-driver.tolerations", "fsx-csi-controller tolerates CriticalAddonsOnly (Exists) and "
+        "every NoExecute taint for 300 s; the fsx-csi-node DaemonSet tolerates every taint",
+        "kubernetes-sigs/aws-fsx-csi-driver@v1.7.0:deploy/kubernetes/base/controller-deployment.yaml:25-30, "
+        "deploy/kubernetes/base/node-daemonset.yaml:26-27; the chart at that tag: charts/aws-fsx-csi-driver/"
+        "values.yaml:100-105 (controller.tolerations), 190 (node.tolerateAllTaints true), "
+        "templates/node-daemonset.yaml:47-49", "2026-11-27",
+        "the driver's own manifests at the add-on's driver version (fact eks.addon.aws-fsx-csi-driver); the add-on "
+        "build's manifest is not published. So the controller may run on the system group and the node plugin "
+        "still reaches every node",
+    ),
+    Fact(
+        "eks.addon.daemonsets.tolerate-all", "aws-node (vpc-cni) and eks-pod-identity-agent tolerate every taint "
+        "(tolerations: - operator: Exists)",
+        "aws/amazon-vpc-cni-k8s@v1.21.1:charts/aws-vpc-cni/values.yaml:200-201, config/master/aws-k8s-cni.yaml:457-458; "
+        "aws/eks-pod-identity-agent@d4dc0f3fedd795b26ac88755238867a2110c7460 (v0.1.37):charts/eks-pod-identity-agent/"
+        "values.yaml:177-178", "2026-11-27",
+        "so both still run on the tainted system nodes (kube-proxy: UNVERIFIED below)",
+    ),
     # ------------------------------------------------------------------ device plugins
     Fact(
         "chart.nvidia-device-plugin.default-affinity", "requires feature.node.kubernetes.io/pci-10de.present, "
@@ -483,9 +522,9 @@ FACTS: tuple[Fact, ...] = (
         "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html", "2026-11-23",
         "so cfn-lint's per-region instance-type lists (E3628) do not know p6e-gb200.36xlarge. examples/large.yaml "
         "places its gb200 group in us-east-1-dfw-2a (openpod_core/local_zones.py); examples/default.yaml "
-        "(us-east-2) still declares one in us-east-2b awaiting a block, which validation does not refuse and no "
-        "block can serve (a Region cannot have both: Trn2 is not sold in us-east-1, fact "
-        "ec2.instance-type-offerings.moto)",
+        "(us-east-2) declares one in us-east-2b that no block can serve, and `openpod validate` warns so "
+        "(infra/spec/warnings.py, from the zones' offers in openpod_core/local_zones.py; a Region cannot have both: "
+        "Trn2 is not sold in us-east-1, fact ec2.instance-type-offerings.moto)",
     ),
     # ------------------------------------------------------------------ updates: what CloudFormation and the services do
     Fact(
@@ -906,6 +945,10 @@ FACTS: tuple[Fact, ...] = (
 # Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody
 # mistakes them for checked ones. Each says what the code assumes today.
 UNVERIFIED: tuple[tuple[str, str], ...] = (
+    ("kube-proxy add-on tolerations", "the kube-proxy add-on's DaemonSet manifest is not published, so that it "
+                                      "tolerates the system group's CriticalAddonsOnly taint (it ran there before "
+                                      "the taint) was not read; check on a cluster: kubectl -n kube-system get ds "
+                                      "kube-proxy -o jsonpath='{.spec.template.spec.tolerations}'"),
     ("p6e-gb200.36xlarge vCPUs, memory and GPU memory", "144 vCPUs, 960 GiB and 185 GiB per GPU were not compared "
                                                         "with EC2's specifications: moto's DescribeInstanceTypes "
                                                         "recording has no p6e-gb200 row (every other row matches "

@@ -28,6 +28,11 @@ HOT_SPARE_TAINT = f"{DOMAIN}/hot-spare"              # NoSchedule on spare nodes
 HOT_SPARE = f"{DOMAIN}/hot-spare"                    # label "true" on spare nodes
 PAIR_CHECK_TAINT = f"{DOMAIN}/pair-check"            # NoSchedule: a new/rebooted node held for the two-node check
                                                      # (value pending | failed; node_agent/pair_runner.py)
+# The system group's taint (value "true", NoSchedule): only the platform's controllers and the add-ons that
+# tolerate it run there. The key is the one EKS Auto Mode's system node pool carries and EKS add-ons such as
+# CoreDNS tolerate (facts: eks.system-taint, eks.addon.coredns.tolerations).
+SYSTEM_TAINT = "CriticalAddonsOnly"
+SYSTEM_TAINT_VALUE = "true"
 
 # Labels the Job controller sets on the pods of an Indexed Job (kubernetes/website
 # content/en/docs/reference/labels-annotations-taints/_index.md, "batch.kubernetes.io/job-completion-index"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
@@ -94,13 +94,16 @@ CHARTS: dict[str, dict] = {
 MULTI_NODE_NVLINK_TYPES = sorted(t.name for t in INSTANCE_TYPES.values() if multi_node_nvlink(t))
 
 
-def dra_values(controller_node_selector: Mapping[str, str]) -> dict:
-    """Values of ``nvidia-dra-driver-gpu``: the controller on the system group (the chart's default wants a
-    control-plane node, which EKS never shows: values.yaml:187-207), the kubelet plugin on every node with
-    multi-node NVLink, tolerating every taint (it must be up before the startup taint goes)."""
+def dra_values(controller_node_selector: Mapping[str, str],
+               controller_tolerations: Sequence[Mapping[str, str]] = ()) -> dict:
+    """Values of ``nvidia-dra-driver-gpu``: the controller on the system group, tolerating its taints (the chart's
+    default wants a control-plane node, which EKS never shows, and tolerates only that node's taint:
+    values.yaml:187-207), the kubelet plugin on every node with multi-node NVLink, tolerating every taint (it must
+    be up before the startup taint goes)."""
     return {
         "resources": {"gpus": {"enabled": False}, "computeDomains": {"enabled": True}},
         "controller": {"nodeSelector": dict(controller_node_selector),
+                       "tolerations": [dict(t) for t in controller_tolerations],
                        "affinity": _require(*next(iter(controller_node_selector.items())))},
         "kubeletPlugin": {"tolerations": _TOLERATE_ALL,
                           "affinity": _require(labels.INSTANCE_TYPE, *MULTI_NODE_NVLINK_TYPES)},
@@ -112,13 +115,14 @@ class DevicePlugins(Construct):
 
     Props: ``efa`` / ``nvidia`` / ``neuron`` / ``compute_domains`` switch each chart (``compute_domains``: NVIDIA's
     DRA driver for IMEX ComputeDomains, for groups with multi-node NVLink; its controller runs on the nodes
-    ``controller_node_selector`` selects, one label); ``chart_versions`` maps chart name (keys of ``CHARTS``)
+    ``controller_node_selector`` selects, one label, tolerating ``controller_tolerations``); ``chart_versions`` maps chart name (keys of ``CHARTS``)
     to version.
     """
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, chart_versions: Mapping[str, str],
                  efa: bool = False, nvidia: bool = False, neuron: bool = False, compute_domains: bool = False,
-                 controller_node_selector: Mapping[str, str] | None = None) -> None:
+                 controller_node_selector: Mapping[str, str] | None = None,
+                 controller_tolerations: Sequence[Mapping[str, str]] = ()) -> None:
         super().__init__(scope, id)
         wanted = [name for name, on in (("aws-efa-k8s-device-plugin", efa), ("nvidia-device-plugin", nvidia),
                                         ("neuron-helm-chart", neuron), ("nvidia-dra-driver-gpu", compute_domains))
@@ -132,7 +136,8 @@ class DevicePlugins(Construct):
         self.charts: dict[str, eks.HelmChart] = {}
         for name in wanted:
             c = CHARTS[name]
-            values = dra_values(controller_node_selector) if name == "nvidia-dra-driver-gpu" else c["values"]
+            values = (dra_values(controller_node_selector, controller_tolerations) if name == "nvidia-dra-driver-gpu"
+                      else c["values"])
             self.charts[name] = eks.HelmChart(
                 self, name, cluster=cluster, namespace="kube-system", version=chart_versions[name],
                 repository=c["repository"], chart=c["chart"], release=c["release"], values=values,

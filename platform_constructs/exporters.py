@@ -12,7 +12,8 @@ Both are annotated ``prometheus.io/scrape``/``prometheus.io/port`` so the ``kube
 prometheus-community/helm-charts@prometheus-node-exporter-4.56.1:charts/prometheus-node-exporter/values.yaml
 (service.port 131, podAnnotations 429, tolerations 471) and
 prometheus-community/helm-charts@kube-state-metrics-8.4.0:charts/kube-state-metrics/values.yaml
-(service.port 64, nodeSelector 360, podAnnotations 389), and
+(service.port 64, nodeSelector 360, tolerations 376 - rendered by templates/deployment.yaml:359-361,
+podAnnotations 389), and
 NVIDIA/dcgm-exporter@4.5.3-4.8.2:deployment/values.yaml (podAnnotations 85, service.port 114,
 serviceMonitor.enabled 129 - true by default, which needs the Prometheus Operator CRDs, so off here), checked 2026-11-23.
 - the Neuron monitor on Trainium nodes, when the spec has any (NeuronCore utilization, device memory,
@@ -22,7 +23,7 @@ serviceMonitor.enabled 129 - true by default, which needs the Prometheus Operato
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from aws_cdk import Duration
 from aws_cdk import aws_eks_v2 as eks
@@ -73,14 +74,16 @@ KUEUE_WORKLOAD_STATE = {
 KUEUE_WORKLOAD_RBAC = [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list", "watch"]}]
 
 
-def chart_values(system_node_selector: Mapping[str, str]) -> dict[str, dict]:
-    """Helm values per chart (keys of ``CHARTS``)."""
+def chart_values(system_node_selector: Mapping[str, str],
+                 system_tolerations: Sequence[Mapping[str, str]] = ()) -> dict[str, dict]:
+    """Helm values per chart (keys of ``CHARTS``): kube-state-metrics on the system group, tolerating its taints."""
     return {
         # Every node, tainted or not: a node in its startup health check is one we want to see.
         "prometheus-node-exporter": {"podAnnotations": labels.scrape_annotations(NODE_EXPORTER_PORT),
                                      "tolerations": [{"operator": "Exists"}]},
         "kube-state-metrics": {"podAnnotations": labels.scrape_annotations(KUBE_STATE_METRICS_PORT),
                                "nodeSelector": dict(system_node_selector),
+                               "tolerations": [dict(t) for t in system_tolerations],
                                "customResourceState": {"enabled": True, "config": KUEUE_WORKLOAD_STATE},
                                "rbac": {"extraRules": KUEUE_WORKLOAD_RBAC}},
         "dcgm-exporter": {"podAnnotations": labels.scrape_annotations(DCGM_EXPORTER_PORT),
@@ -109,14 +112,15 @@ class MetricsExporters(Construct):
     ``openpod-monitoring`` namespace, and the Neuron monitor DaemonSet when ``neuron``."""
 
     def __init__(self, scope: Construct, id: str, *, cluster: eks.ICluster, chart_versions: Mapping[str, str],
-                 system_node_selector: Mapping[str, str] | None = None, nvidia: bool = False,
+                 system_node_selector: Mapping[str, str] | None = None,
+                 system_tolerations: Sequence[Mapping[str, str]] = (), nvidia: bool = False,
                  neuron: bool = False) -> None:
         super().__init__(scope, id)
         wanted = list(CHARTS) + (list(NVIDIA_CHARTS) if nvidia else [])
         missing = [c for c in wanted if c not in chart_versions]
         if missing:
             raise ValueError(f"MetricsExporters: chart_versions lacks a version for {', '.join(missing)}")
-        values = chart_values(system_node_selector or {})
+        values = chart_values(system_node_selector or {}, system_tolerations)
         self.charts: dict[str, eks.HelmChart] = {}
         for name in wanted:
             self.charts[name] = eks.HelmChart(

@@ -102,13 +102,15 @@ COMMANDS = {
     "pair-check render": (["pair-check", "render"], {"--spec": "spec", "--group": ("p5", "system", "trn2"),
                                                     "--nodes": "word", "--image": "word",
                                                     "--tool": ("nccl-tests", "torch")}),
-    "pair-check decide": (["pair-check", "decide"], {"--spec": "spec", "--group": ("p5", "trn2")}),
+    "pair-check decide": (["pair-check", "decide"], {"--spec": "spec", "--group": ("p5", "trn2"),
+                                                    "-o": ("table", "json", "yaml")}),
     "plan": (["plan"], {"--spec": "spec", "--base-template": "template", "--json": None, "--markdown": None,
-                        "--allow-replace": "word"}),
+                        "--allow-replace": "word", "-o": ("table", "json", "yaml")}),
     "jobs list": (["jobs", "list"], {"--team": "word", "--kubeconfig": "kubeconfig"}),
     "jobs logs": (["jobs", "logs", "x"], {"--team": "word", "--tail": "int", "--kubeconfig": "kubeconfig"}),
-    "preflight": (["preflight"], {"--spec": "spec"}),
-    "capacity": (["capacity"], {"--spec": "spec", "--group": ("gb200", "p5"), "--days": "int"}),
+    "preflight": (["preflight"], {"--spec": "spec", "-o": ("table", "json", "yaml")}),
+    "capacity": (["capacity"], {"--spec": "spec", "--group": ("gb200", "p5"), "--days": "int",
+                          "-o": ("table", "json", "yaml")}),
 }
 
 

@@ -108,6 +108,19 @@ def test_absurd_sizes_warn(tmp_path):
     assert "instance_groups[0] (system).max_size: 1000000000000 nodes" in err
 
 
+def test_a_gb200_block_group_outside_the_zones_that_sell_its_blocks_warns(tmp_path):
+    """default.yaml's gb200 group sat in us-east-2b, where no P6e-GB200 block is sold (only the Dallas Local Zone,
+    fact ec2.p6e-gb200.local-zone), and validated without a word; large.yaml's group in us-east-1-dfw-2a stays quiet."""
+    data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+    rc, err = _validate(tmp_path, data)
+    assert rc == 0, err
+    line = [x for x in err.splitlines() if "(gb200).availability_zone" in x]
+    assert len(line) == 1, err
+    assert "us-east-2b" in line[0] and "sold only in us-east-1-dfw-2a" in line[0] and "never created" in line[0]
+    rc, err = _validate(tmp_path, yaml.safe_load((EXAMPLES / "large.yaml").read_text()))
+    assert rc == 0 and "availability_zone" not in err, err
+
+
 def test_duplicate_devices_are_an_error(tmp_path):
     data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
     data["instance_groups"][1]["volumes"] = [{"device_name": "/dev/sdb", "size_gib": 10},

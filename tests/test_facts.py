@@ -43,6 +43,20 @@ def test_openpod_facts_prints_every_row_with_its_source():
     assert all(r["source"] and r["checked"] for r in rows)
 
 
+def test_openpod_facts_as_one_document():
+    import yaml
+
+    out = CliRunner().invoke(main, ["facts", "-o", "json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert [r["key"] for r in data["facts"]] == [f.key for f in FACTS]
+    assert data["facts"][0] == json.loads(CliRunner().invoke(main, ["facts", "--json"]).stdout.splitlines()[0])
+    assert yaml.safe_load(CliRunner().invoke(main, ["facts", "-o", "yaml"]).stdout) == data
+    assert CliRunner().invoke(main, ["facts", "-o", "table"]).stdout == CliRunner().invoke(main, ["facts"]).stdout
+    bad = CliRunner().invoke(main, ["facts", "--json", "-o", "yaml"])
+    assert bad.exit_code == 2 and bad.stderr.splitlines() == ["error: --json (JSON Lines) and -o yaml are exclusive"]
+
+
 def test_the_fsx_rules_of_the_spec_and_construct_are_the_api_references():
     """storage.fsx.throughput_per_tib / metadata_iops accept exactly what the FSx API reference lists."""
     import typing

@@ -73,7 +73,8 @@ def test_every_command_is_valid_and_agrees_with_its_spec(spec_file):
             if "group" in opts:
                 assert opts["group"] in groups, argv
             if args[0] == "validate":
-                r = CliRunner().invoke(main, [args[0], str(ROOT / args[1])])
+                assert list(args[1:]) == ["--spec", spec_file], argv  # the spelling every command shares
+                r = CliRunner().invoke(main, [args[0], "--spec", str(ROOT / args[2])])
                 assert r.exit_code == 0, r.output
         elif tool == "aws":
             service, op, opts = args[0], args[1], _options(args[2:])

@@ -194,3 +194,52 @@ def test_a_cluster_az_that_is_an_id_eks_refuses_is_named(moto_iam):
     assert [f.message for f in zones if not f.ok] == [
         "availability_zones[1]: us-east-1b is use1-az3 in this account, where EKS places no cluster; pick another AZ"]
     assert sum(f.ok for f in zones) == 2
+
+
+def test_preflight_as_data_keeps_its_exit_code(monkeypatch):
+    import json
+
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in (("AWS_EC2_METADATA_DISABLED", "true"), ("AWS_CONFIG_FILE", "/nonexistent"),
+                 ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")):
+        monkeypatch.setenv(k, v)
+    r = CliRunner().invoke(main, ["preflight", "--spec", str(EXAMPLES / "default.yaml"), "-o", "json"])
+    assert r.exit_code == 1, r.output
+    data = json.loads(r.stdout)
+    assert data["ok"] is False and data["region"] == "us-east-2"
+    assert data["summary"] == {"ok": 0, "failed": len(data["findings"])}
+    assert all(set(f) == {"check", "ok", "message"} and "NoCredentialsError" in f["message"] for f in data["findings"])
+
+
+def test_capacity_as_data(monkeypatch):
+    import json
+
+    import yaml
+
+    from infra.deploy import preflight as pf
+
+    spec = load_spec(EXAMPLES / "default.yaml")
+    g = spec.group("gb200")
+    ec2 = _client("ec2", spec.region)
+    offer = {"CapacityBlockOfferingId": "cb-0123456789abcdef0", "InstanceType": g.instance_type,
+             "AvailabilityZone": "us-east-2b", "InstanceCount": 18, "StartDate": T0,
+             "EndDate": T0 + dt.timedelta(days=7), "CapacityBlockDurationHours": 168, "UpfrontFee": "123456.00",
+             "CurrencyCode": "USD", "Tenancy": "default"}
+    monkeypatch.setattr(pf.Clients, "for_region", classmethod(lambda cls, region: Clients(ec2, None, None, None)))
+    outputs = {}
+    with Stubber(ec2) as stub:
+        for fmt in ("json", "yaml", "table"):
+            stub.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [offer]})
+            r = CliRunner().invoke(main, ["capacity", "--spec", str(EXAMPLES / "default.yaml"), "--group", "gb200",
+                                          "--start", "2026-12-01", "-o", fmt])
+            assert r.exit_code == 0, r.output
+            outputs[fmt] = r.stdout
+    data = json.loads(outputs["json"])
+    assert yaml.safe_load(outputs["yaml"]) == data
+    assert data == {"group": "gb200", "instance_type": g.instance_type, "instance_count": g.max_size,
+                    "region": "us-east-2", "days": 7, "offerings": [
+                        {"id": "cb-0123456789abcdef0", "availability_zone": "us-east-2b",
+                         "start": "2026-12-01T11:30:00+00:00", "end": "2026-12-08T11:30:00+00:00",
+                         "instance_count": 18, "upfront_fee": "123456.00", "currency": "USD"}]}
+    assert outputs["table"] == "\n".join(render_offerings(spec, g, [offer])) + "\n"

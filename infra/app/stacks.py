@@ -24,6 +24,7 @@ from platform_constructs.buckets import PlatformBuckets
 from platform_constructs.cluster import PlatformCluster
 from platform_constructs.device_plugins import DevicePlugins
 from infra.governance.install import system_node_selector
+from infra.governance.system_group import group_taints, system_tolerations
 from openpod_core.accelerator_stack import multi_node_nvlink
 from platform_constructs.governance import TaskGovernance
 from platform_constructs.images import ContainerImage
@@ -135,7 +136,7 @@ class PlatformStack(cdk.Stack):
                 min_size=g.min_size, desired_size=g.desired_size, max_size=g.max_size,
                 placement_group=g.wants_placement_group,
                 capacity_type=g.capacity.type, capacity_reservation_id=g.capacity.reservation_id,
-                labels=g.labels, taints=g.taints, root_volume_gib=g.root_volume_gib, volumes=g.volumes,
+                labels=g.labels, taints=group_taints(spec, g), root_volume_gib=g.root_volume_gib, volumes=g.volumes,
                 local_nvme_raid0=g.local_nvme_raid0, kubernetes_version=spec.eks.version,
                 update_strategy=g.update_strategy.upper() if g.update_strategy else None,
                 lustre_client=True,   # the teams' FSx volumes may be mounted on any group's nodes
@@ -183,7 +184,7 @@ class PlatformStack(cdk.Stack):
             efa=any(g.type.efa_supported for g in spec.instance_groups),
             nvidia=Accelerator.NVIDIA in accel, neuron=Accelerator.NEURON in accel,
             compute_domains=any(multi_node_nvlink(g.type) for g in spec.instance_groups),
-            controller_node_selector=system_node_selector(spec),
+            controller_node_selector=system_node_selector(spec), controller_tolerations=system_tolerations(spec),
         )
         for chart in self.device_plugins.charts.values():
             for ig in system_groups:
@@ -252,6 +253,7 @@ def _observability(stack: PlatformStack, spec: ClusterSpec, cluster) -> Platform
     topic = sns.Topic.from_topic_arn(stack, "AlertTopic", o.alert_topic_arn) if o.alert_topic_arn else None
     stack.exporters = MetricsExporters(stack, "Exporters", cluster=cluster, chart_versions=spec.eks.chart_versions,
                                        system_node_selector=system_node_selector(spec),
+                                       system_tolerations=system_tolerations(spec),
                                        nvidia=any(g.type.accelerator == Accelerator.NVIDIA for g in spec.instance_groups),
                                        neuron=any(g.type.accelerator == Accelerator.NEURON for g in spec.instance_groups))
     for g in spec.instance_groups:  # the charts' pods need the system nodes up (as the other charts)

@@ -74,8 +74,26 @@ spec_option = click.option("--spec", "spec_path", type=click.Path(dir_okay=False
 OUTPUT_FORMATS = ("table", "json", "yaml")
 
 
+class OneLineError(click.ClickException):
+    """Bad input said as one ``error:`` line on stderr, exit 2 (click's usage errors take three lines)."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file=None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True, file=file)
+
+
+class OutputFormat(click.Choice):
+    """``-o``'s choice; a value outside it is one line (:class:`OneLineError`)."""
+
+    def convert(self, value, param, ctx):
+        if value in self.choices:
+            return value
+        raise OneLineError(f"-o/--output {value!r}: choose one of {', '.join(self.choices)}")
+
+
 def output_option(default: str = "table"):
-    return click.option("-o", "--output", "output", type=click.Choice(OUTPUT_FORMATS), default=default,
+    return click.option("-o", "--output", "output", type=OutputFormat(OUTPUT_FORMATS), default=default,
                         show_default=True, help="output format: table for people, json or yaml for programs")
 
 

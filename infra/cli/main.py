@@ -66,13 +66,20 @@ def validate(spec_path: str | None, legacy_spec: str | None, output: str = "tabl
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="one JSON object per fact")
-def facts(as_json: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="one JSON object per line, per fact (JSON Lines)")
+@output_option()
+def facts(as_json: bool, output: str = "table") -> None:
     """Print the facts register: each external fact, its value, source and check date."""
     import json
 
     from openpod_core.facts import FACTS
 
+    if as_json and output != "table":
+        fail(f"--json (JSON Lines) and -o {output} are exclusive")
+    if output != "table":
+        emit({"facts": [{"key": f.key, "value": f.value, "source": f.source, "checked": f.checked, "note": f.note}
+                        for f in FACTS]}, output, [])
+        return
     for f in FACTS:
         if as_json:
             click.echo(json.dumps({"key": f.key, "value": f.value, "source": f.source, "checked": f.checked,
@@ -120,8 +127,6 @@ def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_cont
     from infra.governance import queues as q
 
     s = load_or_exit(spec_path)
-    if live and output != "table":
-        fail("-o json|yaml prints the spec's quotas; with --live the usage is a table")
     if not s.teams:
         click.echo("no teams in this spec")
         return
@@ -135,7 +140,10 @@ def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_cont
         except ClusterError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(1)
-        click.echo("\n".join(live_.render_usage(s, rows)))
+        emit({"usage": [{"team": u.team, "group": u.group, "nominal_nodes": u.nominal, "in_use_nodes": u.in_use,
+                         "borrowed_nodes": u.borrowed, "idle_nodes": u.idle, "admitted": u.admitted,
+                         "pending": u.pending} for u in rows], "idle_pool": list(q.idle_pools(s))},
+             output, live_.render_usage(s, rows))
         return
     rows = [("TEAM", "GROUP", "TYPE", "NOMINAL", "ACCELERATORS", "LEND LIMIT", "BORROW LIMIT", "MAX NODES")]
     data = []

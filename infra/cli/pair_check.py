@@ -12,7 +12,7 @@ import sys
 import click
 import yaml
 
-from infra.cli.common import fail, group_or_exit, spec_option
+from infra.cli.common import emit, fail, group_or_exit, output_option, spec_option
 
 
 @click.group("pair-check")
@@ -46,7 +46,8 @@ def render(spec_path, group, nodes, image, tool, name) -> None:
 @spec_option
 @click.option("--group", required=True, help="instance group of both nodes")
 @click.argument("log", type=click.File("r"))
-def decide(spec_path, group, log) -> None:
+@output_option()
+def decide(spec_path, group, log, output="table") -> None:
     """Read rank 0's log (a file, or - for stdin); exit 0 on pass, 1 on fail."""
     from node_agent import pair_check as pc
 
@@ -56,7 +57,8 @@ def decide(spec_path, group, log) -> None:
     except ValueError as e:
         fail(f"{log.name}: {e}")
     verdict = "pass" if r.passed else "fail"
-    click.echo(f"{verdict}: busbw {r.busbw_gbs:.1f} GB/s, floor {r.floor_gbs:.1f} GB/s ({g.instance_type})")
-    for f in r.findings:
-        click.echo(f"  {f.rule}: {f.evidence}")
+    emit({"group": g.name, "instance_type": g.instance_type, "verdict": verdict, "busbw_gbs": r.busbw_gbs,
+          "floor_gbs": r.floor_gbs, "findings": [f.to_dict() for f in r.findings]}, output,
+         [f"{verdict}: busbw {r.busbw_gbs:.1f} GB/s, floor {r.floor_gbs:.1f} GB/s ({g.instance_type})",
+          *(f"  {f.rule}: {f.evidence}" for f in r.findings)])
     sys.exit(0 if r.passed else 1)

@@ -6,20 +6,21 @@ import datetime as dt
 
 import click
 
-from infra.cli.common import load_or_exit, spec_option
-from infra.deploy.preflight import Clients, capacity_offerings, preflight, render_offerings
+from infra.cli.common import emit, load_or_exit, output_option, spec_option
+from infra.deploy.preflight import Clients, capacity_offerings, offering_data, preflight, render_offerings
 
 
 @click.command("preflight")
 @spec_option
-def preflight_command(spec_path) -> None:
+@output_option()
+def preflight_command(spec_path, output="table") -> None:
     """Check the account before a deploy (read-only AWS calls with your credentials); exit 1 on any failure."""
     spec = load_or_exit(spec_path)
     findings = preflight(spec, Clients.for_region(spec.region))
-    for f in findings:
-        click.echo(f.line())
     failed = sum(not f.ok for f in findings)
-    click.echo(f"{len(findings) - failed} ok, {failed} failed")
+    emit({"region": spec.region, "ok": not failed, "summary": {"ok": len(findings) - failed, "failed": failed},
+          "findings": [{"check": f.check, "ok": f.ok, "message": f.message} for f in findings]},
+         output, [*(f.line() for f in findings), f"{len(findings) - failed} ok, {failed} failed"])
     raise SystemExit(1 if failed else 0)
 
 
@@ -28,7 +29,8 @@ def preflight_command(spec_path) -> None:
 @click.option("--group", required=True, help="the capacity-block instance group to find a block for")
 @click.option("--days", type=click.IntRange(1, 182), default=7, show_default=True, help="block duration")
 @click.option("--start", type=click.DateTime(["%Y-%m-%d"]), help="earliest start (UTC date; default: now)")
-def capacity_command(spec_path, group, days, start) -> None:
+@output_option()
+def capacity_command(spec_path, group, days, start, output="table") -> None:
     """List Capacity Block offerings for a group and print the spec lines to use once one is bought."""
     spec = load_or_exit(spec_path)
     names = [g.name for g in spec.instance_groups]
@@ -41,5 +43,5 @@ def capacity_command(spec_path, group, days, start) -> None:
     except Exception as e:
         raise click.ClickException(f"describe-capacity-block-offerings failed: {type(e).__name__}: "
                                    f"{str(e).splitlines()[0]}") from None
-    for line in render_offerings(spec, g, offers):
-        click.echo(line)
+    emit({"group": g.name, "instance_type": g.instance_type, "instance_count": g.max_size, "region": spec.region,
+          "days": days, "offerings": [offering_data(o) for o in offers]}, output, render_offerings(spec, g, offers))

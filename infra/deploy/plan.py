@@ -28,27 +28,41 @@ that will fail blocks too (exit 4) unless named with ``--allow-failure``.
 
 Exit codes: 0 the change can be deployed; 1 no plan could be made; 2 bad
 invocation or spec; 3 a stateful resource would be replaced or removed; 4 the
-deploy will fail (4 wins when both hold).
+deploy will fail (4 wins when both hold). They are the same whatever ``-o``
+prints: ``table`` for people, ``json``/``yaml`` the data shape of
+:meth:`Plan.to_json` (docs/gitops.md, "The plan as data").
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
 
 from infra.deploy import plan_rules
+from infra.cli.common import emit, output_option
 
 EXIT_BLOCKED = 3
 EXIT_WILL_FAIL = 4
+# What each exit code of a made plan means; 1 (no plan) and 2 (bad input) print no plan.
+EXIT_MEANINGS = {
+    0: "deployable: nothing blocks",
+    EXIT_BLOCKED: "blocked: a stateful resource would be replaced or removed (--allow-replace names it if intended)",
+    EXIT_WILL_FAIL: "will fail: CloudFormation or the service will refuse a change (--allow-failure to deploy anyway)",
+}
+# The data shape of ``-o json|yaml`` (docs/gitops.md, "The plan as data"): keys are only ever added under one
+# format; a key renamed or removed, or a meaning changed, is a new format.
+PLAN_FORMAT = "openpod.plan/v1"
 
+CFN_LINT_STATEFUL = "stateful type (cfn-lint StatefulResources)"
 # Types the platform treats as stateful beyond cfn-lint's list: an FSx data repository association holds the
 # link (and its import/export policy) between the file system and the datasets bucket; replacing the EKS cluster
 # loses every Kubernetes object, node and job on it.
@@ -96,7 +110,7 @@ def stateful_types() -> dict[str, str]:
     import cfnlint.data.AdditionalSpecs as specs
 
     data = json.loads(resources.files(specs).joinpath("StatefulResources.json").read_text())
-    out = {t: "stateful type (cfn-lint StatefulResources)" for t in data["ResourceTypes"]}
+    out = {t: CFN_LINT_STATEFUL for t in data["ResourceTypes"]}
     out.update(EXTRA_STATEFUL_TYPES)
     return out
 
@@ -276,6 +290,14 @@ class Change:
     def verdict(self) -> str:
         return "will fail" if self.fails else self.action
 
+    @property
+    def risks(self) -> list[str]:
+        """will-fail, data-loss (a stateful resource replaced or removed, allowed or not), replacement, removal."""
+        return [r for r, held in (("will-fail", bool(self.fails)),
+                                  ("data-loss", self.action in ("replace", "remove") and self.stateful is not None),
+                                  ("replacement", self.action == "replace"), ("removal", self.action == "remove"))
+                if held]
+
 
 @dataclass
 class Plan:
@@ -297,14 +319,84 @@ class Plan:
         return {a: sum(c.action == a for c in self.changes) for a in ACTIONS}
 
     def to_json(self) -> dict:
+        """The plan as data (format :data:`PLAN_FORMAT`, documented in docs/gitops.md "The plan as data")."""
         return {
+            "format": PLAN_FORMAT,
+            "exit_code": self.exit_code,
+            "exit_meaning": EXIT_MEANINGS[self.exit_code],
             "schema_source": self.schema_source,
-            "summary": self.counts(),
+            "summary": {**self.counts(), "will_fail": sum(bool(c.fails) for c in self.changes),
+                        "data_loss": sum("data-loss" in c.risks for c in self.changes),
+                        "blocking": len(self.blocked)},
             "blocked": [c.logical_id for c in self.blocked],
             "will_fail": [c.logical_id for c in self.changes if c.fails],
             "upgrade": self.upgrade,
-            "changes": [{**asdict(c), "blocking": c.blocking, "verdict": c.verdict} for c in self.changes],
+            "changes": [change_data(c, self.schema_source) for c in self.changes],
         }
+
+
+def change_data(c: Change, schemas: str) -> dict:
+    """One change as data: what, the action, its risks, and each reason with its sources."""
+    return {
+        "stack": c.stack, "logical_id": c.logical_id, "new_logical_id": c.new_logical_id, "type": c.type,
+        "path": c.path, "action": c.action, "verdict": c.verdict, "risks": c.risks, "blocking": c.blocking,
+        "allowed": c.allowed, "failure_allowed": c.failure_allowed, "stateful": c.stateful,
+        "properties": c.properties, "causes": c.causes, "fails": c.fails, "reasons": reasons(c, schemas),
+    }
+
+
+_CITATION = re.compile(r"\[([A-Za-z0-9_.-]+): ")
+
+
+def cited(text: str) -> tuple[str, list[dict]]:
+    """``text`` without its ``[fact key: source]`` citations (:func:`infra.deploy.plan_rules.cite`), and those
+    citations as ``{"fact", "source"}``."""
+    from openpod_core.facts import fact
+
+    sources = []
+    for key in dict.fromkeys(_CITATION.findall(text)):
+        try:
+            source = fact(key).source
+        except KeyError:
+            continue
+        citation = f"[{key}: {source}]"
+        if citation in text:
+            text = text.replace(f" {citation}", "").replace(citation, "")
+            sources.append({"fact": key, "source": source})
+    return text.strip(), sources
+
+
+def _cause_sources(c: Change, cause: str, schemas: str) -> tuple[str, list[dict]]:
+    text, sources = cited(cause)
+    if sources:
+        return text, sources
+    if " is create-only" in cause:
+        return text, [{"fact": None, "source": f"createOnlyProperties of {c.type}, {schemas}"}]
+    return text, [{"fact": None, "source": "infra/deploy/plan.py: a new logical id or type is a new resource"}]
+
+
+def _stateful_source(c: Change) -> str:
+    if c.stateful == CFN_LINT_STATEFUL:
+        from cfnlint.version import __version__
+
+        return f"cfnlint/data/AdditionalSpecs/StatefulResources.json (cfn-lint {__version__})"
+    if c.stateful and c.stateful.endswith(": Retain"):
+        return f"the template's {c.stateful.split(':')[0]}"
+    return "infra/deploy/plan.py EXTRA_STATEFUL_TYPES"
+
+
+def reasons(c: Change, schemas: str) -> list[dict]:
+    """Why a change is risky: ``{"risk", "text", "sources"}`` per failure, per replacement cause, and for data
+    a replacement or removal would orphan. A plain add or update has none (its ``properties`` say what)."""
+    def reason(risk: str, text: str, sources: list[dict]) -> dict:
+        return {"risk": risk, "text": text, "sources": sources}
+
+    out = [reason("will-fail", *cited(f)) for f in c.fails]
+    if c.action == "replace":
+        out += [reason("replacement", *_cause_sources(c, cause, schemas)) for cause in c.causes]
+    if "data-loss" in c.risks:
+        out.append(reason("data-loss", c.stateful, [{"fact": None, "source": _stateful_source(c)}]))
+    return out
 
 
 _MISSING = object()
@@ -615,16 +707,19 @@ def make_plan(*, spec_path: Path, base_ref: str | None, base_template: Path | No
               help="let this stateful resource be replaced or removed (repeatable)")
 @click.option("--allow-failure", "allow_failure", multiple=True, metavar="LOGICAL_ID",
               help="deploy even though this resource's change is known to fail (repeatable)")
-@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@output_option()
+@click.option("--json", "as_json", is_flag=True, help="the same as -o json (kept for existing pipelines)")
 @click.option("--markdown", is_flag=True, help="a pull-request comment")
-def command(spec_path, base_ref, base_template, head_template, allow, allow_failure, as_json, markdown) -> None:
+def command(spec_path, base_ref, base_template, head_template, allow, allow_failure, as_json, markdown,
+            output="table") -> None:
     """Show what deploying the spec would do to each AWS resource; exit 3 if data would be orphaned.
 
     Both sides are synthesized offline. Replacements come from the CloudFormation resource schemas'
     createOnlyProperties (as cfn-lint ships them) and logical-id changes; a stateful resource (FSx, S3, KMS,
     EKS cluster, log groups, anything retained) replaced or removed fails the plan (exit 3) unless
     --allow-replace names it; a change CloudFormation or the service will refuse (infra/deploy/plan_rules.py, each
-    with its source) fails it with exit 4 unless --allow-failure names it.
+    with its source) fails it with exit 4 unless --allow-failure names it. -o json|yaml prints the plan as
+    data (docs/gitops.md), with the same exit codes; progress and blocking lines go to stderr.
     """
     from infra.cli.common import fail, load_or_exit
 
@@ -635,8 +730,13 @@ def command(spec_path, base_ref, base_template, head_template, allow, allow_fail
         fail("give exactly one of --base GIT_REF or --base-template DIR")
     if as_json and markdown:
         fail("--json and --markdown are exclusive")
+    if as_json and output not in ("table", "json"):
+        fail(f"--json and -o {output} are exclusive (--json is -o json)")
+    if markdown and output != "table":
+        fail(f"--markdown and -o {output} are exclusive")
+    output = "json" if as_json else output
     spec = load_or_exit(spec_path)
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parent.parent
     try:
         plan = make_plan(spec_path=Path(spec_path), base_ref=base_ref,
                          base_template=Path(base_template) if base_template else None,
@@ -648,13 +748,13 @@ def command(spec_path, base_ref, base_template, head_template, allow, allow_fail
     unknown = sorted(set(allow) - {c.logical_id for c in plan.changes} - {c.new_logical_id for c in plan.changes})
     for lid in unknown:
         click.echo(f"warning: --allow-replace {lid}: no such resource is replaced or removed", err=True)
-    if as_json:
-        click.echo(json.dumps(plan.to_json(), indent=2))
-    elif markdown:
+    if markdown:
         click.echo(render_markdown(plan), nl=False)
+    elif output != "table":
+        emit(plan.to_json(), output, [])
     else:
         click.echo(render_table(plan), nl=False)
-    for line in _blocked_lines(plan) if (as_json or markdown) else []:
+    for line in _blocked_lines(plan) if (markdown or output != "table") else []:
         click.echo(line, err=True)
     if plan.exit_code:
         sys.exit(plan.exit_code)

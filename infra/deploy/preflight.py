@@ -271,3 +271,11 @@ def render_offerings(spec: ClusterSpec, g: InstanceGroupSpec, offers: Iterable[d
               "    min_size: 0",
               "    desired_size: 0                 # raise when the block starts, lower before it ends"]
     return lines
+
+
+def offering_data(o: dict) -> dict:
+    """One Capacity Block offering as data (times in ISO 8601 UTC; the fee as EC2 gives it, a string)."""
+    return {"id": o["CapacityBlockOfferingId"], "availability_zone": o["AvailabilityZone"],
+            "start": o["StartDate"].isoformat(), "end": o["EndDate"].isoformat(),
+            "instance_count": o["InstanceCount"], "upfront_fee": o.get("UpfrontFee"),
+            "currency": o.get("CurrencyCode")}

@@ -222,6 +222,12 @@ def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
                    f"&& !(t.key in {hold})))",
                    "tolerations of the platform's hold taints are not allowed (" + ", ".join(HOLD_TAINTS)
                    + "), nor an Exists toleration without a key"))
+    # The system group's taint keeps every pod that does not tolerate it off the controllers' nodes; a team pod
+    # may not opt in, with any operator or effect (an Exists toleration without a key is refused above).
+    checks.append((f"variables.specs.all(s, !has(s.tolerations) || "
+                   f"s.tolerations.all(t, !has(t.key) || t.key != '{labels.SYSTEM_TAINT}'))",
+                   f"tolerations of the system group's taint {labels.SYSTEM_TAINT} (it keeps that group to the "
+                   "platform's controllers) are not allowed"))
     # Only the team's own service accounts exist in its namespace; of those, jobs run as `training`.
     checks.append((f"variables.specs.all(s, (!has(s.serviceAccountName) || s.serviceAccountName in "
                    f"['{labels.TRAINING_SERVICE_ACCOUNT}', 'default']) && (!has(s.serviceAccount) || "

@@ -13,7 +13,7 @@ Kueue is configured for this platform:
   integration would put a webhook in front of every pod of the cluster;
 * ``hugepages-`` excluded from quota accounting: hugepages are a per-node
   kernel setting every EFA pod asks for, not a scarce shared resource;
-* the controller runs on the system group (CPU nodes with min_size >= 1).
+* the controller runs on the system group and tolerates its taint (``system_group.py``).
 
 JobSet is configured for replica fault tolerance: its ``RestartJob`` feature
 gate on, so a failed replica group's child Job restarts alone
@@ -30,9 +30,9 @@ from typing import Any
 
 import yaml
 
-from openpod_core import labels
 from infra.governance import compute_domain
 from infra.governance.queues import TEAM_LABEL
+from infra.governance.system_group import system_node_selector, system_tolerations
 from infra.spec.queueing import QueueingSpec
 from infra.spec.cluster import ClusterSpec
 
@@ -54,14 +54,6 @@ FEATURE_GATES = {"TopologyAwareScheduling": True}
 FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 FAIR_SHARING_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 EXCLUDED_RESOURCE_PREFIXES = ("hugepages-",)
-
-
-def system_node_selector(spec: ClusterSpec) -> dict[str, str]:
-    """Run controllers on the spec's first always-on CPU group."""
-    for g in spec.instance_groups:
-        if not g.type.is_accelerated and g.min_size >= 1:
-            return {labels.INSTANCE_GROUP: g.name}
-    return {}
 
 
 def wait_for_pods_ready(queueing: QueueingSpec) -> dict[str, Any]:
@@ -122,10 +114,13 @@ def kueue_manager_config(spec: ClusterSpec | None = None) -> dict[str, Any]:
 
 
 def kueue_values(spec: ClusterSpec) -> dict[str, Any]:
+    # controllerManager.nodeSelector / .tolerations: kueue@v0.19.2:charts/kueue/values.yaml:104-107, rendered
+    # into the manager Deployment by templates/manager/manager.yaml:121-122 (tolerations).
     return {
         "controllerManager": {
             "featureGates": [{"name": k, "enabled": v} for k, v in FEATURE_GATES.items()],
             "nodeSelector": system_node_selector(spec),
+            "tolerations": system_tolerations(spec),
         },
         "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(kueue_manager_config(spec), sort_keys=False)},
     }
@@ -134,7 +129,10 @@ def kueue_values(spec: ClusterSpec) -> dict[str, Any]:
 def jobset_values(spec: ClusterSpec) -> dict[str, Any]:
     # prometheus.enable would render a ServiceMonitor, whose CRD the cluster may not have:
     # the install would fail. The controller still serves /metrics.
-    return {"controller": {"nodeSelector": system_node_selector(spec)}, "prometheus": {"enable": False}}
+    # controller.nodeSelector / .tolerations: jobset@v0.12.0:charts/jobset/values.yaml:70,74, rendered by
+    # templates/controller/deployment.yaml:130-141.
+    return {"controller": {"nodeSelector": system_node_selector(spec), "tolerations": system_tolerations(spec)},
+            "prometheus": {"enable": False}}
 
 
 # JobSet's controller configuration. The v0.12.0 chart renders its own (templates/controller/configmap.yaml:24-37)

@@ -7,7 +7,9 @@ synthesizes the examples to keep it true (tests/cdk/test_spec_warnings.py).
 
 from __future__ import annotations
 
+from openpod_core import local_zones
 from openpod_core.facts import value as fact_value
+from infra.spec.groups import CapacityType
 
 # CloudFormation resources one instance group adds to the platform stack: its launch template, its managed node
 # group and the Kubernetes manifest of its settings, plus a cluster placement group on EFA groups. Measured
@@ -50,4 +52,25 @@ def warnings_for(spec) -> list[str]:
         if g.max_size > nodes:
             out.append(f"instance_groups[{i}] ({g.name}).max_size: {g.max_size} nodes; EKS's default quota is "
                        f"{nodes} per managed node group (request an increase of L-BD136A63, or split the group)")
+    for i, g in enumerate(spec.instance_groups):
+        w = _block_zone_warning(spec, i, g)
+        if w:
+            out.append(w)
     return out
+
+
+def _block_zone_warning(spec, i: int, g) -> str | None:
+    """A Capacity Block group placed where no block of its type is sold: its type's blocks are served only from
+    the Local Zones that offer it (openpod_core/local_zones.py: P6e-GB200 UltraServer blocks need the Dallas Local
+    Zone, fact ec2.p6e-gb200.local-zone). A warning, not an error: the group is declared (quotas and flavors name
+    it) and created only once a block id is set, and the table may lag a new offering."""
+    if g.capacity.type is not CapacityType.CAPACITY_BLOCK:
+        return None
+    zones = [z for z in local_zones.LOCAL_ZONES if g.instance_type in z.offers]
+    az = spec.group_az(g)
+    if not zones or az in {z.name for z in zones}:
+        return None
+    where = ", ".join(f"{z.name} (parent region {z.parent_region}, zone group {z.group})" for z in zones)
+    return (f"instance_groups[{i}] ({g.name}).availability_zone: {az}: Capacity Blocks of {g.instance_type} are "
+            f"sold only in {where} (fact ec2.p6e-gb200.local-zone), so no block can serve this group; it stays "
+            "declared but is never created")

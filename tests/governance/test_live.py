@@ -66,6 +66,18 @@ def test_openpod_queues_live(api):
     assert rows[("product", "p5")] == ["1", "1", "0", "0", "1", "0"]
 
 
+def test_openpod_queues_live_as_data(api):
+    import yaml
+
+    result = run("queues", "--spec", SPEC, "--live", "-o", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    rows = {(u["team"], u["group"]): u for u in data["usage"]}
+    assert rows[("research", "trn2")] == {"team": "research", "group": "trn2", "nominal_nodes": 1, "in_use_nodes": 2,
+                                          "borrowed_nodes": 1, "idle_nodes": 0, "admitted": 2, "pending": 1}
+    assert yaml.safe_load(run("queues", "--spec", SPEC, "--live", "-o", "yaml").stdout) == data
+
+
 def test_openpod_jobs_list_shows_kueue_state_flavor_and_preemptor(api):
     result = run("jobs", "list", "--team", "research")
     assert result.exit_code == 0, result.output

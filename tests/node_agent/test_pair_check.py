@@ -201,3 +201,28 @@ def test_the_torch_tool_reports_bus_bandwidth_as_nccl_tests_defines_it():
     # NVIDIA/nccl-tests@v2.19.6:doc/PERFORMANCE.md:63: busbw = algbw * 2(n-1)/n for all-reduce
     assert bus_bandwidth(8 << 30, 0.05, 16) == pytest.approx(((8 << 30) / 0.05 / 1e9, (8 << 30) / 0.05 / 1e9 * 30 / 16))
     assert sizes(8, 64) == [8, 16, 32, 64]
+
+
+def test_decide_as_data_keeps_its_exit_code():
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from infra.cli.main import main
+    from tests.conftest import EXAMPLES
+    from tests.node_agent.conftest import FIXTURES
+
+    def decide(log: str, fmt: str):
+        return CliRunner().invoke(main, ["pair-check", "decide", "--spec", str(EXAMPLES / "default.yaml"), "--group",
+                                         "p5", str(FIXTURES / "deep" / log), "-o", fmt])
+
+    ok, slow = decide("all_reduce_perf-2node-p5-pass.txt", "json"), decide("all_reduce_perf-2node-p5-slow-per-iter.txt",
+                                                                           "json")
+    assert (ok.exit_code, slow.exit_code) == (0, 1)
+    assert json.loads(ok.stdout) == {"group": "p5", "instance_type": "p5.48xlarge", "verdict": "pass",
+                                     "busbw_gbs": 362.0, "floor_gbs": 200.0, "findings": []}
+    data = json.loads(slow.stdout)
+    assert data["verdict"] == "fail" and [f["rule"] for f in data["findings"]] == ["nccl-busbw-low"]
+    yml = decide("all_reduce_perf-2node-p5-slow-per-iter.txt", "yaml")
+    assert yml.exit_code == 1 and yaml.safe_load(yml.stdout) == data
