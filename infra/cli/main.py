@@ -283,7 +283,7 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
                    f"(owned by the JobSet)")
 
 
-from infra.deploy.plan import command as _plan  # noqa: E402
+from infra.cli.plan import command as _plan  # noqa: E402
 
 main.add_command(_plan)
 
