@@ -21,11 +21,12 @@ os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 os.environ.setdefault("JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION", "1")
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from infra.spec import SpecError, load_spec  # noqa: E402
+from infra.spec.base import SpecError  # noqa: E402
+from infra.spec.loading import load_spec  # noqa: E402
 
 
 def main() -> int:
-    from infra.stacks import build_app, new_app
+    from infra.app.stacks import build_app, new_app
 
     app = new_app()
     spec_path = app.node.try_get_context("spec")
@@ -43,7 +44,7 @@ def main() -> int:
         for p in e.problems:
             print(f"error: {e.source}: {p}", file=sys.stderr)
         return 2
-    from infra.spec_warnings import warnings_for
+    from infra.spec.warnings import warnings_for
 
     for w in warnings_for(spec):
         print(f"warning: {spec_path}: {w}", file=sys.stderr)

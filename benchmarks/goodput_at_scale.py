@@ -90,8 +90,8 @@ PARAMETERS: dict[str, Param] = {
     "disk_restore_s": Param(9.2, "s", "measured", "docs/training.md: restore of 1.32 GiB from a cold local "
                             "disk; the per-reader rate of a shared-storage restore"),
     "shared_storage_gbps": Param(200.0, "GB/s", "estimate", "aggregate bandwidth of the shared file system: "
-                                 "FSx for Lustre PERSISTENT_2 at 1000 MB/s per TiB (infra/spec.py allows 125-1000) "
-                                 "x 200 TiB"),
+                                 "FSx for Lustre PERSISTENT_2 at 1000 MB/s per TiB (infra/spec/storage.py allows "
+                                 "125-1000) x 200 TiB"),
     # scheduling and nodes
     "restart_base_s": Param(90.0, "s", "estimate", "JobSet recreates the pods, Kueue re-admits, containers "
                             "start (image cached), torchrun rendezvous; not measured at scale here"),

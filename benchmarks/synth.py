@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 _PROBE = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from infra.spec import load_spec
-from infra.stacks import build_app
+from infra.spec.loading import load_spec
+from infra.app.stacks import build_app
 t1 = time.perf_counter()
 spec = load_spec(sys.argv[1])
 app, stack = build_app(spec, outdir=sys.argv[2], checks=sys.argv[3] == "1")

@@ -1,3 +1,3 @@
-from infra.cli import main
+from infra.cli.main import main
 
 main(prog_name="openpod")

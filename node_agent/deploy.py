@@ -14,7 +14,7 @@ from infra.governance.pod_baseline import baseline_checks
 from openpod_core import labels as L
 from openpod_core.instance_types import Accelerator
 from infra.governance import system_group as _system_group
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 from node_agent.config import AgentConfig, ControllerConfig, GroupConfig
 
 NAMESPACE = "openpod-system"

@@ -1,7 +1,7 @@
 """The Regions that offer each accelerated instance type: a spec's groups must run in one of them.
 
 EC2's DescribeInstanceTypeOfferings (LocationType region) as moto 5.2.5 records it for 30 Regions
-(fact ec2.instance-type-offerings.moto). ``infra/spec.py`` refuses a group whose type the table knows in a
+(fact ec2.instance-type-offerings.moto). ``infra/spec/rules.py`` refuses a group whose type the table knows in a
 recorded Region that does not offer it; a Region outside ``RECORDED_REGIONS`` or a type outside ``OFFERED_IN``
 is not judged here (``openpod preflight`` asks the account, per AZ). UltraServer types (p6e-gb200, trn2u) are
 left out: they are sold as Capacity Blocks, p6e-gb200 in the Dallas Local Zone of us-east-1 (fact

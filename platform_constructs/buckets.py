@@ -7,7 +7,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.spec import BucketSpec, BucketsSpec
+from infra.spec.storage import BucketSpec, BucketsSpec
 
 
 def lifecycle_rules(spec: BucketSpec, abort_incomplete_multipart_days: int) -> list[s3.LifecycleRule]:

@@ -15,7 +15,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct
 
-from infra.spec import AccessEntry
+from infra.spec.eks import AccessEntry
 from platform_constructs.pod_identity import pod_identity_principal
 
 ACCESS_POLICIES: dict[str, str] = {

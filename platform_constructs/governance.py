@@ -44,7 +44,7 @@ from constructs import Construct
 from infra.governance import install
 from infra.governance import lifecycle
 from infra.governance.objects import CORE_KINDS, all_objects, stage
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 from platform_constructs.webhook_gate import WebhookGate
 
 CHART_TIMEOUT = Duration.minutes(15)

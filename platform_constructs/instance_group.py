@@ -21,7 +21,7 @@ from constructs import Construct
 
 from openpod_core import labels as keys
 from openpod_core.instance_types import Accelerator, EfaLayout, InstanceType
-from infra.spec import CapacityType, Taint, Volume
+from infra.spec.groups import CapacityType, Taint, Volume
 
 # Where the RAID0 of instance-store NVMe is mounted (shared with the submit CLI).
 LOCAL_NVME_MOUNT = keys.LOCAL_NVME_MOUNT

@@ -16,7 +16,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 from node_agent import deploy
 from platform_constructs.pod_identity import pod_identity_principal
 

@@ -75,7 +75,7 @@ class PlatformObservability(Construct):
 
     ``rule_groups`` and ``scrape_config`` are Prometheus rule-file and configuration documents
     (observability/rules.py, observability/scrape.py). ``kms_key_arn`` encrypts the workspace (not
-    allowed with the managed scraper, see infra/observability_spec.py); ``alert_topic`` is an existing
+    allowed with the managed scraper, see infra/spec/observability.py); ``alert_topic`` is an existing
     topic, else one encrypted with a new key is created (an existing topic's key must let
     ``cloudwatch.amazonaws.com`` publish: the watchdog alarm pages through it). A second topic receives the
     always-firing watchdog alert; an alarm on it pages when it falls silent (a dead-man's switch).

@@ -38,7 +38,8 @@ def on_kubernetes(data: dict, version: str) -> dict:
 
 def spec_problems(data) -> list[str]:
     """The problems parse_spec reports for ``data`` (it must refuse it), one string each."""
-    from infra.spec import SpecError, parse_spec
+    from infra.spec.base import SpecError
+    from infra.spec.loading import parse_spec
 
     with pytest.raises(SpecError) as e:
         parse_spec(data, "bad.yaml")

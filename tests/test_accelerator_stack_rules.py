@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from infra.spec import parse_spec
+from infra.spec.loading import parse_spec
 from tests.conftest import example_data, spec_problems
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.spec import parse_spec
+from infra.spec.loading import parse_spec
 from openpod_core.facts.register import FACTS
 from openpod_core.facts.unverified import UNVERIFIED
 from tests.conftest import example_data, on_kubernetes
@@ -51,7 +51,7 @@ CHART_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "charts"
 def test_each_recorded_chart_values_file_was_read_at_the_pinned_chart_version(chart):
     """The device-plugin placement tests coalesce our values over these recorded chart defaults: they prove
     something only if the defaults were read at the version the platform installs."""
-    from infra.spec import DEFAULT_CHARTS
+    from infra.spec.eks import DEFAULT_CHARTS
 
     pin = DEFAULT_CHARTS[chart]
     fixture = CHART_FIXTURES / f"{chart}-{pin}.yaml"

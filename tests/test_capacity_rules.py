@@ -10,7 +10,7 @@ import copy
 import pytest
 import yaml
 
-from infra.spec import parse_spec
+from infra.spec.loading import parse_spec
 from tests.conftest import EXAMPLES, spec_problems as problems
 
 DEFAULT = yaml.safe_load((EXAMPLES / "default.yaml").read_text())

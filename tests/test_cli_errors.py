@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from tests.conftest import EXAMPLES
 from tests.test_cli_fuzz import UNREACHABLE_KUBECONFIG
 

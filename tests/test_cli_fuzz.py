@@ -135,7 +135,7 @@ def env(tmp_path, monkeypatch):
 
 @pytest.mark.slow   # ~8 s on an idle 2-core box, most of it preflight's boto3 clients
 def test_openpod_never_tracebacks_and_writes_nothing_on_failure(tmp_path, env, record_property):
-    from infra.cli import main
+    from infra.cli.main import main
 
     corpus = _corpus(tmp_path)
     rng = random.Random(SEED)

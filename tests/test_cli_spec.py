@@ -13,7 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from tests.conftest import EXAMPLES
 
 SPEC = str(EXAMPLES / "default.yaml")
@@ -141,7 +141,7 @@ def test_duplicate_devices_are_an_error(tmp_path):
 
 def test_jobs_list_and_status_print_data(monkeypatch):
     """`-o json|yaml` on the status-like commands, over the recorded API objects of tests/governance/test_live.py."""
-    from infra import jobs_cli
+    from infra.cli import jobs as jobs_cli
     from tests.governance.test_live import memory_api
 
     api = memory_api()
@@ -156,7 +156,7 @@ def test_jobs_list_and_status_print_data(monkeypatch):
 
 
 def test_show_defaults_prints_the_spec_as_read_and_it_validates_again(tmp_path):
-    from infra.spec import load_spec
+    from infra.spec.loading import load_spec
 
     r = CliRunner().invoke(main, ["validate", "--spec", SPEC, "--show-defaults"])
     assert r.exit_code == 0, r.output

@@ -20,7 +20,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from tests.conftest import EXAMPLES, ROOT
 
 DOCS = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from infra.cli import main
-from infra.docs import PAGES
+from infra.cli.main import main
+from infra.cli.docs import PAGES
 import openpod_core.facts
 from openpod_core.facts.register import FACTS, TABLES, fact
 
@@ -80,7 +80,7 @@ def test_the_fsx_rules_of_the_spec_and_construct_are_the_api_references():
     """storage.fsx.throughput_per_tib / metadata_iops accept exactly what the FSx API reference lists."""
     import typing
 
-    from infra.spec import FsxSpec
+    from infra.spec.storage import FsxSpec
     from platform_constructs.lustre import THROUGHPUTS
 
     listed = tuple(int(v) for v in fact("fsx.lustre.persistent2-throughputs").value.split(", "))

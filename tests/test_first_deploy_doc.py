@@ -18,8 +18,8 @@ import pytest
 from botocore import xform_name
 from click.testing import CliRunner
 
-from infra.cli import main
-from infra.spec import load_spec
+from infra.cli.main import main
+from infra.spec.loading import load_spec
 from openpod_core import local_zones
 from tests.conftest import ROOT
 

@@ -12,7 +12,7 @@ import moto
 import pytest
 import yaml
 
-from infra.spec import load_spec, parse_spec
+from infra.spec.loading import load_spec, parse_spec
 from openpod_core import instance_regions, instance_types
 from openpod_core.facts.register import fact
 from tests.conftest import EXAMPLES, ROOT, spec_problems as problems

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from infra.spec import SpecError, load_spec
+from infra.spec.base import SpecError
+from infra.spec.loading import load_spec
 from openpod_core.local_zones import LOCAL_ZONES
 from tests.conftest import EXAMPLES
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from infra import plan as planmod
-from infra.cli import main
+from infra.deploy import plan as planmod
+from infra.cli.main import main
 from openpod_core.facts.register import fact
 from tests.conftest import EXAMPLES
 
@@ -180,7 +180,7 @@ def test_a_rename_and_a_retained_removal_name_their_sources():
     renamed, removed = changes["AlertsOld"], changes["Audit"]
     assert (renamed["action"], renamed["new_logical_id"], renamed["risks"]) == ("replace", "AlertsNew", ["replacement"])
     assert renamed["reasons"] == [{"risk": "replacement", "text": "new logical id AlertsNew", "sources": [
-        {"fact": None, "source": "infra/plan.py: a new logical id or type is a new resource"}]}]
+        {"fact": None, "source": "infra/deploy/plan.py: a new logical id or type is a new resource"}]}]
     assert (removed["action"], removed["risks"], removed["blocking"]) == ("remove", ["data-loss", "removal"], True)
     assert removed["reasons"] == [{"risk": "data-loss", "text": "DeletionPolicy: Retain",
                                    "sources": [{"fact": None, "source": "the template's DeletionPolicy"}]}]

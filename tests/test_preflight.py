@@ -15,9 +15,9 @@ import pytest
 from botocore.stub import ANY, Stubber
 from click.testing import CliRunner
 
-from infra.cli import main
-from infra.preflight import Clients, capacity_offerings, preflight, quota_family, render_offerings
-from infra.spec import load_spec
+from infra.cli.main import main
+from infra.deploy.preflight import Clients, capacity_offerings, preflight, quota_family, render_offerings
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 
 T0 = dt.datetime(2026, 12, 1, 11, 30, tzinfo=dt.timezone.utc)
@@ -217,7 +217,7 @@ def test_capacity_as_data(monkeypatch):
 
     import yaml
 
-    from infra import preflight as pf
+    from infra.deploy import preflight as pf
 
     spec = load_spec(EXAMPLES / "default.yaml")
     g = spec.group("gb200")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.spec import load_spec, parse_spec
+from infra.spec.loading import load_spec, parse_spec
 from tests.conftest import EXAMPLES, ROOT, on_kubernetes, spec_problems as problems
 
 DEFAULT = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
@@ -177,7 +177,7 @@ def test_unreadable_and_malformed_files(tmp_path):
 
 
 def test_spec_reference_doc_is_generated_from_the_models():
-    from infra.docs import PAGES
+    from infra.cli.docs import PAGES
 
     text = PAGES["spec.md"]()
     for field in ("storage_capacity_gib", "reservation_id", "hot_spares", "addons", "access_entries"):
@@ -236,7 +236,7 @@ def test_a_dropped_group_does_not_invent_problems():
 
 
 def _load_problems(path) -> list[str]:
-    from infra.spec import SpecError
+    from infra.spec.base import SpecError
 
     with pytest.raises(SpecError) as e:
         load_spec(path)
@@ -286,3 +286,11 @@ def test_an_addon_pin_is_kept():
     spec = parse_spec(spec_with(eks={"addons": {"coredns": "v1.12.1-eksbuild.2"}}), "pin.yaml")
     assert spec.eks.addons == {"coredns": "v1.12.1-eksbuild.2"}
     assert spec.eks.addon_versions["coredns"] == "v1.12.1-eksbuild.2"
+
+
+def test_the_library_default_is_the_bundled_example():
+    """``load_spec()`` without a path reads examples/default.yaml (a path counted from the module's own place)."""
+    from infra.spec.loading import DEFAULT_SPEC
+
+    assert DEFAULT_SPEC == Path(__file__).resolve().parent.parent / "examples" / "default.yaml"
+    assert load_spec().name == load_spec(DEFAULT_SPEC).name

@@ -24,7 +24,8 @@ from infra.governance.jobset import PRIORITY_LABEL
 from infra.governance.pod_baseline import CONTAINERS as _CONTAINERS
 from infra.governance.pod_baseline import baseline_checks
 from infra.governance.queues import FSX_CLAIM, TEAM_LABEL, queued_groups
-from infra.spec import ClusterSpec, TeamSpec
+from infra.spec.cluster import ClusterSpec
+from infra.spec.teams import TeamSpec
 from openpod_core import labels
 
 API = "admissionregistration.k8s.io/v1"

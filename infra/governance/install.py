@@ -33,8 +33,8 @@ import yaml
 from infra.governance import compute_domain
 from infra.governance.queues import TEAM_LABEL
 from infra.governance.system_group import system_node_selector, system_tolerations
-from infra.queueing_spec import QueueingSpec
-from infra.spec import ClusterSpec
+from infra.spec.queueing import QueueingSpec
+from infra.spec.cluster import ClusterSpec
 
 KUEUE_CHART = "oci://registry.k8s.io/kueue/charts/kueue"
 JOBSET_CHART = "oci://registry.k8s.io/jobset/charts/jobset"

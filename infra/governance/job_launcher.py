@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from infra.governance import resources as res
 from infra.governance.job_request import STOP_MARGIN_S, JobRequest, multi_node_in_process
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 from openpod_core import labels
 
 REPLICATED_JOB = "node"

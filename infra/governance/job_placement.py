@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from infra.governance import queues as q
 from infra.governance.job_request import JobRequest
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 from openpod_core import labels
 
 REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"

@@ -29,7 +29,7 @@ from infra.governance.job_request import (
     JobRequest,
     multi_node_in_process,
 )
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 from openpod_core import labels
 
 

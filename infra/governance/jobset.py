@@ -35,7 +35,7 @@ from infra.governance.job_launcher import REPLICATED_JOB
 from infra.governance.job_request import JobError, JobRequest, multi_node_in_process
 from infra.governance.job_validation import validate
 from infra.governance.trainer_pod import peer_secret, trainer_pod
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 
 __all__ = ["JobError", "JobRequest", "build", "peer_secret", "validate"]
 

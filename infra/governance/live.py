@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from infra.governance import queues as q
 from infra.governance import resources as res
 from infra.governance.apply import ClusterError, _client
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 JOBSET = ("jobset.x-k8s.io", "v1alpha2")

@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from infra.governance.queues import MANAGED_BY
-from infra.spec import ClusterSpec, TeamSpec
+from infra.spec.cluster import ClusterSpec
+from infra.spec.teams import TeamSpec
 from openpod_core.labels import TRAINING_METRICS_PORT
 
 API = "networking.k8s.io/v1"

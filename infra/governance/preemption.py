@@ -6,7 +6,8 @@ rows are checked by tests/governance/test_preemption_promises.py against Kueue's
 
 from __future__ import annotations
 
-from infra.spec import ClusterSpec, TeamSpec
+from infra.spec.cluster import ClusterSpec
+from infra.spec.teams import TeamSpec
 
 RECLAIM = {
     "Any": "takes lent nodes back from borrowers whatever their priority",

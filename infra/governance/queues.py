@@ -22,8 +22,10 @@ from infra.governance import resources as res
 from openpod_core.accelerator_stack import multi_node_nvlink
 from openpod_core.instance_types import InstanceType
 from infra.governance.topology_types import publishes_topology
-from infra.quota_backing import backed_nodes
-from infra.spec import ClusterSpec, GroupQuota, InstanceGroupSpec, TeamSpec
+from infra.spec.quota_backing import backed_nodes
+from infra.spec.cluster import ClusterSpec
+from infra.spec.teams import GroupQuota, TeamSpec
+from infra.spec.groups import InstanceGroupSpec
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 COHORT = "openpod"

@@ -9,7 +9,8 @@ system group (``system_node_selector``) and tolerates its taints (``system_toler
 
 from __future__ import annotations
 
-from infra.spec import ClusterSpec, InstanceGroupSpec, Taint, TaintEffect
+from infra.spec.cluster import ClusterSpec
+from infra.spec.groups import InstanceGroupSpec, Taint, TaintEffect
 from openpod_core import labels
 
 SYSTEM_TAINT = Taint(key=labels.SYSTEM_TAINT, value=labels.SYSTEM_TAINT_VALUE, effect=TaintEffect.NO_SCHEDULE)

@@ -28,7 +28,7 @@ from infra.governance.job_launcher import (
 )
 from infra.governance.job_placement import topology_annotations
 from infra.governance.job_request import JobRequest, multi_node_in_process
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 from openpod_core import labels
 
 CONTAINER = "trainer"

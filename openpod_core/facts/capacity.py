@@ -30,14 +30,14 @@ FACTS: tuple[Fact, ...] = (
         "ec2.quota-codes.on-demand-vcpus", "P L-417A185B, Trn L-2C3B7624, G and VT L-DB2E81BA, "
         "Standard L-1216C47A (Running On-Demand <family> instances, vCPUs)",
         "https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html", "2026-11-23",
-        "used by openpod preflight (infra/preflight.py)",
+        "used by openpod preflight (infra/deploy/preflight.py)",
     ),
     Fact(
         "ec2.capacity-blocks.max-instances", "64",
         "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-purchase.html", "2026-11-25",
         "each Capacity Block can have up to 64 instances, and up to 256 instances across Capacity Blocks (same "
         "sentence on ec2-capacity-blocks.html). A capacity-block group launches into one block (capacity."
-        "reservation_id), so infra/spec.py refuses max_size over 64 for it; UltraServer blocks are sold by the "
+        "reservation_id), so infra/spec/rules.py refuses max_size over 64 for it; UltraServer blocks are sold by the "
         "UltraServer and are not held to it here (see the unverified list)",
     ),
     Fact(
@@ -46,7 +46,7 @@ FACTS: tuple[Fact, ...] = (
         "so cfn-lint's per-region instance-type lists (E3628) do not know p6e-gb200.36xlarge. examples/large.yaml "
         "places its gb200 group in us-east-1-dfw-2a (openpod_core/local_zones.py); examples/default.yaml "
         "(us-east-2) declares one in us-east-2b that no block can serve, and `openpod validate` warns so "
-        "(infra/spec_warnings.py, from the zones' offers in openpod_core/local_zones.py; a Region cannot have both: "
+        "(infra/spec/warnings.py, from the zones' offers in openpod_core/local_zones.py; a Region cannot have both: "
         "Trn2 is not sold in us-east-1, fact ec2.instance-type-offerings.moto)",
     ),
 )

@@ -1,5 +1,5 @@
 """EKS add-on pins and what the add-ons need: the VPC CNI, CoreDNS, kube-proxy, the FSx CSI driver, the
-S3 gateway for image layers (``infra/spec.py`` reads the ``eks.addon.*`` values)."""
+S3 gateway for image layers (``infra/spec/eks.py`` reads the ``eks.addon.*`` values)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from openpod_core.facts.record import Fact
 FACTS: tuple[Fact, ...] = (
     # Add-on pins: the "latest version of the Amazon EKS add-on type for each Kubernetes version" tables of the
     # EKS user guide. Several copies of each page were found, of unknown crawl dates; each pin is from the copy that
-    # lists the most Kubernetes versions (the newest), named in the note. infra/spec.py reads these values.
+    # lists the most Kubernetes versions (the newest), named in the note. infra/spec/eks.py reads these values.
     Fact(
         "eks.addon.vpc-cni", "v1.21.1-eksbuild.7",
         "https://docs.aws.amazon.com/eks/latest/userguide/managing-vpc-cni.html#vpc-cni-latest-available-version",

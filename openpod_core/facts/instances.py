@@ -99,7 +99,7 @@ FACTS: tuple[Fact, ...] = (
         "getmoto/moto@5.2.5:moto/ec2/resources/instance_type_offerings/region/<region>.json (30 Regions)",
         "2026-11-25",
         "DescribeInstanceTypeOfferings (LocationType region) as moto records it; openpod_core/instance_regions.py "
-        "holds it for the register's accelerated types and infra/spec.py refuses a group in a recorded Region "
+        "holds it for the register's accelerated types and infra/spec/rules.py refuses a group in a recorded Region "
         "that does not offer its type. Per-AZ offerings are account-specific (AZ names map to AZ IDs per "
         "account): openpod preflight asks the account",
     ),

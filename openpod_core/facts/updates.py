@@ -1,5 +1,5 @@
 """What CloudFormation and the services do on an update (replacements, in-place limits), and the sizes
-that break a synthesis or a deploy (``infra/plan_rules.py``, ``infra/spec_warnings.py``)."""
+that break a synthesis or a deploy (``infra/deploy/plan_rules.py``, ``infra/spec/warnings.py``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ FACTS: tuple[Fact, ...] = (
         "https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-fsx-filesystem-"
         "lustreconfiguration.html", "2026-11-25",
         "the provider schema cfn-lint ships does not list it in createOnlyProperties; openpod plan adds it "
-        "(infra/plan_rules.py)",
+        "(infra/deploy/plan_rules.py)",
     ),
     Fact(
         "cfn.kms.key-spec", "changing KeySpec or KeyUsage of an existing AWS::KMS::Key fails the update, whatever "
@@ -92,7 +92,7 @@ FACTS: tuple[Fact, ...] = (
         "usw1-az2 (us-west-1) and cac1-az3 (ca-central-1): cluster subnets may not be there",
         "https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html#network-requirements-subnets",
         "2026-11-25", "AZ names map to IDs per account; openpod preflight asks describe-availability-zones "
-        "(infra/preflight.py EKS_REFUSED_ZONE_IDS)",
+        "(infra/deploy/preflight.py EKS_REFUSED_ZONE_IDS)",
     ),
     Fact(
         "eks.unique-per-cluster", "EKS keeps one access entry per IAM principal, one add-on per name and one Pod "
@@ -135,7 +135,7 @@ FACTS: tuple[Fact, ...] = (
         "cloudformation.max-resources-per-template", "500",
         "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/cloudformation-limits.html", "2026-11-25",
         "Resources: the maximum number of resources declared in one template; a spec whose stack would pass it "
-        "gets a warning from openpod validate (infra/spec_warnings.py)",
+        "gets a warning from openpod validate (infra/spec/warnings.py)",
     ),
     Fact(
         "eks.quota.managed-node-groups-per-cluster", "30",

@@ -36,8 +36,8 @@ class Synth:
 
 
 def _synth(name: str, outdir: Path) -> Synth:
-    from infra.spec import load_spec
-    from infra.stacks import build_app
+    from infra.spec.loading import load_spec
+    from infra.app.stacks import build_app
 
     spec = load_spec(EXAMPLES / f"{name}.yaml")
     app, stack = build_app(spec, outdir=str(outdir))

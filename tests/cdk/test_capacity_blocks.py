@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk.assertions import Annotations, Match
 
 from infra.governance import all_objects
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 
 

@@ -14,7 +14,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
 from openpod_core import instance_types as it
-from infra.spec import CapacityType
+from infra.spec.groups import CapacityType
 from platform_constructs.cluster import PlatformCluster
 from platform_constructs.device_plugins import DevicePlugins
 from platform_constructs.images import ContainerImage
@@ -72,7 +72,7 @@ def test_cpu_group_may_span_subnets_and_gets_no_startup_taint(env):
 
 
 def test_cluster_access_props(env):
-    from infra.spec import DEFAULT_ADDONS, AccessEntry
+    from infra.spec.eks import DEFAULT_ADDONS, AccessEntry
 
     stack, net, _, _ = env
     base = dict(cluster_name="c", vpc=net.vpc, subnets=net.private_subnets(), version="1.34",
@@ -149,8 +149,8 @@ def test_checkpoint_object_lock_is_a_spec_option_that_updates_in_place():
     """Issue 10: an optional Object Lock default retention for checkpoints (deletes leave versions)."""
     from aws_cdk.assertions import Template
 
-    from infra.plan import create_only_properties
-    from infra.spec import BucketSpec, BucketsSpec
+    from infra.deploy.plan import create_only_properties
+    from infra.spec.storage import BucketSpec, BucketsSpec
     from platform_constructs.buckets import PlatformBuckets
 
     app = cdk.App(context={"@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True})  # as cdk.json sets it
@@ -169,7 +169,8 @@ def test_checkpoint_object_lock_is_a_spec_option_that_updates_in_place():
 def test_object_lock_without_versioning_is_one_spec_error():
     import yaml
 
-    from infra.spec import SpecError, parse_spec
+    from infra.spec.base import SpecError
+    from infra.spec.loading import parse_spec
     from tests.conftest import EXAMPLES
 
     data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())

@@ -247,8 +247,8 @@ def test_neuron_placement_does_not_rest_on_the_charts_own_instance_list(default)
 
 
 def test_no_dra_driver_without_a_multi_node_nvlink_group(tmp_path):
-    from infra.spec import parse_spec
-    from infra.stacks import build_app
+    from infra.spec.loading import parse_spec
+    from infra.app.stacks import build_app
     from tests.conftest import example_data
 
     data = example_data()

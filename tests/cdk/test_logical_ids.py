@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.plan import stateful_reason, stateful_types
+from infra.deploy.plan import stateful_reason, stateful_types
 
 pytestmark = [pytest.mark.xdist_group("cdk-synth"), pytest.mark.slow]
 

@@ -10,7 +10,8 @@ import pytest
 import yaml
 from aws_cdk import aws_ec2 as ec2
 
-from infra.spec import SpecError, parse_spec
+from infra.spec.base import SpecError
+from infra.spec.loading import parse_spec
 from observability.rules import rule_groups
 from observability.scrape import prometheus_config
 from platform_constructs.observability import SCRAPER_USER, PlatformObservability
@@ -210,7 +211,7 @@ def test_every_exporter_chart_is_pinned_and_annotated_for_the_scrape_job(default
 
 
 def test_managed_grafana_may_only_query_this_workspace_and_passes_cdk_nag(tmp_path):
-    from infra import nag
+    from infra.app import nag
     from platform_constructs.observability import QUERY_ACTIONS
 
     app = cdk.App(outdir=str(tmp_path))

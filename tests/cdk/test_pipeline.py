@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.spec import SpecError, load_spec, parse_spec
+from infra.spec.base import SpecError
+from infra.spec.loading import load_spec, parse_spec
 from tests.conftest import EXAMPLES, ROOT
 
 pytestmark = [pytest.mark.xdist_group("cdk-synth"), pytest.mark.slow]
@@ -23,8 +24,8 @@ REPO = "acme/ml-platform"
 
 def synth(spec, outdir: Path, *, checks: bool = True, context: dict | None = None) -> dict[str, dict]:
     """Synthesize (cdk-nag enforced unless checks=False: a finding raises) and return templates by stack."""
-    from infra.plan import load_assembly
-    from infra.stacks import build_app, new_app
+    from infra.deploy.plan import load_assembly
+    from infra.app.stacks import build_app, new_app
 
     app, _ = build_app(spec, app=new_app(outdir=str(outdir), context=context), checks=checks)
     app.synth()
@@ -169,7 +170,7 @@ def test_workflow_plans_pull_requests_and_deploys_merges():
 def test_workflow_pins_every_action_by_commit_and_deploys_from_the_environment():
     """A tag can be moved to other code by whoever controls the action's repository; a commit id cannot."""
     from openpod_core.facts.register import value
-    from infra.pipeline_spec import PipelineSpec
+    from infra.spec.pipeline import PipelineSpec
 
     wf = yaml.safe_load(WORKFLOW.read_text())
     uses = [s["uses"] for job in wf["jobs"].values() for s in job["steps"] if "uses" in s]

@@ -14,8 +14,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from infra import plan as planmod
-from infra.cli import main
+from infra.deploy import plan as planmod
+from infra.cli.main import main
 from tests.conftest import EXAMPLES, ROOT
 
 pytestmark = [pytest.mark.xdist_group("cdk-synth"), pytest.mark.slow]
@@ -26,8 +26,8 @@ DRA = "LustreDataRepository95D81F00"
 
 def _variant(tmp: Path, name: str, edit) -> tuple[Path, Path]:
     """Write an edited default spec and synthesize it (no cdk-nag: the base synth already ran it)."""
-    from infra.spec import load_spec
-    from infra.stacks import build_app
+    from infra.spec.loading import load_spec
+    from infra.app.stacks import build_app
 
     data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
     edit(data)
@@ -239,7 +239,7 @@ def _cluster_only(version: str) -> planmod.Assembly:
     ("1.34", "1.33", "EKS cannot downgrade a cluster"),
 ])
 def test_upgrade_order_flags_skipped_versions_and_downgrades(old, new, note):
-    from infra import upgrade
+    from infra.deploy import upgrade
 
     [step] = upgrade.order(_cluster_only(old), _cluster_only(new))
     assert step.startswith(f"control plane C: Kubernetes {old} -> {new}, in place - ") and note in step

@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from infra import plan as planmod
+from infra.deploy import plan as planmod
 from openpod_core.facts.register import fact
 from tests.conftest import ROOT
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from openpod_core import labels
-from infra.spec import DEFAULT_ADDONS, DEFAULT_CHARTS, load_spec
+from infra.spec.eks import DEFAULT_ADDONS, DEFAULT_CHARTS
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 
 pytestmark = [pytest.mark.xdist_group("cdk-synth"), pytest.mark.slow]
@@ -373,7 +374,7 @@ def test_an_unacknowledged_cdk_nag_finding_fails_synth(tmp_path):
     import aws_cdk as cdk
     from aws_cdk import aws_s3 as s3
 
-    from infra import nag
+    from infra.app import nag
 
     app = cdk.App(outdir=str(tmp_path))
     stack = cdk.Stack(app, "Probe")

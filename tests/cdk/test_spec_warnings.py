@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from infra.spec import load_spec
-from infra.spec_warnings import estimated_resources
+from infra.spec.loading import load_spec
+from infra.spec.warnings import estimated_resources
 from tests.conftest import EXAMPLES
 
 

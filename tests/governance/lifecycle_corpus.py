@@ -25,7 +25,7 @@ from infra.governance import job_request, jobset
 from infra.governance.admission import QUEUE_LABEL
 from infra.governance.install import JOBSET_NAMESPACE, KUEUE_NAMESPACE
 from infra.governance.queues import TEAM_LABEL, resource_flavor
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 from openpod_core import labels as L
 from tests.governance.vap import TEAM_USER, Request
 

@@ -18,7 +18,7 @@ from infra.governance.admission import QUEUE_LABEL, TEAM_QUEUE_POLICY
 from infra.governance.jobset import PRIORITY_LABEL
 from infra.governance.install import kueue_manager_config
 from infra.governance.queues import TEAM_LABEL, local_queue_name
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import vap
 from tests.governance.k8s_schema import validate
@@ -111,7 +111,7 @@ def test_a_team_may_not_use_the_inference_priority_by_default():
 
 def test_allowed_priorities_in_the_spec_widen_or_narrow_a_team():
     from infra.governance.admission import team_queue_policy
-    from infra.spec import parse_spec
+    from infra.spec.loading import parse_spec
 
     data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
     data["teams"][0]["allowed_priorities"] = ["inference"]
@@ -121,7 +121,8 @@ def test_allowed_priorities_in_the_spec_widen_or_narrow_a_team():
 
 
 def test_an_unknown_allowed_priority_is_one_clear_line():
-    from infra.spec import SpecError, parse_spec
+    from infra.spec.base import SpecError
+    from infra.spec.loading import parse_spec
 
     data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
     data["teams"][0]["allowed_priorities"] = ["urgent"]

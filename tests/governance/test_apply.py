@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from tests.conftest import EXAMPLES, write_kubeconfig
 from tests.http_reply import reply
 

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from infra.governance import render
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES, ROOT
 
 SPEC = str(EXAMPLES / "default.yaml")

@@ -11,11 +11,11 @@ from __future__ import annotations
 import yaml
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from infra.governance import compute_domain as cd
 from infra.governance import job_launcher, jobset, queues
 from infra.governance.install import kueue_manager_config
-from infra.spec import parse_spec
+from infra.spec.loading import parse_spec
 from tests.conftest import EXAMPLES, example_data
 from tests.governance.test_apply import api_server  # noqa: F401 - the recording API server fixture
 

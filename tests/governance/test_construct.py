@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from infra.governance import all_objects, install
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.xdist_group("cdk")
@@ -142,7 +142,7 @@ def test_missing_chart_version_names_the_prop():
     from aws_cdk import aws_eks_v2 as eks
     from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 
-    from infra.spec import parse_spec
+    from infra.spec.loading import parse_spec
     from platform_constructs.governance import TaskGovernance
 
     data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from infra.governance import all_objects
 from infra.governance import queues as q
-from infra.spec import parse_spec
+from infra.spec.loading import parse_spec
 from tests.governance import k8s_schema
 from tests.governance.test_preemption_promises import spec_data
 
@@ -65,7 +65,7 @@ def test_openpod_queues_shows_the_pool(tmp_path):
 
 def test_the_pool_holds_only_nodes_that_run():
     """Nodes between desired_size and max_size do not exist (nothing adds them): quota on them would admit
-    jobs whose pods stay Pending while the quota is held (infra/quota_backing.py)."""
+    jobs whose pods stay Pending while the quota is held (infra/spec/quota_backing.py)."""
     d = pooled()
     d["instance_groups"][1].update(desired_size=12, max_size=16, min_size=12)
     spec = parse_spec(d)

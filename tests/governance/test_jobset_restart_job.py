@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from infra.governance import install, job_fault_tolerance, job_launcher, job_request, job_validation, jobset
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import ROOT
 from tests.governance import jobset_webhook, k8s_schema
 from tests.governance.test_submit_replica import REPLICA, SPEC_PATH, TRAINING_ARGS, dry_run

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from infra.governance import all_objects, lifecycle, render, write
-from infra.spec import parse_spec
+from infra.spec.loading import parse_spec
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.xdist_group("cdk")
@@ -125,7 +125,7 @@ def test_gitops_examples_retry_a_sync_the_webhook_refused():
 def test_every_object_has_a_way_off_the_cluster(path):
     # A new cluster-scoped kind is a resource of its own unless kubectl's default prune allowlist covers it;
     # only the always-present host Topology is never removed.
-    from infra.spec import load_spec
+    from infra.spec.loading import load_spec
 
     for o in all_objects(load_spec(path)):
         how = lifecycle.removed_by(o)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from infra.governance import all_objects
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from node_agent import deploy
 from tests.conftest import EXAMPLES
 from tests.governance import lifecycle_corpus as corpus

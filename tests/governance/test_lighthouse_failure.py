@@ -26,7 +26,7 @@ from datetime import timedelta
 import pytest
 
 from infra.governance import install, job_fault_tolerance, job_launcher, jobset
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import jobset_webhook, k8s_schema
 from training.config import FaultToleranceConfig

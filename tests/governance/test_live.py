@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from infra import jobs_cli
-from infra.cli import main
+from infra.cli import jobs as jobs_cli
+from infra.cli.main import main
 from infra.governance import live
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES, write_kubeconfig
 from tests.governance import k8s_schema
 

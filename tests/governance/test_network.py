@@ -16,7 +16,7 @@ import ipaddress
 
 from infra.governance.network import DENY_INGRESS, METRICS, SAME_NAMESPACE
 from openpod_core.labels import TRAINING_METRICS_PORT
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance.k8s_schema import model_errors
 

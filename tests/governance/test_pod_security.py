@@ -15,7 +15,7 @@ import pytest
 from infra.governance import all_objects, job_launcher, jobset
 from infra.governance.admission import POD_SECURITY_JOBSET_POLICY, POD_SECURITY_POLICY
 from infra.governance.queues import POD_SECURITY_LABELS, TEAM_LABEL
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from openpod_core import labels
 from tests.conftest import EXAMPLES
 from tests.governance import vap

@@ -15,7 +15,9 @@ import pytest
 
 from infra.governance import all_objects
 from infra.governance.install import kueue_manager_config
-from infra.spec import DEFAULT_PRIORITIES, SpecError, parse_spec
+from infra.spec.teams import DEFAULT_PRIORITIES
+from infra.spec.base import SpecError
+from infra.spec.loading import parse_spec
 from tests.governance.kueue_preemption import Cluster, Workload, targets
 
 DOCS = Path(__file__).parents[2] / "docs" / "governance.md"

@@ -6,7 +6,7 @@ import yaml
 
 from infra.governance import queues as q
 from infra.governance.install import kueue_manager_config, kueue_values
-from infra.spec import load_spec, parse_spec
+from infra.spec.loading import load_spec, parse_spec
 from tests.conftest import EXAMPLES, example_data as base, spec_problems as problems
 
 
@@ -60,7 +60,7 @@ def test_a_weight_kueue_would_reject_is_one_spec_error():
 def test_openpod_queues_says_what_preemption_does():
     from click.testing import CliRunner
 
-    from infra.cli import main
+    from infra.cli.main import main
 
     out = CliRunner().invoke(main, ["queues", "--spec", str(EXAMPLES / "default.yaml")]).stdout
     assert "preemption: fair sharing. A team within its nominal quota is never preempted by another team" in out

@@ -1,12 +1,13 @@
-"""Team quotas backed by running nodes (infra/quota_backing.py): desired_size less hot spares, not max_size."""
+"""Team quotas backed by running nodes (infra/spec/quota_backing.py): desired_size less hot spares, not max_size."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from infra import quota_backing
-from infra.spec import SpecError, load_spec
+from infra.spec import quota_backing
+from infra.spec.base import SpecError
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 
 
@@ -44,7 +45,7 @@ def test_a_group_scaled_from_zero_is_a_warning_not_an_error():
 def test_validate_prints_the_scale_from_zero_warnings_and_still_succeeds():
     from click.testing import CliRunner
 
-    from infra.cli import main
+    from infra.cli.main import main
 
     r = CliRunner().invoke(main, ["validate", str(EXAMPLES / "large.yaml")])
     assert r.exit_code == 0, r.output

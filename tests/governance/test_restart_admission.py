@@ -17,7 +17,7 @@ import pytest
 from infra.governance import all_objects, job_request
 from infra.governance.admission import CONTROLLER_NAMESPACES
 from infra.governance.queues import TEAM_LABEL
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import vap
 from tests.governance.test_lighthouse_failure import replica_jobset

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from infra.governance import all_objects, jobset
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import k8s_schema
 from tests.governance.k8s_schema import validate

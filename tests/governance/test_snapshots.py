@@ -12,9 +12,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from infra.governance import install, render
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 
 SPECS = sorted(EXAMPLES.glob("*.yaml")) + [Path(__file__).with_name("talk_scenario.yaml")]

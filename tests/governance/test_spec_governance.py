@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from infra.spec import parse_spec
+from infra.spec.loading import parse_spec
 from tests.conftest import EXAMPLES, example_data as base, spec_problems as problems
 
 

@@ -8,7 +8,7 @@ import yaml
 from click.testing import CliRunner
 
 from openpod_core import labels
-from infra.cli import main
+from infra.cli.main import main
 from openpod_core.instance_types import get
 from tests.conftest import EXAMPLES, free_port, write_kubeconfig
 from tests.governance import k8s_schema
@@ -160,7 +160,7 @@ def test_part_node_hugepages_beyond_the_share_are_refused():
 
 def test_group_taints_are_tolerated_but_never_the_health_taints():
     from infra.governance import jobset
-    from infra.spec import load_spec
+    from infra.spec.loading import load_spec
 
     spec = load_spec(EXAMPLES / "large.yaml")
     req = jobset.JobRequest(name="dev", team="research", group="p5-dev", image="i", nodes=1, script=("t.py",))
@@ -194,7 +194,7 @@ def test_without_dry_run_unreachable_api_server(tmp_path):
 
 def test_default_placement_packs_into_one_ultraserver_or_layer3_node():
     from infra.governance import jobset
-    from infra.spec import load_spec
+    from infra.spec.loading import load_spec
 
     spec = load_spec(EXAMPLES / "large.yaml")
     expected = {"gb200": ("pretraining", "topology.k8s.aws/ultraserver-id"),

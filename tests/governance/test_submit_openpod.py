@@ -10,9 +10,9 @@ import yaml
 from click.testing import CliRunner
 
 from openpod_core import labels
-from infra.cli import main
+from infra.cli.main import main
 from infra.governance import job_launcher, job_request, jobset
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import k8s_schema
 from training import cli as training_cli

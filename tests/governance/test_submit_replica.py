@@ -14,12 +14,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from infra.governance import all_objects, job_fault_tolerance, job_launcher
 from infra.governance import queues as q
 from infra.governance import resources as res
 from infra.governance.admission import POD_SECURITY_JOBSET_POLICY, POD_SECURITY_POLICY, TEAM_QUEUE_POLICY
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import k8s_schema, vap
 from tests.governance.test_network import NS, reaches

@@ -8,7 +8,7 @@ import pytest
 
 from infra.governance import all_objects, jobset
 from infra.governance import queues as q
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 
 SPEC = Path(__file__).with_name("talk_scenario.yaml")
 

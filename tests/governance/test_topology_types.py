@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from infra.governance import queues
 from infra.governance.topology_types import TOPOLOGY_TYPES
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from openpod_core import instance_types
 from tests.conftest import EXAMPLES
 

@@ -18,7 +18,7 @@ def synth(tmp_path_factory):
     from aws_cdk.assertions import Template
     from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 
-    from infra.spec import load_spec
+    from infra.spec.loading import load_spec
     from platform_constructs.node_agent import NodeHealthAgent
 
     out = tmp_path_factory.mktemp("cdk.out")
@@ -105,7 +105,7 @@ def test_cdk_nag_finds_nothing_unacknowledged_in_the_construct(tmp_path):
     from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
     from cdk_nag import AwsSolutionsChecks
 
-    from infra.spec import load_spec
+    from infra.spec.loading import load_spec
     from platform_constructs.node_agent import NodeHealthAgent
 
     app = cdk.App(outdir=str(tmp_path))

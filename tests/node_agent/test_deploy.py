@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from openpod_core import labels as L
-from infra.spec import load_spec
+from infra.spec.loading import load_spec
 from node_agent import deploy
 from node_agent.config import load_agent_config, load_controller_config
 from tests.conftest import EXAMPLES

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from infra import drain_cmd
-from infra.cli import main
+from infra.cli import drain as drain_cmd
+from infra.cli.main import main
 from node_agent.drain import DRAINED_BY, drain_group, uncordon_group
 from node_agent.kube import InMemoryCluster, Node, Pod
 from openpod_core import labels as L

@@ -176,17 +176,17 @@ def test_the_cli_renders_the_job_and_decides_from_a_log(tmp_path):
     import yaml
     from click.testing import CliRunner
 
-    from infra.cli import main
+    from infra.cli.main import main
     from tests.conftest import EXAMPLES
     from tests.node_agent.conftest import FIXTURES
 
     r = CliRunner().invoke(main, ["pair-check", "render", "--spec", str(EXAMPLES / "default.yaml"), "--group", "p5", "--nodes", ",".join(PAIR),
                                   "--image", "example.com/nccl-tests:2.19.6"])
     assert r.exit_code == 0, r.output
-    assert [o["kind"] for o in yaml.safe_load_all(r.output)] == ["Secret", "Service", "Job"]
+    assert [o["kind"] for o in yaml.safe_load_all(r.stdout)] == ["Secret", "Service", "Job"]   # warnings: stderr
     ok = CliRunner().invoke(main, ["pair-check", "decide", "--spec", str(EXAMPLES / "default.yaml"), "--group", "p5",
                                    str(FIXTURES / "deep" / "all_reduce_perf-2node-p5-pass.txt")])
-    assert ok.exit_code == 0 and ok.output.startswith("pass: busbw 362.0 GB/s, floor 200.0 GB/s"), ok.output
+    assert ok.exit_code == 0 and ok.stdout.startswith("pass: busbw 362.0 GB/s, floor 200.0 GB/s"), ok.output
     slow = CliRunner().invoke(main, ["pair-check", "decide", "--spec", str(EXAMPLES / "default.yaml"), "--group", "p5",
                                      str(FIXTURES / "deep" / "all_reduce_perf-2node-p5-slow-per-iter.txt")])
     assert slow.exit_code == 1 and "nccl-busbw-low" in slow.output
@@ -209,7 +209,7 @@ def test_decide_as_data_keeps_its_exit_code():
     import yaml
     from click.testing import CliRunner
 
-    from infra.cli import main
+    from infra.cli.main import main
     from tests.conftest import EXAMPLES
     from tests.node_agent.conftest import FIXTURES
 

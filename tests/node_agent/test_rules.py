@@ -121,7 +121,7 @@ def test_table_is_complete_and_auditable():
 
 
 def test_rules_page_is_registered_with_the_docs_generator(tmp_path):
-    from infra import docs
+    from infra.cli import docs
 
     assert docs.PAGES["node-agent-rules.md"]() == rules_markdown()
     written = docs.write_all(tmp_path)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from infra.cli import main
+from infra.cli.main import main
 from observability.dashboards import DASHBOARDS, build, dashboard_json, expressions
 from observability.promql import unknown_names
 

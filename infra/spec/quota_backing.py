@@ -9,7 +9,7 @@ scheduler cannot (pods stay Pending while holding the quota).
 A group at ``desired_size: 0`` is the documented scale-from-zero choice (capacity blocks before their window, a
 data-preparation group an operator raises when needed): its quotas are reported as a warning, not an error.
 
-Duck-typed over the cluster spec so ``infra/spec.py`` calls it without an import circle.
+Duck-typed over the cluster spec so ``infra/spec/rules.py`` calls it without an import circle.
 """
 
 from __future__ import annotations

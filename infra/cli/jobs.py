@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from infra.cli_common import emit, output_option
+from infra.cli.common import emit, output_option
 from infra.governance import live
 from infra.governance.apply import ClusterError
 

@@ -1,4 +1,4 @@
-"""``openpod preflight`` and ``openpod capacity``: read-only AWS checks before a deploy.
+"""Read-only AWS checks before a deploy (``openpod preflight``) and Capacity Block offerings (``openpod capacity``).
 
 Preflight asks the caller's account, with read-only calls, what a deploy would otherwise find out
 half-way through CloudFormation: is each instance type offered in its AZ, do the on-demand vCPU
@@ -17,10 +17,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
-import click
 
-from infra.cli_common import emit, output_option
-from infra.spec import CapacityType, ClusterSpec, InstanceGroupSpec
+from infra.spec.groups import CapacityType, InstanceGroupSpec
+from infra.spec.cluster import ClusterSpec
 
 # Service Quotas codes of EC2's "Running On-Demand <family> instances" vCPU quotas.
 # Source: https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html (checked 2026-11-23).
@@ -272,52 +271,6 @@ def render_offerings(spec: ClusterSpec, g: InstanceGroupSpec, offers: Iterable[d
               "    min_size: 0",
               "    desired_size: 0                 # raise when the block starts, lower before it ends"]
     return lines
-
-
-# ---------------------------------------------------------------------------------------------- CLI
-
-
-def _load(spec_path):
-    from infra.cli_common import load_or_exit
-
-    return load_or_exit(spec_path, warn=True)
-
-
-@click.command("preflight")
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="cluster spec file [default: ./openpod.yaml if present; otherwise required]")
-@output_option()
-def preflight_command(spec_path, output="table") -> None:
-    """Check the account before a deploy (read-only AWS calls with your credentials); exit 1 on any failure."""
-    spec = _load(spec_path)
-    findings = preflight(spec, Clients.for_region(spec.region))
-    failed = sum(not f.ok for f in findings)
-    emit({"region": spec.region, "ok": not failed, "summary": {"ok": len(findings) - failed, "failed": failed},
-          "findings": [{"check": f.check, "ok": f.ok, "message": f.message} for f in findings]},
-         output, [*(f.line() for f in findings), f"{len(findings) - failed} ok, {failed} failed"])
-    raise SystemExit(1 if failed else 0)
-
-
-@click.command("capacity")
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), help="cluster spec file [default: ./openpod.yaml if present; otherwise required]")
-@click.option("--group", required=True, help="the capacity-block instance group to find a block for")
-@click.option("--days", type=click.IntRange(1, 182), default=7, show_default=True, help="block duration")
-@click.option("--start", type=click.DateTime(["%Y-%m-%d"]), help="earliest start (UTC date; default: now)")
-@output_option()
-def capacity_command(spec_path, group, days, start, output="table") -> None:
-    """List Capacity Block offerings for a group and print the spec lines to use once one is bought."""
-    spec = _load(spec_path)
-    names = [g.name for g in spec.instance_groups]
-    if group not in names:
-        raise click.UsageError(f"--group: no instance group {group!r}; groups: {', '.join(names)}")
-    g = spec.group(group)
-    start = (start or dt.datetime.now(dt.timezone.utc)).replace(tzinfo=dt.timezone.utc)
-    try:
-        offers = capacity_offerings(Clients.for_region(spec.region).ec2, g, start, days)
-    except Exception as e:
-        raise click.ClickException(f"describe-capacity-block-offerings failed: {type(e).__name__}: "
-                                   f"{str(e).splitlines()[0]}") from None
-    emit({"group": g.name, "instance_type": g.instance_type, "instance_count": g.max_size, "region": spec.region,
-          "days": days, "offerings": [offering_data(o) for o in offers]}, output, render_offerings(spec, g, offers))
 
 
 def offering_data(o: dict) -> dict:

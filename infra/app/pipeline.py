@@ -27,7 +27,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 from constructs import Construct
 
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 
 GITHUB_OIDC_URL = "https://token.actions.githubusercontent.com"
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
@@ -59,7 +59,7 @@ class PlatformStage(cdk.Stage):
 
     def __init__(self, scope: Construct, id: str, *, platform: Callable[[Construct], cdk.Stack], **kwargs) -> None:
         super().__init__(scope, id, **kwargs)
-        self.platform = platform(self)   # infra.stacks makes it: this module does not import stacks (no circle)
+        self.platform = platform(self)   # infra.app.stacks makes it: this module does not import stacks (no circle)
 
 
 def _plan_commands(spec: ClusterSpec) -> list[str]:
@@ -132,7 +132,7 @@ def _find(scope: Construct, path: str) -> Construct | None:
 
 def _acknowledge_pipeline(stack: PipelineStack) -> None:
     """The cdk-nag findings of aws-cdk-lib's CDK Pipelines roles, each with why it stands."""
-    from infra import nag
+    from infra.app import nag
 
     account, region = _account(stack), stack.spec_region
     pipeline = stack.pipeline
@@ -236,7 +236,7 @@ class GitHubDeployStack(cdk.Stack):
             for kind in ("deploy", "file-publishing", "image-publishing", "lookup")]
         self.deploy_role.add_to_policy(iam.PolicyStatement(actions=["sts:AssumeRole"], resources=bootstrap))
         self.deploy_role.add_to_policy(read_template)   # the plan gate before the deploy
-        from infra import nag
+        from infra.app import nag
 
         for role in (self.plan_role, self.deploy_role):
             nag._ack(role.node.find_child("DefaultPolicy").node.default_child,

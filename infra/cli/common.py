@@ -1,7 +1,7 @@
 """What every ``openpod`` sub-command shares: the ``--spec`` option, loading a spec or exiting with one line per
 problem, and ``-o json|yaml|table`` for commands whose output is data.
 
-Sub-command modules import these from here, never from :mod:`infra.cli` (which imports them: no circle).
+Sub-command modules import these from here, never from :mod:`infra.cli.main` (which imports them: no circle).
 
 Where the spec comes from: ``--spec PATH``, else ``./openpod.yaml`` in the current directory (named on stderr),
 else the command stops and says so. It never falls back to the bundled example.
@@ -16,7 +16,8 @@ from typing import Any, NoReturn
 
 import click
 
-from infra.spec import SpecError, load_spec
+from infra.spec.base import SpecError
+from infra.spec.loading import load_spec
 
 EXIT_USAGE = 2
 # The one documented place a spec is found without --spec (docs/platform.md, "Where the spec comes from").
@@ -45,7 +46,7 @@ def resolve_spec_path(path: str | Path | None) -> Path:
 def load_or_exit(path: str | Path | None, warn: bool = False):
     """The validated spec at ``path`` (see :func:`resolve_spec_path`), or exit 2 with every problem.
 
-    ``warn``: also print the spec's warnings (:mod:`infra.spec_warnings`: what a deploy will refuse or cannot
+    ``warn``: also print the spec's warnings (:mod:`infra.spec.warnings`: what a deploy will refuse or cannot
     serve). The commands that judge a deploy ask for them (validate, plan, preflight, and synthesis in app.py);
     the day-to-day ones (submit, jobs, queues, manifests ...) do not repeat them on every call."""
     path = resolve_spec_path(path)
@@ -54,7 +55,7 @@ def load_or_exit(path: str | Path | None, warn: bool = False):
     except SpecError as e:
         fail([f"{e.source}: {p}" for p in e.problems])
     if warn:
-        from infra.spec_warnings import warnings_for
+        from infra.spec.warnings import warnings_for
 
         for w in warnings_for(spec):
             click.echo(f"warning: {path}: {w}", err=True)

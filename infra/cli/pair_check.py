@@ -12,7 +12,7 @@ import sys
 import click
 import yaml
 
-from infra.cli_common import emit, fail, group_or_exit, output_option, spec_option
+from infra.cli.common import emit, fail, group_or_exit, output_option, spec_option
 
 
 @click.group("pair-check")

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from openpod_core import labels
-from infra.cli_common import (EXIT_USAGE, emit, fail, group_or_exit, load_or_exit, output_option,  # noqa: F401
+from infra.cli.common import (EXIT_USAGE, emit, fail, group_or_exit, load_or_exit, output_option,  # noqa: F401
                               resolve_spec_path, spec_option)
 
 
@@ -59,7 +59,7 @@ def validate(spec_path: str | None, legacy_spec: str | None, output: str = "tabl
           "instance_groups": [{"name": g.name, "instance_type": g.instance_type, "max_size": g.max_size}
                               for g in s.instance_groups]},
          output, f"{path}: ok - {s.name} in {s.region}: {groups}")
-    from infra.quota_backing import scale_from_zero_quotas  # desired_size 0: a documented choice, warned
+    from infra.spec.quota_backing import scale_from_zero_quotas  # desired_size 0: a documented choice, warned
 
     for where, message in scale_from_zero_quotas(s):
         click.echo(f"warning: {where}: {message}", err=True)
@@ -93,7 +93,7 @@ def facts(as_json: bool, output: str = "table") -> None:
 @click.option("--out", type=click.Path(file_okay=False), default="docs", show_default=True)
 def docs(out: str) -> None:
     """Regenerate the reference docs rendered from the project's data tables."""
-    from infra import docs as docgen
+    from infra.cli import docs as docgen
 
     for path in docgen.write_all(Path(out)):
         click.echo(f"wrote {path}")
@@ -131,7 +131,7 @@ def queues(spec_path: str | None, live: bool = False, kubeconfig=None, kube_cont
         click.echo("no teams in this spec")
         return
     if live:
-        from infra import jobs_cli
+        from infra.cli import jobs as jobs_cli
         from infra.governance import live as live_
         from infra.governance.apply import ClusterError
 
@@ -283,24 +283,24 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
                    f"(owned by the JobSet)")
 
 
-from infra.plan import command as _plan  # noqa: E402
+from infra.cli.plan import command as _plan  # noqa: E402
 
 main.add_command(_plan)
 
-from infra.preflight import capacity_command as _capacity, preflight_command as _preflight  # noqa: E402
+from infra.cli.preflight import capacity_command as _capacity, preflight_command as _preflight  # noqa: E402
 
 main.add_command(_preflight)
 main.add_command(_capacity)
 
-from infra.drain_cmd import drain as _drain  # noqa: E402
+from infra.cli.drain import drain as _drain  # noqa: E402
 
 main.add_command(_drain)
 
-from infra.jobs_cli import jobs as _jobs  # noqa: E402
+from infra.cli.jobs import jobs as _jobs  # noqa: E402
 
 main.add_command(_jobs)
 
-from infra.observability_cli import dashboards as _dashboards, rules as _rules  # noqa: E402
+from infra.cli.observability import dashboards as _dashboards, rules as _rules  # noqa: E402
 
 main.add_command(_dashboards)
 main.add_command(_rules)
@@ -309,6 +309,6 @@ main.add_command(_rules)
 if __name__ == "__main__":  # pragma: no cover
     main()
 
-from infra.pair_check_cli import pair_check as _pair_check  # noqa: E402
+from infra.cli.pair_check import pair_check as _pair_check  # noqa: E402
 
 main.add_command(_pair_check)

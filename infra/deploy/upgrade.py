@@ -4,7 +4,7 @@ The order is the templates' own dependency order, which the platform's stack set
 
 1. the control plane (``AWS::EKS::Cluster`` Version, in place; EKS moves one minor version at a time);
 2. add-ons at versions for the new version (they reference the cluster, so they follow it; kube-proxy's
-   default follows ``eks.version``, ``infra.spec.KUBE_PROXY_ADDON``, and so does CoreDNS's, ``COREDNS_ADDON``);
+   default follows ``eks.version``, ``infra.spec.eks.KUBE_PROXY_ADDON``, and so does CoreDNS's, ``COREDNS_ADDON``);
 3. CPU node groups (they depend on the network add-ons), at most ``MaxUnavailable`` nodes at a time;
 4. accelerator node groups (they depend on the CPU groups), never force-updated: EKS evicts their pods
    through the Eviction API with PodDisruptionBudgets honoured, as the node agent's drain does, so a

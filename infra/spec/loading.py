@@ -5,7 +5,11 @@ small one), binary and UTF-16 input are refused in one line, duplicate mapping k
 last silently: a second ``teams:`` would drop the first), and anchors/aliases may not expand past
 :data:`MAX_NODES` values.
 
-``pruned(data, errors)``: ``data`` without the entries pydantic refused, for :func:`infra.spec.parse_spec`.
+``pruned(data, errors)``: ``data`` without the entries pydantic refused, for :func:`parse_spec`.
+
+``load_spec(path)`` / ``parse_spec(data)``: a validated :class:`~infra.spec.cluster.ClusterSpec`, or
+:class:`~infra.spec.base.SpecError` carrying one :class:`~infra.spec.base.Problem` per thing that is wrong: field
+errors (:mod:`infra.spec.messages` words them) and the cross-field rules (:mod:`infra.spec.rules`) together.
 """
 
 from __future__ import annotations
@@ -15,7 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
+from infra.spec.base import Problem, SpecError
+from infra.spec.cluster import ClusterSpec
+from infra.spec.messages import error_location, error_message
+from infra.spec.rules import CHECKS
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+DEFAULT_SPEC = EXAMPLES_DIR / "default.yaml"
 
 # A spec is a few KiB (examples/large.yaml is under 10 KiB); 1 MiB leaves room for hundreds of teams.
 MAX_SPEC_BYTES = 1 << 20
@@ -150,7 +162,6 @@ def pruned(data: dict, errors: list[dict], model, rounds: int = 6) -> tuple[Any,
     """``model`` (a pydantic model class) validated from ``data`` with the refused values removed (a field falls
     back to its default; an entry whose required field is refused is dropped); None if it cannot be made to.
     Also the names of the dropped entries."""
-    from pydantic import ValidationError
 
     rest = copy.deepcopy(data)
     dropped: set[str] = set()
@@ -167,3 +178,48 @@ def pruned(data: dict, errors: list[dict], model, rounds: int = 6) -> tuple[Any,
         except ValidationError as e:
             errors = e.errors()
     return None, dropped
+
+
+def parse_spec(data: Any, source: str = "spec") -> ClusterSpec:
+    """Validate already-parsed YAML; raise SpecError with every problem.
+
+    Field errors do not hide the cross-field rules: the entries with field errors are left out (a bad field
+    with a default falls back to it, a bad list entry is dropped) and the rules run on the rest; their problems
+    that only come from leaving something out (a name that was dropped) are not reported.
+    """
+    if not isinstance(data, dict):
+        raise SpecError([Problem("", "a spec is a YAML mapping with name, region, availability_zones, "
+                                     "instance_groups, ...")], source)
+    try:
+        spec = ClusterSpec.model_validate(data)
+    except ValidationError as e:
+        problems = [Problem(error_location(err["loc"], data), error_message(err)) for err in e.errors()]
+        partial, dropped = pruned(data, e.errors(), ClusterSpec)
+        if partial is not None:
+            seen = {str(p) for p in problems}
+            problems += [p for check in CHECKS for p in check(partial)
+                         if str(p) not in seen and not _from_dropped(p, dropped)]
+        raise SpecError(problems, source) from None
+    problems = [p for check in CHECKS for p in check(spec)]
+    if problems:
+        raise SpecError(problems, source)
+    return spec
+
+
+def _from_dropped(p: Problem, dropped: set[str]) -> bool:
+    """A cross-field problem that only exists because an entry with field errors was left out."""
+    if dropped and p.message.startswith("needs a CPU system group"):
+        return True
+    return any(f"'{n}'" in p.message or f"({n})" in p.path or p.path.endswith(f".quotas.{n}")
+               or f".quotas.{n}." in p.path or f"group {n}" in p.message for n in dropped)
+
+
+def load_spec(path: str | Path | None = None) -> ClusterSpec:
+    """Read and validate a spec file (the embedded example when ``path`` is None: a library default; the CLIs
+    never pass None). Text only (UTF-8), at most :data:`MAX_SPEC_BYTES`, no duplicate keys."""
+    path = Path(path) if path else DEFAULT_SPEC
+    source = str(path)
+    data, problem = read_yaml(path)
+    if problem is not None:
+        raise SpecError([Problem("", problem)], source)
+    return parse_spec(data, source)

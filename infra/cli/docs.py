@@ -40,7 +40,7 @@ def facts_md() -> str:
         "# Facts register",
         "",
         "Every external fact the platform relies on, with its source and the date it was last checked against it.",
-        "Generated from `openpod_core/facts.py` by `python -m infra docs` (also: `openpod facts`); do not edit by hand.",
+        "Generated from `openpod_core/facts/` by `python -m infra docs` (also: `openpod facts`); do not edit by hand.",
         "",
         "| fact | value | source | checked | note |",
         "|---|---|---|---|---|",
@@ -55,7 +55,7 @@ def facts_md() -> str:
 
 
 def _spec_md() -> str:
-    from infra.spec_docs import spec_md
+    from infra.spec.docs import spec_md
 
     return spec_md()
 

@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from infra.cli_common import fail, group_or_exit, spec_option
+from infra.cli.common import fail, group_or_exit, spec_option
 from openpod_core import labels
 
 # EKS fails a managed node group update with PodEvictionFailure when a node's pods have not

@@ -9,31 +9,38 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from infra import spec as spec_module
-from infra.queueing_spec import QueueingSpec, WaitForPodsReadySpec
+from infra.spec.cluster import ClusterSpec
+from infra.spec.eks import COREDNS_ADDON, DEFAULT_ADDONS, DEFAULT_CHARTS, KUBE_PROXY_ADDON, AccessEntry, EksSpec
+from infra.spec.groups import Capacity, InstanceGroupSpec, Taint, Volume
+from infra.spec.network import NetworkSpec
+from infra.spec.observability import ObservabilitySpec
+from infra.spec.pipeline import PipelineSpec
+from infra.spec.queueing import QueueingSpec, WaitForPodsReadySpec
+from infra.spec.storage import BucketSpec, BucketsSpec, FsxSpec
+from infra.spec.teams import GroupQuota, PreemptionSpec, PrioritySpec, TeamSpec
 from observability.thresholds import AlertThresholds
 from openpod_core.instance_types import INSTANCE_TYPES
 
 _SECTIONS = [
-    ("", spec_module.ClusterSpec, "The cluster"),
-    ("network", spec_module.NetworkSpec, "Network"),
-    ("instance_groups[]", spec_module.InstanceGroupSpec, "Instance groups"),
-    ("instance_groups[].capacity", spec_module.Capacity, "Capacity (on-demand, reservation, capacity block)"),
-    ("instance_groups[].taints[]", spec_module.Taint, "Taints"),
-    ("instance_groups[].volumes[]", spec_module.Volume, "Extra EBS volumes"),
-    ("storage.fsx", spec_module.FsxSpec, "FSx for Lustre"),
-    ("storage.buckets", spec_module.BucketsSpec, "S3 buckets"),
-    ("storage.buckets.<datasets|checkpoints|logs>", spec_module.BucketSpec, "One bucket"),
-    ("eks", spec_module.EksSpec, "EKS"),
-    ("eks.access_entries[]", spec_module.AccessEntry, "Access entries"),
-    ("teams[]", spec_module.TeamSpec, "Teams (task governance)"),
-    ("teams[].quotas.<group>", spec_module.GroupQuota, "A team's quota on one group"),
-    ("teams[].preemption", spec_module.PreemptionSpec, "Preemption"),
-    ("priorities[]", spec_module.PrioritySpec, "Priorities"),
-    ("pipeline", spec_module.PipelineSpec, "Pipeline (GitOps, see gitops.md)"),
+    ("", ClusterSpec, "The cluster"),
+    ("network", NetworkSpec, "Network"),
+    ("instance_groups[]", InstanceGroupSpec, "Instance groups"),
+    ("instance_groups[].capacity", Capacity, "Capacity (on-demand, reservation, capacity block)"),
+    ("instance_groups[].taints[]", Taint, "Taints"),
+    ("instance_groups[].volumes[]", Volume, "Extra EBS volumes"),
+    ("storage.fsx", FsxSpec, "FSx for Lustre"),
+    ("storage.buckets", BucketsSpec, "S3 buckets"),
+    ("storage.buckets.<datasets|checkpoints|logs>", BucketSpec, "One bucket"),
+    ("eks", EksSpec, "EKS"),
+    ("eks.access_entries[]", AccessEntry, "Access entries"),
+    ("teams[]", TeamSpec, "Teams (task governance)"),
+    ("teams[].quotas.<group>", GroupQuota, "A team's quota on one group"),
+    ("teams[].preemption", PreemptionSpec, "Preemption"),
+    ("priorities[]", PrioritySpec, "Priorities"),
+    ("pipeline", PipelineSpec, "Pipeline (GitOps, see gitops.md)"),
     ("queueing", QueueingSpec, "Queueing (Kueue scheduling, see governance.md)"),
     ("queueing.wait_for_pods_ready", WaitForPodsReadySpec, "Gang readiness (Kueue waitForPodsReady)"),
-    ("observability", spec_module.ObservabilitySpec, "Observability (metrics, rules, alerts; see observability.md)"),
+    ("observability", ObservabilitySpec, "Observability (metrics, rules, alerts; see observability.md)"),
     ("observability.alerts", AlertThresholds, "Alert thresholds"),
 ]
 
@@ -87,7 +94,7 @@ def spec_md() -> str:
     lines = [
         "# Cluster spec reference",
         "",
-        "Generated from the models in `infra/spec.py` by `python -m infra docs`; do not edit by hand.",
+        "Generated from the models in `infra/spec/` by `python -m infra docs`; do not edit by hand.",
         "A spec is one YAML file; `openpod validate --spec FILE` checks it (also its warnings: sizes that break synthesis or a quota) and prints every problem, one line each.",
         "Unknown fields are refused (with the nearest valid name). See `examples/` for complete specs.",
         "",
@@ -119,22 +126,22 @@ def spec_md() -> str:
         "instance count;",
         "- team quotas name existing groups and never add up to more than a group's `max_size - hot_spares`, nor "
         "(while `desired_size > 0`) more than `desired_size - hot_spares`, the nodes that run "
-        "(`infra/quota_backing.py`; at `desired_size: 0` it is a warning: [governance.md](governance.md), "
+        "(`infra/spec/quota_backing.py`; at `desired_size: 0` it is a warning: [governance.md](governance.md), "
         "\"Quotas backed by running nodes\").",
         "",
         "## Pinned versions",
         "",
         "| add-on | default version |", "|---|---|",
-        *[f"| `{k}` | `{v}` |" for k, v in spec_module.DEFAULT_ADDONS.items()],
+        *[f"| `{k}` | `{v}` |" for k, v in DEFAULT_ADDONS.items()],
         "",
         "kube-proxy follows `eks.version`: " + ", ".join(
-            f"{k}: `{v}`" for k, v in spec_module.KUBE_PROXY_ADDON.items()) + ".",
+            f"{k}: `{v}`" for k, v in KUBE_PROXY_ADDON.items()) + ".",
         "",
         "coredns follows `eks.version`: " + ", ".join(
-            f"{k}: `{v}`" for k, v in spec_module.COREDNS_ADDON.items()) + ".",
+            f"{k}: `{v}`" for k, v in COREDNS_ADDON.items()) + ".",
         "",
         "| Helm chart | default version |", "|---|---|",
-        *[f"| `{k}` | `{v}` |" for k, v in spec_module.DEFAULT_CHARTS.items()],
+        *[f"| `{k}` | `{v}` |" for k, v in DEFAULT_CHARTS.items()],
         "",
         f"Instance types: {len(INSTANCE_TYPES)} known, see [instance-types.md](instance-types.md).",
         "",

@@ -12,7 +12,7 @@ plus propagation: a property that references a replaced resource resolves to a
 new physical id, so it changes too. Each replacement names the schema property
 that caused it.
 
-The schemas alone under-report: ``infra.plan_rules`` adds the documented
+The schemas alone under-report: ``infra.deploy.plan_rules`` adds the documented
 "Update requires" of properties the schemas leave out (FSx DeploymentType
 replaces; a KMS KeySpec change fails), fixed physical names (a replacement
 under the same name fails), and the services' own rules (EKS subnets and
@@ -47,8 +47,7 @@ from pathlib import Path
 
 import click
 
-from infra import plan_rules
-from infra.cli_common import emit, output_option
+from infra.deploy import plan_rules
 
 EXIT_BLOCKED = 3
 EXIT_WILL_FAIL = 4
@@ -349,7 +348,7 @@ _CITATION = re.compile(r"\[([A-Za-z0-9_.-]+): ")
 
 
 def cited(text: str) -> tuple[str, list[dict]]:
-    """``text`` without its ``[fact key: source]`` citations (:func:`infra.plan_rules.cite`), and those
+    """``text`` without its ``[fact key: source]`` citations (:func:`infra.deploy.plan_rules.cite`), and those
     citations as ``{"fact", "source"}``."""
     from openpod_core.facts.register import fact
 
@@ -372,7 +371,7 @@ def _cause_sources(c: Change, cause: str, schemas: str) -> tuple[str, list[dict]
         return text, sources
     if " is create-only" in cause:
         return text, [{"fact": None, "source": f"createOnlyProperties of {c.type}, {schemas}"}]
-    return text, [{"fact": None, "source": "infra/plan.py: a new logical id or type is a new resource"}]
+    return text, [{"fact": None, "source": "infra/deploy/plan.py: a new logical id or type is a new resource"}]
 
 
 def _stateful_source(c: Change) -> str:
@@ -382,7 +381,7 @@ def _stateful_source(c: Change) -> str:
         return f"cfnlint/data/AdditionalSpecs/StatefulResources.json (cfn-lint {__version__})"
     if c.stateful and c.stateful.endswith(": Retain"):
         return f"the template's {c.stateful.split(':')[0]}"
-    return "infra/plan.py EXTRA_STATEFUL_TYPES"
+    return "infra/deploy/plan.py EXTRA_STATEFUL_TYPES"
 
 
 def reasons(c: Change, schemas: str) -> list[dict]:
@@ -583,7 +582,7 @@ def diff(base: Assembly, head: Assembly, *, region: str, allow: set[str] = froze
                                           base.templates.get(stack, {}).get("Resources", {})},
                               head_paths={k: head.path(stack, k) or "" for k in
                                           head.templates.get(stack, {}).get("Resources", {})})
-    from infra import upgrade
+    from infra.deploy import upgrade
 
     return Plan(changes, schema_source(), upgrade.order(base, head))
 
@@ -602,7 +601,7 @@ def _cause_text(c: Change) -> str:
     return text
 
 
-def _blocked_lines(plan: Plan) -> list[str]:
+def blocked_lines(plan: Plan) -> list[str]:
     lines = [f"will fail: {c.stack}/{c.logical_id} ({c.type}) - " + "; ".join(c.fails)
              + f"; pass --allow-failure {c.logical_id} to deploy anyway" for c in plan.changes if c.will_fail]
     return lines + [f"blocked: {c.stack}/{c.logical_id} ({c.type}) would be "
@@ -624,7 +623,7 @@ def render_table(plan: Plan) -> str:
     n = plan.counts()
     lines.append("")
     lines.append(", ".join(f"{n[a]} to {a}" for a in ACTIONS)
-                 + f"  (replacement rules: createOnlyProperties, {plan.schema_source}; infra/plan_rules.py)")
+                 + f"  (replacement rules: createOnlyProperties, {plan.schema_source}; infra/deploy/plan_rules.py)")
     failing = sum(bool(c.fails) for c in plan.changes)
     if failing:
         lines.append(f"{failing} change(s) will fail")
@@ -632,7 +631,7 @@ def render_table(plan: Plan) -> str:
         lines.append("")
         lines.append("upgrade order:")
         lines += [f"  {i}. {s}" for i, s in enumerate(plan.upgrade, 1)]
-    lines += _blocked_lines(plan)
+    lines += blocked_lines(plan)
     return "\n".join(lines) + "\n"
 
 
@@ -669,13 +668,13 @@ def render_markdown(plan: Plan) -> str:
     if plan.upgrade:
         out += ["#### Upgrade order", ""] + [f"{i}. {s}" for i, s in enumerate(plan.upgrade, 1)] + [""]
     if plan.blocked:
-        out += ["```"] + _blocked_lines(plan) + ["```", ""]
+        out += ["```"] + blocked_lines(plan) + ["```", ""]
     out.append(f"<sub>Replacement rules: createOnlyProperties from the {plan.schema_source}, plus the documented "
-               "update behaviours and service rules of infra/plan_rules.py.</sub>")
+               "update behaviours and service rules of infra/deploy/plan_rules.py.</sub>")
     return "\n".join(out) + "\n"
 
 
-# ------------------------------------------------------------------------------------------ command
+# ------------------------------------------------------------------------------------------ making one
 
 
 def make_plan(*, spec_path: Path, base_ref: str | None, base_template: Path | None, head_template: Path | None,
@@ -693,68 +692,3 @@ def make_plan(*, spec_path: Path, base_ref: str | None, base_template: Path | No
                 else synthesize_side(repo, spec_path, None, work))
         click.echo("plan: comparing templates ...", err=True)
         return diff(base, head, region=region, allow=allow, allow_failure=allow_failure)
-
-
-@click.command("plan")
-@click.option("--spec", "spec_path", type=click.Path(dir_okay=False), required=True, help="cluster spec file")
-@click.option("--base", "base_ref", default=None, help="git ref to compare against (spec and code at that ref)")
-@click.option("--base-template", type=click.Path(file_okay=False), default=None,
-              help="compare against this cdk.out, or a directory of STACK.template.json (e.g. the deployed "
-                   "templates from `aws cloudformation get-template`)")
-@click.option("--template", "head_template", type=click.Path(file_okay=False), default=None,
-              help="use this already-synthesized cdk.out as the new side instead of synthesizing the working tree")
-@click.option("--allow-replace", "allow", multiple=True, metavar="LOGICAL_ID",
-              help="let this stateful resource be replaced or removed (repeatable)")
-@click.option("--allow-failure", "allow_failure", multiple=True, metavar="LOGICAL_ID",
-              help="deploy even though this resource's change is known to fail (repeatable)")
-@output_option()
-@click.option("--json", "as_json", is_flag=True, help="the same as -o json (kept for existing pipelines)")
-@click.option("--markdown", is_flag=True, help="a pull-request comment")
-def command(spec_path, base_ref, base_template, head_template, allow, allow_failure, as_json, markdown,
-            output="table") -> None:
-    """Show what deploying the spec would do to each AWS resource; exit 3 if data would be orphaned.
-
-    Both sides are synthesized offline. Replacements come from the CloudFormation resource schemas'
-    createOnlyProperties (as cfn-lint ships them) and logical-id changes; a stateful resource (FSx, S3, KMS,
-    EKS cluster, log groups, anything retained) replaced or removed fails the plan (exit 3) unless
-    --allow-replace names it; a change CloudFormation or the service will refuse (infra/plan_rules.py, each
-    with its source) fails it with exit 4 unless --allow-failure names it. -o json|yaml prints the plan as
-    data (docs/gitops.md), with the same exit codes; progress and blocking lines go to stderr.
-    """
-    from infra.cli_common import fail, load_or_exit
-
-    for opt, value in (("--base", base_ref), ("--base-template", base_template), ("--template", head_template)):
-        if value is not None and not value.strip():
-            fail(f"{opt} '' is empty; give a {'git ref' if opt == '--base' else 'directory'}")
-    if (base_ref is None) == (base_template is None):
-        fail("give exactly one of --base GIT_REF or --base-template DIR")
-    if as_json and markdown:
-        fail("--json and --markdown are exclusive")
-    if as_json and output not in ("table", "json"):
-        fail(f"--json and -o {output} are exclusive (--json is -o json)")
-    if markdown and output != "table":
-        fail(f"--markdown and -o {output} are exclusive")
-    output = "json" if as_json else output
-    spec = load_or_exit(spec_path, warn=True)
-    repo = Path(__file__).resolve().parent.parent
-    try:
-        plan = make_plan(spec_path=Path(spec_path), base_ref=base_ref,
-                         base_template=Path(base_template) if base_template else None,
-                         head_template=Path(head_template) if head_template else None,
-                         allow=set(allow), region=spec.region, repo=repo, allow_failure=set(allow_failure))
-    except PlanError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(1)
-    unknown = sorted(set(allow) - {c.logical_id for c in plan.changes} - {c.new_logical_id for c in plan.changes})
-    for lid in unknown:
-        click.echo(f"warning: --allow-replace {lid}: no such resource is replaced or removed", err=True)
-    if markdown:
-        click.echo(render_markdown(plan), nl=False)
-    elif output != "table":
-        emit(plan.to_json(), output, [])
-    else:
-        click.echo(render_table(plan), nl=False)
-    for line in _blocked_lines(plan) if (markdown or output != "table") else []:
-        click.echo(line, err=True)
-    if plan.exit_code:
-        sys.exit(plan.exit_code)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from openpod_core import local_zones
 from openpod_core.facts.register import value as fact_value
-from infra.spec import CapacityType
+from infra.spec.groups import CapacityType
 
 # CloudFormation resources one instance group adds to the platform stack: its launch template, its managed node
 # group and the Kubernetes manifest of its settings, plus a cluster placement group on EFA groups. Measured

@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 import yaml
 
-from infra.cli_common import fail, load_or_exit, spec_option
+from infra.cli.common import fail, load_or_exit, spec_option
 
 
 def _write(path: Path, text: str) -> None:
-    from infra.docs import write_atomic
+    from infra.cli.docs import write_atomic
 
     try:
         write_atomic(path, text)

@@ -15,11 +15,11 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra import nag
+from infra.app import nag
 from openpod_core import labels
 from infra.governance import queues
 from openpod_core.instance_types import Accelerator
-from infra.spec import ClusterSpec
+from infra.spec.cluster import ClusterSpec
 from platform_constructs.buckets import PlatformBuckets
 from platform_constructs.cluster import PlatformCluster
 from platform_constructs.device_plugins import DevicePlugins
@@ -35,7 +35,7 @@ from platform_constructs.node_agent import NodeHealthAgent
 from platform_constructs.observability import PlatformObservability
 from platform_constructs.training_access import TrainingAccess
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TRAINING_DOCKERFILE = "training/Dockerfile"
 
 
@@ -149,7 +149,7 @@ class PlatformStack(cdk.Stack):
         for addon in self.platform_cluster.workload_addons:
             for ig in system_groups:
                 addon.node.add_dependency(ig.nodegroup)
-        # Upgrades roll the CPU system groups before the accelerator groups (infra/upgrade.py).
+        # Upgrades roll the CPU system groups before the accelerator groups (infra/deploy/upgrade.py).
         for g in spec.accelerated_groups:
             for ig in system_groups:
                 if g.name in self.instance_groups:
@@ -297,7 +297,7 @@ def build_app(spec: ClusterSpec, *, app: cdk.App | None = None, outdir: str | No
     """The CDK app for ``spec``: one PlatformStack named after the cluster, cdk-nag AwsSolutions enforced."""
     app = app or new_app(outdir=outdir)
     if spec.pipeline is not None and spec.pipeline.provider == "codepipeline":
-        from infra import pipeline   # the platform becomes the pipeline's stage, under the same stack name
+        from infra.app import pipeline  # the platform becomes the pipeline's stage, under the same stack name
 
         def platform(stage: Construct) -> PlatformStack:
             return PlatformStack(stage, "Platform", spec=spec, repo_root=repo_root, stack_name=spec.name,
@@ -309,7 +309,7 @@ def build_app(spec: ClusterSpec, *, app: cdk.App | None = None, outdir: str | No
     else:
         stack = PlatformStack(app, spec.name, spec=spec, repo_root=repo_root, env=environment(spec))
         if spec.pipeline is not None:
-            from infra import pipeline
+            from infra.app import pipeline
 
             pipeline.GitHubDeployStack(app, f"{spec.name}-github", spec=spec, env=environment(spec))
     if checks:

@@ -25,7 +25,7 @@ def _ack(scope: IConstruct, finding: str, reason: str) -> None:
 
 
 def acknowledge(stack: cdk.Stack) -> None:
-    """Acknowledge the findings that are deliberate in this design (``stack``: an ``infra.stacks.PlatformStack``,
+    """Acknowledge the findings that are deliberate in this design (``stack``: an ``infra.app.stacks.PlatformStack``,
     not imported here: stacks imports this module)."""
     # CDK's built-in CloudFormation validation (cfn-lint rules) runs beside cdk-nag.
     cdk.Validations.of(stack.network.vpc).acknowledge(cdk.Acknowledgment(
