@@ -15,8 +15,12 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 
 # `make test` needs everything (dev extras, Node deps, the Prometheus tools); `make synth` only the CDK extras and
 # the Node deps: no torch, no system packages.
-setup: $(STAMP) node_modules/.installed prometheus-tools
-setup-synth: $(CDK_STAMP) node_modules/.installed
+# The installs are independent (pip into the venv, npm into node_modules, apt for the Prometheus tools) and spend
+# much of their time waiting on the registries, so they run side by side.
+setup:
+	@$(MAKE) --no-print-directory -j3 $(STAMP) node_modules/.installed prometheus-tools
+setup-synth:
+	@$(MAKE) --no-print-directory -j2 $(CDK_STAMP) node_modules/.installed
 
 # promtool and prometheus (Debian package `prometheus`), amtool and prometheus-alertmanager
 # (`prometheus-alertmanager`) for the rule, scrape, alert routing and end-to-end alerting tests: found on PATH,
