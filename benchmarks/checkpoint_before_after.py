@@ -201,6 +201,8 @@ def _check_origin(tree: Path) -> None:
 
 
 def _tensors(obj):
+    """The tensors of a nested state. Not benchmarks.training_checkpoint._tensors: importing that module loads this
+    checkout's ``training`` package, which in the old tree's worker is the code under test's rival."""
     import torch
 
     if isinstance(obj, torch.Tensor):
