@@ -280,6 +280,11 @@ class InProcessRestart:
             with self._lock:
                 self._armed = None
             self._stopped.set()
+            # Let the watcher end (it polls every 0.1 s) and drop its TCPStore link on its own thread, before the
+            # interpreter exits: a daemon thread still inside the store client at exit can end the process with
+            # "terminate called without an active exception" (CI saw a replacement rank exit -6 that way after its
+            # result was written).
+            watcher.join(timeout=5.0)
             active = None
 
 
