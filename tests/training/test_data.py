@@ -128,3 +128,40 @@ def test_the_launcher_writes_the_data_set_without_importing_torch(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
     assert len(TokenShards(tmp_path / "d")) == 40
+
+
+LAUNCH_PROBE = """
+import json, subprocess, sys
+class Stop(Exception):
+    pass
+def popen(cmd, *a, **k):  # the launcher's next step would start torchrun: report what it had imported by then
+    print(json.dumps({"cmd": cmd[2], "torch": sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))}))
+    raise Stop
+subprocess.Popen = popen
+from training.cli import main
+try:
+    main(sys.argv[1:], standalone_mode=False)
+except Stop:
+    pass
+"""
+
+
+@pytest.mark.parametrize("extra", [[], ["--parallelism", "fsdp"], ["--s3-uri", "s3://b/j", "--s3-endpoint-url",
+                                                                   "http://127.0.0.1:9"]])
+def test_the_launcher_starts_torchrun_without_having_imported_torch(tmp_path, extra):
+    """The whole launch path, not only the data set: every import before torchrun starts delays the workers.
+    Failed on the old code: the peer-secret check imported training.checkpoint, whose package init loaded the
+    checkpointer and with it torch and torch.distributed.checkpoint (about 3 s of CPU and 5 s of wall time per
+    incarnation on the 2-core CI machine, then more at the launcher's exit)."""
+    import json
+    import subprocess
+    import sys
+
+    args = ["run", "--model", "tiny", "--steps", "2", "--checkpoint-dir", str(tmp_path / "ck"),
+            "--memory-dir", str(tmp_path / "shm"), "--nproc-per-node", "2", *extra]
+    r = subprocess.run([sys.executable, "-c", LAUNCH_PROBE, *args], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[2], timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    assert seen["cmd"] == "torch.distributed.run"
+    assert seen["torch"] == [], f"imported before torchrun started: {seen['torch'][:10]}"

@@ -261,3 +261,15 @@ def test_training_run_refuses_a_peer_channel_beyond_loopback_without_the_secret(
     assert peer_secret_problems("10.1.2.3", {"OPENPOD_PEER_SECRET": SECRET.hex()}) == []
     assert peer_secret_problems("10.1.2.3", {"OPENPOD_PEER_SECRET": "abc"}) == [
         "OPENPOD_PEER_SECRET: must be hex (e.g. `openssl rand -hex 32`)"]
+
+
+def test_closing_the_server_does_not_wait_out_a_poll_interval(tmp_path):
+    """Failed on the old code: serve_forever's default 0.5 s poll made every close (every worker's exit, every
+    in-process restart generation) wait about half a second."""
+    held = DirTier("memory", tmp_path / "held", fsync=False)
+    servers = [PeerServer(held, own=None) for _ in range(4)]
+    time.sleep(0.05)  # each serve_forever is inside its poll
+    t0 = time.monotonic()
+    for server in servers:
+        server.close()
+    assert time.monotonic() - t0 < 1.0  # 4 x ~0.5 s before

@@ -1,10 +1,16 @@
 """Process-group timeout against the slowest documented restore, and what deterministic CUDA needs."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 import training.runtime as runtime
 from training.config import DataConfig, RunConfig
 
+ROOT = Path(__file__).resolve().parents[2]
 SLOWEST_RESTORE_SECONDS = 242  # S3 restore of the xl state, docs/training.md "Benchmarks" (measured here)
 
 
@@ -39,9 +45,23 @@ def test_deterministic_mode_sets_the_cublas_workspace(monkeypatch):
 
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     monkeypatch.setattr(trainer, "Runtime", lambda cfg: (_ for _ in ()).throw(Captured()))
-    monkeypatch.setattr(trainer.torch, "use_deterministic_algorithms", lambda flag: None)
+    monkeypatch.setattr(trainer, "deterministic_algorithms", lambda: None)
     with pytest.raises(Captured):
         trainer.train(None)
     import os
 
     assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+
+
+def test_deterministic_mode_does_not_import_inductor_yet_a_later_compile_is_deterministic():
+    """Failed on the old code: torch.use_deterministic_algorithms imported torch._inductor in every worker (about
+    2 s of each start-up on the 2-core CI machine) for a setting only torch.compile reads."""
+    code = ("import sys, torch; from training.trainer import prepare; prepare(); "
+            "before = 'torch._inductor' in sys.modules; "
+            "import torch._inductor.config as c; "
+            "print(before, torch.are_deterministic_algorithms_enabled(), "
+            "torch.is_deterministic_algorithms_warn_only_enabled(), c.deterministic)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       env={k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_DETERMINISTIC"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["False", "True", "False", "True"]

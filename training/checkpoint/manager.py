@@ -254,7 +254,7 @@ class Checkpointer:
         for handle in list(self._hooks.values()):
             handle.remove()
         self._hooks.clear()
-        if self.peer_server:  # its serve_forever notices a shutdown only at its next poll (0.5 s): do not wait
+        if self.peer_server:  # its serve_forever notices a shutdown only at its next poll: do not wait
             threading.Thread(target=self.peer_server.close, name="peer-server-close", daemon=True).start()
 
     # -------------------------------------------------------------- restore

@@ -30,6 +30,7 @@ from training.checkpoint import peer_auth
 from training.checkpoint.names import check_file_name
 from training.checkpoint.storage import HASHERS, CorruptCheckpoint, DirTier, Marker, file_hash
 
+POLL_S = 0.05
 log = logging.getLogger("training.checkpoint")
 
 
@@ -181,7 +182,10 @@ class PeerServer:
 
         self._srv = _BoundedServer((host, 0), Handler, max_connections, slot_wait_s=timeout)
         self.address = (host, self._srv.server_address[1])
-        threading.Thread(target=self._srv.serve_forever, name="peer-server", daemon=True).start()
+        # shutdown() returns once serve_forever sees it, at its next poll: socketserver's 0.5 s default was half a
+        # second of every worker's exit (and of every in-process restart generation) spent waiting
+        threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": POLL_S}, name="peer-server",
+                         daemon=True).start()
 
     def _tiers(self) -> list[DirTier]:
         return [t for t in (self.held, self.own) if t is not None]
