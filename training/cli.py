@@ -67,12 +67,6 @@ def fail(lines: list[str] | str) -> None:
     sys.exit(EXIT_USAGE)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """The openpod training runtime."""
@@ -252,9 +246,12 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         if waited >= 1:
             click.echo(f"the Lighthouse {lighthouse} accepted connections after {waited:.0f}s", err=True)
     results = Path(tempfile.mkdtemp(prefix="openpod-results-"))
+    # One node without --rdzv-endpoint: port 0, so torchrun's rendezvous store binds a port the kernel picks, as
+    # torchrun --standalone does (torch 2.13.0 torch/distributed/run.py:988-990). A port picked here and bound by
+    # torchrun seconds later could be taken in between (seen: a rendezvous client timing out on such a port).
     cmd = [sys.executable, "-m", "torch.distributed.run",
            f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}",
-           "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint or f'{bind_host}:{free_port()}'}",
+           "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint or f'{bind_host}:0'}",
            f"--rdzv-id={rdzv_id or job}", f"--max-restarts={max_restarts}", "--monitor-interval=0.2",
            f"--shutdown-timeout={stop_timeout}",
            f"--local-addr={bind_host}", f"--rdzv-conf=last_call_timeout={rdzv_last_call}",

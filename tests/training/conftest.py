@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,9 @@ from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
+
+
+HEALTHY_HANG_FLOOR_S = 30  # the baseline's watchdog floor: a healthy run must never come near it
 
 
 def cli_env(**extra: str) -> dict:
@@ -84,29 +88,61 @@ def kill_group(p: subprocess.Popen) -> None:
     p.wait(timeout=30)
 
 
-def _run_baseline(tmp: Path) -> dict:
-    r = run_cli(train_args(tmp))
-    assert r.returncode == 0, failure_text(r)
-    return last_json(r.stdout)
+@dataclass(frozen=True)
+class SharedRun:
+    """A run several tests read: its result line, its stderr and its directory (``train_args``' layout)."""
+
+    result: dict
+    stderr: str
+    dir: Path
 
 
-@pytest.fixture(scope="session")
-def baseline(tmp_path_factory, worker_id) -> dict:
-    """An uninterrupted 2-worker run (tiny, 20 steps, seed 1): the reference for exact resume.
+def shared_run(name: str, tmp_path_factory, worker_id: str, args) -> SharedRun:
+    """Run ``args(directory)`` once per test run and share it: under xdist the first worker to need it runs it
+    (holding a lock in the run's shared temporary folder) and the others read its record there. Readers must not
+    write into ``dir`` (copy it first)."""
+    def run() -> SharedRun:
+        d = tmp_path_factory.mktemp(name)
+        r = run_cli(args(d))
+        assert r.returncode == 0, failure_text(r)
+        return SharedRun(last_json(r.stdout), r.stderr, d)
 
-    Once per test run: under xdist the first worker to need it runs it (holding a lock in the run's shared
-    temporary folder) and the other reads its result there instead of training the same run again."""
     if worker_id == "master":
-        return _run_baseline(tmp_path_factory.mktemp("baseline"))
+        return run()
     import fcntl
 
     shared = tmp_path_factory.getbasetemp().parent   # pytest-N/, one per run, common to its workers
-    with open(shared / "baseline.lock", "w") as lock:
+    with open(shared / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        result = shared / "baseline.json"
-        if not result.exists():
-            result.write_text(json.dumps(_run_baseline(tmp_path_factory.mktemp("baseline"))))
-        return json.loads(result.read_text())
+        record = shared / f"{name}.json"
+        if not record.exists():
+            done = run()
+            record.write_text(json.dumps({"result": done.result, "stderr": done.stderr, "dir": str(done.dir)}))
+        got = json.loads(record.read_text())
+        return SharedRun(got["result"], got["stderr"], Path(got["dir"]))
+
+
+@pytest.fixture(scope="session")
+def baseline_run(tmp_path_factory, worker_id) -> SharedRun:
+    """An uninterrupted 2-worker DDP run (tiny, 20 steps, checkpoint every 5, seed 1): the reference for exact
+    resume, and itself the healthy run other tests look at (test_hang: no watchdog trip with a hang floor of 30 s,
+    heartbeats node-local; test_sigterm: no preemption reported)."""
+    return shared_run("baseline", tmp_path_factory, worker_id,
+                      lambda d: train_args(d, extra=["--hang-floor", str(HEALTHY_HANG_FLOOR_S)]))
+
+
+@pytest.fixture(scope="session")
+def baseline(baseline_run) -> dict:
+    """The result line of :func:`baseline_run`."""
+    return baseline_run.result
+
+
+@pytest.fixture(scope="session")
+def fsdp_baseline(tmp_path_factory, worker_id) -> SharedRun:
+    """An uninterrupted 2-rank FSDP2 run (tiny, 20 steps, checkpoint every 5, seed 1): the reference of the sharded
+    resume, reshard and export tests."""
+    return shared_run("fsdp-baseline", tmp_path_factory, worker_id,
+                      lambda d: train_args(d, extra=["--parallelism", "fsdp"]))
 
 
 @pytest.fixture(scope="session")

@@ -54,21 +54,20 @@ def test_export_refuses_a_partial_step_in_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_export_merges_every_ranks_shards(tmp_path):
+def test_export_merges_every_ranks_shards(tmp_path, fsdp_baseline, baseline_run):
     """Two FSDP2 ranks each saved half of every tensor; the export holds all of it: the same model as a DDP run of
     the same job (the same step computed, to float rounding). One rank's snapshot alone read as a whole
-    (what dcp_to_torch_save does) would leave the other half uninitialised."""
+    (what dcp_to_torch_save does) would leave the other half uninitialised. The two runs are the shared baselines
+    (tests/training/conftest.py), exported where they lie: export only reads its source."""
     from safetensors.torch import load_file
 
-    from tests.training.conftest import cli_env, failure_text, run_cli, train_args
     from training.config import MODELS
     from training.model import GPT
 
     models = {}
-    for par in ("fsdp", "ddp"):
-        r = run_cli(train_args(tmp_path / par, steps=5, every=5, extra=["--parallelism", par]), env=cli_env())
-        assert r.returncode == 0, failure_text(r)
-        e = subprocess.run([sys.executable, "-m", "training.checkpoint", "export", str(tmp_path / par / "ck"),
+    for par, run in (("fsdp", fsdp_baseline), ("ddp", baseline_run)):
+        assert run.result["step"] == 20
+        e = subprocess.run([sys.executable, "-m", "training.checkpoint", "export", str(run.dir / "ck"),
                             str(tmp_path / f"{par}.safetensors")], cwd=ROOT, capture_output=True, text=True)
         assert e.returncode == 0, e.stderr[-2000:]
         models[par] = load_file(str(tmp_path / f"{par}.safetensors"))

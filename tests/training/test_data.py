@@ -135,7 +135,7 @@ import json, subprocess, sys
 class Stop(Exception):
     pass
 def popen(cmd, *a, **k):  # the launcher's next step would start torchrun: report what it had imported by then
-    print(json.dumps({"cmd": cmd[2], "torch": sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))}))
+    print(json.dumps({"cmd": cmd, "torch": sorted(m for m in sys.modules if m == "torch" or m.startswith("torch."))}))
     raise Stop
 subprocess.Popen = popen
 from training.cli import main
@@ -163,5 +163,22 @@ def test_the_launcher_starts_torchrun_without_having_imported_torch(tmp_path, ex
                        cwd=Path(__file__).resolve().parents[2], timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     seen = json.loads(r.stdout.strip().splitlines()[-1])
-    assert seen["cmd"] == "torch.distributed.run"
+    assert seen["cmd"][2] == "torch.distributed.run"
     assert seen["torch"] == [], f"imported before torchrun started: {seen['torch'][:10]}"
+
+
+def test_a_one_node_run_lets_torchruns_rendezvous_store_pick_its_port(tmp_path):
+    """Failed on the old code: the launcher picked a free port and torchrun bound it seconds later (after importing
+    torch); another process took it in between once in a CI run and the rendezvous client timed out after 60 s.
+    Port 0 is what torchrun --standalone uses (torch 2.13.0 torch/distributed/run.py:988-990)."""
+    import json
+    import subprocess
+    import sys
+
+    args = ["run", "--model", "tiny", "--steps", "2", "--checkpoint-dir", str(tmp_path / "ck"),
+            "--memory-dir", str(tmp_path / "shm")]
+    r = subprocess.run([sys.executable, "-c", LAUNCH_PROBE, *args], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[2], timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    cmd = json.loads(r.stdout.strip().splitlines()[-1])["cmd"]
+    assert "--rdzv-endpoint=127.0.0.1:0" in cmd, cmd

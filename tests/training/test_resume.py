@@ -20,20 +20,33 @@ HOLD_BEFORE = {"during_write@5": 7, "before_commit@10@1": 12, "during_promote@15
 
 
 def test_killed_and_resumed_run_matches_the_uninterrupted_one(tmp_path, baseline):
+    """Also the data-loader cache (moved here from its own kill-and-rerun test): after the first incarnation the
+    data set's shard files are removed from the shared file system, so every later incarnation's new workers
+    map the shards from the node-memory copies (``MEMORY_DIR/data-cache``; on EKS the job's host ``/dev/shm``
+    directory, which outlives the pod) and read nothing of the data set but its index."""
     args = train_args(tmp_path)
-    for point in KILLS:
+    for i, point in enumerate(KILLS):
         extra = {}
         if point in HOLD_BEFORE:
             extra["OPENPOD_HOOK_WAIT"] = f"{HOLD_BEFORE[point]}@2@{tmp_path / 'never'}"
         r = run_cli(args, env=cli_env(OPENPOD_KILL_AT=point, **extra))
         assert r.returncode != 0, f"{point}: the kill hook did not fire\n{r.stderr[-2000:]}"
         assert "rerun the same command to resume" in r.stderr
+        if i == 0:
+            (cache,) = (tmp_path / "shm" / "data-cache").iterdir()
+            assert sorted(p.name for p in cache.iterdir()) == [f"shard_{i:05d}.bin" for i in range(6)]
+            shards = sorted((tmp_path / "ck" / "data").glob("shard_*.bin"))
+            assert len(shards) == 6
+            for p in shards:
+                p.unlink()  # the shared copy is unreachable: only the node-memory copies are left
     r = run_cli(args)
     assert r.returncode == 0, failure_text(r)
     out = last_json(r.stdout)
     assert out["step"] == 20 and out["restored_step"] == 15
     assert out["state_sha256"] == baseline["state_sha256"]
     assert out["loss"] == baseline["loss"]
+    assert out["data_cache"]["filled"] == 0 and out["data_cache"]["uncached"] == 0
+    assert out["data_cache"]["hit"] == 6 and out["data_cache"]["dir"] == str(cache)
     g = out["goodput"]
     assert g["incarnations"] == len(KILLS) + 1 and g["seconds"]["replayed"] > 0 and 0 < g["goodput"] < 1
     assert (tmp_path / "ck/run/metrics.prom").read_text().count("openpod_training_seconds{") == 6

@@ -19,26 +19,31 @@ LAYOUTS = {"fsdp": (2, ["--parallelism", "fsdp"]),
 # Each layout also takes a random kill; every incarnation of a chain is a full start-up, so the points are
 # split between the layouts (CI time) rather than run for both.
 KILLS = {"fsdp": ["during_write@5", "during_promote@10"], "hsdp": ["before_commit@10@1"]}
+# FSDP2 runs the shared FSDP2 baseline's 20 steps (tests/training/conftest.py: fsdp_baseline), HSDP its own 15.
+STEPS = {"fsdp": 20, "hsdp": 15}
 HOLD_BEFORE = {"during_write@5": 7, "before_commit@10@1": 12, "during_promote@10": 12}
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_sharded_run_killed_at_points_and_at_random_resumes_exactly(tmp_path, layout):
+def test_sharded_run_killed_at_points_and_at_random_resumes_exactly(tmp_path, layout, request):
     nproc, extra = LAYOUTS[layout]
-    steps = 15
+    steps = STEPS[layout]
 
     def args(d):
         return train_args(tmp_path / d, steps=steps, nproc=nproc, extra=extra)
 
-    r = run_cli(args("baseline"))
-    assert r.returncode == 0, failure_text(r)
-    want = last_json(r.stdout)
+    if layout == "fsdp":  # the same run as the shared FSDP2 baseline
+        want = request.getfixturevalue("fsdp_baseline").result
+    else:
+        r = run_cli(args("baseline"))
+        assert r.returncode == 0, failure_text(r)
+        want = last_json(r.stdout)
 
     for point in KILLS[layout]:
         hold = {"OPENPOD_HOOK_WAIT": f"{HOLD_BEFORE[point]}@{nproc}@{tmp_path / 'never'}"}
         r = run_cli(args("killed"), env=cli_env(OPENPOD_KILL_AT=point, **hold))
         assert r.returncode != 0, f"{point}: the kill hook did not fire\n{r.stderr[-2000:]}"
-    delay = random.Random().uniform(4.0, 8.0)  # start-up is ~4 s: the kill lands in start-up, restore or training
+    delay = random.Random().uniform(4.0, 8.0)  # start-up is ~3 s: the kill lands in start-up, restore or training
     p = spawn(args("killed"), env=cli_env(), log=tmp_path / "random-kill.err")
     time.sleep(delay)
     kill_group(p)
@@ -49,19 +54,17 @@ def test_sharded_run_killed_at_points_and_at_random_resumes_exactly(tmp_path, la
     assert out["restored_step"] >= 5, f"delay {delay:.2f}s: restarted from scratch"
     assert (out["state_sha256"], out["loss"]) == (want["state_sha256"], want["loss"]), f"delay {delay:.2f}s"
     for rank in range(nproc):  # every rank wrote its own shards to the durable tier
-        assert (tmp_path / f"killed/ck/step_000000015/rank_{rank:05d}.commit.json").exists()
+        assert (tmp_path / f"killed/ck/step_{steps:09d}/rank_{rank:05d}.commit.json").exists()
 
 
-def test_fsdp_state_reshards_onto_a_different_world_size(tmp_path):
+def test_fsdp_state_reshards_onto_a_different_world_size(tmp_path, fsdp_baseline):
     """2 FSDP2 ranks are killed after step 12; 3 ranks resume from the step-10 shards of 2 ranks in node memory
     (every new rank reads the pieces of its new shards from both old snapshots) and finish with the loss
-    of an uninterrupted run."""
+    of an uninterrupted run (the shared FSDP2 baseline)."""
     def args(d, nproc):
         return train_args(tmp_path / d, steps=20, nproc=nproc, extra=["--parallelism", "fsdp"])
 
-    r = run_cli(args("baseline", 2))
-    assert r.returncode == 0, failure_text(r)
-    want = last_json(r.stdout)
+    want = fsdp_baseline.result
     r = run_cli(args("job", 2), env=cli_env(OPENPOD_KILL_AT="after_step@12"))
     assert r.returncode != 0, r.stderr[-2000:]
     r = run_cli(args("job", 3))
