@@ -180,6 +180,7 @@ def _quorum_across_a_lighthouse_restart(retries: int, outage_s: float, timeout_s
             s.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(LIGHTHOUSE_BIN), reason="torchft_lighthouse not installed")
 def test_without_retries_a_quorum_asked_while_the_lighthouse_is_away_fails_after_the_whole_timeout():
     result = _quorum_across_a_lighthouse_restart(retries=0, outage_s=1.0, timeout_s=6.0)
@@ -188,6 +189,7 @@ def test_without_retries_a_quorum_asked_while_the_lighthouse_is_away_fails_after
         assert seconds >= 5.5  # the client waits out its timeout: the manager server never answers it
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(LIGHTHOUSE_BIN), reason="torchft_lighthouse not installed")
 def test_with_retries_the_groups_get_their_quorum_once_the_lighthouse_is_back():
     timeout_s = 60.0

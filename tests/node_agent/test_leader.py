@@ -104,6 +104,7 @@ class CallLog:
         self.real.mark_unhealthy(iid)
 
 
+@pytest.mark.slow
 def test_fault_storm_with_two_replicas_each_node_once_budget_held_and_failover(api, aws, moto_endpoint, recorder):
     make, _, asg = aws
     _, ids = make(40)
@@ -212,6 +213,7 @@ def test_two_replicas_in_the_same_moment_reboot_a_node_once(api, aws, moto_endpo
     assert len(json.loads(KubeCluster(api.client()).get_node("node-1").annotations[f"{L.DOMAIN}/reboot-history"])) == 1
 
 
+@pytest.mark.slow
 def test_two_replicas_in_real_threads_never_act_at_once(api, aws, moto_endpoint):
     """The same, in real time: two controller processes' run() loops and their lease threads, concurrently,
     against one API (short lease timings). Every cloud call is checked at the moment it is made: the caller holds

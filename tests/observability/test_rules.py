@@ -405,6 +405,7 @@ def _run_unit_tests(promtool: str, tmp_path: Path, tests: list[dict]) -> subproc
     return _promtool(promtool, "test", "rules", "tests.yaml", cwd=tmp_path)
 
 
+@pytest.mark.slow
 def test_promtool_test_rules_every_alert_fires_and_stays_silent(promtool, tmp_path):
     tests = [_alert_test(c) for c in CASES]
     tests += [{"interval": "1m", "input_series": series,

@@ -75,6 +75,7 @@ def _worker(rank: int, port: int, root: str, overlap: bool, out: dict) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overlap", [True, False], ids=["overlapped-staging", "eager-staging"])
 def test_fsdp2_each_rank_saves_and_restores_its_own_shards(tmp_path, overlap):
     """Failed on the old code: staging copied a DTensor into a plain buffer (`aten.copy_ got mixed Tensor and
@@ -131,6 +132,7 @@ def _peer_worker(rank: int, port: int, root: str, out: dict) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_fsdp2_a_replaced_node_restores_its_own_shards_from_its_buddys_memory(tmp_path):
     """Issue 9: with sharded state, rank 1's snapshot (its shards only) lives on after its node is gone in
     the memory of its buddy on another node; the replacement restores exactly those shards from there."""
