@@ -247,7 +247,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
             click.echo(f"the Lighthouse {lighthouse} accepted connections after {waited:.0f}s", err=True)
     results = Path(tempfile.mkdtemp(prefix="openpod-results-"))
     # One node without --rdzv-endpoint: port 0, so torchrun's rendezvous store binds a port the kernel picks, as
-    # torchrun --standalone does (torch 2.13.0 torch/distributed/run.py:988-990). A port picked here and bound by
+    # torchrun --standalone does (facts: torchrun.standalone-endpoint). A port picked here and bound by
     # torchrun seconds later could be taken in between (seen: a rendezvous client timing out on such a port).
     cmd = [sys.executable, "-m", "torch.distributed.run",
            f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}",

@@ -26,12 +26,11 @@ def deterministic_algorithms() -> None:
     """``torch.use_deterministic_algorithms(True)`` without importing TorchInductor when nothing compiles.
 
     The public call sets two things: the ATen flag, and ``torch._inductor.config.deterministic``, for which it
-    imports the whole of torch._inductor (torch 2.13.0 torch/__init__.py:1531-1534; about 1.5 s of CPU and 2 s
+    imports the whole of torch._inductor (facts: torch.deterministic-algorithms; about 1.5 s of CPU and 2 s
     of wall time per worker on the 2-core CI machine, 2026-11-27, on every start and restart). The Inductor half
-    is the environment variable its config reads when it is first imported (torch/_inductor/config.py:1009,
-    ``TORCHINDUCTOR_DETERMINISTIC``), so a later ``torch.compile`` still compiles deterministically
-    (tests/training/test_runtime_settings.py)."""
-    os.environ.setdefault("TORCHINDUCTOR_DETERMINISTIC", "1")
+    is the environment variable its config reads when it is first imported (``TORCHINDUCTOR_DETERMINISTIC``),
+    so a later ``torch.compile`` still compiles deterministically (tests/training/test_runtime_settings.py)."""
+    os.environ["TORCHINDUCTOR_DETERMINISTIC"] = "1"  # as the public call sets Inductor's flag: always
     if "torch._inductor.config" in sys.modules or not hasattr(torch._C, "_set_deterministic_algorithms"):
         torch.use_deterministic_algorithms(True)   # already paid for, or another torch: the public call
     else:

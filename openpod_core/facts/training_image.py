@@ -47,6 +47,21 @@ FACTS: tuple[Fact, ...] = (
         "turned off (i.e. set to 0)'. The image sets 1; the in-process launcher hands its workers 0",
     ),
     Fact(
+        "torch.deterministic-algorithms", "use_deterministic_algorithms(mode) sets the ATen flag and imports "
+        "torch._inductor.config to set its `deterministic`; that config reads TORCHINDUCTOR_DETERMINISTIC=1 when first "
+        "imported",
+        "pytorch/pytorch@v2.13.0:torch/__init__.py:1531-1534; torch/_inductor/config.py:1009 (installed wheel)",
+        "2026-11-27",
+        "the workers set the ATen flag and the variable (training/trainer.py deterministic_algorithms), so no worker "
+        "imports TorchInductor to start; the import was about 2 s of each worker start on the 2-core CI machine",
+    ),
+    Fact(
+        "torchrun.standalone-endpoint", "torchrun --standalone sets --rdzv-backend=c10d and --rdzv-endpoint=localhost:0",
+        "pytorch/pytorch@v2.13.0:torch/distributed/run.py:988-990 (installed wheel)", "2026-11-27",
+        "port 0: the rendezvous store binds a port the kernel picks; the launcher does the same for a one-node run "
+        "without --rdzv-endpoint instead of picking a free port that torchrun binds seconds later",
+    ),
+    Fact(
         "efa-installer.version", "1.38.1",
         "aws/aws-parallelcluster-cookbook@05b17d78343991d12a429effa2c9cd5d6bcf173f:cookbooks/"
         "aws-parallelcluster-environment/attributes/environment.rb:73", "2026-11-23",
