@@ -146,6 +146,20 @@ except Stop:
 """
 
 
+def launch_probe(tmp_path, *extra: str) -> dict:
+    """``python -m training run`` up to its torchrun call: that command, and the torch modules loaded by then."""
+    import json
+    import subprocess
+    import sys
+
+    args = ["run", "--model", "tiny", "--steps", "2", "--checkpoint-dir", str(tmp_path / "ck"),
+            "--memory-dir", str(tmp_path / "shm"), *extra]
+    r = subprocess.run([sys.executable, "-c", LAUNCH_PROBE, *args], capture_output=True, text=True,
+                       cwd=Path(__file__).resolve().parents[2], timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize("extra", [[], ["--parallelism", "fsdp"], ["--s3-uri", "s3://b/j", "--s3-endpoint-url",
                                                                    "http://127.0.0.1:9"]])
 def test_the_launcher_starts_torchrun_without_having_imported_torch(tmp_path, extra):
@@ -153,16 +167,7 @@ def test_the_launcher_starts_torchrun_without_having_imported_torch(tmp_path, ex
     Failed on the old code: the peer-secret check imported training.checkpoint, whose package init loaded the
     checkpointer and with it torch and torch.distributed.checkpoint (about 3 s of CPU and 5 s of wall time per
     incarnation on the 2-core CI machine, then more at the launcher's exit)."""
-    import json
-    import subprocess
-    import sys
-
-    args = ["run", "--model", "tiny", "--steps", "2", "--checkpoint-dir", str(tmp_path / "ck"),
-            "--memory-dir", str(tmp_path / "shm"), "--nproc-per-node", "2", *extra]
-    r = subprocess.run([sys.executable, "-c", LAUNCH_PROBE, *args], capture_output=True, text=True,
-                       cwd=Path(__file__).resolve().parents[2], timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
-    seen = json.loads(r.stdout.strip().splitlines()[-1])
+    seen = launch_probe(tmp_path, "--nproc-per-node", "2", *extra)
     assert seen["cmd"][2] == "torch.distributed.run"
     assert seen["torch"] == [], f"imported before torchrun started: {seen['torch'][:10]}"
 
@@ -170,15 +175,6 @@ def test_the_launcher_starts_torchrun_without_having_imported_torch(tmp_path, ex
 def test_a_one_node_run_lets_torchruns_rendezvous_store_pick_its_port(tmp_path):
     """Failed on the old code: the launcher picked a free port and torchrun bound it seconds later (after importing
     torch); another process took it in between once in a CI run and the rendezvous client timed out after 60 s.
-    Port 0 is what torchrun --standalone uses (torch 2.13.0 torch/distributed/run.py:988-990)."""
-    import json
-    import subprocess
-    import sys
-
-    args = ["run", "--model", "tiny", "--steps", "2", "--checkpoint-dir", str(tmp_path / "ck"),
-            "--memory-dir", str(tmp_path / "shm")]
-    r = subprocess.run([sys.executable, "-c", LAUNCH_PROBE, *args], capture_output=True, text=True,
-                       cwd=Path(__file__).resolve().parents[2], timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
-    cmd = json.loads(r.stdout.strip().splitlines()[-1])["cmd"]
+    Port 0 is what torchrun --standalone uses (facts: torchrun.standalone-endpoint)."""
+    cmd = launch_probe(tmp_path)["cmd"]
     assert "--rdzv-endpoint=127.0.0.1:0" in cmd, cmd
