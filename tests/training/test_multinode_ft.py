@@ -127,7 +127,8 @@ def test_a_vanished_node_is_declared_lost_and_a_replacement_launcher_rejoins_the
         go.touch()
         wait_for(lambda: "node 1 lost" in (tmp_path / "a.log").read_text(), "node 0 declaring node 1 lost",
                  timeout=30)
-        shutil.rmtree(tmp_path / "shm" / "b")         # the new instance's memory is empty
+        shutil.rmtree(tmp_path / "shm" / "b")         # the new instance's memory is empty: its own snapshots
+        shutil.rmtree(tmp_path / "shm" / "b.held", ignore_errors=True)  # and the buddy copies it held
         procs["b"] = two_nodes(tmp_path, env, max_restarts=2, extra=extra, only="b", port=procs["a"].port)["b"]
         outs = {n: p.communicate(timeout=120)[0] for n, p in procs.items()}
     finally:

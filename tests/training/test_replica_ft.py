@@ -190,19 +190,24 @@ def test_with_min_replicas_1_the_survivor_trains_on_alone_with_the_whole_global_
                  spawn(replica_args(tmp_path, 1, url, extra), log=tmp_path / "r1.err",
                        env=cli_env(OPENPOD_SAMPLE_LOG=str(samples), OPENPOD_HOOK_WAIT=f"1@1@{both},{HOLD}@1@{go}"))]
         try:
-            asked = lambda r: f"Received quorum request for replica {replica_name(r)}" in (  # noqa: E731
-                tmp_path / "lighthouse.log").read_text()  # src/lighthouse.rs:493-496 at torchft@7eb7087
-            wait_for(lambda: asked(0) and asked(1), "both groups asking the Lighthouse for a quorum")
+            # src/lighthouse.rs:493-496 at torchft@7eb7087
+            requests = lambda r: (tmp_path / "lighthouse.log").read_text().count(  # noqa: E731
+                f"Received quorum request for replica {replica_name(r)}")
+            wait_for(lambda: requests(0) and requests(1), "both groups asking the Lighthouse for a quorum")
             both.touch()
             wait_for(lambda: (beat(tmp_path, 1) or {}).get("step") == HOLD, f"replica 1 at step {HOLD}")
             time.sleep(0.5)
             survivor, victim = worker_pid(tmp_path, 0), worker_pid(tmp_path, 1)
+            # the held worker asks for no quorum: any request for replica 1 after this count is its new worker's
+            asked_before = requests(1)
             os.kill(victim, signal.SIGKILL)
             go.touch()
             # replica 0 goes on alone and holds before step 16 until the new worker of replica 1 is up
             wait_for(lambda: worker_pid(tmp_path, 1) != victim, "replica 1's new worker")
             wait_for(lambda: (beat(tmp_path, 0) or {}).get("step") == 16, "replica 0 alone at step 16")
-            time.sleep(1.0)  # the new worker is waiting in the quorum
+            # Released only once the new worker waits in the quorum. A fixed 1 s here was too short on a loaded CI
+            # machine (its first request came 0.35 s after the release: it trained alone from its own step 10).
+            wait_for(lambda: requests(1) > asked_before, "replica 1's new worker asking for a quorum")
             back.touch()
             outs = results(procs, tmp_path)
         finally:
