@@ -33,10 +33,13 @@ FAULT_TOLERANCE = ("restart", "replica")
 RESTART = ("process", "in-process")
 
 
-# The oldest torch the launcher works with: it hands torchrun --shutdown-timeout (torch 2.13.0
-# torch/distributed/run.py:690-699), which older torchruns reject with their usage text; the runtime is tested
-# against the pin in pyproject.toml (torch==2.13.0).
-MIN_TORCH = (2, 13)
+# The oldest torch the launcher has run on: the GPU machine's CUDA build (2.11.0+cu130; docs/training.md, "GPU
+# suite"). CI tests the pin in pyproject.toml (torch==2.13.0).
+MIN_TORCH = (2, 11)
+# torchrun takes --shutdown-timeout from torch 2.13 (facts: torchrun.shutdown-timeout); an older torchrun rejects
+# the flag with its usage text and gives the workers a fixed grace after SIGTERM (facts: torchrun.fixed-grace).
+SHUTDOWN_TIMEOUT_TORCH = (2, 13)
+FIXED_GRACE_S = 30
 
 
 def installed_torch() -> str | None:
@@ -49,16 +52,31 @@ def installed_torch() -> str | None:
         return None
 
 
+def _release(version: str) -> tuple[int, int] | None:
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def torch_problem(version: str | None) -> str | None:
     """Why this torch cannot run the launcher, in one line (None: it can)."""
     need = ".".join(map(str, MIN_TORCH))
     if version is None:
         return f"torch is not installed; python -m training run needs torch >= {need}"
-    m = re.match(r"(\d+)\.(\d+)", version)
-    if m and (int(m.group(1)), int(m.group(2))) >= MIN_TORCH:
+    release = _release(version)
+    if release and release >= MIN_TORCH:
         return None
-    return (f"torch {version} is installed; python -m training run needs torch >= {need} "
-            f"(its torchrun has --shutdown-timeout)")
+    return f"torch {version} is installed; python -m training run needs torch >= {need}"
+
+
+def shutdown_args(version: str | None, stop_timeout: int) -> tuple[list[str], str | None]:
+    """torchrun's arguments for --stop-timeout, and a warning line when this torch cannot honour it."""
+    release = _release(version or "")
+    if release is None or release >= SHUTDOWN_TIMEOUT_TORCH:
+        return [f"--shutdown-timeout={stop_timeout}"], None
+    if stop_timeout <= FIXED_GRACE_S:  # the fixed grace is at least what was asked (the workers stop sooner)
+        return [], None
+    return [], (f"torch {version}'s torchrun has no --shutdown-timeout: on SIGTERM the workers get its fixed "
+                f"{FIXED_GRACE_S} s, not --stop-timeout {stop_timeout} (torch >= 2.13 honours it)")
 
 
 def fail(lines: list[str] | str) -> None:
@@ -249,11 +267,14 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     # One node without --rdzv-endpoint: port 0, so torchrun's rendezvous store binds a port the kernel picks, as
     # torchrun --standalone does (facts: torchrun.standalone-endpoint). A port picked here and bound by
     # torchrun seconds later could be taken in between (seen: a rendezvous client timing out on such a port).
+    grace, grace_warning = shutdown_args(installed_torch(), stop_timeout)
+    if grace_warning:
+        click.echo(f"warning: {grace_warning}", err=True)
     cmd = [sys.executable, "-m", "torch.distributed.run",
            f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}",
            "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint or f'{bind_host}:0'}",
            f"--rdzv-id={rdzv_id or job}", f"--max-restarts={max_restarts}", "--monitor-interval=0.2",
-           f"--shutdown-timeout={stop_timeout}",
+           *grace,
            f"--local-addr={bind_host}", f"--rdzv-conf=last_call_timeout={rdzv_last_call}",
            "-m", "training.worker", "--config", str(config_path), "--result-dir", str(results)]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))

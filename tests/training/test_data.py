@@ -1,6 +1,7 @@
 """Data: deterministic memory-mapped shards and a world-size independent sample order."""
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -131,7 +132,10 @@ def test_the_launcher_writes_the_data_set_without_importing_torch(tmp_path):
 
 
 LAUNCH_PROBE = """
-import json, subprocess, sys
+import json, os, subprocess, sys
+import training.cli
+if os.environ.get("PROBE_TORCH"):  # the torch version the launcher reads (training.cli.installed_torch)
+    training.cli.installed_torch = lambda: os.environ["PROBE_TORCH"]
 class Stop(Exception):
     pass
 def popen(cmd, *a, **k):  # the launcher's next step would start torchrun: report what it had imported by then
@@ -146,18 +150,20 @@ except Stop:
 """
 
 
-def launch_probe(tmp_path, *extra: str) -> dict:
-    """``python -m training run`` up to its torchrun call: that command, and the torch modules loaded by then."""
+def launch_probe(tmp_path, *extra: str, torch: str | None = None) -> dict:
+    """``python -m training run`` up to its torchrun call: that command, the torch modules loaded by then, and what
+    it printed on stderr; ``torch``: the torch version it is to read as installed."""
     import json
     import subprocess
     import sys
 
     args = ["run", "--model", "tiny", "--steps", "2", "--checkpoint-dir", str(tmp_path / "ck"),
             "--memory-dir", str(tmp_path / "shm"), *extra]
+    env = {k: v for k, v in os.environ.items() if k != "PROBE_TORCH"} | ({"PROBE_TORCH": torch} if torch else {})
     r = subprocess.run([sys.executable, "-c", LAUNCH_PROBE, *args], capture_output=True, text=True,
-                       cwd=Path(__file__).resolve().parents[2], timeout=120)
+                       cwd=Path(__file__).resolve().parents[2], timeout=120, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return json.loads(r.stdout.strip().splitlines()[-1]) | {"stderr": r.stderr}
 
 
 @pytest.mark.parametrize("extra", [[], ["--parallelism", "fsdp"], ["--s3-uri", "s3://b/j", "--s3-endpoint-url",
