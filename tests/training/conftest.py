@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -164,10 +165,19 @@ def moto_s3():
             os.environ[k] = v
 
 
+def bucket_name(nodeid: str) -> str:
+    """A bucket of its own for each test, parametrized ones too: readable prefix, a hash of the whole node id (S3:
+    3-63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit)."""
+    import hashlib
+
+    slug = re.sub(r"[^a-z0-9-]+", "-", nodeid.rsplit("::", 1)[-1].lower().replace("_", "-"))[:40].strip("-")
+    return f"ckpt-{slug}-{hashlib.sha256(nodeid.encode()).hexdigest()[:10]}"
+
+
 @pytest.fixture
 def bucket(moto_s3, request) -> str:
     import boto3
 
-    name = "ckpt-" + request.node.name.lower().replace("_", "-")[:40].strip("-")
+    name = bucket_name(request.node.nodeid)
     boto3.client("s3", endpoint_url=moto_s3).create_bucket(Bucket=name)
     return name

@@ -180,3 +180,20 @@ def test_a_sweep_that_cannot_run_is_tried_again_at_the_next_copy(tmp_path, moto_
     tier.put(small, Marker(step=3, rank=0, world_size=1, files=describe_dir(small)))
     assert _uploads(s3, bucket) == []
     assert s3.list_objects_v2(Bucket=bucket, Prefix="job1/_multipart/").get("KeyCount", 0) == 0
+
+
+def test_parametrized_tests_get_buckets_of_their_own():
+    """Failed on the old fixture (found on the GPU machine): it took the first 40 characters of the test's name, so
+    both cases of ``test_world1_fsdp_resume_from_s3_is_exact`` wrote to one bucket; the second, on the same worker's
+    moto server, restored the first's step 30 and its kill never fired."""
+    import re
+
+    from tests.training.conftest import bucket_name
+
+    ids = ["tests/gpu/test_resume_cuda.py::test_world1_fsdp_resume_from_s3_is_exact[overlap]",
+           "tests/gpu/test_resume_cuda.py::test_world1_fsdp_resume_from_s3_is_exact[no-overlap]",
+           "tests/training/test_x.py::test_" + "a" * 80, "tests/training/test_y.py::test_" + "a" * 80]
+    names = [bucket_name(i) for i in ids]
+    assert len(set(names)) == len(names), names
+    for n in names:
+        assert re.fullmatch(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]", n), n
