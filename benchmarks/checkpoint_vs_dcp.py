@@ -63,6 +63,7 @@ import argparse
 import ctypes
 import gc
 import os
+import re
 import shutil
 import statistics
 import tempfile
@@ -215,27 +216,53 @@ def _save_loop(model, opt, batch, shm: Path, start, reps: int) -> list[dict]:
     return out
 
 
+# torch 2.13's async_save leaves a stager it was given open for the next save ("call close() after the last
+# checkpoint", torch/distributed/checkpoint/state_dict_saver.py:238-240) and closes only one it made itself
+# (:307-331). torch 2.11 closes the given one too: on the GPU machine (2.11.0+cu130, 2026-11-27) a DefaultStager's
+# copy table was empty after one async_save (close() empties it, _state_dict_stager.py:262-275) and the next save
+# through it raised KeyError: <class 'type'>. Before 2.13 the DCP column takes a new stager per save, as a user of
+# that torch must; it says so once (facts: dcp.async-save-given-stager).
+STAGER_KEPT_FROM = (2, 13)
+_SAID: list[bool] = []
+
+
+def dcp_keeps_given_stagers() -> bool:
+    m = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return not m or (int(m.group(1)), int(m.group(2))) >= STAGER_KEPT_FROM
+
+
 def run_dcp(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]:
     cuda = next(model.parameters()).is_cuda
     release_freed()
     base = MemorySampler(shm).level()  # before the stager holds any copy
     host0 = host_allocated()
-    stager = DefaultStager(StagingOptions(use_pinned_memory=cuda, use_shared_memory=False,
-                                          use_async_staging=True, use_non_blocking_copy=cuda))
+    def new_stager():
+        return DefaultStager(StagingOptions(use_pinned_memory=cuda, use_shared_memory=False,
+                                            use_async_staging=True, use_non_blocking_copy=cuda))
+
+    stagers = [new_stager()]
+    keep = dcp_keeps_given_stagers()
+    if not keep and not _SAID:
+        _SAID.append(True)
+        print(f"note: torch {torch.__version__}'s async_save closes the stager it is given: the DCP column makes "
+              f"a new one per save (its staging copy is allocated again each time)")
 
     def start(r):
+        if r and not keep:
+            stagers.append(new_stager())  # the last one was closed by async_save
         sd = {"train": TrainState(model, opt)}  # state_dict() runs inside async_save, timed
         t0 = time.perf_counter()
         resp = dcp.async_save(sd, storage_writer=FileSystemWriter(root / f"step_{r}", sync_files=True,
                                                                   thread_count=1),
-                              async_stager=stager, no_dist=True)
+                              async_stager=stagers[-1], no_dist=True)
         return resp, time.perf_counter() - t0, lambda resp: resp.staging_completion.result()
 
     try:
         out = _save_loop(model, opt, batch, shm, start, reps)
         pinned = host_allocated() - host0  # the stager's cached pinned copy (CUDA)
     finally:
-        stager.close()
+        for stager in stagers:
+            stager.close()
         shutil.rmtree(root, ignore_errors=True)
     return [dict(o, mem=o["mem"] - base, pinned=pinned) for o in out]
 

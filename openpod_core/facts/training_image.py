@@ -62,6 +62,29 @@ FACTS: tuple[Fact, ...] = (
         "without --rdzv-endpoint instead of picking a free port that torchrun binds seconds later",
     ),
     Fact(
+        "torchrun.shutdown-timeout", "torchrun --shutdown-timeout N: seconds the workers get after SIGTERM before "
+        "SIGKILL (default: TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30)",
+        "pytorch/pytorch@v2.13.0:torch/distributed/run.py:690-699 (installed wheel)", "2026-11-27",
+        "the launcher passes --stop-timeout on as this flag from torch 2.13 (training/cli.py shutdown_args)",
+    ),
+    Fact(
+        "torchrun.fixed-grace", "torch 2.11's torchrun has no --shutdown-timeout; on a signal its workers get a fixed "
+        "30 s before SIGKILL",
+        "pytorch/pytorch@v2.11.0:torch/distributed/elastic/multiprocessing/api.py:615 (pc.shutdown(e.sigval, "
+        "timeout=30)),649 (close(..., timeout: int = 30)); torch/distributed/elastic/agent/server/"
+        "local_elastic_agent.py:416 (self._pcontext.close(death_sig)) (read in the 2.11.0+cu130 wheel on the GPU "
+        "machine; its torchrun --help lists no --shutdown-timeout)", "2026-11-27",
+        "on torch < 2.13 the launcher leaves the flag out and warns when --stop-timeout asks for more than 30 s",
+    ),
+    Fact(
+        "dcp.async-save-given-stager", "torch 2.13's dcp.async_save leaves a stager it is given open (the caller "
+        "closes it after the last save) and closes only one it made; torch 2.11's closed the given one after a save",
+        "pytorch/pytorch@v2.13.0:torch/distributed/checkpoint/state_dict_saver.py:238-240,307-331 (installed wheel); "
+        "2.11: seen on the GPU machine (2.11.0+cu130 wheel): a DefaultStager's copy table empty after one async_save, "
+        "the next save through it KeyError: <class 'type'> (_state_dict_stager.py:319)", "2026-11-27",
+        "benchmarks/checkpoint_vs_dcp.py: before 2.13 the DCP column takes a new stager per save",
+    ),
+    Fact(
         "efa-installer.version", "1.38.1",
         "aws/aws-parallelcluster-cookbook@05b17d78343991d12a429effa2c9cd5d6bcf173f:cookbooks/"
         "aws-parallelcluster-environment/attributes/environment.rb:73", "2026-11-23",
