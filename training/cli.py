@@ -1,10 +1,10 @@
 """``python -m training run``: train the reference model with torchrun semantics, resuming on its own.
 
-The command builds a :class:`~training.config.RunConfig`, writes the data set if
-needed, starts ``torch.distributed.run`` (one agent; several agents on several
-hosts form one elastic job through the c10d rendezvous) and, when the job ends,
-prints one JSON object - ``step``, ``loss``, ``state_sha256`` and more - as the last
-line of its standard output. Everything else goes to standard error.
+The command builds a :class:`~training.config.RunConfig`, writes the data set if needed, starts
+``training.agent`` (torchrun, forking the ranks from an agent that has imported torch where it can; one agent per
+node, several agents on several hosts form one elastic job through the c10d rendezvous) and, when the job ends,
+prints one JSON object - ``step``, ``loss``, ``state_sha256`` and more - as the last line of its standard output.
+Everything else goes to standard error.
 """
 
 from __future__ import annotations
@@ -185,6 +185,11 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     unsupported = torch_problem(installed_torch())
     if unsupported:
         fail(unsupported)
+    from training.agent import STARTS
+
+    if os.environ.get("OPENPOD_WORKER_START", "auto") not in STARTS:
+        fail(f"OPENPOD_WORKER_START={os.environ['OPENPOD_WORKER_START']!r}: one of {', '.join(STARTS)} "
+             f"(how each rank's worker starts, docs/training.md)")
     problems = usage_problems(click.get_current_context().params) + input_problems(click.get_current_context().params)
     if problems:
         fail(problems)
@@ -270,7 +275,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     grace, grace_warning = shutdown_args(installed_torch(), stop_timeout)
     if grace_warning:
         click.echo(f"warning: {grace_warning}", err=True)
-    cmd = [sys.executable, "-m", "torch.distributed.run",
+    cmd = [sys.executable, "-m", "training.agent",  # torchrun, forking the workers where it can (training/agent.py)
            f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}",
            "--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint or f'{bind_host}:0'}",
            f"--rdzv-id={rdzv_id or job}", f"--max-restarts={max_restarts}", "--monitor-interval=0.2",

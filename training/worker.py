@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         r, g, local = standby_assignment(os.environ["OPENPOD_RESTART_STORE"], os.environ["OPENPOD_STANDBY"])
         os.environ.update(RANK=str(r), LOCAL_RANK=str(local), OPENPOD_GENERATION=str(g))
     rank = os.environ.get("RANK", "0")
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, force=True,  # a forked worker: not the agent's
                         format=f"[rank {rank}] %(asctime)s %(name)s %(levelname)s %(message)s")
     if os.environ.get("OPENPOD_STANDBY"):
         logging.getLogger("training").info("standby worker %s takes rank %s, generation %s",
@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             result = train(cfg)
         result["pid"] = os.getpid()
+        result["worker_start"] = os.environ.get("OPENPOD_WORKER_START", "exec")  # fork | exec (training/agent.py)
     except RefusedFreshStart as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         (Path(args.result_dir) / "refused.txt").write_text(str(e))  # the launcher's last word

@@ -98,13 +98,13 @@ class SharedRun:
     dir: Path
 
 
-def shared_run(name: str, tmp_path_factory, worker_id: str, args) -> SharedRun:
-    """Run ``args(directory)`` once per test run and share it: under xdist the first worker to need it runs it
-    (holding a lock in the run's shared temporary folder) and the others read its record there. Readers must not
-    write into ``dir`` (copy it first)."""
+def shared_run(name: str, tmp_path_factory, worker_id: str, args, **env: str) -> SharedRun:
+    """Run ``args(directory)`` (with ``env`` added to its environment) once per test run and share it: under xdist
+    the first worker to need it runs it (holding a lock in the run's shared temporary folder) and the others read
+    its record there. Readers must not write into ``dir`` (copy it first)."""
     def run() -> SharedRun:
         d = tmp_path_factory.mktemp(name)
-        r = run_cli(args(d))
+        r = run_cli(args(d), env=cli_env(**env))
         assert r.returncode == 0, failure_text(r)
         return SharedRun(last_json(r.stdout), r.stderr, d)
 
@@ -127,9 +127,11 @@ def shared_run(name: str, tmp_path_factory, worker_id: str, args) -> SharedRun:
 def baseline_run(tmp_path_factory, worker_id) -> SharedRun:
     """An uninterrupted 2-worker DDP run (tiny, 20 steps, checkpoint every 5, seed 1): the reference for exact
     resume, and itself the healthy run other tests look at (test_hang: no watchdog trip with a hang floor of 30 s,
-    heartbeats node-local; test_sigterm: no preemption reported)."""
+    heartbeats node-local; test_sigterm: no preemption reported). Its workers are exec'd, as on a CUDA build, where
+    the runs compared with it fork theirs (training/agent.py): bit-identical either way."""
     return shared_run("baseline", tmp_path_factory, worker_id,
-                      lambda d: train_args(d, extra=["--hang-floor", str(HEALTHY_HANG_FLOOR_S)]))
+                      lambda d: train_args(d, extra=["--hang-floor", str(HEALTHY_HANG_FLOOR_S)]),
+                      OPENPOD_WORKER_START="exec")
 
 
 @pytest.fixture(scope="session")
@@ -141,9 +143,9 @@ def baseline(baseline_run) -> dict:
 @pytest.fixture(scope="session")
 def fsdp_baseline(tmp_path_factory, worker_id) -> SharedRun:
     """An uninterrupted 2-rank FSDP2 run (tiny, 20 steps, checkpoint every 5, seed 1): the reference of the sharded
-    resume, reshard and export tests."""
+    resume, reshard and export tests. Its workers are exec'd, as :func:`baseline_run`'s."""
     return shared_run("fsdp-baseline", tmp_path_factory, worker_id,
-                      lambda d: train_args(d, extra=["--parallelism", "fsdp"]))
+                      lambda d: train_args(d, extra=["--parallelism", "fsdp"]), OPENPOD_WORKER_START="exec")
 
 
 @pytest.fixture(scope="session")

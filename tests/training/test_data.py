@@ -174,7 +174,7 @@ def test_the_launcher_starts_torchrun_without_having_imported_torch(tmp_path, ex
     checkpointer and with it torch and torch.distributed.checkpoint (about 3 s of CPU and 5 s of wall time per
     incarnation on the 2-core CI machine, then more at the launcher's exit)."""
     seen = launch_probe(tmp_path, "--nproc-per-node", "2", *extra)
-    assert seen["cmd"][2] == "torch.distributed.run"
+    assert seen["cmd"][2] == "training.agent"  # torchrun, forking the workers where it can
     assert seen["torch"] == [], f"imported before torchrun started: {seen['torch'][:10]}"
 
 

@@ -45,6 +45,8 @@ def test_killed_and_resumed_run_matches_the_uninterrupted_one(tmp_path, baseline
     assert out["step"] == 20 and out["restored_step"] == 15
     assert out["state_sha256"] == baseline["state_sha256"]
     assert out["loss"] == baseline["loss"]
+    # on this CPU-only torch: forked workers here, exec'd ones in the baseline (training/agent.py), bit-identical
+    assert (out["worker_start"], baseline["worker_start"]) == ("fork", "exec")
     assert out["data_cache"]["filled"] == 0 and out["data_cache"]["uncached"] == 0
     assert out["data_cache"]["hit"] == 6 and out["data_cache"]["dir"] == str(cache)
     g = out["goodput"]
