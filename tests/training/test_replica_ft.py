@@ -73,6 +73,10 @@ def beat(tmp: Path, replica: int) -> dict | None:
     return None
 
 
+def parent_pid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def worker_pid(tmp: Path, replica: int) -> int:
     return int(next((tmp / "ck" / f"replica-{replica}" / "run" / "ft").rglob("pid-0")).read_text())
 
@@ -200,11 +204,16 @@ def test_with_min_replicas_1_the_survivor_trains_on_alone_with_the_whole_global_
             survivor, victim = worker_pid(tmp_path, 0), worker_pid(tmp_path, 1)
             # the held worker asks for no quorum: any request for replica 1 after this count is its new worker's
             asked_before = requests(1)
+            # Replica 1's agent is stopped until replica 0 is alone at step 16: it would restart the worker at once
+            # (a forked worker is up in well under a second), which would then join replica 0 before step 16.
+            agent = parent_pid(victim)
+            os.kill(agent, signal.SIGSTOP)
             os.kill(victim, signal.SIGKILL)
             go.touch()
             # replica 0 goes on alone and holds before step 16 until the new worker of replica 1 is up
-            wait_for(lambda: worker_pid(tmp_path, 1) != victim, "replica 1's new worker")
             wait_for(lambda: (beat(tmp_path, 0) or {}).get("step") == 16, "replica 0 alone at step 16")
+            os.kill(agent, signal.SIGCONT)
+            wait_for(lambda: worker_pid(tmp_path, 1) != victim, "replica 1's new worker")
             # Released only once the new worker waits in the quorum. A fixed 1 s here was too short on a loaded CI
             # machine (its first request came 0.35 s after the release: it trained alone from its own step 10).
             wait_for(lambda: requests(1) > asked_before, "replica 1's new worker asking for a quorum")
