@@ -85,6 +85,23 @@ FACTS: tuple[Fact, ...] = (
         "benchmarks/checkpoint_vs_dcp.py: before 2.13 the DCP column takes a new stager per save",
     ),
     Fact(
+        "torchrun.launch-config-cuda-check", "LaunchConfig.__post_init__ calls torch.cuda.is_available() and "
+        "torch.cuda.device_count() in the agent process (to pick default NUMA options)",
+        "pytorch/pytorch@v2.13.0:torch/distributed/launcher/api.py:136-143; torch/cuda/__init__.py:169-189 "
+        "(is_available: the CUDA runtime unless PYTORCH_NVML_BASED_CUDA_CHECK=1, its poison-fork note), 516-518 "
+        "('Cannot re-initialize CUDA in forked subprocess') (installed wheel)", "2026-11-27",
+        "without PYTORCH_NVML_BASED_CUDA_CHECK=1 that asks the CUDA runtime, after which forked children cannot use "
+        "CUDA; training/agent.py forks workers only on a torch built without CUDA",
+    ),
+    Fact(
+        "torchrun.exec-new-session", "torchrun starts an exec'd worker with start_new_session=True; a worker it "
+        "forks (function entry point) gets PR_SET_PDEATHSIG SIGINT and the agent's session",
+        "pytorch/pytorch@v2.13.0:torch/distributed/elastic/multiprocessing/subprocess_handler/subprocess_handler.py:66; "
+        "torch/multiprocessing/spawn.py:84 (installed wheel)", "2026-11-27",
+        "training/agent.py run_rank: a forked rank calls setsid() and restores a new interpreter's signal "
+        "dispositions before the worker runs; the runtime arms PR_SET_PDEATHSIG SIGKILL under torchrun",
+    ),
+    Fact(
         "efa-installer.version", "1.38.1",
         "aws/aws-parallelcluster-cookbook@05b17d78343991d12a429effa2c9cd5d6bcf173f:cookbooks/"
         "aws-parallelcluster-environment/attributes/environment.rb:73", "2026-11-23",
