@@ -60,8 +60,24 @@ def run_rank(*argv: str) -> None:
     from training.worker import main
 
     rc = main(list(argv))
+    from training.ft.preemption import signalled
+
     if rc:
         raise SystemExit(rc)  # torchrun reads it as the rank's exit code, as an exec'd worker's
+    if signalled():
+        # A returned value (or SystemExit(0), which torch's @record turns into one) is handed to the agent, and the
+        # rank then waits until the agent has read it (facts: torchrun.function-return-wait). An agent that
+        # signalled its workers is shutting down and reads nothing: it waits --shutdown-timeout for them to exit,
+        # then kills them. So a rank stopped by SIGTERM ends here, as an exec'd worker's interpreter would: thread
+        # exit hooks run and non-daemon threads joined, streams flushed.
+        import logging
+        import threading
+
+        getattr(threading, "_shutdown", lambda: None)()
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -102,6 +102,14 @@ FACTS: tuple[Fact, ...] = (
         "dispositions before the worker runs; the runtime arms PR_SET_PDEATHSIG SIGKILL under torchrun",
     ),
     Fact(
+        "torchrun.function-return-wait", "a function entry point's return value is queued to the agent and the "
+        "rank then waits until the agent has read it; @record turns SystemExit(0) into a return",
+        "pytorch/pytorch@v2.13.0:torch/distributed/elastic/multiprocessing/api.py:706-708; "
+        "torch/distributed/elastic/multiprocessing/errors/__init__.py:368-374 (installed wheel)", "2026-11-27",
+        "an agent shutting down reads no value (it joins, then kills after --shutdown-timeout): a forked rank stopped "
+        "by SIGTERM exits itself (training/agent.py run_rank)",
+    ),
+    Fact(
         "efa-installer.version", "1.38.1",
         "aws/aws-parallelcluster-cookbook@05b17d78343991d12a429effa2c9cd5d6bcf173f:cookbooks/"
         "aws-parallelcluster-environment/attributes/environment.rb:73", "2026-11-23",

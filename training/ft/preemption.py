@@ -25,6 +25,11 @@ log = logging.getLogger("training.ft")
 _installed: "StopRequest | None" = None  # the instance whose handler is installed in this process
 
 
+def signalled() -> bool:
+    """Whether this process was asked to stop by a SIGTERM (caught by the handler installed now)."""
+    return _installed is not None and _installed.requested
+
+
 class StopRequest:
     """Records SIGTERM; install once per process, from the main thread."""
 
