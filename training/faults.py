@@ -24,10 +24,12 @@
     Before ``step``, rank ``rank`` exits with status 1 - in every incarnation, so with
     ``--restart in-process`` each replacement fails again and the job moves through one
     generation after another (the per-generation resource tests use it).
-``OPENPOD_HOOK_WAIT=step@world@path``
+``OPENPOD_HOOK_WAIT=step@world@path[@stop]``
     Before ``step``, while the world size is ``world``, rank 0 holds the job (polling
     every 50 ms) until ``path`` exists. Elastic tests use it to change membership
-    at a known step.
+    at a known step. With ``@stop``, a SIGTERM while held ends the rank as SIGTERM's default
+    action would (torchrun stopping its workers for a membership change, which would
+    otherwise wait out its timeout for a rank that never gets to the step).
 """
 
 from __future__ import annotations
@@ -121,6 +123,12 @@ def wait_point(step: int, world_size: int, rank: int) -> None:
     for rule in _rules("OPENPOD_HOOK_WAIT"):
         if rank == 0 and int(rule[0]) == step and int(rule[1]) == world_size:
             while not os.path.exists(rule[2]):
+                if rule[3:] == ["stop"]:
+                    from training.ft.preemption import signalled
+
+                    if signalled():
+                        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                        signal.raise_signal(signal.SIGTERM)
                 time.sleep(0.05)
 
 

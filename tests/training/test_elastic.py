@@ -46,7 +46,7 @@ def test_two_to_three_to_two_workers_keeps_batch_order_and_loss(tmp_path):
     port = free_port()
     go = tmp_path / "scale-down"
     env = cli_env(OPENPOD_SAMPLE_LOG=str(tmp_path / "samples.log"),
-                  OPENPOD_HOOK_WAIT=f"6@2@{tmp_path / 'never'},12@3@{go}")
+                  OPENPOD_HOOK_WAIT=f"6@2@{tmp_path / 'never'}@stop,12@3@{go}")
     extra = ["--num-samples", str(n), "--global-batch", str(g)]
     ck = tmp_path / "ck"
     agents = {node: spawn(agent_args(tmp_path, node, port, nnodes="2:3", steps=steps, every=3, seed=3, extra=extra),
