@@ -68,16 +68,11 @@ def run_rank(*argv: str) -> None:
         # A returned value (or SystemExit(0), which torch's @record turns into one) is handed to the agent, and the
         # rank then waits until the agent has read it (facts: torchrun.function-return-wait). An agent that
         # signalled its workers is shutting down and reads nothing: it waits --shutdown-timeout for them to exit,
-        # then kills them. So a rank stopped by SIGTERM ends here, as an exec'd worker's interpreter would: thread
-        # exit hooks run and non-daemon threads joined, streams flushed.
-        import logging
-        import threading
+        # then kills them. So a rank stopped by SIGTERM ends here, as an exec'd worker would: exit hooks run,
+        # non-daemon threads joined, streams flushed.
+        from training.process_exit import exit_without_teardown
 
-        getattr(threading, "_shutdown", lambda: None)()
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        exit_without_teardown(0)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -108,20 +103,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _exit_now() -> None:
-    """The job succeeded and every worker has exited: leave without the interpreter's teardown, which with torch
-    loaded took 0.8-1.0 s here after the last worker had gone (no Python thread left; C-level finalization), on
-    every start of a run. What an exit does before that still runs: exit hooks (threads', atexit's), logging's
-    flush. A failure raises before this and exits the usual way, with torchrun's report."""
-    import atexit
-    import logging
-    import threading
+    """The job succeeded and every worker has exited: leave without the interpreter's teardown (0.8-1.0 s with
+    torch loaded, after the last worker had gone). A failure raises before this and exits the usual way, with
+    torchrun's report."""
+    from training.process_exit import exit_without_teardown
 
-    getattr(threading, "_shutdown", lambda: None)()
-    atexit._run_exitfuncs()
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_without_teardown(0)
 
 
 if __name__ == "__main__":

@@ -71,4 +71,9 @@ def _train_in_process(cfg: RunConfig, train) -> dict:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    from training.process_exit import cuda_in_use, exit_without_teardown
+
+    if not cuda_in_use():  # an exec'd CPU worker (--restart in-process, OPENPOD_WORKER_START=exec): no teardown
+        exit_without_teardown(rc)
+    sys.exit(rc)
