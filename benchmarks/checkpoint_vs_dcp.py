@@ -63,7 +63,6 @@ import argparse
 import ctypes
 import gc
 import os
-import re
 import shutil
 import statistics
 import tempfile
@@ -227,8 +226,10 @@ _SAID: list[bool] = []
 
 
 def dcp_keeps_given_stagers() -> bool:
-    m = re.match(r"(\d+)\.(\d+)", torch.__version__)
-    return not m or (int(m.group(1)), int(m.group(2))) >= STAGER_KEPT_FROM
+    from training.cli import torch_release
+
+    release = torch_release(torch.__version__)
+    return release is None or release >= STAGER_KEPT_FROM
 
 
 def run_dcp(model, opt, batch, root: Path, shm: Path, reps: int) -> list[dict]:

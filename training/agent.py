@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     import torch.distributed.run as torchrun
 
+    from training.process_exit import exit_without_teardown
+
     args = torchrun.get_args_parser().parse_args(argv)
     try:
         how = start_method(os.environ.get("OPENPOD_WORKER_START", "auto"), torch.backends.cuda.is_built())
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     if how == "exec" or not (args.module and args.training_script == WORKER):
         os.environ["OPENPOD_WORKER_START"] = "exec"
         torchrun.main(argv)  # torchrun itself: a new python per rank
-        _exit_now()
+        exit_without_teardown(0)  # the job succeeded (a failure raises, with torchrun's report)
     import importlib
 
     from torch.distributed.elastic.multiprocessing.errors import record
@@ -99,16 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     args.start_method = "fork"
     config, _, _ = torchrun.config_from_args(args)
     record(elastic_launch(config=config, entrypoint=run_rank))(*args.training_script_args)
-    _exit_now()
-
-
-def _exit_now() -> None:
-    """The job succeeded and every worker has exited: leave without the interpreter's teardown (0.8-1.0 s with
-    torch loaded, after the last worker had gone). A failure raises before this and exits the usual way, with
-    torchrun's report."""
-    from training.process_exit import exit_without_teardown
-
-    exit_without_teardown(0)
+    exit_without_teardown(0)  # the job succeeded and every worker has exited (a failure raises)
 
 
 if __name__ == "__main__":

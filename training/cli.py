@@ -52,7 +52,8 @@ def installed_torch() -> str | None:
         return None
 
 
-def _release(version: str) -> tuple[int, int] | None:
+def torch_release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a torch version string ("2.11.0+cu130" -> (2, 11)); None if it has none."""
     m = re.match(r"(\d+)\.(\d+)", version)
     return (int(m.group(1)), int(m.group(2))) if m else None
 
@@ -62,7 +63,7 @@ def torch_problem(version: str | None) -> str | None:
     need = ".".join(map(str, MIN_TORCH))
     if version is None:
         return f"torch is not installed; python -m training run needs torch >= {need}"
-    release = _release(version)
+    release = torch_release(version)
     if release and release >= MIN_TORCH:
         return None
     return f"torch {version} is installed; python -m training run needs torch >= {need}"
@@ -70,7 +71,7 @@ def torch_problem(version: str | None) -> str | None:
 
 def shutdown_args(version: str | None, stop_timeout: int) -> tuple[list[str], str | None]:
     """torchrun's arguments for --stop-timeout, and a warning line when this torch cannot honour it."""
-    release = _release(version or "")
+    release = torch_release(version or "")
     if release is None or release >= SHUTDOWN_TIMEOUT_TORCH:
         return [f"--shutdown-timeout={stop_timeout}"], None
     if stop_timeout <= FIXED_GRACE_S:  # the fixed grace is at least what was asked (the workers stop sooner)
