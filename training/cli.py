@@ -183,14 +183,16 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0,
         restart="process", spare_workers=1, tp=1, node_rank=0, node_timeout=30.0, node_wait=600.0) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
-    unsupported = torch_problem(installed_torch())
+    torch_version = installed_torch()
+    unsupported = torch_problem(torch_version)
     if unsupported:
         fail(unsupported)
-    from training.agent import STARTS
+    from training.agent import start_method
 
-    if os.environ.get("OPENPOD_WORKER_START", "auto") not in STARTS:
-        fail(f"OPENPOD_WORKER_START={os.environ['OPENPOD_WORKER_START']!r}: one of {', '.join(STARTS)} "
-             f"(how each rank's worker starts, docs/training.md)")
+    try:  # the value only: whether this torch may fork is the agent's to say, once it has imported torch
+        start_method(os.environ.get("OPENPOD_WORKER_START", "auto"), cuda_build=False)
+    except ValueError as e:
+        fail(f"{e} (how each rank's worker starts, docs/training.md)")
     problems = usage_problems(click.get_current_context().params) + input_problems(click.get_current_context().params)
     if problems:
         fail(problems)
@@ -273,7 +275,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     # One node without --rdzv-endpoint: port 0, so torchrun's rendezvous store binds a port the kernel picks, as
     # torchrun --standalone does (facts: torchrun.standalone-endpoint). A port picked here and bound by
     # torchrun seconds later could be taken in between (seen: a rendezvous client timing out on such a port).
-    grace, grace_warning = shutdown_args(installed_torch(), stop_timeout)
+    grace, grace_warning = shutdown_args(torch_version, stop_timeout)
     if grace_warning:
         click.echo(f"warning: {grace_warning}", err=True)
     cmd = [sys.executable, "-m", "training.agent",  # torchrun, forking the workers where it can (training/agent.py)

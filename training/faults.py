@@ -124,11 +124,10 @@ def wait_point(step: int, world_size: int, rank: int) -> None:
         if rank == 0 and int(rule[0]) == step and int(rule[1]) == world_size:
             while not os.path.exists(rule[2]):
                 if rule[3:] == ["stop"]:
-                    from training.ft.preemption import signalled
+                    from training.ft.preemption import end_by_sigterm, signalled
 
                     if signalled():
-                        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                        signal.raise_signal(signal.SIGTERM)
+                        end_by_sigterm()
                 time.sleep(0.05)
 
 

@@ -30,6 +30,12 @@ def signalled() -> bool:
     return _installed is not None and _installed.requested
 
 
+def end_by_sigterm() -> None:
+    """End this process as SIGTERM's default action does."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.raise_signal(signal.SIGTERM)
+
+
 class StopRequest:
     """Records SIGTERM; install once per process, from the main thread."""
 
@@ -51,8 +57,7 @@ class StopRequest:
 
     def _on_signal(self, signum, frame) -> None:
         if self.requested:  # the second one: stop now
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            signal.raise_signal(signal.SIGTERM)
+            end_by_sigterm()
             return
         self.requested, self.at = True, time.monotonic()
         log.warning("SIGTERM: stopping after this step, once it is checkpointed durably")
