@@ -161,17 +161,16 @@ class InProcessRestart:
     def _assemble(self, poll_s: float = 0.02) -> None:
         """Check in to the current generation and wait until all ranks did; if the launcher moves on to a
         newer generation meanwhile (another rank failed), go on to that one. Then forming the process
-        group waits for no one (a rendezvous on a generation that was overtaken would wait its timeout)."""
+        group waits for no one (a rendezvous on a generation that was overtaken would wait its timeout). A
+        generation already overtaken when the last rank checks in is left too: a rank that checked in may have
+        died since (a replacement killed as soon as it was assigned)."""
         while True:
             key = f"openpod/gen-{self.generation}/assembled"
             n = self.store.add(key, 1)
-            while n < self.world_size:
+            while (g := self._store_generation()) <= self.generation and n < self.world_size:
                 time.sleep(poll_s)
                 n = self.store.add(key, 0)
-                g = self._store_generation()
-                if g > self.generation:
-                    break
-            else:
+            if g <= self.generation:
                 return
             log.warning("rank %d: generation %d overtaken by %d before it formed", self.rank, self.generation, g)
             self.generation = g

@@ -119,3 +119,32 @@ def test_a_rank_lost_after_every_rank_checked_in_costs_the_join_timeout_not_the_
     # and the next generation's group is numbered as a replacement's first group is (its store keys must match):
     # failed on the first version of the join timeout, whose CI run then timed out both ranks in generation 2
     assert line.endswith("groups 0"), line
+
+
+OVERTAKEN = """
+import os
+from datetime import timedelta
+import torch.distributed as dist
+from training.ft import inprocess
+master = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=120))
+master.add("openpod/gen-1/assembled", 1)  # rank 1's first replacement checked in to generation 1, then was killed
+master.add("openpod/gen-2/assembled", 1)  # its second replacement checked in to generation 2
+master.set(inprocess.GENERATION_KEY, "2")
+os.environ["OPENPOD_GENERATION"] = "1"    # the survivor, re-forming after generation 0 failed
+r = inprocess.InProcessRestart(store_addr=f"127.0.0.1:{master.port}", rank=0, world_size=2, backend="gloo",
+                               pg_timeout_s=60, max_restarts=2)
+r._assemble()
+print(r.generation)
+"""
+
+
+def test_a_generation_overtaken_before_the_survivor_checks_in_is_left_even_with_every_rank_checked_in():
+    """The survivor of a failure arrives at generation 1's check-in after the replacement there had checked in
+    and been killed, and the launcher had announced generation 2: the check-in count is complete, but the
+    generation is over. It goes on to generation 2. Failed on the old code (it formed generation 1 and waited
+    out the 30 s join timeout for the dead rank; seen in test_a_second_failure_during_the_recovery... once the
+    replacements were forked: 35 s instead of 6 s)."""
+    r = subprocess.run([sys.executable, "-c", OVERTAKEN], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "2", r.stdout + r.stderr[-2000:]
