@@ -187,10 +187,10 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     unsupported = torch_problem(torch_version)
     if unsupported:
         fail(unsupported)
-    from training.agent import start_method
+    from training.worker_start import ENV, start_method
 
-    try:  # the value only: whether this torch may fork is the agent's to say, once it has imported torch
-        start_method(os.environ.get("OPENPOD_WORKER_START", "auto"), cuda_build=False)
+    try:  # the value only: whether this torch may fork is said where torch is imported (the agent, the launcher)
+        start_method(os.environ.get(ENV, "auto"), cuda_build=False)
     except ValueError as e:
         fail(f"{e} (how each rank's worker starts, docs/training.md)")
     problems = usage_problems(click.get_current_context().params) + input_problems(click.get_current_context().params)

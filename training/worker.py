@@ -1,4 +1,5 @@
-"""Worker entry point, one per rank, started by torchrun: ``python -m training.worker --config ...``."""
+"""Worker entry point, one per rank: ``python -m training.worker --config ...``, started by torchrun or the
+``--restart in-process`` launcher, or forked from them (training/worker_start.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,18 @@ import os
 import sys
 from pathlib import Path
 
-if __name__ == "__main__" and os.environ.get("OPENPOD_RESTART_STORE"):  # in-process: SIGTERM during start-up
-    from training.ft.preemption import StopRequest
 
-    StopRequest().install()  # recorded, not fatal: the runtime's own request takes it over (preemption.py)
+def _record_stop_requests() -> None:
+    """--restart in-process: a SIGTERM during start-up is recorded, not fatal; the runtime's own request takes it
+    over (preemption.py)."""
+    if os.environ.get("OPENPOD_RESTART_STORE"):
+        from training.ft.preemption import StopRequest
+
+        StopRequest().install()
+
+
+if __name__ == "__main__":
+    _record_stop_requests()  # first thing, before the imports below
 
 from training.config import RunConfig
 from training.storage_utils import write_json_atomic
@@ -47,13 +56,19 @@ def main(argv: list[str] | None = None) -> int:
         else:
             result = train(cfg)
         result["pid"] = os.getpid()
-        result["worker_start"] = os.environ.get("OPENPOD_WORKER_START", "exec")  # fork | exec (training/agent.py)
+        result["worker_start"] = os.environ.get("OPENPOD_WORKER_START", "exec")  # fork | exec (training/worker_start.py)
     except RefusedFreshStart as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         (Path(args.result_dir) / "refused.txt").write_text(str(e))  # the launcher's last word
         return 3
     write_json_atomic(Path(args.result_dir) / f"result-{int(rank):05d}.json", result)
     return 0
+
+
+def run(argv: list[str]) -> int:
+    """A worker forked by its launcher (training/worker_start.py): what ``python -m training.worker`` does."""
+    _record_stop_requests()
+    return main(argv)
 
 
 def _train_in_process(cfg: RunConfig, train) -> dict:

@@ -1,4 +1,5 @@
-"""training/agent.py: torchrun forking each rank from an agent that has imported torch (CPU builds), or exec'ing it.
+"""training/agent.py: torchrun forking each rank from an agent that has imported torch (CPU builds), or exec'ing it
+(which start: tests/training/test_worker_start.py).
 
 The runs themselves are compared elsewhere: the shared reference runs (tests/training/conftest.py) exec their
 workers and every resume test forks its own, so each exact-resume assertion also says that both starts train bit
@@ -18,20 +19,6 @@ from tests.training.conftest import PY, ROOT, cli_env
 from training import agent, cli
 
 
-@pytest.mark.parametrize("requested,cuda,start", [("auto", False, "fork"), ("auto", True, "exec"),
-                                                  ("fork", False, "fork"), ("exec", False, "exec"),
-                                                  ("exec", True, "exec")])
-def test_the_start_method_follows_the_torch_build(requested, cuda, start):
-    assert agent.start_method(requested, cuda) == start
-
-
-def test_fork_on_a_cuda_build_and_unknown_values_are_refused_naming_the_variable():
-    with pytest.raises(ValueError, match="OPENPOD_WORKER_START=fork: this torch is a CUDA build"):
-        agent.start_method("fork", True)
-    with pytest.raises(ValueError, match=r"OPENPOD_WORKER_START='spawn': one of auto, fork, exec"):
-        agent.start_method("spawn", False)
-
-
 def test_the_launcher_refuses_an_unknown_worker_start_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENPOD_WORKER_START", "spawn")
     r = CliRunner().invoke(cli.main, ["run", "--steps", "1", "--checkpoint-dir", str(tmp_path / "ck")])
@@ -41,25 +28,19 @@ def test_the_launcher_refuses_an_unknown_worker_start_in_one_line(tmp_path, monk
     assert not (tmp_path / "ck").exists()
 
 
-def test_every_preloaded_module_imports_without_touching_cuda():
-    """The agent imports these before it forks: a wrong name would stop every job at start, and a module that
-    initialized CUDA at import would leave the forked workers without it."""
-    code = ("import importlib, json, torch; from training.agent import PRELOAD; "
-            "[importlib.import_module(m) for m in PRELOAD]; print(json.dumps(torch.cuda.is_initialized()))")
-    r = subprocess.run([PY, "-c", code], cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert json.loads(r.stdout.strip().splitlines()[-1]) is False
-
-
 FORKED_RANK = """
 import json, os, signal, sys
 from training import agent
 import training.worker
 
+TORCHRUNS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)  # torchrun's --signals-to-handle
+FRESH = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler, signal.SIGHUP: signal.SIG_DFL,
+         signal.SIGQUIT: signal.SIG_DFL}
+
 def torchruns_handler(signum, frame):  # what torchrun's agent installs for the signals it handles
     raise RuntimeError(f"signal {signum}")
 
-for s in agent.FRESH_DISPOSITIONS:
+for s in TORCHRUNS:
     signal.signal(s, torchruns_handler)
 out = sys.argv[1]
 
@@ -68,7 +49,7 @@ def report(argv):
         json.dump({"session_leader": os.getsid(0) == os.getpid(), "argv": sys.argv, "got": argv,
                    "start": os.environ["OPENPOD_WORKER_START"],
                    "fresh": {signal.Signals(s).name: signal.getsignal(s) == d
-                             for s, d in agent.FRESH_DISPOSITIONS.items()}}, f)
+                             for s, d in FRESH.items()}}, f)
     return 7
 
 training.worker.main = report

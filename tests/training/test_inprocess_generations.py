@@ -62,11 +62,15 @@ def test_sigterm_between_generations_stops_the_job_after_the_next_generations_fi
     to join generation 1. Both record it; the first step of generation 1 agrees on the stop, that step is
     written durably and the launcher exits 143 - as a SIGTERM in the middle of a generation does
     (test_sigterm.py). Before: the survivor's new runtime started with no request and the replacement died of
-    the signal; the job ended as a failure."""
+    the signal; the job ended as a failure.
+
+    The workers are exec'd (the CUDA path's start): a forked replacement starts with everything imported and
+    joins at once, leaving no time to signal between generations; this test is also the CPU suite's run of
+    in-process restart with exec'd workers."""
     log_path = tmp_path / "run.log"
     args = train_args(tmp_path, extra=["--restart", "in-process", "--max-restarts", "2", "--spare-workers", "0",
                                        "--stop-timeout", "120"])
-    p = spawn(args, env=cli_env(OPENPOD_EXIT_AT="12@1"), log=log_path)
+    p = spawn(args, env=cli_env(OPENPOD_EXIT_AT="12@1", OPENPOD_WORKER_START="exec"), log=log_path)
     try:
         wait_for(lambda: "re-forming the process group in generation 1" in log_path.read_text(),
                  "the survivor between generations", timeout=180, poll=0.02)
@@ -82,3 +86,4 @@ def test_sigterm_between_generations_stops_the_job_after_the_next_generations_fi
     assert result["restart"]["generation"] == 1 and result["restored_step"] == 10, result
     assert result["preempted"]["step"] == 11 and result["preempted"]["durable"], result
     assert "stopped by SIGTERM at step 11" in log
+    assert result["worker_start"] == "exec", result

@@ -40,6 +40,7 @@ def test_a_killed_rank_is_replaced_and_the_survivor_keeps_its_process(tmp_path, 
     assert p.returncode == 0, log[-4000:]
     r = last_json(out)
     assert r["pid"] == survivor                      # rank 0's worker is the same process as before the fault
+    assert r["worker_start"] == "fork"               # forked by the launcher on a CPU torch (training/worker_start.py)
     assert r["restart"] == {"mode": "in-process", "restarts": 1, "generation": 1}
     assert r["restored_step"] == 10 and r["restored_from"].startswith("memory:")  # newest snapshot, node memory
     assert r["step"] == 20

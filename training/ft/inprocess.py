@@ -332,7 +332,23 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
     generation, re-form in their processes. Returns (exit status, signalled): 0 once every worker
     exited 0.
     """
+    import torch
     import torch.distributed as dist
+
+    from training import worker_start
+
+    try:
+        how = worker_start.start_method(env.get(worker_start.ENV, "auto"), torch.backends.cuda.is_built())
+    except ValueError as e:
+        echo(f"error: {e}")
+        return 2, False
+    if how == "fork":
+        worker_start.preload()  # once: every worker, standby and replacement is forked with it imported
+
+    def popen(e: dict) -> subprocess.Popen | worker_start.ForkedWorker:
+        if how == "fork":
+            return worker_start.ForkedWorker(cmd, e)
+        return subprocess.Popen(cmd, env=dict(e, **{worker_start.ENV: "exec"}), stdout=sys.stderr)
 
     if nnodes > 1:
         shost, _, sport = endpoint.rpartition(":")
@@ -365,20 +381,19 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
     base = dict(env, MASTER_ADDR=shost, MASTER_PORT=str(store.port), OPENPOD_RESTART_STORE=f"{shost}:{store.port}",
                 WORLD_SIZE=str(nnodes * nproc), LOCAL_WORLD_SIZE=str(nproc))
 
-    def start(local: int) -> subprocess.Popen:
+    def start(local: int) -> subprocess.Popen | worker_start.ForkedWorker:
         e = dict(base, RANK=str(first + local), LOCAL_RANK=str(local), OPENPOD_GENERATION=str(generation))
-        return subprocess.Popen(cmd, env=e, stdout=sys.stderr)
+        return popen(e)
 
-    standby: list[tuple[subprocess.Popen, int]] = []
+    standby: list[tuple[subprocess.Popen | worker_start.ForkedWorker, int]] = []
     next_standby = 0
 
     def start_standby() -> None:
         nonlocal next_standby
-        standby.append((subprocess.Popen(cmd, env=dict(base, OPENPOD_STANDBY=f"{node_rank}/{next_standby}"),
-                                         stdout=sys.stderr), next_standby))
+        standby.append((popen(dict(base, OPENPOD_STANDBY=f"{node_rank}/{next_standby}")), next_standby))
         next_standby += 1
 
-    def replace(local: int) -> tuple[subprocess.Popen, str]:
+    def replace(local: int) -> tuple[subprocess.Popen | worker_start.ForkedWorker, str]:
         while standby:
             p, sid = standby.pop(0)
             if p.poll() is None:
