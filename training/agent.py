@@ -21,7 +21,7 @@ from training.worker_start import ENV, WORKER, become_worker, preload, start_met
 def run_rank(*argv: str) -> None:
     """A forked rank: become what an exec'd worker would be, then run the worker (its exit status kept)."""
     os.setsid()
-    become_worker(list(argv))  # the agent's torchrun signal handlers would turn a SIGTERM into an exception
+    become_worker(WORKER, list(argv))  # the agent's torchrun signal handlers would turn a SIGTERM into an exception
     from training.worker import main
 
     rc = main(list(argv))

@@ -68,11 +68,11 @@ def fresh_signal_dispositions() -> None:
             signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
 
 
-def become_worker(argv: list[str]) -> None:
-    """In a forked child, before the worker runs: a fresh interpreter's signal dispositions, the worker's own
-    arguments, ``OPENPOD_WORKER_START=fork``."""
+def become_worker(module: str, argv: list[str]) -> None:
+    """In a forked child, before the worker (``python -m module argv``) runs: a fresh interpreter's signal
+    dispositions, the worker's own arguments, ``OPENPOD_WORKER_START=fork``."""
     fresh_signal_dispositions()
-    sys.argv = [WORKER, *argv]  # the worker's own arguments, not its parent's
+    sys.argv = [module, *argv]  # the worker's own arguments, not its parent's
     os.environ[ENV] = "fork"
 
 
@@ -93,20 +93,21 @@ def close_inherited_sockets() -> None:
 
 
 class ForkedWorker:
-    """``python -m training.worker ARGS`` with ``env``, forked from this process instead of exec'd (its stdout goes
-    to this process's stderr, as the launcher's ``subprocess.Popen(..., stdout=sys.stderr)`` does). It has the part
-    of :class:`subprocess.Popen` the launcher uses: ``pid``, ``returncode``, ``poll``, ``wait``, ``send_signal``,
-    ``kill``; ``returncode`` is ``-N`` for a worker ended by signal N, as Popen's."""
+    """``python -m MODULE ARGS`` (``cmd``) with ``env``, forked from this process instead of exec'd: the child runs
+    ``MODULE.run(ARGS)`` (training.worker's) and its stdout goes to this process's stderr, as the launcher's
+    ``subprocess.Popen(cmd, env=env, stdout=sys.stderr)`` does. It has the part of :class:`subprocess.Popen` the
+    launcher uses: ``pid``, ``returncode``, ``poll``, ``wait``, ``send_signal``, ``kill``; ``returncode`` is ``-N``
+    for a worker ended by signal N, as Popen's."""
 
     def __init__(self, cmd: list[str], env: dict[str, str]):
-        if cmd[1:3] != ["-m", WORKER]:
-            raise ValueError(f"a forked worker runs {WORKER}, not {' '.join(cmd[:3])}")
+        if len(cmd) < 3 or cmd[1] != "-m":
+            raise ValueError(f"a forked worker runs a module (python -m MODULE ...), not {' '.join(cmd[:3])}")
         self.args, self.returncode = cmd, None
         for stream in (sys.stdout, sys.stderr):  # else what is buffered would be written twice
             stream.flush()
         pid = os.fork()
         if pid == 0:
-            _run(cmd[3:], env)  # never returns
+            _run(cmd[2], cmd[3:], env)  # never returns
         self.pid = pid
 
     def poll(self) -> int | None:
@@ -132,7 +133,7 @@ class ForkedWorker:
         self.send_signal(signal.SIGKILL)
 
 
-def _run(argv: list[str], env: dict[str, str]) -> None:
+def _run(module: str, argv: list[str], env: dict[str, str]) -> None:
     """The forked child: the worker's whole life, then its exit status (an exception: its traceback and 1)."""
     code = 1
     try:
@@ -140,10 +141,10 @@ def _run(argv: list[str], env: dict[str, str]) -> None:
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
         os.environ.clear()
         os.environ.update(env)
-        become_worker(argv)
-        from training import worker
+        become_worker(module, argv)
+        import importlib
 
-        code = worker.run(argv)
+        code = importlib.import_module(module).run(argv)  # by name, as `python -m` finds it (already imported)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
         if not isinstance(e.code, (int, type(None))):
