@@ -10,6 +10,10 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+# Python caches compiled modules (__pycache__, gitignored) even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE, set on the CI machine): the test suite and synthesis start hundreds of Python processes
+# that import the same modules (import torch: 13.7 s uncached against 6.1 s, 2026-11-23).
+CACHE_BYTECODE := env -u PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup setup-synth synth test test-gpu bench docs clean prometheus-tools
 
@@ -51,13 +55,12 @@ $(CDK_STAMP): pyproject.toml | $(VENV)/bin/python
 	touch $@
 
 $(STAMP): pyproject.toml | $(VENV)/bin/python
+	@# No byte-compiling here (pip's, on one core, took 136 s on the 2-core CI machine; compileall on both, 41 s):
+	@# the tests run with bytecode caching on (CACHE_BYTECODE above), so each module they import is compiled once, by
+	@# the first process that imports it, and only those (2026-11-28, fresh clone: the whole suite 571 s with
+	@# nothing compiled before, against 598 s with the venv compiled and PYTHONDONTWRITEBYTECODE=1, which also left
+	@# the project's own modules to be compiled again in each of the suite's hundreds of Python processes).
 	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
-	@# Byte-compile on both cores instead of pip's one (2026-11-23, fresh venv on the 2-core CI machine: pip
-	@# install 136 s compiling, 41 s + 43 s this way). Tests start hundreds of Python processes, and where
-	@# PYTHONDONTWRITEBYTECODE is set nothing would be cached later (import torch: 13.7 s against 6.1 s).
-	@# Like pip, it skips files that do not compile on this Python (torch 2.13.0 ships one written for 3.12:
-	@# torch/testing/_internal/py312_intrinsics.py, seen in the wheel 2026-11-23).
-	$(PY) -m compileall -qq -j 0 $(VENV)/lib > /dev/null || true
 	touch $@ $(CDK_STAMP)
 
 node_modules/.installed: package.json
@@ -68,16 +71,16 @@ node_modules/.installed: package.json
 # Synthesize the platform: SPEC=path/to/spec.yaml (the bundled example unless given; said in the last line).
 SPEC ?= examples/default.yaml
 synth: setup-synth
-	cdk synth --quiet -c spec=$(SPEC) > /dev/null
+	$(CACHE_BYTECODE) cdk synth --quiet -c spec=$(SPEC) > /dev/null
 	@echo "synthesized $(SPEC) into cdk.out/"
 
 test: setup
-	$(PY) -m pytest -n 2 --dist loadgroup --durations=25
+	$(CACHE_BYTECODE) $(PY) -m pytest -n 2 --dist loadgroup --durations=25
 
 # The GPU suite (tests/gpu, marker gpu) on a machine with CUDA and NVML: a missing GPU or NVML is an error here,
 # not a run of skips. One process, one GPU at a time (NCCL allows one rank per GPU). docs/training.md, "GPU suite".
 test-gpu: setup
-	OPENPOD_REQUIRE_GPU=1 $(PY) -m pytest -n 0 -m gpu -v --durations=0 tests/gpu $(PYTEST_ARGS)
+	OPENPOD_REQUIRE_GPU=1 $(CACHE_BYTECODE) $(PY) -m pytest -n 0 -m gpu -v --durations=0 tests/gpu $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) -m benchmarks
