@@ -439,19 +439,24 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
         except RuntimeError:
             pass  # the store is gone: the other launchers find that out themselves
 
-    def watch_nodes(nodes: list[jobbeats.NodeBeats]) -> str | None:
-        """Declare a node lost whose launcher went silent; why the job must stop, if it must."""
-        nonlocal generation
-        now = time.monotonic()
+    def note_beats(nodes: list[jobbeats.NodeBeats], now: float) -> None:
+        """Record when each other node's beat last moved; a lost node whose beat moves has a new launcher."""
         for n in nodes:
             j = n.node
-            if j == node_rank:
-                continue
-            if j not in seen or seen[j][0] != n.time:
+            if j != node_rank and (j not in seen or seen[j][0] != n.time):
                 seen[j] = (n.time, now)
                 if j in lost and n.time is not None:
                     del lost[j]
                     echo(f"launcher: node {j} rejoined (a new launcher with --node-rank {j})")
+
+    def watch_nodes(nodes: list[jobbeats.NodeBeats]) -> str | None:
+        """Declare a node lost whose launcher went silent; why the job must stop, if it must."""
+        nonlocal generation
+        now = time.monotonic()
+        note_beats(nodes, now)
+        for n in nodes:
+            j = n.node
+            if j == node_rank or seen[j][1] == now:  # this launcher itself, or a beat that just moved
                 continue
             quiet = now - seen[j][1]
             if n.time is None or j in lost or quiet <= node_timeout or store.check([f"openpod/done/node-{j}"]):
@@ -493,6 +498,8 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                 else:
                     failed.append((r, rc))
             if len(done) == nproc:
+                if lost:  # a replacement may have joined and finished the job between two polls: say it rejoined
+                    note_beats(jobbeats.gather(store, nnodes), time.monotonic())
                 if nnodes > 1:  # node 0's launcher keeps the store up until every node's workers are done
                     store.set(f"openpod/done/node-{node_rank}", "1")  # its beat stops: not a lost node
                     store.add("nodes-done", 1)
