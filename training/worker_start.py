@@ -58,7 +58,8 @@ def preload() -> None:
 
 def fresh_signal_dispositions() -> None:
     """What exec gives a new program, then what Python adds at start: every signal this process catches back to
-    its default (the ignored ones stay ignored), SIGINT to Python's KeyboardInterrupt."""
+    its default (the ignored ones stay ignored), SIGINT to Python's KeyboardInterrupt (facts:
+    posix.exec-signal-dispositions)."""
     for signum in signal.valid_signals():
         try:
             handler = signal.getsignal(signum)
@@ -78,7 +79,8 @@ def become_worker(module: str, argv: list[str]) -> None:
 
 def close_inherited_sockets() -> None:
     """Close every socket this forked process got from its parent, as an exec'd worker (``close_fds``) has none.
-    A socket outlives its closing while any process holds it, and shutting one down acts on every holder: a
+    A socket outlives its closing while any process holds it, and shutting one down acts on every holder (facts:
+    posix.socket-shutdown-shared): a
     worker that kept the launcher's store connections would keep that store open after the launcher had gone,
     and its in-process abort (training/ft/inprocess.py ``abort_transport``, which shuts down every TCP
     connection of its process) broke the launcher's own connection to the store it hosts (seen in a 2-node

@@ -102,6 +102,24 @@ FACTS: tuple[Fact, ...] = (
         "dispositions before the worker runs; the runtime arms PR_SET_PDEATHSIG SIGKILL under torchrun",
     ),
     Fact(
+        "posix.exec-signal-dispositions", "exec sets every signal the calling process catches to its default action "
+        "in the new program; signals it ignores stay ignored (SIGCHLD aside); a new Python then turns SIGINT into "
+        "KeyboardInterrupt unless its parent ignored SIGINT",
+        "https://pubs.opengroup.org/onlinepubs/9799919799/functions/exec.html (signals); "
+        "https://docs.python.org/3.11/library/signal.html#general-rules", "2026-11-28",
+        "training/worker_start.py fresh_signal_dispositions: a forked worker (agent or --restart in-process "
+        "launcher) gets the dispositions an exec'd one would",
+    ),
+    Fact(
+        "posix.socket-shutdown-shared", "shutdown() acts on the socket itself, so it ends the connection for every "
+        "process holding a descriptor of it, while close() only drops the caller's descriptor",
+        "https://pubs.opengroup.org/onlinepubs/9799919799/functions/shutdown.html; "
+        "https://man7.org/linux/man-pages/man2/shutdown.2.html", "2026-11-28",
+        "training/worker_start.py close_inherited_sockets: a worker forked by the in-process launcher closes the "
+        "launcher's sockets, else its abort_transport (shutdown of every TCP connection of its process) broke the "
+        "launcher's own store connection",
+    ),
+    Fact(
         "torchrun.function-return-wait", "a function entry point's return value is queued to the agent and the "
         "rank then waits until the agent has read it; @record turns SystemExit(0) into a return",
         "pytorch/pytorch@v2.13.0:torch/distributed/elastic/multiprocessing/api.py:706-708; "
