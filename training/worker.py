@@ -86,9 +86,6 @@ def _train_in_process(cfg: RunConfig, train) -> dict:
 
 
 if __name__ == "__main__":
-    rc = main()
-    from training.process_exit import cuda_in_use, exit_without_teardown
+    from training.process_exit import run_and_exit
 
-    if not cuda_in_use():  # an exec'd CPU worker (--restart in-process, OPENPOD_WORKER_START=exec): no teardown
-        exit_without_teardown(rc)
-    sys.exit(rc)
+    run_and_exit(main)  # an exec'd CPU worker leaves without the interpreter's teardown (training/process_exit.py)

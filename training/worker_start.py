@@ -24,7 +24,6 @@ import stat
 import subprocess
 import sys
 import time
-import traceback
 
 ENV = "OPENPOD_WORKER_START"
 STARTS = ("auto", "fork", "exec")
@@ -137,23 +136,16 @@ class ForkedWorker:
 
 def _run(module: str, argv: list[str], env: dict[str, str]) -> None:
     """The forked child: the worker's whole life, then its exit status (an exception: its traceback and 1)."""
-    code = 1
-    try:
+    import importlib
+
+    from training.process_exit import exit_status_of, exit_without_teardown
+
+    def life() -> int | None:
         close_inherited_sockets()
         os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
         os.environ.clear()
         os.environ.update(env)
         become_worker(module, argv)
-        import importlib
+        return importlib.import_module(module).run(argv)  # by name, as `python -m` finds it (already imported)
 
-        code = importlib.import_module(module).run(argv)  # by name, as `python -m` finds it (already imported)
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
-        if not isinstance(e.code, (int, type(None))):
-            print(e.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001 - a worker's crash is its exit status, as in an exec'd worker
-        traceback.print_exc()
-    finally:
-        from training.process_exit import exit_without_teardown
-
-        exit_without_teardown(code)  # never the interpreter's teardown: it holds a copy of its parent's objects
+    exit_without_teardown(exit_status_of(life))  # never the teardown: it holds a copy of its parent's objects

@@ -120,6 +120,24 @@ FACTS: tuple[Fact, ...] = (
         "launcher's own store connection",
     ),
     Fact(
+        "python.gil-at-finalization", "a thread that takes the GIL (PyEval_AcquireThread, PyEval_RestoreThread, "
+        "PyGILState_Ensure) while the runtime is finalizing is terminated, even one Python did not create "
+        "(CPython 3.8 on; this image's 3.11)",
+        "https://docs.python.org/3.11/c-api/init.html#c.PyEval_AcquireThread (the note); "
+        "https://github.com/python/cpython/issues/80656", "2026-11-28",
+        "training/process_exit.py: a gloo worker thread terminated so unwinds through torch's destructors into "
+        "std::terminate (SIGABRT); tests/training/test_process_exit.py builds it",
+    ),
+    Fact(
+        "torch.pyobject-release-needs-gil", "a C++ reference to a tensor or storage that Python also holds keeps its "
+        "Python object alive; the release from 2 references to 1 decrefs that object (under the GIL) on whichever "
+        "thread releases it, e.g. gloo's worker thread dropping a finished collective",
+        "pytorch/pytorch@v2.13.0:c10/util/intrusive_ptr.h:434-440; "
+        "https://github.com/pytorch/pytorch/issues/117762", "2026-11-28",
+        "training/process_exit.py: why a rank that ran gloo collectives leaves without the interpreter's teardown "
+        "(pytorch/pytorch#117762, a crash at shutdown from PyEval_AcquireThread, is open)",
+    ),
+    Fact(
         "torchrun.function-return-wait", "a function entry point's return value is queued to the agent and the "
         "rank then waits until the agent has read it; @record turns SystemExit(0) into a return",
         "pytorch/pytorch@v2.13.0:torch/distributed/elastic/multiprocessing/api.py:706-708; "
