@@ -22,6 +22,7 @@ from torch.distributed.fsdp import fully_shard
 from training.checkpoint import Checkpointer, state_sha256
 from training.checkpoint.components import Position, RNGState
 from training.config import CheckpointConfig, TierConfig
+from training.process_exit import run_and_exit
 
 
 def main() -> None:
@@ -80,4 +81,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Not the interpreter's teardown: a gloo worker thread still dropping the last collective's tensors then can
+    # abort the process after its work is done (training/process_exit.py). A CUDA process exits the usual way.
+    run_and_exit(main)
