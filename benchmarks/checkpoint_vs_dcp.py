@@ -519,4 +519,10 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    from training.process_exit import run_and_exit
+
+    def _run() -> int:
+        main()  # the report is printed; the dict it returns is for callers in Python
+        return 0
+
+    run_and_exit(_run)  # a gloo group on CPU: not the interpreter's teardown (training/process_exit.py)

@@ -101,4 +101,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from training.process_exit import run_and_exit
+
+    run_and_exit(main)  # a gloo run: not the interpreter's teardown (training/process_exit.py)
