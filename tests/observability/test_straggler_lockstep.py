@@ -46,7 +46,14 @@ if rank == 0:
     open(os.path.join(data_dir, "ready"), "w").close()
 cfg = RunConfig(model="tiny", steps=6, seed=0, run_dir=run_dir, data=data, device="cpu", parallelism="ddp",
                 checkpoint=CheckpointConfig(enabled=False))
-trainer.train(cfg)
+
+
+def main():
+    trainer.train(cfg)
+
+
+from training.process_exit import run_and_exit
+run_and_exit(main)  # a process that ran gloo collectives (training/process_exit.py)
 """
 
 

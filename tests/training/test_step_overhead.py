@@ -68,8 +68,15 @@ def step_done_counted(self, *a, **kw):
     return step_done(self, *a, **kw)
 
 runtime.Runtime.step_done = step_done_counted
-result = trainer.train(cfg)
-print(json.dumps({**counts, "loss": result["loss"]}))
+
+
+def main():
+    result = trainer.train(cfg)
+    print(json.dumps({**counts, "loss": result["loss"]}))
+
+
+from training.process_exit import run_and_exit
+run_and_exit(main)  # a process that ran gloo collectives (training/process_exit.py)
 """
 
 

@@ -102,8 +102,15 @@ def step_done_then_scrape(self, step, *a, **kw):
 
 
 runtime.Runtime.step_done = step_done_then_scrape
-trainer.train(cfg)
-print(json.dumps({"reads": reads, "metrics": scraped.get("text", "")}))
+
+
+def main():
+    trainer.train(cfg)
+    print(json.dumps({"reads": reads, "metrics": scraped.get("text", "")}))
+
+
+from training.process_exit import run_and_exit
+run_and_exit(main)  # a process that ran gloo collectives (training/process_exit.py)
 """
 
 
