@@ -22,6 +22,7 @@ def _record_stop_requests() -> None:
 if __name__ == "__main__":
     _record_stop_requests()  # first thing, before the imports below
 
+from training import worker_start
 from training.config import RunConfig
 from training.storage_utils import write_json_atomic
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             result = train(cfg)
         result["pid"] = os.getpid()
-        result["worker_start"] = os.environ.get("OPENPOD_WORKER_START", "exec")  # fork | exec (training/worker_start.py)
+        result["worker_start"] = os.environ.get(worker_start.ENV, "exec")  # fork | exec
     except RefusedFreshStart as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         (Path(args.result_dir) / "refused.txt").write_text(str(e))  # the launcher's last word

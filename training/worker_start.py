@@ -79,11 +79,10 @@ def become_worker(module: str, argv: list[str]) -> None:
 def close_inherited_sockets() -> None:
     """Close every socket this forked process got from its parent, as an exec'd worker (``close_fds``) has none.
     A socket outlives its closing while any process holds it, and shutting one down acts on every holder (facts:
-    posix.socket-shutdown-shared): a
-    worker that kept the launcher's store connections would keep that store open after the launcher had gone,
-    and its in-process abort (training/ft/inprocess.py ``abort_transport``, which shuts down every TCP
-    connection of its process) broke the launcher's own connection to the store it hosts (seen in a 2-node
-    test before this was done)."""
+    posix.socket-shutdown-shared): a worker that kept the launcher's store connections would keep that store open
+    after the launcher had gone, and its in-process abort (training/ft/inprocess.py ``abort_transport``, which
+    shuts down every TCP connection of its process) broke the launcher's own connection to the store it hosts
+    (seen in a 2-node test before this was done)."""
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         try:

@@ -456,7 +456,7 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
         note_beats(nodes, now)
         for n in nodes:
             j = n.node
-            if j == node_rank or seen[j][1] == now:  # this launcher itself, or a beat that just moved
+            if j == node_rank:
                 continue
             quiet = now - seen[j][1]
             if n.time is None or j in lost or quiet <= node_timeout or store.check([f"openpod/done/node-{j}"]):
