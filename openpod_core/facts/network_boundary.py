@@ -24,6 +24,14 @@ FACTS: tuple[Fact, ...] = (
         "namespace, so the team namespaces' egress policies leave it alone",
     ),
     Fact(
+        "eks.vpc-cni.network-policy-owner-references", "the VPC CNI applies network policies only to pods that "
+        "have metadata.ownerReferences; a standalone Pod without them gets none",
+        "awsdocs/amazon-eks-user-guide@0cc5a7608f9d1162d052bf2a61eddebc3352139f:latest/ug/networking/"
+        "cni-network-policy.adoc (Considerations, Network Policies)", "2026-11-28",
+        "the guide words it as pods \"part of a Deployment\"; team users cannot create bare Pods "
+        "(infra/governance/admission.py, openpod-team-queue), so every team pod is a Job's, with an owner",
+    ),
+    Fact(
         "eks.vpc-cni.network-policy-service-ip", "an egress peer with a pod selector also admits the cluster IP of "
         "each non-headless Service in the peer's namespaces whose spec.selector the pod selector matches",
         "aws/amazon-network-policy-controller-k8s@v1.1.7:pkg/resolvers/endpoints.go:449-510 "
