@@ -241,7 +241,7 @@ def test_slow_unauthenticated_connections_do_not_hold_every_slot(tmp_path, monke
 
     monkeypatch.setattr(peer, "HEADER_DEADLINE_S", 0.5, raising=False)
     server = PeerServer(DirTier("memory", tmp_path / "held", fsync=False), own=None, secret=SECRET,
-                        max_connections=4, timeout=3.0)
+                        max_connections=4, timeout=6.0)
     stop = threading.Event()
 
     def trickle(s: socket.socket) -> None:
@@ -249,7 +249,7 @@ def test_slow_unauthenticated_connections_do_not_hold_every_slot(tmp_path, monke
             s.sendall(struct.pack(">I", 1000))
             while not stop.is_set():
                 s.sendall(b" ")
-                time.sleep(0.2)   # well within the 3 s idle timeout
+                time.sleep(0.2)   # well within the 6 s idle timeout
         except OSError:
             pass
 
@@ -262,7 +262,7 @@ def test_slow_unauthenticated_connections_do_not_hold_every_slot(tmp_path, monke
         t = threading.Thread(target=lambda: result.setdefault(
             "markers", PeerClient(server.address, timeout=10, secret=SECRET).list()), daemon=True)
         t.start()
-        t.join(2.5)   # before the 3 s slot wait would close the client
+        t.join(5.0)   # before the 6 s slot wait would close the client (served within ~0.5 s)
         assert result == {"markers": []}
     finally:
         stop.set()
