@@ -69,6 +69,15 @@ FACTS: tuple[Fact, ...] = (
         "only through the FSx API (UpdateFileSystem), e.g. from a custom resource",
     ),
     Fact(
+        "cfn.custom-resource-response-bucket", "custom resources in a VPC with an S3 endpoint answer through the "
+        "cloudformation-custom-resource-response-<region> bucket (Region without dashes, e.g. uswest2); an endpoint "
+        "policy that blocks it fails the stack operation",
+        "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/vpc-interface-endpoints.html "
+        "(Considerations for CloudFormation VPC endpoints)", "2026-11-28",
+        "one reason the S3 gateway endpoint keeps its default policy (docs/security.md): the kubectl handler and "
+        "the webhook gate run in the VPC",
+    ),
+    Fact(
         "kubelet.subpath-mkdir", "the kubelet creates a missing subPath directory itself (as root, on the node) "
         "before the container starts",
         "kubernetes/kubernetes@df5f02437d38bc34f37e48b584b83a7227db3977:pkg/kubelet/kubelet_pods.go (makeMounts: "
