@@ -204,7 +204,8 @@ class PlatformStack(cdk.Stack):
         self.governance = TaskGovernance(self, "Governance", cluster=cluster, spec=spec,
                                          subnets=self.network.private_subnets(), log_key=self.log_key)
         self.node_agent = NodeHealthAgent(self, "NodeAgent", cluster=cluster, spec=spec,
-                                          image_directory=str(repo_root))
+                                          image_directory=str(repo_root),
+                                          nodegroups=[ig.nodegroup for ig in self.instance_groups.values()])
         for c in (self.governance, self.node_agent):
             for ig in system_groups:
                 c.node.add_dependency(ig.nodegroup)

@@ -12,7 +12,7 @@ from infra.spec.base import LABEL_KEY, Problem
 from infra.spec.cluster import ClusterSpec
 from infra.spec.eks import EKS_VERSIONS
 from infra.spec.groups import CapacityType
-from infra.spec.teams import RESERVED_NAMESPACES
+from infra.spec.teams import RESERVED_NAMESPACES, RESERVED_PREFIXES, reserved_name
 from openpod_core import accelerator_stack, instance_regions, local_zones
 from openpod_core.facts.register import value as fact_value
 
@@ -130,9 +130,15 @@ def _check_governance(spec: ClusterSpec) -> Iterator[Problem]:
     given: dict[str, int] = {}
     for i, t in enumerate(spec.teams):
         team_at = f"teams[{i}] ({t.name})"
-        if t.name in RESERVED_NAMESPACES or t.name.startswith("kube-"):
+        data_dir = spec.storage.fsx.data_repository_path.strip("/").split("/")[0]
+        if reserved_name(t.name):
             yield Problem(f"{team_at}.name", f"{t.name!r} is reserved (the team name is its namespace); "
-                                             f"not allowed: {', '.join(sorted(RESERVED_NAMESPACES))}, kube-*")
+                                             f"not allowed: {', '.join(sorted(RESERVED_NAMESPACES))}, "
+                                             f"{', '.join(p + '*' for p in RESERVED_PREFIXES)}")
+        elif t.name == data_dir:
+            yield Problem(f"{team_at}.name", f"{t.name!r} is the FSx data repository directory "
+                                             f"(storage.fsx.data_repository_path {spec.storage.fsx.data_repository_path}); "
+                                             "the team name is also its FSx directory: choose another name")
         for d in _dupes(list(t.users)):
             yield Problem(f"{team_at}.users", f"{d!r} is listed twice")
         known = [pr.name for pr in spec.priorities]

@@ -62,5 +62,15 @@ DEFAULT_PRIORITIES: tuple[PrioritySpec, ...] = (
     PrioritySpec(name="fine-tuning", value=50, description="fine-tuning and batch work"),
 )
 
-# Namespaces a team may not take: Kubernetes' own and the platform's controllers.
-RESERVED_NAMESPACES = frozenset({"default", "kueue-system", "jobset-system", "openpod-system"})
+# Names a team may not take. A team's name is its namespace and its directory at the FSx root; these are
+# Kubernetes' namespaces and every namespace the platform uses (node_agent/deploy.py, infra/governance/install.py,
+# platform_constructs/exporters.py; tests/governance/test_spec_governance.py collects them from the code). The
+# FSx data repository directory (`storage.fsx.data_repository_path`, `datasets` by default) is refused by rules.py.
+RESERVED_NAMESPACES = frozenset({"default", "kueue-system", "jobset-system", "openpod", "openpod-system",
+                                 "openpod-monitoring"})
+RESERVED_PREFIXES = ("kube-", "openpod-")   # Kubernetes' (kube-system, kube-public, kube-node-lease) and ours
+
+
+def reserved_name(name: str) -> bool:
+    """Whether ``name`` is a namespace Kubernetes or the platform uses, or may use."""
+    return name in RESERVED_NAMESPACES or name.startswith(RESERVED_PREFIXES)

@@ -8,7 +8,9 @@ from openpod_core.facts import (
     device_plugins,
     eks_addons,
     instances,
+    network_boundary,
     observability,
+    remediation_iam,
     scheduling,
     training_image,
     trust,
@@ -16,7 +18,8 @@ from openpod_core.facts import (
 )
 from openpod_core.facts.record import Fact
 
-TABLES = (training_image, instances, eks_addons, device_plugins, capacity, updates, scheduling, observability, trust)
+TABLES = (training_image, instances, eks_addons, device_plugins, capacity, updates, scheduling, observability, trust,
+          network_boundary, remediation_iam)
 FACTS: tuple[Fact, ...] = tuple(f for table in TABLES for f in table.FACTS)
 
 _BY_KEY = {f.key: f for f in FACTS}

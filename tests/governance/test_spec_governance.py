@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from infra.spec.loading import parse_spec
@@ -53,8 +54,47 @@ def test_reserved_and_invalid_team_names_duplicate_priorities():
         "priorities: duplicate priority name 'high'",
         "priorities: two priorities share value 10; give each a distinct value so preemption order is unambiguous",
         "teams[0] (kube-ops).name: 'kube-ops' is reserved (the team name is its namespace); not allowed: default, "
-        "jobset-system, kueue-system, openpod-system, kube-*",
+        "jobset-system, kueue-system, openpod, openpod-monitoring, openpod-system, kube-*, openpod-*",
     ]
+
+
+def _platform_names() -> set[str]:
+    """Every namespace the platform's own objects live in (the governance objects, the node agent's manifests,
+    the exporters' and the controllers' charts), and the namespaces Kubernetes creates."""
+    from infra.governance import all_objects, install
+    from infra.spec.loading import load_spec
+    from node_agent import deploy
+    from observability import scrape
+    from platform_constructs import exporters
+    from tests.conftest import EXAMPLES
+
+    spec = load_spec(EXAMPLES / "default.yaml")
+    teams = {t.name for t in spec.teams}
+    objects = [*all_objects(spec), *deploy.manifests(spec, {"amd64": "img", "arm64": "img"})]
+    used = {o["metadata"].get("namespace") for o in objects} | {o["metadata"]["name"] for o in objects
+                                                                 if o["kind"] == "Namespace"}
+    return (used - teams - {None}) | {install.KUEUE_NAMESPACE, install.JOBSET_NAMESPACE, exporters.NAMESPACE,
+                                      scrape.OPENPOD_NAMESPACE, scrape.MONITORING_NAMESPACE,
+                                      "default", "kube-system", "kube-public", "kube-node-lease"}
+
+
+@pytest.mark.parametrize("name", sorted(_platform_names()) + ["datasets"])
+def test_a_team_cannot_take_a_namespace_or_directory_the_platform_uses(name):
+    """A team named `openpod-monitoring` got exec rights in the exporters' namespace, one named `datasets` the
+    datasets directory read-write (its FSx subPath is its name): both passed validation."""
+    d = base()
+    d["teams"][0]["name"] = name
+    got = [p for p in problems(d) if p.startswith(f"teams[0] ({name}).name:")]
+    assert len(got) == 1 and ("is reserved" in got[0] or "FSx data repository directory" in got[0]), problems(d)
+    assert "\n" not in got[0]
+
+
+def test_the_data_repository_directory_follows_the_spec():
+    d = base()
+    d.setdefault("storage", {}).setdefault("fsx", {})["data_repository_path"] = "/corpus"
+    d["teams"][0]["name"] = "corpus"
+    assert "teams[0] (corpus).name: 'corpus' is the FSx data repository directory (storage.fsx.data_repository_path " \
+           "/corpus); the team name is also its FSx directory: choose another name" in problems(d)
 
 
 def test_borrow_within_cohort_needs_reclaim():

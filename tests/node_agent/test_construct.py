@@ -26,7 +26,9 @@ def synth(tmp_path_factory):
     stack = cdk.Stack(app, "Agent", env=cdk.Environment(account="111122223333", region="us-east-2"))
     cluster = eks.Cluster(stack, "Cluster", version=eks.KubernetesVersion.V1_34,
                           kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV34Layer(stack, "K")))
-    agent = NodeHealthAgent(stack, "NodeAgent", cluster=cluster, spec=load_spec(None), image_directory=str(ROOT))
+    nodegroups = [eks.Nodegroup(stack, f"Nodegroup{i}", cluster=cluster) for i in range(2)]
+    agent = NodeHealthAgent(stack, "NodeAgent", cluster=cluster, spec=load_spec(None), image_directory=str(ROOT),
+                            nodegroups=nodegroups)
     template = Template.from_stack(stack)
     assembly = app.synth()
     return template.to_json(), Path(assembly.directory), agent
@@ -61,13 +63,29 @@ def test_controller_role_is_scoped_to_the_cluster_by_tag(synth):
     st = {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
     cluster_ref = {"Ref": next(k for k, v in res.items() if v["Type"] == "AWS::EKS::Cluster")}
     on_cluster = {"aws:ResourceTag/eks:cluster-name": cluster_ref}
+    # The Auto Scaling group of each node group, by the name EKS gave it, read at deploy time.
+    lookups = {k: v["Properties"] for k, v in res.items() if v["Type"] == "Custom::AWS"}
+    assert len(lookups) == 2
+    names = [{"Fn::GetAtt": [k, "nodegroup.resources.autoScalingGroups.0.name"]} for k in sorted(lookups)]
+    for k, props in lookups.items():
+        call = json.dumps(props["Create"])
+        assert "describeNodegroup" in call and "NodegroupName" in call, call   # the name, not the Ref (cluster/name)
+        assert props["Update"] == props["Create"]
+    # SetInstanceHealth (resource type autoScalingGroup, fact iam.autoscaling.set-instance-health): only the
+    # platform's groups by ARN; before, any group of the account that carried (or was given) the cluster tag.
     assert st["ReplaceClusterInstances"]["Action"] == "autoscaling:SetInstanceHealth"
     assert st["ReplaceClusterInstances"]["Condition"] == {"StringEquals": on_cluster}
-    # Reboot: besides the cluster tag (settable by anyone with ec2:CreateTags), the instance must
-    # carry aws:autoscaling:groupName, a tag only Auto Scaling can set (the aws: prefix is reserved).
+    arns = st["ReplaceClusterInstances"]["Resource"]
+    assert sorted((a["Fn::Join"][1][-1] for a in arns), key=json.dumps) == sorted(names, key=json.dumps)
+    assert all(a["Fn::Join"][1][-2].endswith(":autoScalingGroup:*:autoScalingGroupName/") for a in arns)
+    # Reboot: besides the cluster tag (settable by anyone with ec2:CreateTags), the instance's
+    # aws:autoscaling:groupName - a tag only Auto Scaling sets - must name one of those groups.
     assert st["RebootClusterInstances"]["Action"] == "ec2:RebootInstances"
-    assert st["RebootClusterInstances"]["Condition"] == {
-        "StringEquals": on_cluster, "Null": {"aws:ResourceTag/aws:autoscaling:groupName": "false"}}
+    cond = st["RebootClusterInstances"]["Condition"]
+    assert set(cond) == {"StringEquals"}
+    assert cond["StringEquals"]["aws:ResourceTag/eks:cluster-name"] == cluster_ref
+    assert sorted(cond["StringEquals"]["aws:ResourceTag/aws:autoscaling:groupName"], key=json.dumps) == \
+        sorted(names, key=json.dumps)
     for sid in ("ReplaceClusterInstances", "RebootClusterInstances"):
         assert st[sid]["Resource"] != "*"
     assert all(a.startswith(("autoscaling:Describe", "ec2:Describe")) for a in st["DescribeInstances"]["Action"])

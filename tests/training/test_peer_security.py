@@ -190,11 +190,11 @@ def test_an_oversized_header_is_refused_before_anything_is_allocated(tmp_path, m
     asked = []
     real = peer._recv_exact
 
-    def recv_exact(sock, n):
+    def recv_exact(sock, n, *deadline):
         asked.append(n)
         if n > 1 << 20:
             raise ConnectionError("test: refused to allocate")  # the old server would allocate n bytes here
-        return real(sock, n)
+        return real(sock, n, *deadline)
 
     monkeypatch.setattr(peer, "_recv_exact", recv_exact)
     server = PeerServer(DirTier("memory", tmp_path / "held", fsync=False), own=None, secret=SECRET)
@@ -228,6 +228,45 @@ def test_connections_beyond_the_bound_wait_their_turn(tmp_path):
         assert result == {"markers": []}
     finally:
         for s in idle:
+            s.close()
+        server.close()
+
+
+def test_slow_unauthenticated_connections_do_not_hold_every_slot(tmp_path, monkeypatch):
+    """Connections that announce a header and trickle it a byte at a time, each byte within the idle timeout, held
+    every slot for as long as they kept trickling (the slot wait then closed real clients). Each connection's header
+    must now arrive whole within the header deadline: the trickling ones are closed and the client is served."""
+    from training.checkpoint import peer
+    from training.checkpoint.peer import PeerClient
+
+    monkeypatch.setattr(peer, "HEADER_DEADLINE_S", 0.5, raising=False)
+    server = PeerServer(DirTier("memory", tmp_path / "held", fsync=False), own=None, secret=SECRET,
+                        max_connections=4, timeout=6.0)
+    stop = threading.Event()
+
+    def trickle(s: socket.socket) -> None:
+        try:
+            s.sendall(struct.pack(">I", 1000))
+            while not stop.is_set():
+                s.sendall(b" ")
+                time.sleep(0.2)   # well within the 6 s idle timeout
+        except OSError:
+            pass
+
+    slow = [socket.create_connection(server.address, timeout=10) for _ in range(4)]
+    for s in slow:
+        threading.Thread(target=trickle, args=(s,), daemon=True).start()
+    result = {}
+    try:
+        time.sleep(0.3)  # all four accepted and trickling
+        t = threading.Thread(target=lambda: result.setdefault(
+            "markers", PeerClient(server.address, timeout=10, secret=SECRET).list()), daemon=True)
+        t.start()
+        t.join(5.0)   # before the 6 s slot wait would close the client (served within ~0.5 s)
+        assert result == {"markers": []}
+    finally:
+        stop.set()
+        for s in slow:
             s.close()
         server.close()
 

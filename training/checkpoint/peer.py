@@ -24,6 +24,7 @@ import socket
 import socketserver
 import struct
 import threading
+import time
 from pathlib import Path
 
 from training.checkpoint import peer_auth
@@ -45,6 +46,9 @@ _BUF = 4 << 20
 MAX_HEADER_BYTES = 1 << 20  # a list reply of thousands of markers; a request is a few KiB
 MAX_CONNECTIONS = 32        # a node's ranks and their buddies' restores, with room to spare
 CONNECTION_TIMEOUT_S = 60.0
+# A request's header (a few KiB, sent at once by a client) must arrive whole this soon after the connection is
+# served: a connection that trickles bytes, each within the idle timeout, no longer holds a slot for good.
+HEADER_DEADLINE_S = 10.0
 
 
 def is_loopback(host: str) -> bool:
@@ -57,10 +61,18 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes; with ``deadline`` (``time.monotonic()``) TimeoutError once it passes, however steadily the
+    peer sends (each wait is at most the socket's own timeout and the time left)."""
     buf = bytearray(n)
     view, got = memoryview(buf), 0
+    idle = sock.gettimeout()
     while got < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"read deadline passed with {got} of {n} bytes received")
+            sock.settimeout(left if idle is None else min(idle, left))
         k = sock.recv_into(view[got:], n - got)
         if not k:
             raise ConnectionError("peer closed the connection")
@@ -77,11 +89,13 @@ def _send(sock: socket.socket, header: dict, files: list[Path] = ()) -> None:
             sock.sendfile(f)
 
 
-def _recv_header(sock: socket.socket) -> dict:
-    (n,) = struct.unpack(">I", _recv_exact(sock, 4))
+def _recv_header(sock: socket.socket, deadline: float | None = None) -> dict:
+    idle = sock.gettimeout()
+    (n,) = struct.unpack(">I", _recv_exact(sock, 4, deadline))
     if n > MAX_HEADER_BYTES:  # before allocating: an announced length is untrusted input
         raise ConnectionError(f"header of {n} bytes announced; at most {MAX_HEADER_BYTES} allowed")
-    header = json.loads(_recv_exact(sock, n))
+    header = json.loads(_recv_exact(sock, n, deadline))
+    sock.settimeout(idle)
     if not isinstance(header, dict):
         raise ValueError(f"header is a JSON {type(header).__name__}, not an object")
     return header
@@ -159,9 +173,13 @@ class PeerServer:
 
     def __init__(self, held: DirTier, own: DirTier | None, host: str = "127.0.0.1",
                  secret: bytes | None = None, max_connections: int = MAX_CONNECTIONS,
-                 timeout: float = CONNECTION_TIMEOUT_S):
+                 timeout: float = CONNECTION_TIMEOUT_S, header_deadline: float | None = None):
         """``secret``: the job's peer secret (default: ``OPENPOD_PEER_SECRET``); every request and reply is signed
-        with it (:mod:`training.checkpoint.peer_auth`). Without one the server only binds a loopback address."""
+        with it (:mod:`training.checkpoint.peer_auth`). Without one the server only binds a loopback address.
+        A connection's request header must arrive whole within ``header_deadline`` seconds (default
+        :data:`HEADER_DEADLINE_S`) of it being served, before it is authenticated; after that each read may wait
+        ``timeout`` seconds. With connections accepted in order, a client waits at most one deadline behind
+        connections that never send a valid request."""
         self.held, self.own = held, own
         self.secret = secret if secret is not None else peer_auth.secret_from_env()
         if self.secret is None and not is_loopback(host):
@@ -170,6 +188,7 @@ class PeerServer:
                 f"unauthenticated (the platform renders a Secret with every job: `openpod submit`, or its --dry-run "
                 f"output, creates it; or run with --no-peer-replication)")
         self._seen = peer_auth.ReplayCache()
+        self.header_deadline = HEADER_DEADLINE_S if header_deadline is None else header_deadline
         server = self
 
         class Handler(socketserver.BaseRequestHandler):
@@ -191,7 +210,7 @@ class PeerServer:
         return [t for t in (self.held, self.own) if t is not None]
 
     def _handle(self, sock: socket.socket) -> None:
-        header = _recv_header(sock)
+        header = _recv_header(sock, time.monotonic() + self.header_deadline)
         nonce = None
         if self.secret is not None:
             try:
