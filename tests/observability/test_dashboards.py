@@ -76,7 +76,7 @@ def test_openpod_rules_writes_the_rule_file_at_the_spec_thresholds(tmp_path, pro
     r = CliRunner().invoke(main, ["rules", "--spec", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "p")])
     assert r.exit_code == 0, r.output
     text = (tmp_path / "p" / "openpod-rules.yaml").read_text()
-    assert text == rules_yaml(AlertThresholds(job_hang_minutes=7)) and "changes(openpod_training_step[7m])" in text
+    assert text == rules_yaml(AlertThresholds(job_hang_minutes=7)) and "changes(openpod_training_step{job=\"openpod-training\"}[7m])" in text
     out = subprocess.run([promtool, "check", "rules", str(tmp_path / "p" / "openpod-rules.yaml")],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
