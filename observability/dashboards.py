@@ -3,7 +3,8 @@
 Every panel reads only metrics of observability/metrics.py or records of observability/rules.py
 (tests/observability/test_dashboards.py checks each expression with promtool and against the table).
 ``openpod dashboards --out DIR`` writes one JSON file per dashboard for import into any Grafana with a
-Prometheus data source (Amazon Managed Grafana reads the AMP workspace the same way).
+Prometheus-compatible data source; the ``datasource`` variable and every panel name the type Amazon Managed
+Grafana gives an AMP workspace (DATASOURCE_TYPE).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import json
 from dataclasses import dataclass, field
 
 DATASOURCE = "${datasource}"
+# The data source type Amazon Managed Grafana gives an AMP workspace from version 12 on (facts:
+# grafana.amp-datasource-plugin); the core "prometheus" type's SigV4 is deprecated for AMP.
+DATASOURCE_TYPE = "grafana-amazonprometheus-datasource"
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,23 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                    Q("sum by (group) (increase(openpod_drain_deadline_exceeded_total[1h]))",
                      "{{group}} drain deadline"))),
             )),
+            ("Node state and the agent's own health", (
+                P("Nodes not Ready", (Q('count(max by (node) (kube_node_status_condition{job="kube-state-metrics", '
+                                        'condition="Ready", status="true"}) == 0) or vector(0)', "not Ready"),),
+                  kind="stat", width=6),
+                P("Ready changes per node (1h)",
+                  (Q('changes((max by (node) (kube_node_status_condition{job="kube-state-metrics", '
+                     'condition="Ready", status="true"}))[1h:1m]) > 0', "{{node}}"),), width=6,
+                  description="A flapping node (OpenpodNodeReadyFlapping) changes many times."),
+                P("Agent check errors (1h)",
+                  (Q('sum by (node, check) (increase(openpod_node_agent_check_errors_total'
+                     '{job="openpod-node-agent"}[1h])) > 0', "{{node}} {{check}}"),), width=6,
+                  description="A check that cannot run leaves its faults undetected."),
+                P("Watch-only findings (1h)",
+                  (Q('sum by (node, rule) (increase(openpod_node_agent_findings_total{job="openpod-node-agent", '
+                     'action="none"}[1h])) > 0', "{{node}} {{rule}}"),), width=6,
+                  description="NVLink and EFA error counters, application Xids: OpenpodNodeFindingRepeated."),
+            )),
         )),
     DashboardSpec(
         "openpod-teams-queues", "openpod / teams and queues",
@@ -103,6 +124,10 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                      "{{cluster_queue}} {{resource}} nominal")),
                   description="Needs Kueue's metrics.enableClusterQueueResources."),
                 P("Borrowed beyond nominal", (Q("openpod:team_borrowed:sum", "{{cluster_queue}} {{resource}}"),)),
+                P("ClusterQueues not active",
+                  (Q('max by (cluster_queue) (kueue_cluster_queue_status{job="kueue", replica_role!="follower", '
+                     'status="active"}) == 0', "{{cluster_queue}}"),),
+                  description="An inactive ClusterQueue admits nothing (OpenpodClusterQueueInactive)."),
             )),
         )),
     DashboardSpec(
@@ -125,11 +150,23 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                 P("Ledger seconds by category",
                   (Q(f"openpod:job_training_seconds:max{{{JOB}}}", "{{category}}"),), unit="s",
                   description="productive, startup, restore, checkpoint_blocking, replayed, rescheduling"),
-                P("Checkpoint failures and restore fallbacks (this incarnation)",
+                P("Checkpoint save failures (all incarnations) and restore fallbacks (this one)",
                   (Q(f"max(openpod_checkpoint_failures{{{JOB}}})", "save failures"),
                    Q(f"max(openpod_checkpoint_restored_older{{{JOB}}})", "restored an older step"),
                    Q(f"max(openpod_checkpoint_restore_source_failures{{{JOB}}})", "unreadable restore sources")),
                   kind="stat"),
+            )),
+            ("Health", (
+                P("Last durable checkpoint age",
+                  (Q(f"time() - min(openpod_checkpoint_last_durable_timestamp_seconds{{{JOB}}})", "age"),), unit="s",
+                  width=6, description="OpenpodCheckpointTooOld fires above its threshold."),
+                P("Straggler score by rank",
+                  (Q(f"max by (rank) (openpod_train_straggler_score{{{JOB}}})", "rank {{rank}}"),), width=6,
+                  description="A rank's compute time over its node's median (1.0 = typical)."),
+                P("Starts of the job (restarts)", (Q(f"max(openpod_training_incarnations{{{JOB}}})", "starts"),),
+                  width=6, description="OpenpodJobCrashLooping counts the rise within an hour."),
+                P("Pods serving metrics", (Q(f'sum(up{{job="openpod-training", {JOB}}})', "up"),
+                                           Q(f'count(up{{job="openpod-training", {JOB}}})', "targets")), width=6),
             )),
         )),
 )
@@ -192,8 +229,8 @@ def _panel(p: PanelSpec):
     for i, q in enumerate(p.queries):
         builder = builder.with_target(prometheus.Dataquery().expr(q.expr).legend_format(q.legend)
                                       .ref_id(chr(ord("A") + i))
-                                      .datasource(DataSourceRef(type_val="prometheus", uid=DATASOURCE)))
-    return builder.height(8)
+                                      .datasource(DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE)))
+    return builder.datasource(DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE)).height(8)
 
 
 def build(d: DashboardSpec):
@@ -203,10 +240,10 @@ def build(d: DashboardSpec):
 
     b = (dashboard.Dashboard(d.title).uid(d.uid).description(d.description).tags(["openpod"])
          .time("now-6h", "now").refresh("1m").readonly()
-         .with_variable(dashboard.DatasourceVariable("datasource").label("Data source").type("prometheus")))
+         .with_variable(dashboard.DatasourceVariable("datasource").label("Data source").type(DATASOURCE_TYPE)))
     for v in d.variables:
         b = b.with_variable(dashboard.QueryVariable(v.name).label(v.name).query(v.query)
-                            .datasource(DataSourceRef(type_val="prometheus", uid=DATASOURCE)))
+                            .datasource(DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE)))
     for title, panels in d.rows:
         b = b.with_row(dashboard.Row(title))
         for p in panels:

@@ -131,7 +131,8 @@ def observability_md() -> str:
     out += ["", "## Routing: one notification per incident", "",
             "`observability/routing.py`, the alert manager's configuration (the workspace's, and the end-to-end "
             "test's `tests/observability/test_alerting_end_to_end.py`: one hung job on 64 nodes, one "
-            "notification). Alerts are grouped by what they are about; `info` alerts notify no one; the "
+            "notification; `tests/observability/test_alerting_incidents.py`: flapping, a scrape gap, label churn, "
+            "restarts, a crash loop, a fleet event, one notification each). Alerts are grouped by what they are about; `info` alerts notify no one; the "
             "always-firing `OpenpodWatchdog` goes to its own SNS topic every 5 minutes, and a CloudWatch alarm on "
             "that topic (fewer than 1 message in 5 minutes, 3 periods, missing data breaching) pages the alert "
             "topic when it stops: a dead-man's switch for rule evaluation, the alert manager and delivery.", "",
@@ -148,7 +149,10 @@ def observability_md() -> str:
 
     out += ["", "## Dashboards", "",
             "`openpod dashboards --out DIR` writes them as Grafana JSON (built with grafana-foundation-sdk; "
-            "`observability/dashboards.py`); each has a `datasource` variable for the Prometheus data source.", "",
+            "`observability/dashboards.py`); each has a `datasource` variable, and every panel names it, of the type "
+            "Amazon Managed Grafana gives an AMP workspace (`grafana-amazonprometheus-datasource`, from workspace "
+            "version 12; the workspace is pinned to 12.4). FSx capacity is a CloudWatch metric: its alarm pages, "
+            "it is on no dashboard here.", "",
             "| dashboard | uid | panels |", "|---|---|---|"]
     for d in DASHBOARDS:
         panels = "; ".join(f"{row}: " + ", ".join(p.title for p in ps) for row, ps in d.rows)

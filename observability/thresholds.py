@@ -66,5 +66,8 @@ class AlertThresholds(BaseModel):
     reclaim_minutes: int = Field(
         30, ge=1, description="a team with workloads pending below its nominal quota while another team of its "
         "cohort borrows, this long")
+    fsx_free_percent: int = Field(
+        10, ge=1, le=50, description="the FSx for Lustre file system's free data capacity under this percentage of "
+        "its storage capacity (a CloudWatch alarm on the alert topic)")
     inadmissible_minutes: int = Field(
         30, ge=1, description="a team queue holding workloads Kueue judged inadmissible this long")

@@ -100,3 +100,35 @@ def test_the_accelerator_dashboard_shows_the_neuron_monitors_metrics():
         assert m.source.startswith("facts: neuron-monitor.metric-names"), name
         for label in m.labels:
             assert label in documented, (name, label)
+
+
+@pytest.mark.parametrize("d", DASHBOARDS, ids=lambda d: d.uid)
+def test_every_panel_and_the_variable_name_the_amp_data_source_type(d):
+    """Failed before: no panel named a data source and the variable was of type prometheus, which Amazon Managed
+    Grafana no longer gives an AMP workspace (facts: grafana.amp-datasource-plugin)."""
+    from observability.dashboards import DATASOURCE, DATASOURCE_TYPE
+    from openpod_core.facts.register import fact
+
+    assert DATASOURCE_TYPE in fact("grafana.amp-datasource-plugin").value
+    data = dashboard_json(d)
+    (var,) = [v for v in data["templating"]["list"] if v["type"] == "datasource"]
+    assert var["query"] == DATASOURCE_TYPE
+    ref = {"type": DATASOURCE_TYPE, "uid": DATASOURCE}
+    for panel in data["panels"]:
+        if panel["type"] == "row":
+            continue
+        assert panel.get("datasource") == ref, panel["title"]
+        assert all(t["datasource"] == ref for t in panel["targets"]), panel["title"]
+    for v in data["templating"]["list"]:
+        if v["type"] == "query":
+            assert v["datasource"] == ref, v["name"]
+
+
+def test_the_dashboards_show_the_new_signals():
+    text = " ".join(e for d in DASHBOARDS for e in expressions(d))
+    for name in ("openpod_node_agent_check_errors_total", "openpod_checkpoint_last_durable_timestamp_seconds",
+                 "openpod_train_straggler_score", "openpod_training_incarnations", "kueue_cluster_queue_status",
+                 'action="none"'):
+        assert name in text, name
+    titles = [p.title for d in DASHBOARDS for _, ps in d.rows for p in ps]
+    assert not any("(this incarnation)" in t for t in titles), "checkpoint failures count all incarnations"
