@@ -152,9 +152,8 @@ ROWS: tuple[FailureMode, ...] = (
     F("Kueue", "fills", "workloads larger than any quota", "kueue_pending_workloads{status=\"inadmissible\"}",
       ("OpenpodWorkloadsInadmissible",)),
     F("Kueue", "loops", "a workload evicted and requeued again and again",
-      "kueue_evicted_workloads_total (metrics.go:633)",
-      not_covered="no rule on evictions yet: a job evicted repeatedly shows as OpenpodJobCrashLooping when it "
-      "runs the openpod runtime; preemption by design must not page"),
+      "kueue_evicted_workloads_total (metrics.go:633), reasons PodsReadyTimeout, AdmissionCheck, NodeFailures "
+      "(preemption is by design)", ("OpenpodWorkloadsEvictedRepeatedly",)),
     # ------------------------------------------------------------------ JobSet
     F("JobSet", "stops", "JobSet controller down", "the JobSet controller's own metrics",
       not_covered="the JobSet controller is not scraped (no scrape job): a stopped controller shows only as "

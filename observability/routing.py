@@ -39,7 +39,7 @@ INHIBIT = [
      "|OpenpodJobHung|OpenpodStepTimeRegression", JOB),
     # An inactive ClusterQueue explains its stalled and starving queue.
     ("OpenpodClusterQueueInactive", "OpenpodTeamQueueStalled|OpenpodTeamQueueStarving"
-     "|OpenpodTeamStarvedUnderQuota", ["cluster_queue"]),
+     "|OpenpodTeamStarvedUnderQuota|OpenpodWorkloadsEvictedRepeatedly", ["cluster_queue"]),
     # A hung job also misses its goodput, step-time and checkpoint objectives: say it once.
     ("OpenpodJobHung", "OpenpodStepTimeRegression|OpenpodGoodputBelowTarget|OpenpodTrainingStraggler"
      "|OpenpodCheckpointTooOld", JOB),

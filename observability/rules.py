@@ -85,6 +85,9 @@ def _fatal_xids() -> str:
     return "|".join(str(c) for c, e in sorted(XID_ENTRIES.items()) if e.action != Action.NONE)
 
 
+# Kueue's eviction reasons that mean a fault (kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go:630-645,
+# apis/kueue/v1beta2/workload_types.go:1090-1108); Preempted, the Stopped ones and Deactivated are by design.
+EVICTION_FAULTS = "PodsReadyTimeout|AdmissionCheck|NodeFailures"
 WL = "openpod_kueue_workload"   # kube-state-metrics custom resource state (platform_constructs/exporters.py)
 _CREATED = f"max by (namespace, local_queue, workload) ({WL}_created_timestamp_seconds{{{KSM}}})"
 _REQUEUED = (f"max by (namespace, local_queue, workload) "
@@ -472,6 +475,18 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "`kubectl get clusterqueues` (usage, borrowing) and the pending workload's QuotaReserved message; "
               "check the team's preemption settings (reclaimWithinCohort) in the spec's queueing section, or "
               "preempt the borrower's workload by hand.", ("cohort", "cluster_queue", "resource")),
+        Alert("OpenpodWorkloadsEvictedRepeatedly",
+              f"sum by (cluster_queue, reason) (increase(kueue_evicted_workloads_total{{{LEADER}, "
+              f'reason=~"{EVICTION_FAULTS}"}}[1h])) >= {t.evictions_per_hour}', "0m", "warning",
+              "Team {{ $labels.cluster_queue }}: workloads evicted {{ printf \"%.0f\" $value }} times in an hour "
+              "({{ $labels.reason }})",
+              "Kueue keeps evicting the team's admitted workloads for a fault, not by design: pods not ready in "
+              "time (image pulls, unschedulable pods, bad nodes), a failed admission check, failed nodes under "
+              "topology-aware scheduling. Each eviction requeues the workload, which is admitted and evicted "
+              "again. Preemption, stopped queues and deactivation are left out.",
+              "`kubectl get events -n <team> --field-selector reason=Evicted` and `kubectl describe workload` of "
+              "the evicted ones: the Evicted condition's message names the cause; for PodsReadyTimeout, the "
+              "pods' events (image pull, scheduling) or the nodes they landed on.", ("cluster_queue", "reason")),
         Alert("OpenpodWorkloadStarving",
               "time() - min by (namespace, local_queue) (openpod:kueue_workload_pending_since:seconds) "
               f"> {t.starvation_minutes * 60}", "5m", "warning",

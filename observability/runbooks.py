@@ -4,6 +4,8 @@ failure-mode table."""
 
 from __future__ import annotations
 
+import re
+
 from observability import routing
 from observability.failure_modes import CLOUDWATCH_ALARMS, ROWS
 from observability.rules import alerts
@@ -13,6 +15,11 @@ from observability.thresholds import AlertThresholds
 def _modes(name: str) -> str:
     rows = [f"{r.component} {r.mode}: {r.failure}" for r in ROWS if name in r.alerts]
     return "; ".join(rows) or "-"
+
+
+def _placeholders(text: str) -> str:
+    """``{{ $labels.node }}`` (filled in the alert's annotation) -> ``<node>`` on the page."""
+    return re.sub(r"\{\{ \$labels\.(\w+) \}\}", r"<\1>", text)
 
 
 def runbooks_md() -> str:
@@ -29,7 +36,7 @@ def runbooks_md() -> str:
                 f"{', '.join(group_by)}; **silenced by** {', '.join(routing.inhibited_by(a.name)) or 'nothing'}.",
                 f"- **Failure modes**: {_modes(a.name)}.",
                 f"- **Fires when**: {a.description}", "",
-                f"**What to do**: {a.runbook}", ""]
+                f"**What to do**: {_placeholders(a.runbook)}", ""]
     for c in CLOUDWATCH_ALARMS:
         out += [f"## {c.name}", "",
                 f"- **Severity** {c.severity}; a CloudWatch alarm publishing to the alert topic (not through the "

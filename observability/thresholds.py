@@ -66,6 +66,9 @@ class AlertThresholds(BaseModel):
     reclaim_minutes: int = Field(
         30, ge=1, description="a team with workloads pending below its nominal quota while another team of its "
         "cohort borrows, this long")
+    evictions_per_hour: int = Field(
+        3, ge=1, description="a team's workloads evicted for a fault (pods not ready in time, an admission check, "
+        "failed nodes) this many times within an hour")
     fsx_free_percent: int = Field(
         10, ge=1, le=50, description="the FSx for Lustre file system's free data capacity under this percentage of "
         "its storage capacity (a CloudWatch alarm on the alert topic)")
