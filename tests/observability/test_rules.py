@@ -72,6 +72,10 @@ CASES = [
     Case("OpenpodNodePendingReboot", "35m",
          [s("openpod_node_agent_node_action", {**DET, "node": "n1"}, "0 1x40")],
          [{"node": "n1"}], ["Node n1 has waited for a reboot for 30 minutes"]),
+    Case("OpenpodNodePendingReboot", "35m",   # the agent's pod replaced at 15m (a gap, a new pod label): one alert
+         [s("openpod_node_agent_node_action", {**DET, "node": "n1", "pod": "a"}, "0 1x14 stale"),
+          s("openpod_node_agent_node_action", {**DET, "node": "n1", "pod": "b"}, "_x17 1x40")],
+         [{"node": "n1"}], ["Node n1 has waited for a reboot for 30 minutes"], also_at=("45m",)),
     Case("OpenpodNodePendingReboot", "35m",
          [s("openpod_node_agent_node_action", {**DET, "node": "n2"}, "1x10 0x30"),      # rebooted in time
           s("openpod_node_agent_node_action", {**DET, "node": "n3"}, "0x40")]),
@@ -286,7 +290,7 @@ CASES = [
             f"{'_x' + str(8 * i) + ' ' if i else ''}{i + 1}x3 stale") for i in range(5)]
          + [s("openpod_training_step", {**TRAIN, "pod": f"llm-node-0-0-{i}"},
               f"{'_x' + str(8 * i) + ' ' if i else ''}0x3 stale") for i in range(5)],
-         [JOB], ["Job team-a/llm restarted 4 times in an hour"]),
+         [JOB], ["Job team-a/llm restarted 4 times in an hour"], also_at=("35m",)),
     Case("OpenpodJobCrashLooping", "40m",   # one restart after a node fault; 8 pods of one incarnation
          [s("openpod_training_incarnations", {**TRAIN, "pod": "llm-node-0-0"}, "1x10 stale"),
           s("openpod_training_incarnations", {**TRAIN, "pod": "llm-node-0-0-b"}, "_x12 2x40")]
