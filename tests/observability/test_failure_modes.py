@@ -60,3 +60,16 @@ def test_every_alert_links_a_runbook_section_that_exists():
     for name in CLOUDWATCH:
         assert name.lower() in anchors, name
     assert "openpodnosuchalert" not in anchors
+
+
+def test_every_metric_a_row_names_is_in_the_metric_table():
+    """A signal names series the platform's exporters serve (observability/metrics.py, with their pinned
+    sources), or Prometheus's own ``up``, or a CloudWatch metric."""
+    from observability.metrics import BY_NAME, family
+
+    for r in ROWS:
+        for name, wildcard in re.findall(r"\b((?:openpod_|kube_|kueue_|DCGM_)\w+)(\*)?", r.signal):
+            if wildcard:   # a family: some row must start with it
+                assert any(m.startswith(name) for m in BY_NAME), (r.component, r.mode, name)
+            else:
+                assert name in BY_NAME or family(name), (r.component, r.mode, name)
