@@ -1,7 +1,8 @@
 """End to end on the real binaries, the incidents nobody listed: a node flapping Ready/Unknown, kube-state-metrics
-restarting (a scrape gap) under a NotReady node, a GPU's Xid held while a new pod lands on it (label churn), the
-node agent restarting (a new pod) under a pending reboot, a job crash-looping before step 1, a job whose metrics
-endpoint is dead, a finished job's pods, then a fleet event (a quarter of the nodes NotReady at once).
+restarting (a scrape gap) under a NotReady node, a GPU's Xid held while a new pod lands on it (label churn), a
+group's remediation budget used up with a node queued behind it while the node agent and the remediation
+controller restart (new pods, the controller on another node), a job crash-looping before step 1, a job whose
+metrics endpoint is dead, a finished job's pods, then a fleet event (a quarter of the nodes NotReady at once).
 
 Each incident is one firing notification and none resolves while its fault persists; the fleet event's nodes
 raise no per-node notification. Prometheus and Alertmanager are Debian's, with the platform's rules and route;
@@ -23,11 +24,12 @@ import pytest
 import yaml
 from prometheus_client import start_http_server
 
-from node_agent.metrics import DetectorMetrics
+from node_agent.metrics import ControllerMetrics, DetectorMetrics
 from observability import routing
-from observability.metrics import JOB_DCGM, JOB_DETECTOR, JOB_KSM, JOB_TRAINING
+from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_KSM, JOB_TRAINING
 from observability.rules import AlertThresholds, rule_groups
-from observability.scrape import APP, DCGM_APP, DETECTOR_APP, KSM_APP, MONITORING_NAMESPACE, OPENPOD_NAMESPACE, TEAM
+from observability.scrape import (APP, CONTROLLER_APP, DCGM_APP, DETECTOR_APP, KSM_APP, MONITORING_NAMESPACE,
+                                  OPENPOD_NAMESPACE, TEAM)
 from observability.scrape import scrape_configs
 from tests.conftest import free_port
 from tests.observability.conftest import stop_process
@@ -37,7 +39,8 @@ from training.goodput import Goodput
 
 pytestmark = pytest.mark.slow   # ~40 s: two daemons and two phases of incidents
 
-THRESHOLDS = AlertThresholds(node_not_ready_minutes=10, xid_minutes=2, node_reboot_pending_minutes=2,
+THRESHOLDS = AlertThresholds(node_not_ready_minutes=10, xid_minutes=2, node_reboot_pending_minutes=6,
+                             budget_exhausted_minutes=1,
                              job_restarts_per_hour=3, job_metrics_down_minutes=3, scrape_down_minutes=600)
 TIMING = {"group_wait": "1s", "group_interval": "2s", "repeat_interval": "1h"}
 NODES = [f"n{i}" for i in range(20)]
@@ -121,9 +124,13 @@ def test_unlisted_incidents_are_one_notification_each_and_a_fleet_event_is_one(p
     servers, notes = _serve(world)
     hook = f"http://127.0.0.1:{servers['hook'].server_port}"
     agent = DetectorMetrics()
-    agent.node_action.set(1)
-    agent_port, loop_port = free_port(), free_port()
+    agent.node_action.set(1)                  # n5 waits for a reboot, queued behind the group's budget
+    controller = ControllerMetrics()
+    controller.leader.set(1)
+    controller.budget_blocked.labels("gpu").set(1)
+    agent_port, ctl_port, loop_port = free_port(), free_port(), free_port()
     agent_server, _ = start_http_server(agent_port, addr="127.0.0.1", registry=agent.registry)
+    ctl_server, _ = start_http_server(ctl_port, addr="127.0.0.1", registry=controller.registry)
     stop = threading.Event()
     looper = threading.Thread(target=_crash_loop, args=(tmp_path / "loop", loop_port, stop), daemon=True)
     looper.start()
@@ -134,10 +141,14 @@ def test_unlisted_incidents_are_one_notification_each_and_a_fleet_event_is_one(p
     def agent_targets(pod: str) -> list[dict]:
         return _pod_target(agent_port, OPENPOD_NAMESPACE, pod, "n5", {APP: DETECTOR_APP})
 
+    def controller_targets(pod: str, node: str) -> list[dict]:
+        return _pod_target(ctl_port, OPENPOD_NAMESPACE, pod, node, {APP: CONTROLLER_APP})
+
     targets = {
         JOB_TRAINING: train(loop_port, "loop", "loop-0") + train(free_port(), "blind", "blind-0")
         + train(free_port(), "done", "done-0", __meta_kubernetes_pod_phase="Succeeded"),
         JOB_DETECTOR: agent_targets("node-health-agent-a"),
+        JOB_CONTROLLER: controller_targets("node-remediation-a", "sys-2"),
         JOB_KSM: _pod_target(servers["ksm"].server_port, MONITORING_NAMESPACE, "kube-state-metrics-0", "sys-1",
                              {APP: KSM_APP}),
         JOB_DCGM: _pod_target(servers["dcgm"].server_port, MONITORING_NAMESPACE, "dcgm-exporter-n3", "n3",
@@ -184,11 +195,15 @@ def test_unlisted_incidents_are_one_notification_each_and_a_fleet_event_is_one(p
         at(14)   # restarts and churn, after the first incidents fired
         world.gap = True                                   # kube-state-metrics restarting under NotReady n7
         world.gpu_pod = "llm-1"                            # a new pod on the GPU holding Xid 48
-        agent_server.shutdown()
-        agent_server.server_close()                        # the node agent's pod replaced
+        for server in (agent_server, ctl_server):          # the agent's and the controller's pods replaced
+            server.shutdown()
+            server.server_close()
         (tmp_path / f"{JOB_DETECTOR}.json").write_text(json.dumps(agent_targets("node-health-agent-b")))
+        (tmp_path / f"{JOB_CONTROLLER}.json").write_text(json.dumps(controller_targets("node-remediation-b",
+                                                                                        "sys-3")))
         at(16)
         agent_server, _ = start_http_server(agent_port, addr="127.0.0.1", registry=agent.registry)
+        ctl_server, _ = start_http_server(ctl_port, addr="127.0.0.1", registry=controller.registry)
         at(17)
         world.gap = False
         at(20)   # the fleet event
@@ -200,6 +215,7 @@ def test_unlisted_incidents_are_one_notification_each_and_a_fleet_event_is_one(p
         stop_process(prometheus)
         stop_process(alertmanager)
         agent_server.shutdown()
+        ctl_server.shutdown()
         for s in servers.values():
             s.shutdown()
     logs = (tmp_path / "prometheus.log").read_text()[-1500:] + (tmp_path / "alertmanager.log").read_text()[-1500:]
@@ -211,7 +227,7 @@ def test_unlisted_incidents_are_one_notification_each_and_a_fleet_event_is_one(p
 
     once = [("OpenpodNodeReadyFlapping", {"node": "n1"}), ("OpenpodNodeNotReady", {"node": "n7"}),
             ("OpenpodGPUXidError", {"node": "n3", "gpu": "0", "xid": "48"}),
-            ("OpenpodNodePendingReboot", {"node": "n5"}),
+            ("OpenpodRemediationBudgetExhausted", {"group": "gpu"}),
             ("OpenpodJobCrashLooping", {"training_job": "loop"}), ("OpenpodJobMetricsDown", {"training_job": "blind"}),
             ("OpenpodManyNodesNotReady", {})]
     summary = sorted({(a["labels"]["alertname"], a["labels"].get("node", a["labels"].get("training_job", "")),
@@ -226,4 +242,9 @@ def test_unlisted_incidents_are_one_notification_each_and_a_fleet_event_is_one(p
         assert not sent("OpenpodNodeNotReady", "firing", node=n), f"{n}: a per-node notification\n{summary}"
     assert not any(a["labels"].get("training_job") == "done" for _, n in notes for a in n["alerts"]), summary
     assert not sent("OpenpodJobHung", "firing", training_job="loop"), "a job that never stepped is not hung"
+    # the node queued behind the budget is that incident, not a ticket of its own; the budget's notification is
+    # about the group, whichever node the controller ran on
+    assert not sent("OpenpodNodePendingReboot", "firing", node="n5"), summary
+    (budget,) = sent("OpenpodRemediationBudgetExhausted", "firing", group="gpu")
+    assert budget["groupLabels"] == {"group": "gpu"}
     assert all(a["labels"]["severity"] != "info" for p, n in notes if p == "page" for a in n["alerts"])
