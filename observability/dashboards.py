@@ -81,6 +81,17 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                    Q("sum by (group) (increase(openpod_drain_deadline_exceeded_total[1h]))",
                      "{{group}} drain deadline"))),
             )),
+            ("Remediation outcomes", (
+                P("Two-node checks by result (1h)",
+                  (Q('sum by (group, result) (increase(openpod_pair_checks_total{job="openpod-remediation"}[1h]))',
+                     "{{group}} {{result}}"),), width=8),
+                P("Nodes the controller gave up on",
+                  (Q('sum by (group) (openpod_remediation_failed_nodes{job="openpod-remediation"})', "{{group}}"),),
+                  width=8),
+                P("Controller replicas holding the Lease",
+                  (Q('sum(openpod_remediation_leader{job="openpod-remediation"})', "leaders"),), kind="stat", width=8,
+                  description="Exactly one: with none nothing is remediated (OpenpodRemediationLeaderless)."),
+            )),
             ("Node state and the agent's own health", (
                 P("Nodes not Ready", (Q('count(max by (node) (kube_node_status_condition{job="kube-state-metrics", '
                                         'condition="Ready", status="true"}) == 0) or vector(0)', "not Ready"),),
@@ -93,6 +104,13 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                   (Q('sum by (node, check) (increase(openpod_node_agent_check_errors_total'
                      '{job="openpod-node-agent"}[1h])) > 0', "{{node}} {{check}}"),), width=6,
                   description="A check that cannot run leaves its faults undetected."),
+                P("Nodes missing accelerators",
+                  (Q('count(max by (node, resource) (kube_node_status_allocatable{job="kube-state-metrics", '
+                     'resource=~"nvidia_com_gpu|aws_amazon_com_neuron|vpc_amazonaws_com_efa"}) < max by (node, '
+                     'resource) (kube_node_status_capacity{job="kube-state-metrics", '
+                     'resource=~"nvidia_com_gpu|aws_amazon_com_neuron|vpc_amazonaws_com_efa"})) or vector(0)',
+                     "nodes"),), kind="stat", width=6,
+                  description="Fewer allocatable GPUs, Neuron devices or EFA interfaces than the node has."),
                 P("Watch-only findings (1h)",
                   (Q('sum by (node, rule) (increase(openpod_node_agent_findings_total{job="openpod-node-agent", '
                      'action="none"}[1h])) > 0', "{{node}} {{rule}}"),), width=6,
@@ -108,6 +126,13 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                 P("Admitted active workloads",
                   (Q('sum by (cluster_queue) (kueue_admitted_active_workloads{replica_role!="follower"})',
                      "{{cluster_queue}}"),)),
+                P("Admitted workloads (1h)",
+                  (Q('sum by (cluster_queue) (increase(kueue_admitted_workloads_total{job="kueue", '
+                     'replica_role!="follower"}[1h]))', "{{cluster_queue}}"),)),
+                P("Oldest waiting workload per LocalQueue",
+                  (Q("time() - min by (namespace, local_queue) (openpod:kueue_workload_pending_since:seconds)",
+                     "{{namespace}}/{{local_queue}}"),), unit="s",
+                  description="OpenpodWorkloadStarving fires above its threshold."),
                 P("Admission wait, p90 (1h)",
                   (Q("openpod:team_admission_wait_seconds:p90_1h", "{{cluster_queue}}"),), unit="s"),
                 P("Evictions and preemptions (1h)",
@@ -160,6 +185,9 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                 P("Last durable checkpoint age",
                   (Q(f"time() - min(openpod_checkpoint_last_durable_timestamp_seconds{{{JOB}}})", "age"),), unit="s",
                   width=6, description="OpenpodCheckpointTooOld fires above its threshold."),
+                P("Compute seconds by rank",
+                  (Q(f"max by (rank) (openpod_train_compute_seconds{{{JOB}}})", "rank {{rank}}"),), unit="s", width=6,
+                  description="A rank's compute before the gradient collective; the slowest holds up the rest."),
                 P("Straggler score by rank",
                   (Q(f"max by (rank) (openpod_train_straggler_score{{{JOB}}})", "rank {{rank}}"),), width=6,
                   description="A rank's compute time over its node's median (1.0 = typical)."),

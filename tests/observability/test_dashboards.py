@@ -132,3 +132,17 @@ def test_the_dashboards_show_the_new_signals():
         assert name in text, name
     titles = [p.title for d in DASHBOARDS for _, ps in d.rows for p in ps]
     assert not any("(this incarnation)" in t for t in titles), "checkpoint failures count all incarnations"
+
+
+def test_every_signal_of_the_failure_mode_table_is_on_a_dashboard():
+    """Each Prometheus series a failure-mode row names is read by some panel (directly or through a record)."""
+    import re
+
+    from observability.failure_modes import ROWS
+    from observability.rules import records
+
+    text = " ".join(e for d in DASHBOARDS for e in expressions(d))
+    text += " ".join(r.expr for r in records() if r.record in text)
+    for r in ROWS:
+        for name in re.findall(r"\b(?:openpod_|kube_|kueue_|DCGM_)\w+", r.signal):
+            assert name in text, (r.component, r.mode, name)
