@@ -3,7 +3,8 @@
 Every panel reads only metrics of observability/metrics.py or records of observability/rules.py
 (tests/observability/test_dashboards.py checks each expression with promtool and against the table).
 ``openpod dashboards --out DIR`` writes one JSON file per dashboard for import into any Grafana with a
-Prometheus data source (Amazon Managed Grafana reads the AMP workspace the same way).
+Prometheus-compatible data source; the ``datasource`` variable and every panel name the type Amazon Managed
+Grafana gives an AMP workspace (DATASOURCE_TYPE).
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import json
 from dataclasses import dataclass, field
 
 DATASOURCE = "${datasource}"
+# The data source type Amazon Managed Grafana gives an AMP workspace from version 12 on (facts:
+# grafana.amp-datasource-plugin); the core "prometheus" type's SigV4 is deprecated for AMP.
+DATASOURCE_TYPE = "grafana-amazonprometheus-datasource"
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,41 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                    Q("sum by (group) (increase(openpod_drain_deadline_exceeded_total[1h]))",
                      "{{group}} drain deadline"))),
             )),
+            ("Remediation outcomes", (
+                P("Two-node checks by result (1h)",
+                  (Q('sum by (group, result) (increase(openpod_pair_checks_total{job="openpod-remediation"}[1h]))',
+                     "{{group}} {{result}}"),), width=8),
+                P("Nodes the controller gave up on",
+                  (Q('sum by (group) (openpod_remediation_failed_nodes{job="openpod-remediation"})', "{{group}}"),),
+                  width=8),
+                P("Controller replicas holding the Lease",
+                  (Q('sum(openpod_remediation_leader{job="openpod-remediation"})', "leaders"),), kind="stat", width=8,
+                  description="Exactly one: with none nothing is remediated (OpenpodRemediationLeaderless)."),
+            )),
+            ("Node state and the agent's own health", (
+                P("Nodes not Ready", (Q('count(max by (node) (kube_node_status_condition{job="kube-state-metrics", '
+                                        'condition="Ready", status="true"}) == 0) or vector(0)', "not Ready"),),
+                  kind="stat", width=6),
+                P("Ready changes per node (1h)",
+                  (Q('changes((max by (node) (kube_node_status_condition{job="kube-state-metrics", '
+                     'condition="Ready", status="true"}))[1h:1m]) > 0', "{{node}}"),), width=6,
+                  description="A flapping node (OpenpodNodeReadyFlapping) changes many times."),
+                P("Agent check errors (1h)",
+                  (Q('sum by (node, check) (increase(openpod_node_agent_check_errors_total'
+                     '{job="openpod-node-agent"}[1h])) > 0', "{{node}} {{check}}"),), width=6,
+                  description="A check that cannot run leaves its faults undetected."),
+                P("Nodes missing accelerators",
+                  (Q('count(max by (node, resource) (kube_node_status_allocatable{job="kube-state-metrics", '
+                     'resource=~"nvidia_com_gpu|aws_amazon_com_neuron|vpc_amazonaws_com_efa"}) < max by (node, '
+                     'resource) (kube_node_status_capacity{job="kube-state-metrics", '
+                     'resource=~"nvidia_com_gpu|aws_amazon_com_neuron|vpc_amazonaws_com_efa"})) or vector(0)',
+                     "nodes"),), kind="stat", width=6,
+                  description="Fewer allocatable GPUs, Neuron devices or EFA interfaces than the node has."),
+                P("Watch-only findings (1h)",
+                  (Q('sum by (node, rule) (increase(openpod_node_agent_findings_total{job="openpod-node-agent", '
+                     'action="none"}[1h])) > 0', "{{node}} {{rule}}"),), width=6,
+                  description="NVLink and EFA error counters, application Xids: OpenpodNodeFindingRepeated."),
+            )),
         )),
     DashboardSpec(
         "openpod-teams-queues", "openpod / teams and queues",
@@ -87,6 +126,13 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                 P("Admitted active workloads",
                   (Q('sum by (cluster_queue) (kueue_admitted_active_workloads{replica_role!="follower"})',
                      "{{cluster_queue}}"),)),
+                P("Admitted workloads (1h)",
+                  (Q('sum by (cluster_queue) (increase(kueue_admitted_workloads_total{job="kueue", '
+                     'replica_role!="follower"}[1h]))', "{{cluster_queue}}"),)),
+                P("Oldest waiting workload per LocalQueue",
+                  (Q("time() - min by (namespace, local_queue) (openpod:kueue_workload_pending_since:seconds)",
+                     "{{namespace}}/{{local_queue}}"),), unit="s",
+                  description="OpenpodWorkloadStarving fires above its threshold."),
                 P("Admission wait, p90 (1h)",
                   (Q("openpod:team_admission_wait_seconds:p90_1h", "{{cluster_queue}}"),), unit="s"),
                 P("Evictions and preemptions (1h)",
@@ -103,6 +149,10 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                      "{{cluster_queue}} {{resource}} nominal")),
                   description="Needs Kueue's metrics.enableClusterQueueResources."),
                 P("Borrowed beyond nominal", (Q("openpod:team_borrowed:sum", "{{cluster_queue}} {{resource}}"),)),
+                P("ClusterQueues not active",
+                  (Q('max by (cluster_queue) (kueue_cluster_queue_status{job="kueue", replica_role!="follower", '
+                     'status="active"}) == 0', "{{cluster_queue}}"),),
+                  description="An inactive ClusterQueue admits nothing (OpenpodClusterQueueInactive)."),
             )),
         )),
     DashboardSpec(
@@ -125,11 +175,26 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                 P("Ledger seconds by category",
                   (Q(f"openpod:job_training_seconds:max{{{JOB}}}", "{{category}}"),), unit="s",
                   description="productive, startup, restore, checkpoint_blocking, replayed, rescheduling"),
-                P("Checkpoint failures and restore fallbacks (this incarnation)",
+                P("Checkpoint save failures (all incarnations) and restore fallbacks (this one)",
                   (Q(f"max(openpod_checkpoint_failures{{{JOB}}})", "save failures"),
                    Q(f"max(openpod_checkpoint_restored_older{{{JOB}}})", "restored an older step"),
                    Q(f"max(openpod_checkpoint_restore_source_failures{{{JOB}}})", "unreadable restore sources")),
                   kind="stat"),
+            )),
+            ("Health", (
+                P("Last durable checkpoint age",
+                  (Q(f"time() - min(openpod_checkpoint_last_durable_timestamp_seconds{{{JOB}}})", "age"),), unit="s",
+                  width=6, description="OpenpodCheckpointTooOld fires above its threshold."),
+                P("Compute seconds by rank",
+                  (Q(f"max by (rank) (openpod_train_compute_seconds{{{JOB}}})", "rank {{rank}}"),), unit="s", width=6,
+                  description="A rank's compute before the gradient collective; the slowest holds up the rest."),
+                P("Straggler score by rank",
+                  (Q(f"max by (rank) (openpod_train_straggler_score{{{JOB}}})", "rank {{rank}}"),), width=6,
+                  description="A rank's compute time over its node's median (1.0 = typical)."),
+                P("Starts of the job (restarts)", (Q(f"max(openpod_training_incarnations{{{JOB}}})", "starts"),),
+                  width=6, description="OpenpodJobCrashLooping counts the rise within an hour."),
+                P("Pods serving metrics", (Q(f'sum(up{{job="openpod-training", {JOB}}})', "up"),
+                                           Q(f'count(up{{job="openpod-training", {JOB}}})', "targets")), width=6),
             )),
         )),
 )
@@ -192,8 +257,8 @@ def _panel(p: PanelSpec):
     for i, q in enumerate(p.queries):
         builder = builder.with_target(prometheus.Dataquery().expr(q.expr).legend_format(q.legend)
                                       .ref_id(chr(ord("A") + i))
-                                      .datasource(DataSourceRef(type_val="prometheus", uid=DATASOURCE)))
-    return builder.height(8)
+                                      .datasource(DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE)))
+    return builder.datasource(DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE)).height(8)
 
 
 def build(d: DashboardSpec):
@@ -203,10 +268,10 @@ def build(d: DashboardSpec):
 
     b = (dashboard.Dashboard(d.title).uid(d.uid).description(d.description).tags(["openpod"])
          .time("now-6h", "now").refresh("1m").readonly()
-         .with_variable(dashboard.DatasourceVariable("datasource").label("Data source").type("prometheus")))
+         .with_variable(dashboard.DatasourceVariable("datasource").label("Data source").type(DATASOURCE_TYPE)))
     for v in d.variables:
         b = b.with_variable(dashboard.QueryVariable(v.name).label(v.name).query(v.query)
-                            .datasource(DataSourceRef(type_val="prometheus", uid=DATASOURCE)))
+                            .datasource(DataSourceRef(type_val=DATASOURCE_TYPE, uid=DATASOURCE)))
     for title, panels in d.rows:
         b = b.with_row(dashboard.Row(title))
         for p in panels:

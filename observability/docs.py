@@ -89,19 +89,50 @@ def observability_md() -> str:
         out.append(f"| `{job['job_name']}` | {role} in {where}; keep {_cell(rules('keep'))}{_cell(drops)}{honor} |")
     out += ["", "## Recording rules", "", "| record | meaning |", "|---|---|"]
     out += [f"| `{r.record}` | {_cell(r.help)} |" for r in records()]
-    out += ["", "## Alerts and what to do", "",
+    from observability import routing
+    from observability.failure_modes import CLOUDWATCH_ALARMS, MODES, ROWS, coverage
+
+    sev = {a.name: a for a in alerts(t)} | {c.name: c for c in CLOUDWATCH_ALARMS}
+
+    def alert_cell(name: str) -> str:
+        a = sev[name]
+        if name in {c.name for c in CLOUDWATCH_ALARMS}:
+            where = "alert topic (CloudWatch alarm)"
+        else:
+            receiver, group_by = routing.receiver_of({"alertname": name, "severity": a.severity,
+                                                      **{k: "x" for k in a.about}})
+            where = f"{receiver} by {', '.join(group_by)}"
+            inh = routing.inhibited_by(name)
+            if inh:
+                where += "; silenced by " + ", ".join(inh)
+        return f"[{name}](runbooks.md#{name.lower()}) ({a.severity}; {where})"
+
+    covered, total = coverage()
+    out += ["", "## Failure modes", "",
+            "`observability/failure_modes.py`: every component the platform runs or depends on, each way it "
+            f"fails ({', '.join(MODES)}), the signal that shows it and the alert that says so, with severity, "
+            "receiver, grouping and inhibition as the rules and the route have them; each alert links to its "
+            "runbook ([runbooks.md](runbooks.md)).", "",
+            f"**Coverage: {covered} of {total} failure modes have an alert ({covered / total:.0%}).**", "",
+            "| component | mode | failure | signal | alerts (severity; receiver by grouping) |", "|---|---|---|---|---|"]
+    for r in ROWS:
+        cell = "<br>".join(alert_cell(n) for n in r.alerts) or f"not covered: {r.not_covered}"
+        out.append(f"| {r.component} | {r.mode} | {_cell(r.failure)} | {_cell(r.signal)} | {_cell(cell)} |")
+    out += ["", "## Alerts", "",
             "Thresholds are the spec's `observability.alerts` (defaults shown). Severity: `critical` pages, "
-            "`warning` opens a ticket, `info` is for the dashboard.", "",
-            "| alert | severity | fires when | what to do |", "|---|---|---|---|"]
+            "`warning` opens a ticket, `info` is for the dashboard. Every selector names its scrape `job`: a team "
+            "pod serving the same metric names raises nothing. What to do: [runbooks.md](runbooks.md).", "",
+            "| alert | severity | about | fires when |", "|---|---|---|---|"]
     for a in alerts(t):
         when = f"`{_cell(a.expr)}`" + (f" for {a.for_}" if a.for_ != "0m" else "")
-        out.append(f"| **{a.name}** | {a.severity} | {_cell(a.description)} {when} | {_cell(a.runbook)} |")
-    from observability import routing
+        out.append(f"| [{a.name}](runbooks.md#{a.name.lower()}) | {a.severity} | "
+                   f"{', '.join(a.about) or 'the fleet'} | {_cell(a.description)} {when} |")
 
     out += ["", "## Routing: one notification per incident", "",
             "`observability/routing.py`, the alert manager's configuration (the workspace's, and the end-to-end "
             "test's `tests/observability/test_alerting_end_to_end.py`: one hung job on 64 nodes, one "
-            "notification). Alerts are grouped by what they are about; `info` alerts notify no one; the "
+            "notification; `tests/observability/test_alerting_incidents.py`: flapping, a scrape gap, label churn, "
+            "restarts, a crash loop, a fleet event, one notification each). Alerts are grouped by what they are about; `info` alerts notify no one; the "
             "always-firing `OpenpodWatchdog` goes to its own SNS topic every 5 minutes, and a CloudWatch alarm on "
             "that topic (fewer than 1 message in 5 minutes, 3 periods, missing data breaching) pages the alert "
             "topic when it stops: a dead-man's switch for rule evaluation, the alert manager and delivery.", "",
@@ -118,7 +149,10 @@ def observability_md() -> str:
 
     out += ["", "## Dashboards", "",
             "`openpod dashboards --out DIR` writes them as Grafana JSON (built with grafana-foundation-sdk; "
-            "`observability/dashboards.py`); each has a `datasource` variable for the Prometheus data source.", "",
+            "`observability/dashboards.py`); each has a `datasource` variable, and every panel names it, of the type "
+            "Amazon Managed Grafana gives an AMP workspace (`grafana-amazonprometheus-datasource`, from workspace "
+            "version 12; the workspace is pinned to 12.4). FSx capacity is a CloudWatch metric: its alarm pages, "
+            "it is on no dashboard here.", "",
             "| dashboard | uid | panels |", "|---|---|---|"]
     for d in DASHBOARDS:
         panels = "; ".join(f"{row}: " + ", ".join(p.title for p in ps) for row, ps in d.rows)
@@ -131,8 +165,8 @@ def observability_md() -> str:
         "- The straggler signal is exact under DDP (gradients are all-reduced after the compute it measures); "
         "under FSDP2 the forward and backward hold their own collectives, so fast ranks wait inside the "
         "measured time and a slow rank stands out less (per-rank kernel timing would lift it).",
-        "- A training job whose metrics endpoint stops answering is not alerted on (jobs come and go); its "
-        "hang is (`OpenpodJobHung`) while any of its pods still serves.",
+        "- `runbook_url` annotations are paths relative to the repository (`docs/runbooks.md#<alert>`); "
+        "prefix them with the repository's address in a notification template.",
         "- `openpod_kueue_workload_*` needs kube-state-metrics' custom resource state (on by default here); "
         "with it off, `OpenpodWorkloadStarving` stays silent.",
         "- node exporter, kube-state-metrics and (with NVIDIA groups) the DCGM exporter are deployed as pinned "

@@ -137,6 +137,9 @@ METRICS: tuple[Metric, ...] = (
            "Productive seconds / all seconds, over all incarnations"),
     Metric("openpod_training_step", "gauge", "1", (), JOB_TRAINING, "training/goodput.py (Goodput)",
            "Last completed optimizer step (0 until the first step of this incarnation)"),
+    Metric("openpod_training_incarnations", "gauge", "1", (), JOB_TRAINING, "training/goodput.py (Goodput)",
+           "Starts of the job so far, this one included, read from the job's ledger (a restart adds one; the "
+           "rules count restarts per hour as max - min over the job's pods)"),
     Metric("openpod_checkpoint_failures", "gauge", "1", (), JOB_TRAINING, "training/goodput.py (Goodput)",
            "Checkpoint saves and tier promotions that failed, over all incarnations of the job (only grows; "
            "read it with delta() or increase())"),
@@ -166,6 +169,8 @@ METRICS: tuple[Metric, ...] = (
            706, "Workloads preempted, per preempting ClusterQueue"),
     _kueue("kueue_admitted_active_workloads", "gauge", "1", ("cluster_queue", "replica_role"), 757,
            "Admitted workloads that are active (unsuspended, not finished)"),
+    _kueue("kueue_cluster_queue_status", "gauge", "enum", ("cluster_queue", "status", "replica_role"), 775,
+           "1 for the ClusterQueue's status: pending, active or terminated (the others 0)"),
     _kueue("kueue_cluster_queue_resource_usage", "gauge", "resource units",
            ("cohort", "cluster_queue", "flavor", "resource", "replica_role"), 831,
            "ClusterQueue's resource usage per flavor", requires=_CQ_RESOURCES),

@@ -24,17 +24,33 @@ JOB = ["namespace", "training_job"]
 # (timing of a group: first wait, then at most one notification per interval, repeated while it fires)
 TIMING = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
 
-# What one alert makes redundant (source -> targets, for the labels in ``equal``).
+# What one alert makes redundant (source -> targets, for the labels in ``equal``; [] = whatever their labels).
 INHIBIT = [
+    # A fleet event (many nodes not Ready at once) is one incident, not one per node.
+    ("OpenpodManyNodesNotReady", "OpenpodNodeNotReady|OpenpodNodeReadyFlapping|OpenpodNodeAgentDown"
+     "|OpenpodScrapeTargetDown|OpenpodNodeAcceleratorsLost|OpenpodNodePendingReboot|OpenpodNodePendingReplacement"
+     "|OpenpodJobMetricsDown", []),
+    # Nodes queued behind a used-up remediation budget are that incident (a rolling reboot, an AZ event), not
+    # one ticket each. The node agent's series carry no group, so this holds across groups: the budget alert
+    # names its group and the queued nodes are on its dashboard.
+    ("OpenpodRemediationBudgetExhausted", "OpenpodNodePendingReboot|OpenpodNodePendingReplacement", []),
+    # A crash-looping job is also blind, slow and behind on checkpoints: say it once.
+    ("OpenpodJobCrashLooping", "OpenpodJobMetricsDown|OpenpodGoodputBelowTarget|OpenpodCheckpointTooOld"
+     "|OpenpodJobHung|OpenpodStepTimeRegression", JOB),
+    # An inactive ClusterQueue explains its stalled and starving queue.
+    ("OpenpodClusterQueueInactive", "OpenpodTeamQueueStalled|OpenpodTeamQueueStarving"
+     "|OpenpodTeamStarvedUnderQuota|OpenpodWorkloadsEvictedRepeatedly", ["cluster_queue"]),
     # A hung job also misses its goodput, step-time and checkpoint objectives: say it once.
     ("OpenpodJobHung", "OpenpodStepTimeRegression|OpenpodGoodputBelowTarget|OpenpodTrainingStraggler"
      "|OpenpodCheckpointTooOld", JOB),
     # A node that is not Ready explains its agent's silence and its lost devices.
     ("OpenpodNodeNotReady", "OpenpodNodeAgentDown|OpenpodScrapeTargetDown|OpenpodNodeAcceleratorsLost"
-     "|OpenpodGPUXidError|OpenpodNodePendingReboot", ["node"]),
+     "|OpenpodGPUXidError|OpenpodNodePendingReboot|OpenpodNodeAgentCheckErroring", ["node"]),
     # A node already marked for replacement: its Xids, lost devices and reboot are part of that.
-    ("OpenpodNodePendingReplacement", "OpenpodNodePendingReboot|OpenpodNodeAcceleratorsLost|OpenpodGPUXidError",
-     ["node"]),
+    ("OpenpodNodePendingReplacement", "OpenpodNodePendingReboot|OpenpodNodeAcceleratorsLost|OpenpodGPUXidError"
+     "|OpenpodNodeFindingRepeated|OpenpodNodeAgentCheckErroring", ["node"]),
+    # A node waiting for its reboot: the Xid it holds is the reason.
+    ("OpenpodNodePendingReboot", "OpenpodGPUXidError|OpenpodNodeFindingRepeated", ["node"]),
     # Without the controller nothing is remediated: one page for it, not one per waiting node.
     ("OpenpodRemediationControllerDown", "OpenpodNodePendingReboot|OpenpodNodePendingReplacement"
      "|OpenpodRemediationStuck|OpenpodRemediationLeaderless", []),
@@ -56,12 +72,38 @@ def route(page_timing: dict | None = None) -> dict:
              "group_wait": "0s", "group_interval": "1m", "repeat_interval": "5m"},
             {"receiver": SILENT, "matchers": ['severity="info"']},
             by('training_job=~".+"', list(JOB)),
+            by('group=~".+"', ["group"]),
             by('node=~".+"', ["node"]),
             by('cluster_queue=~".+"', ["cluster_queue"]),
             by('local_queue=~".+"', ["namespace", "local_queue"]),
-            by('group=~".+"', ["group"]),
         ],
     }
+
+
+def _matches(matcher: str, labels: dict[str, str]) -> bool:
+    import re
+
+    name, op, value = re.fullmatch(r'(\w+)(=~|=)"(.*)"', matcher).groups()
+    got = labels.get(name, "")
+    return re.fullmatch(value, got) is not None if op == "=~" else got == value
+
+
+def receiver_of(labels: dict[str, str]) -> tuple[str, list[str]]:
+    """Where an alert with ``labels`` goes: (receiver, group_by), the first matching sub-route as Alertmanager
+    picks it (``continue`` is never set). Only the matcher forms route() uses are understood."""
+    r = route()
+    for sub in r["routes"]:
+        if all(_matches(m, labels) for m in sub["matchers"]):
+            return sub["receiver"], sub.get("group_by", r["group_by"])
+    return r["receiver"], r["group_by"]
+
+
+def inhibited_by(alertname: str) -> list[str]:
+    """The alerts that silence ``alertname`` (with the labels they must share)."""
+    import re
+
+    return [f"{src} (same {', '.join(eq)})" if eq else src
+            for src, targets, eq in INHIBIT if re.fullmatch(targets, alertname)]
 
 
 def inhibit_rules() -> list[dict]:

@@ -21,12 +21,24 @@ import yaml
 
 from node_agent.findings import Action
 from node_agent.rules import RULES
-from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_KSM, JOB_KUEUE
+from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_KSM, JOB_KUEUE, JOB_TRAINING
 from observability.thresholds import AlertThresholds
 
 JOB = ("namespace", "training_job")   # a training job's identity across its pods and incarnations
 BY_JOB = "by (namespace, training_job)"
-LEADER = 'replica_role!="follower"'   # Kueue HA followers report too (kueue@v0.19.2:pkg/metrics/metrics.go:300-312)
+# Every selector names its scrape job: a team pod serving the same metric names (scraped as JOB_EXPORTERS or
+# JOB_TRAINING) must not raise platform alerts (tests/observability/test_rules.py, the impostor cases).
+DET = f'job="{JOB_DETECTOR}"'
+CTL = f'job="{JOB_CONTROLLER}"'
+TRN = f'job="{JOB_TRAINING}"'
+KSM = f'job="{JOB_KSM}"'
+DCGM = f'job="{JOB_DCGM}"'
+# Kueue HA followers report too (kueue@v0.19.2:pkg/metrics/metrics.go:300-312)
+LEADER = f'job="{JOB_KUEUE}", replica_role!="follower"'
+READY = f'kube_node_status_condition{{{KSM}, condition="Ready", status="true"}}'
+# A gap in scraping (an exporter restarting, a missed scrape) must not restart a ``for:``: rules that need a
+# condition to hold read the last sample within GAP, not only the current one.
+GAP = "5m"
 # Extended resources as kube-state-metrics names them ("." and "/" -> "_"; observability/metrics.py _ksm):
 # nvidia.com/gpu, aws.amazon.com/neuron, aws.amazon.com/neuroncore, aws.amazon.com/neurondevice, vpc.amazonaws.com/efa.
 ACCELERATOR_RESOURCES = ("nvidia_com_gpu|aws_amazon_com_neuron|aws_amazon_com_neuroncore|aws_amazon_com_neurondevice"
@@ -34,6 +46,12 @@ ACCELERATOR_RESOURCES = ("nvidia_com_gpu|aws_amazon_com_neuron|aws_amazon_com_ne
 # Scrape jobs the rules read, whose absence would silence them (training jobs come and go: not listed).
 REQUIRED_JOBS = (JOB_DETECTOR, JOB_CONTROLLER, JOB_KUEUE, JOB_KSM)
 WATCHDOG = "OpenpodWatchdog"
+RUNBOOKS = "docs/runbooks.md"   # one section per alert (observability/runbooks.py); relative to the repository
+
+
+def runbook_url(alert: str) -> str:
+    """The alert's runbook section: GitHub's anchor of the heading ``## <alert>`` (lower case)."""
+    return f"{RUNBOOKS}#{alert.lower()}"
 
 
 @dataclass(frozen=True)
@@ -51,7 +69,8 @@ class Alert:
     severity: str          # critical: pages; warning: ticket; info: dashboard
     summary: str
     description: str
-    runbook: str           # what the operator does, one line (docs/observability.md renders it)
+    runbook: str           # what the operator does, one line (docs/runbooks.md renders it)
+    about: tuple[str, ...] = ()   # the labels it carries: the object the incident is about (routing groups by them)
 
 
 def _deep_check_rules() -> str:
@@ -59,10 +78,20 @@ def _deep_check_rules() -> str:
     return "|".join(sorted(r.id for r in RULES.values() if r.probe == "deep-check" and r.action != Action.NONE))
 
 
+def _fatal_xids() -> str:
+    """Xid codes whose catalog action is a reboot or replacement (node_agent/catalog/xids.csv)."""
+    from node_agent.rules import XID_ENTRIES
+
+    return "|".join(str(c) for c, e in sorted(XID_ENTRIES.items()) if e.action != Action.NONE)
+
+
+# Kueue's eviction reasons that mean a fault (kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go:630-645,
+# apis/kueue/v1beta2/workload_types.go:1090-1108); Preempted, the Stopped ones and Deactivated are by design.
+EVICTION_FAULTS = "PodsReadyTimeout|AdmissionCheck|NodeFailures"
 WL = "openpod_kueue_workload"   # kube-state-metrics custom resource state (platform_constructs/exporters.py)
-_CREATED = f"max by (namespace, local_queue, workload) ({WL}_created_timestamp_seconds)"
+_CREATED = f"max by (namespace, local_queue, workload) ({WL}_created_timestamp_seconds{{{KSM}}})"
 _REQUEUED = (f"max by (namespace, local_queue, workload) "
-             f'({WL}_condition_transition_timestamp_seconds{{type="QuotaReserved"}})')
+             f'({WL}_condition_transition_timestamp_seconds{{{KSM}, type="QuotaReserved"}})')
 _USAGE = "sum by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_usage{%s})" % LEADER
 _NOMINAL = "sum by (cluster_queue, flavor, resource) (kueue_cluster_queue_nominal_quota{%s})" % LEADER
 _AT_QUOTA = f"({_USAGE} >= {_NOMINAL}) and ({_NOMINAL} > 0)"   # a team using all of some resource's quota
@@ -72,9 +101,9 @@ def records() -> list[Record]:
     seconds_by_job = "openpod:job_training_seconds:max"
     step_by_job = "openpod:job_training_step:max"
     return [
-        Record(seconds_by_job, "max by (namespace, training_job, category) (openpod_training_seconds)",
+        Record(seconds_by_job, f"max by (namespace, training_job, category) (openpod_training_seconds{{{TRN}}})",
                "the goodput ledger per job and category; continuous across the job's pods and restarts"),
-        Record(step_by_job, f"max {BY_JOB} (openpod_training_step)", "a job's last completed step"),
+        Record(step_by_job, f"max {BY_JOB} (openpod_training_step{{{TRN}}})", "a job's last completed step"),
         Record("openpod:job_goodput:ratio_window",
                f'sum {BY_JOB} (delta({seconds_by_job}{{category="productive"}}[{{window}}])) '
                f"/ sum {BY_JOB} (delta({seconds_by_job}[{{window}}]))",
@@ -106,153 +135,215 @@ def records() -> list[Record]:
                "resources a team uses beyond its nominal quota (borrowed from its cohort)"),
         Record("openpod:kueue_workload_pending_since:seconds",
                f"(({_CREATED} >= {_REQUEUED}) or {_REQUEUED} or {_CREATED}) "
-               f"unless on (namespace, workload) ({WL}_condition{{type=~\"QuotaReserved|Finished\"}} == 1)",
+               f"unless on (namespace, workload) ({WL}_condition{{{KSM}, type=~\"QuotaReserved|Finished\"}} == 1)",
                "when each Kueue Workload still waiting for quota began to wait: its creation, or the last change of "
                "its QuotaReserved condition (an evicted, requeued workload waits again from then)"),
         Record("openpod:remediation_duration_seconds:p90_6h",
                "histogram_quantile(0.9, sum by (group, action, le) "
-               "(rate(openpod_remediation_duration_seconds_bucket[6h])))",
+               f"(rate(openpod_remediation_duration_seconds_bucket{{{CTL}}}[6h])))",
                "90th percentile of fault detection to node back in service or replaced, per group and action"),
+        Record("openpod:gpu_last_xid:by_node",
+               f'count_values by (node, gpu) ("xid", max by (node, gpu) (DCGM_FI_DEV_XID_ERRORS{{{DCGM}}} > 0))',
+               "the last Xid each GPU holds, as the label xid (dcgm-exporter's pod labels aggregated away: a new "
+               "pod on the GPU is the same series)"),
     ]
 
 
 def alerts(t: AlertThresholds) -> list[Alert]:
     w = f"{t.goodput_window_minutes}m"
+    node = ("node",)
+    group = ("group",)
+    job = JOB
+    not_ready = f"max by (node) (last_over_time({READY}[{GAP}])) == 0"
     return [
         # ---------------------------------------------------------------- nodes and remediation
-        Alert("OpenpodNodePendingReplacement", "openpod_node_agent_node_action == 2",
+        Alert("OpenpodNodePendingReplacement",
+              f"max by (node) (last_over_time(openpod_node_agent_node_action{{{DET}}}[{GAP}])) == 2",
               f"{t.node_replacement_pending_minutes}m", "warning",
               "Node {{ $labels.node }} has waited for replacement for "
               f"{t.node_replacement_pending_minutes} minutes",
               "The node agent marked the node for replacement; the remediation controller has not replaced it.",
               "Check OpenpodRemediationBudgetExhausted for its group and the openpod-remediation logs; "
-              "if the group has no capacity (capacity block, ICE), the node stays cordoned until capacity returns."),
-        Alert("OpenpodNodePendingReboot", "openpod_node_agent_node_action == 1",
+              "if the group has no capacity (capacity block, ICE), the node stays cordoned until capacity returns.",
+              node),
+        Alert("OpenpodNodePendingReboot",
+              f"max by (node) (last_over_time(openpod_node_agent_node_action{{{DET}}}[{GAP}])) == 1",
               f"{t.node_reboot_pending_minutes}m", "warning",
               "Node {{ $labels.node }} has waited for a reboot for "
               f"{t.node_reboot_pending_minutes} minutes",
               "The node agent found a fault a reboot clears; the remediation controller has not rebooted the node.",
               "Check OpenpodRemediationBudgetExhausted and OpenpodRemediationControllerDown; "
               "`kubectl describe node {{ $labels.node }}` shows the openpod.io/remediation annotation and the "
-              "finding; reboot it by hand if the controller cannot."),
-        Alert("OpenpodNodeNotReady",
-              'max by (node) (kube_node_status_condition{condition="Ready", status="true"}) == 0',
-              f"{t.node_not_ready_minutes}m", "warning",
+              "finding; reboot it by hand if the controller cannot.", node),
+        Alert("OpenpodNodeNotReady", not_ready, f"{t.node_not_ready_minutes}m", "warning",
               "Node {{ $labels.node }} has not been Ready for "
               f"{t.node_not_ready_minutes} minutes",
-              "The kubelet does not report the node Ready (false or unknown); its pods are lost to their jobs.",
+              "The kubelet does not report the node Ready (false or unknown); its pods are lost to their jobs. "
+              f"A gap in kube-state-metrics' series shorter than {GAP} does not restart the wait.",
               "`kubectl describe node {{ $labels.node }}` (conditions, kubelet heartbeat); an instance that does "
-              "not come back is replaced by marking it (openpod.io/remediation=replace) or terminating it."),
+              "not come back is replaced by marking it (openpod.io/remediation=replace) or terminating it.", node),
+        Alert("OpenpodNodeReadyFlapping",
+              f"changes((max by (node) ({READY}))[1h:1m]) >= {t.node_flap_changes}", "0m", "warning",
+              "Node {{ $labels.node }} changed Ready state {{ $value }} times in an hour",
+              "The node goes in and out of Ready (kubelet heartbeats lost and regained, a flapping network): "
+              "OpenpodNodeNotReady never fires, since no spell lasts its window, yet every spell kills its pods.",
+              "`kubectl describe node {{ $labels.node }}` (the Ready condition's transitions and reasons) and the "
+              "kubelet's and the VPC CNI's logs on the node; cordon it and mark it for replacement "
+              "(openpod.io/remediation=replace) if it keeps flapping.", node),
+        Alert("OpenpodManyNodesNotReady",
+              f"count({not_ready}) >= {t.fleet_not_ready_nodes} "
+              f"and on () count({not_ready}) >= {t.fleet_not_ready_fraction} * count(max by (node) ({READY}))",
+              "5m", "critical",
+              "{{ $value }} nodes are not Ready",
+              f"At least {t.fleet_not_ready_nodes} nodes and {t.fleet_not_ready_fraction:.0%} of the fleet are not "
+              "Ready at once: a common cause (an AZ or network event, the control plane, a bad AMI or driver "
+              "rollout), not one node each. The per-node alerts it explains are inhibited.",
+              "Look for what the nodes share (AZ, instance group, AMI, launch time) and at the AWS Health "
+              "dashboard and the EKS control plane; pause remediation (its budget holds the rest) until the cause "
+              "is known.", ()),
         Alert("OpenpodNodeAcceleratorsLost",
-              f'max by (node, resource) (kube_node_status_allocatable{{resource=~"{ACCELERATOR_RESOURCES}"}}) '
-              f'< max by (node, resource) (kube_node_status_capacity{{resource=~"{ACCELERATOR_RESOURCES}"}}) '
-              f'or max by (node, resource) (kube_node_status_allocatable{{resource=~"{ACCELERATOR_RESOURCES}"}}) '
+              f'max by (node, resource) (kube_node_status_allocatable{{{KSM}, resource=~"{ACCELERATOR_RESOURCES}"}}) '
+              f'< max by (node, resource) (kube_node_status_capacity{{{KSM}, resource=~"{ACCELERATOR_RESOURCES}"}}) '
+              f'or max by (node, resource) (kube_node_status_allocatable{{{KSM}, resource=~"{ACCELERATOR_RESOURCES}"}}) '
               f'< max by (node, resource) (max_over_time(kube_node_status_allocatable'
-              f'{{resource=~"{ACCELERATOR_RESOURCES}"}}[6h]))',
+              f'{{{KSM}, resource=~"{ACCELERATOR_RESOURCES}"}}[6h]))',
               f"{t.allocatable_drop_minutes}m", "warning",
               "Node {{ $labels.node }}: {{ $labels.resource }} allocatable dropped to {{ $value }}",
               "The device plugin reports fewer healthy GPUs, Neuron devices or EFA interfaces than the node has (or "
               "had): jobs that need the full node cannot be placed on it.",
               "Look for the node agent's findings and an Xid on the node (OpenpodGPUXidError); restart the device "
-              "plugin pod only if the hardware checks pass, else mark the node for replacement."),
-        Alert("OpenpodGPUXidError",
-              "max by (node, Hostname, gpu) ((DCGM_FI_DEV_XID_ERRORS > 0) "
-              f"unless (DCGM_FI_DEV_XID_ERRORS offset {t.xid_minutes}m == DCGM_FI_DEV_XID_ERRORS))", "0m", "warning",
-              "Node {{ $labels.node }} GPU {{ $labels.gpu }}: Xid {{ $value }}",
-              f"DCGM reported a new Xid on this GPU within {t.xid_minutes} minutes (the value is the last Xid).",
-              "Look the Xid up in docs/node-agent-rules.md: the node agent reboots or replaces for the fatal ones "
-              "(check OpenpodNodePendingReboot/Replacement); an application Xid (13, 31, 43) points at the job."),
-        Alert("OpenpodRemediationBudgetExhausted", "openpod_remediation_budget_blocked > 0",
+              "plugin pod only if the hardware checks pass, else mark the node for replacement.",
+              ("node", "resource")),
+        Alert("OpenpodGPUXidError", f'openpod:gpu_last_xid:by_node{{xid=~"{_fatal_xids()}"}}',
+              f"{t.xid_minutes}m", "warning",
+              "Node {{ $labels.node }} GPU {{ $labels.gpu }}: Xid {{ $labels.xid }} not cleared",
+              f"DCGM holds an Xid whose catalog action is a reboot or a replacement (a double-bit ECC error, a GPU "
+              f"fallen off the bus, ...) for {t.xid_minutes} minutes: the platform did not clear it. It stays "
+              "active until the GPU is reset or the node rebooted or replaced (dcgm-exporter reports the last Xid "
+              "until then); a new pod on the GPU does not re-fire it.",
+              "Look the Xid up in docs/node-agent-rules.md; check OpenpodNodePendingReboot/Replacement and the "
+              "node agent's finding on the node; reset the GPU or mark the node for replacement.",
+              ("node", "gpu", "xid")),
+        Alert("OpenpodNodeFindingRepeated",
+              f'sum by (node, rule) (increase(openpod_node_agent_findings_total{{{DET}, action="none"}}[1h])) '
+              f">= {t.watched_finding_repeats}", "0m", "warning",
+              "Node {{ $labels.node }}: {{ $labels.rule }} found {{ printf \"%.0f\" $value }} times in an hour",
+              "A fault the node agent only watches (NVLink error counters rising, EFA error counters, an "
+              "application Xid, a correctable ECC storm) keeps coming back on this node: counted, not merely "
+              "present, so the same Xid repeated is seen.",
+              "Read the rule in docs/node-agent-rules.md and the node's Events (`kubectl describe node "
+              "{{ $labels.node }}`); if it rises with a job's slowdown (OpenpodTrainingStraggler), cordon the node "
+              "and mark it for reboot.", ("node", "rule")),
+        Alert("OpenpodNodeAgentCheckErroring",
+              f"sum by (node, check) (increase(openpod_node_agent_check_errors_total{{{DET}}}[30m])) "
+              f">= {t.check_errors}", "0m", "warning",
+              "Node {{ $labels.node }}: the agent's {{ $labels.check }} check keeps failing to run",
+              f"The check could not run {t.check_errors} times or more in 30 minutes (a tool missing, a GPU "
+              "gone from NVML/DCGM, a device that does not answer): the faults it looks for go undetected.",
+              "`kubectl -n openpod-system logs` of the node-health-agent pod on the node names the error; a GPU "
+              "missing from the driver is a fault itself (mark the node for reboot).", ("node", "check")),
+        Alert("OpenpodRemediationBudgetExhausted",
+              f"max by (group) (last_over_time(openpod_remediation_budget_blocked{{{CTL}}}[{GAP}])) > 0",
               f"{t.budget_exhausted_minutes}m", "critical",
               "Group {{ $labels.group }}: {{ $value }} nodes wait for a remediation slot",
-              "The group's remediation budget is in use; more faulty nodes queue behind it.",
+              "The group's remediation budget is in use; more faulty nodes queue behind it (their own "
+              "pending-reboot and pending-replacement alerts are inhibited).",
               "Look for a common cause (AZ event, bad AMI, driver rollout) before raising the budget; "
-              "check OpenpodRemediationStuck for nodes that never finish."),
-        Alert("OpenpodRemediationStuck", "openpod_remediations_in_flight > 0",
+              "check OpenpodRemediationStuck for nodes that never finish.", group),
+        Alert("OpenpodRemediationStuck",
+              f"max by (group) (last_over_time(openpod_remediations_in_flight{{{CTL}}}[{GAP}])) > 0",
               f"{t.remediation_stuck_minutes}m", "warning",
               "Group {{ $labels.group }} has had nodes in remediation for "
               f"{t.remediation_stuck_minutes} minutes",
               "Nodes of the group have been in remediation continuously; one may be stuck in drain or replacement.",
               "List nodes with the openpod remediation labels (`kubectl get nodes -l openpod.io/remediation`); "
-              "a drain blocked by a PodDisruptionBudget or an ASG that cannot launch keeps a slot forever."),
-        Alert("OpenpodDrainDeadlineExceeded", "increase(openpod_drain_deadline_exceeded_total[1h]) > 0", "0m",
+              "a drain blocked by a PodDisruptionBudget or an ASG that cannot launch keeps a slot forever.", group),
+        Alert("OpenpodDrainDeadlineExceeded",
+              f"sum by (group) (increase(openpod_drain_deadline_exceeded_total{{{CTL}}}[1h])) > 0", "0m",
               "warning", "Group {{ $labels.group }}: a drain hit its deadline",
               "Pods did not leave a node within the drain deadline; the node was remediated with them on it.",
               "Find the job whose pods ignored SIGTERM or whose PodDisruptionBudget blocked eviction; "
-              "its checkpoint-on-SIGTERM did not finish in time."),
+              "its checkpoint-on-SIGTERM did not finish in time.", group),
         Alert("OpenpodPairCheckFailed",
-              'increase(openpod_pair_checks_total{result=~"BelowFloor|NoResult|JobFailed|TimedOut"}[1h]) > 0', "0m",
+              f'sum by (group, result) (increase(openpod_pair_checks_total{{{CTL}, '
+              f'result=~"BelowFloor|NoResult|JobFailed|TimedOut"}}[1h])) > 0', "0m",
               "warning", "Group {{ $labels.group }}: a new or rebooted node failed its two-node check "
               "({{ $labels.result }})",
               "The node all-reduced with a healthy peer below the floor, printed no result or timed out; it is held "
               "out of service (taint openpod.io/pair-check=failed) and not replaced automatically.",
               "`kubectl get nodes -l openpod.io/instance-group={{ $labels.group }}` and the PairCheckFailed "
               "condition (reason, peer); check the peer, then remove the openpod.io/pair-check annotation to check "
-              "again, or replace the node."),
-        Alert("OpenpodRemediationErrors", f"increase(openpod_remediation_errors_total[30m]) >= {t.remediation_errors}",
+              "again, or replace the node.", ("group", "result")),
+        Alert("OpenpodRemediationErrors",
+              f"sum by (group) (increase(openpod_remediation_errors_total{{{CTL}}}[30m])) >= {t.remediation_errors}",
               "0m", "warning", "Group {{ $labels.group }}: remediation steps keep failing",
               "Cloud or Kubernetes API calls of the remediation controller failed repeatedly (retried).",
-              "Read the openpod-remediation logs for the failing call (IAM, throttling, ASG limits)."),
+              "Read the openpod-remediation logs for the failing call (IAM, throttling, ASG limits).", group),
         Alert("OpenpodRemediationSlow",
               f"openpod:remediation_duration_seconds:p90_6h > {t.remediation_p90_minutes * 60}", "0m", "warning",
               "Group {{ $labels.group }}: {{ $labels.action }} takes {{ $value | humanizeDuration }} (p90)",
               "The time from fault detection to a node back in service is above its objective.",
               "Compare with the group's capacity source (warm pool, hot spares, capacity block) and instance boot "
-              "time; add hot spares if replacement is the slow part."),
+              "time; add hot spares if replacement is the slow part.", ("group", "action")),
         Alert("OpenpodDeepCheckFailing",
-              f'count(sum by (node) (increase(openpod_node_agent_findings_total{{rule=~"{_deep_check_rules()}"}}'
+              f'count(sum by (node) (increase(openpod_node_agent_findings_total{{{DET}, rule=~"{_deep_check_rules()}"}}'
               f"[6h])) > 0) >= {t.deep_check_failed_nodes}", "0m", "warning",
               "Deep health checks failed on {{ $value }} nodes in 6 hours",
               "Several new or rebooted nodes failed the deep check (DCGM diag, NCCL test, EFA loopback, Neuron).",
               "If they share an instance type, AZ or AMI, suspect the batch or the image, not each node: "
-              "hold the rollout and open a case with the capacity provider."),
-        Alert("OpenpodNodeAgentDown", f'up{{job="{JOB_DETECTOR}"}} == 0', "10m", "warning",
+              "hold the rollout and open a case with the capacity provider.", ()),
+        Alert("OpenpodNodeAgentDown", f"max by (node) (up{{{DET}}}) == 0", "10m", "warning",
               "The node agent on {{ $labels.node }} is not answering scrapes",
               "Faults on this node are not detected while the agent is down.",
-              "`kubectl -n openpod-system describe pod {{ $labels.pod }}`: crash loop, OOM, or a node "
-              "too sick to run it (then replace the node)."),
-        Alert("OpenpodRemediationControllerDown", f'up{{job="{JOB_CONTROLLER}"}} == 0', "10m", "critical",
+              "`kubectl -n openpod-system get pods -o wide --field-selector spec.nodeName={{ $labels.node }}`: "
+              "crash loop, OOM, or a node too sick to run it (then replace the node).", node),
+        Alert("OpenpodRemediationControllerDown", f"max by (job) (up{{{CTL}}}) == 0", "10m", "critical",
               "The remediation controller is not answering scrapes",
               "Marked nodes are not drained, rebooted or replaced while it is down.",
-              "`kubectl -n openpod-system get deploy node-remediation`; check its logs and the system group."),
-        Alert("OpenpodRemediationGaveUp", "openpod_remediation_failed_nodes > 0", "0m", "warning",
+              "`kubectl -n openpod-system get deploy node-remediation`; check its logs and the system group.",
+              ("job",)),
+        Alert("OpenpodRemediationGaveUp", f"max by (group) (openpod_remediation_failed_nodes{{{CTL}}}) > 0", "0m",
+              "warning",
               "Group {{ $labels.group }}: {{ $value }} node(s) in the terminal failed remediation state",
               "The controller could not act on these nodes (EC2 instance gone, no provider ID); they stay "
               "cordoned and out of the budget until an operator looks.",
               "`kubectl get nodes -l openpod.io/instance-group={{ $labels.group }}` and the RemediationFailed "
-              "condition; delete a node whose instance is gone, or remove the remediation annotation to retry."),
-        Alert("OpenpodRemediationLeaderless", "sum(openpod_remediation_leader) != 1", "5m", "critical",
+              "condition; delete a node whose instance is gone, or remove the remediation annotation to retry.",
+              group),
+        Alert("OpenpodRemediationLeaderless", f"sum(openpod_remediation_leader{{{CTL}}}) != 1", "5m", "critical",
               "{{ $value }} remediation controller replicas hold the Lease (want exactly one)",
               "With none, no node is drained, rebooted or replaced; two would mean the Lease is not honoured.",
-              "`kubectl -n openpod-system get lease` and the controller logs (API server reachability, clock)."),
+              "`kubectl -n openpod-system get lease` and the controller logs (API server reachability, clock).", ()),
         # ---------------------------------------------------------------- the monitoring itself
         Alert(WATCHDOG, "vector(1)", "0m", "info",
               "The alerting pipeline is alive (always firing)",
               "A dead-man's switch: it always fires, so its notifications stop when rule evaluation, the alert "
               "manager or the route to the receiver breaks.",
               "Nothing to do while it fires; when the dead-man's switch alarm says it stopped, check the "
-              "Prometheus workspace's rule evaluation and alert manager (AMP logs) and the SNS topic."),
+              "Prometheus workspace's rule evaluation and alert manager (AMP logs) and the SNS topic.", ()),
         Alert("OpenpodScrapeJobAbsent",
               " or ".join(f'absent(up{{job="{j}"}})' for j in REQUIRED_JOBS)
               + f' or (absent(up{{job="{JOB_DCGM}"}}) and on () '
-              f'(count(kube_node_status_allocatable{{resource="nvidia_com_gpu"}} > 0) > 0))',
+              f'(count(kube_node_status_allocatable{{{KSM}, resource="nvidia_com_gpu"}} > 0) > 0))',
               f"{t.scrape_down_minutes}m", "critical",
               "Scrape job {{ $labels.job }} has no targets",
               "Prometheus finds nothing to scrape for a job the alerts read (a deleted controller, a broken "
               "service discovery or RBAC): its alerts are silent however bad things are.",
               "`kubectl get pods -A -l app.kubernetes.io/name` for the job's pods; check the scraper's "
-              "configuration (observability/scrape.py) and its RBAC (openpod-aps-collector ClusterRole)."),
+              "configuration (observability/scrape.py) and its RBAC (openpod-aps-collector ClusterRole).", ("job",)),
         Alert("OpenpodScrapeTargetDown",
-              f'up{{job=~"{JOB_KUEUE}|{JOB_KSM}|{JOB_DCGM}"}} == 0', f"{t.scrape_down_minutes}m", "warning",
-              "{{ $labels.job }} target {{ $labels.instance }} is not answering scrapes",
-              "A target the alerts read is down or refuses the scrape (TLS, token, RBAC for Kueue).",
+              f'max by (job) (up{{job=~"{JOB_KUEUE}|{JOB_KSM}"}}) == 0 '
+              f"or max by (job, node) (up{{{DCGM}}}) == 0", f"{t.scrape_down_minutes}m", "warning",
+              "{{ $labels.job }} is not answering scrapes",
+              "A target the alerts read is down or refuses the scrape (TLS, token, RBAC for Kueue); for "
+              "dcgm-exporter, the exporter of one node.",
               "`kubectl describe pod` of the target; for Kueue, the metrics Service's certificate and the "
-              "scraper's ClusterRole (GET /metrics)."),
+              "scraper's ClusterRole (GET /metrics).", ("job", "node")),
         # ---------------------------------------------------------------- jobs
         Alert("OpenpodTrainingStraggler",
-              f"max by (namespace, training_job, rank) (openpod_train_straggler_score) > {t.straggler_score} "
-              f"or max by (namespace, training_job, rank) (openpod_train_compute_seconds) / on (namespace, "
-              f"training_job) group_left () quantile {BY_JOB} (0.5, openpod_train_compute_seconds) "
+              f"max by (namespace, training_job, rank) (openpod_train_straggler_score{{{TRN}}}) > {t.straggler_score} "
+              f"or max by (namespace, training_job, rank) (openpod_train_compute_seconds{{{TRN}}}) / on (namespace, "
+              f"training_job) group_left () quantile {BY_JOB} (0.5, openpod_train_compute_seconds{{{TRN}}}) "
               f"> {t.straggler_score}",
               "15m", "warning",
               "Job {{ $labels.namespace }}/{{ $labels.training_job }}: rank {{ $labels.rank }} "
@@ -260,53 +351,75 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "One rank takes longer than the others to reach the gradient collective (against its node's ranks "
               "or the whole job's); every other rank waits for it every step.",
               "Check that node's GPU (clocks, thermal and power throttling, Xids) in the accelerator dashboard "
-              "and the node agent's findings; cordon and drain it if it persists."),
+              "and the node agent's findings; cordon and drain it if it persists.", (*job, "rank")),
         Alert("OpenpodJobHung",
-              f"max {BY_JOB} (changes(openpod_training_step[{t.job_hang_minutes}m])) == 0 "
-              f"and max {BY_JOB} (openpod_training_step) > 0", "1m",
+              f"max {BY_JOB} (changes(openpod_training_step{{{TRN}}}[{t.job_hang_minutes}m])) == 0 "
+              f"and max {BY_JOB} (openpod_training_step{{{TRN}}}) > 0", "1m",
               "critical",
               "Job {{ $labels.namespace }}/{{ $labels.training_job }} has not finished a step for "
               f"{t.job_hang_minutes} minutes",
               "Every pod of the job reports the same step; the in-job watchdog did not restart it (or restarts do "
               "not help).",
               "Read the stack dumps (stacks-rank-*.txt in the run directory) and the NCCL logs; "
-              "look for a node the agent flagged; delete the pod to force a restart from the last checkpoint."),
-        Alert("OpenpodCheckpointSaveFailing", f"max {BY_JOB} (delta(openpod_checkpoint_failures[30m])) > 0", "0m",
+              "look for a node the agent flagged; delete the pod to force a restart from the last checkpoint.", job),
+        Alert("OpenpodJobCrashLooping",
+              f"max {BY_JOB} (max_over_time(openpod_training_incarnations{{{TRN}}}[1h])) "
+              f"- min {BY_JOB} (min_over_time(openpod_training_incarnations{{{TRN}}}[1h])) "
+              f">= {t.job_restarts_per_hour}", "0m", "warning",
+              "Job {{ $labels.namespace }}/{{ $labels.training_job }} restarted {{ $value }} times in an hour",
+              "The job keeps starting again (its pods crash, are evicted or the JobSet restarts them): counted "
+              "from the job's own incarnation number, so gaps while pods are recreated do not hide it and a loop "
+              "that never reaches step 1 is seen.",
+              "`kubectl -n {{ $labels.namespace }} get pods` of the job and the last incarnation's log (exit code, "
+              "OOM, a restore that fails, a bad node: OpenpodNodeFindingRepeated); suspend the JobSet if it "
+              "burns quota without progress.", job),
+        Alert("OpenpodJobMetricsDown",
+              f"max {BY_JOB} (max_over_time(up{{{TRN}}}[{GAP}])) == 0", f"{t.job_metrics_down_minutes}m", "warning",
+              "Job {{ $labels.namespace }}/{{ $labels.training_job }}: no pod serves its metrics",
+              f"None of the job's scrape targets answered for {t.job_metrics_down_minutes} minutes and {GAP} "
+              "before: its hang, goodput and checkpoint alerts are blind (a wedged process, a crash before the "
+              "metrics server started, a port or NetworkPolicy change). Finished pods are not scraped.",
+              "`kubectl -n {{ $labels.namespace }} get pods -o wide` of the job; `curl` a pod's metrics port from "
+              "the node; the job's log shows whether the runtime started (`--metrics-port`).", job),
+        Alert("OpenpodCheckpointSaveFailing",
+              f"max {BY_JOB} (delta(openpod_checkpoint_failures{{{TRN}}}[30m])) > 0", "0m",
               "warning",
               "Job {{ $labels.namespace }}/{{ $labels.training_job }}: checkpoint saves are failing",
               "Checkpoint saves or tier promotions failed in the last 30 minutes; a failure now would lose "
               "more progress than planned.",
               "Check the job's log for the tier (local NVMe full, FSx quota, S3 permissions or throttling); "
-              "free space or fix access before the next failure."),
+              "free space or fix access before the next failure.", job),
         Alert("OpenpodCheckpointTooOld",
-              f"time() - min {BY_JOB} (openpod_checkpoint_last_durable_timestamp_seconds) "
+              f"time() - min {BY_JOB} (openpod_checkpoint_last_durable_timestamp_seconds{{{TRN}}}) "
               f"> {t.checkpoint_age_minutes * 60}", "5m", "warning",
               "Job {{ $labels.namespace }}/{{ $labels.training_job }}: no durable checkpoint for "
               "{{ $value | humanizeDuration }}",
               f"The job's last checkpoint in a durable tier (FSx, S3) is over {t.checkpoint_age_minutes} minutes "
               "old (or it never wrote one): a failure now loses that much training.",
               "Check OpenpodCheckpointSaveFailing and the job's checkpoint cadence and tiers (`--checkpoint-every`, "
-              "the durable tier's interval); a job that only keeps node memory copies loses them with the node."),
+              "the durable tier's interval); a job that only keeps node memory copies loses them with the node.",
+              job),
         Alert("OpenpodCheckpointRestoredOlder",
-              f"max {BY_JOB} (openpod_checkpoint_restored_older) > 0 "
-              f"unless max {BY_JOB} (openpod_checkpoint_restored_older offset 1h) > 0", "0m", "warning",
+              f"max {BY_JOB} (openpod_checkpoint_restored_older{{{TRN}}}) > 0 "
+              f"unless max {BY_JOB} (openpod_checkpoint_restored_older{{{TRN}}} offset 1h) > 0", "0m", "warning",
               "Job {{ $labels.namespace }}/{{ $labels.training_job }} resumed from an older checkpoint than its "
               "newest",
               "The newest step some rank saw could not be restored (a snapshot lost with its node, a corrupt or "
               "unreadable copy); the job went on from an older one and replays the steps in between. Fires for "
               "the first hour of such an incarnation.",
               "The job's log names the step and why (`newest checkpoint step N cannot be restored`); check the "
-              "tier it names (node memory lost with a node, FSx or S3 access) before the next restart."),
+              "tier it names (node memory lost with a node, FSx or S3 access) before the next restart.", job),
         Alert("OpenpodCheckpointSourceUnreadable",
-              f"max {BY_JOB} (openpod_checkpoint_restore_source_failures) > 0 "
-              f"unless max {BY_JOB} (openpod_checkpoint_restore_source_failures offset 1h) > 0", "0m", "warning",
+              f"max {BY_JOB} (openpod_checkpoint_restore_source_failures{{{TRN}}}) > 0 "
+              f"unless max {BY_JOB} (openpod_checkpoint_restore_source_failures{{{TRN}}} offset 1h) > 0", "0m",
+              "warning",
               "Job {{ $labels.namespace }}/{{ $labels.training_job }}: {{ $value }} checkpoint source(s) "
               "unreadable at restore",
               "At the last restart, a checkpoint tier or peer could not be listed even after retries; the job "
               "restored from another source (or refused to start). Fires for the first hour of such an "
               "incarnation.",
               "The job's log names the source and its error (`checkpoint source ... could not be read`): "
-              "FSx mount, S3 permissions or throttling, an unreachable peer."),
+              "FSx mount, S3 permissions or throttling, an unreachable peer.", job),
         Alert("OpenpodGoodputBelowTarget",
               f"openpod:job_goodput:ratio_window < {t.goodput_target} "
               f"and on (namespace, training_job) sum {BY_JOB} (openpod:job_training_seconds:max) "
@@ -316,14 +429,14 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               f"over {w}, target {t.goodput_target:g}",
               "Less of the job's wall-clock time than the target became training progress.",
               "Open the job dashboard's goodput breakdown: restore/rescheduling -> failures (check node alerts); "
-              "checkpoint_blocking -> checkpoint interval or tier; replayed -> checkpoint too rare."),
+              "checkpoint_blocking -> checkpoint interval or tier; replayed -> checkpoint too rare.", job),
         Alert("OpenpodStepTimeRegression",
               f"openpod:job_step_seconds:avg_10m > {t.step_time_regression} * openpod:job_step_seconds:median_6h",
               "15m", "warning",
               "Job {{ $labels.namespace }}/{{ $labels.training_job }}: steps are slower than its 6-hour median",
               f"The job's 10-minute step time is over {t.step_time_regression:g}x its own median.",
               "A straggler node (thermal or power slowdown, degraded PCIe or EFA) or a slow storage tier: "
-              "check the job's nodes in the accelerator dashboard and the node agent's findings."),
+              "check the job's nodes in the accelerator dashboard and the node agent's findings.", job),
         # ---------------------------------------------------------------- teams and queues (Kueue)
         Alert("OpenpodTeamQueueStalled",
               f'openpod:team_pending_workloads:sum{{status="active"}} > 0 unless on (cluster_queue) '
@@ -336,7 +449,44 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "The team's ClusterQueue has admissible workloads waiting, admitted none in the window, runs "
               "nothing and is below its quota: admission itself is stuck (a busy team at quota is not stalled).",
               "`kubectl get workloads -n <team>`: quota used by running jobs is normal; otherwise check "
-              "the cohort's lending, node groups at max size, and Kueue's logs."),
+              "the cohort's lending, node groups at max size, and Kueue's logs.", ("cluster_queue", "status")),
+        Alert("OpenpodClusterQueueInactive",
+              f'max by (cluster_queue) (kueue_cluster_queue_status{{{LEADER}, status="active"}}) == 0 '
+              f"and on (cluster_queue) openpod:team_pending_workloads_all:sum > 0",
+              f"{t.queue_inactive_minutes}m", "warning",
+              "Team {{ $labels.cluster_queue }}: its ClusterQueue is not active and has workloads waiting",
+              "Kueue reports the ClusterQueue pending or terminating (a flavor or admission check it names is "
+              "missing, it is stopped): nothing of the team is admitted, whatever quota is free.",
+              "`kubectl get clusterqueue {{ $labels.cluster_queue }} -o yaml`: the Active condition's reason "
+              "(FlavorNotFound, AdmissionCheckNotFound, Stopped); fix the spec (`openpod queues`) or its "
+              "ResourceFlavor.", ("cluster_queue",)),
+        Alert("OpenpodTeamStarvedUnderQuota",
+              f"(sum by (cohort, cluster_queue, resource) (kueue_cluster_queue_nominal_quota{{{LEADER}}}) "
+              f"- sum by (cohort, cluster_queue, resource) (kueue_cluster_queue_resource_usage{{{LEADER}}}) > 0) "
+              f"and on (cluster_queue) (openpod:team_pending_workloads_all:sum > 0) "
+              f"and on (cohort, resource) (sum by (cohort, resource) (clamp_min("
+              f"kueue_cluster_queue_resource_usage{{{LEADER}}} - kueue_cluster_queue_nominal_quota{{{LEADER}}}, 0))"
+              f" > 0)", f"{t.reclaim_minutes}m", "warning",
+              "Team {{ $labels.cluster_queue }}: {{ $value }} {{ $labels.resource }} of its quota unused while "
+              "workloads wait and another team borrows",
+              f"For {t.reclaim_minutes} minutes the team has had workloads pending below its nominal quota while "
+              "another ClusterQueue of its cohort used more than its own: the lent quota is not coming back "
+              "(no reclaimWithinCohort preemption, or the borrower's workloads cannot be preempted).",
+              "`kubectl get clusterqueues` (usage, borrowing) and the pending workload's QuotaReserved message; "
+              "check the team's preemption settings (reclaimWithinCohort) in the spec's queueing section, or "
+              "preempt the borrower's workload by hand.", ("cohort", "cluster_queue", "resource")),
+        Alert("OpenpodWorkloadsEvictedRepeatedly",
+              f"sum by (cluster_queue, reason) (increase(kueue_evicted_workloads_total{{{LEADER}, "
+              f'reason=~"{EVICTION_FAULTS}"}}[1h])) >= {t.evictions_per_hour}', "0m", "warning",
+              "Team {{ $labels.cluster_queue }}: workloads evicted {{ printf \"%.0f\" $value }} times in an hour "
+              "({{ $labels.reason }})",
+              "Kueue keeps evicting the team's admitted workloads for a fault, not by design: pods not ready in "
+              "time (image pulls, unschedulable pods, bad nodes), a failed admission check, failed nodes under "
+              "topology-aware scheduling. Each eviction requeues the workload, which is admitted and evicted "
+              "again. Preemption, stopped queues and deactivation are left out.",
+              "`kubectl get events -n <team> --field-selector reason=Evicted` and `kubectl describe workload` of "
+              "the evicted ones: the Evicted condition's message names the cause; for PodsReadyTimeout, the "
+              "pods' events (image pull, scheduling) or the nodes they landed on.", ("cluster_queue", "reason")),
         Alert("OpenpodWorkloadStarving",
               "time() - min by (namespace, local_queue) (openpod:kueue_workload_pending_since:seconds) "
               f"> {t.starvation_minutes * 60}", "5m", "warning",
@@ -346,14 +496,14 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "whether or not others were admitted meanwhile (a large job starved by smaller ones, or no room).",
               "`kubectl get workloads -n {{ $labels.namespace }}` and `kubectl describe workload` of the oldest: "
               "its QuotaReserved message says what is missing; consider its priority, the queueing strategy "
-              "(StrictFIFO), the cohort's borrowing, or a quota change."),
+              "(StrictFIFO), the cohort's borrowing, or a quota change.", ("namespace", "local_queue")),
         Alert("OpenpodTeamQueueStarving",
               f"(sum by (cluster_queue) (kueue_pending_workloads{{{LEADER}}} offset {t.starvation_minutes}m) "
               f"- sum by (cluster_queue) (increase(kueue_admitted_workloads_total{{{LEADER}}}"
               f"[{t.starvation_minutes}m])) >= 1) "
               f"and on (cluster_queue) (min_over_time(openpod:team_pending_workloads_all:sum"
               f"[{t.starvation_minutes}m:5m]) > 0) "
-              f"unless on () (count({WL}_created_timestamp_seconds) > 0)", "5m", "warning",
+              f"unless on () (count({WL}_created_timestamp_seconds{{{KSM}}}) > 0)", "5m", "warning",
               "Team {{ $labels.cluster_queue }}: a workload has waited over "
               f"{t.starvation_minutes} minutes",
               f"More workloads were pending {t.starvation_minutes} minutes ago than the queue has admitted since, "
@@ -361,14 +511,15 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "workload passed by many small ones, which OpenpodWorkloadStarving catches from the Workloads "
               "themselves, and stays off when that data is there).",
               "`kubectl get workloads -A` for the team's LocalQueues, oldest first; `kubectl describe workload` "
-              "says what it waits for (quota, flavor, topology); then as OpenpodWorkloadStarving."),
+              "says what it waits for (quota, flavor, topology); then as OpenpodWorkloadStarving.",
+              ("cluster_queue",)),
         Alert("OpenpodWorkloadsInadmissible",
               'openpod:team_pending_workloads:sum{status="inadmissible"} > 0',
               f"{t.inadmissible_minutes}m", "info",
               "Team {{ $labels.cluster_queue }}: {{ $value }} workloads Kueue cannot admit",
               "Kueue found no flavor/quota that fits these workloads; they wait until the queue changes.",
               "`kubectl describe workload` shows why (request above quota, missing flavor, topology); tell the "
-              "team to resize the job or the platform team to change the quota."),
+              "team to resize the job or the platform team to change the quota.", ("cluster_queue", "status")),
     ]
 
 
@@ -382,7 +533,8 @@ def rule_groups(t: AlertThresholds | None = None) -> dict:
     recs = [{"record": r.record, "expr": _fmt(r.expr, t)} for r in records()]
     als = [{"alert": a.name, "expr": a.expr, **({"for": a.for_} if a.for_ != "0m" else {}),
             "labels": {"severity": a.severity},
-            "annotations": {"summary": a.summary, "description": a.description, "runbook": a.runbook}}
+            "annotations": {"summary": a.summary, "description": a.description, "runbook": a.runbook,
+                            "runbook_url": runbook_url(a.name)}}
            for a in alerts(t)]
     return {"groups": [{"name": "openpod.records", "interval": "1m", "rules": recs},
                        {"name": "openpod.alerts", "interval": "1m", "rules": als}]}

@@ -92,6 +92,8 @@ def scrape_configs() -> list[dict]:
         _pods(JOB_CONTROLLER, namespaces=[OPENPOD_NAMESPACE], relabel=[_keep(app, CONTROLLER_APP)]),
         _pods(JOB_TRAINING, namespaces=None, relabel=[
             _keep(TEAM, ".+"),
+            # a finished pod serves nothing: scraping it would hold up == 0 for a job that is done
+            _drop("__meta_kubernetes_pod_phase", "Succeeded|Failed"),
             # the job's identity across its pods and restarts: the JobSet's name
             # (kubernetes-sigs/jobset@v0.12.0:api/jobset/v1alpha2/jobset_types.go:24), else the Job's
             # (batch.kubernetes.io/job-name, https://kubernetes.io/docs/reference/labels-annotations-taints/)

@@ -29,11 +29,26 @@ class AlertThresholds(BaseModel):
     allocatable_drop_minutes: int = Field(
         10, ge=1, description="a node with fewer allocatable GPUs, Neuron devices or EFA interfaces than it "
         "had (or than its capacity) this long")
-    xid_minutes: int = Field(30, ge=1, description="how long a new Xid seen by DCGM on a GPU stays alerted")
+    xid_minutes: int = Field(
+        30, ge=1, description="a GPU holding an Xid that needs a reboot or replacement this long (the platform "
+        "did not clear it); the alert then stays until the GPU is reset or the node rebooted or replaced")
+    node_flap_changes: int = Field(
+        6, ge=2, description="changes of a node's Ready state within an hour that make it flapping")
+    fleet_not_ready_nodes: int = Field(
+        3, ge=2, description="nodes not Ready at once that make a fleet event (with fleet_not_ready_fraction)")
+    fleet_not_ready_fraction: float = Field(
+        0.1, gt=0, le=1, description="fraction of all nodes not Ready at once that makes a fleet event")
+    watched_finding_repeats: int = Field(
+        3, ge=1, description="findings of one watch-only node agent rule (no action) on a node within an hour")
+    check_errors: int = Field(
+        10, ge=1, description="runs of one node agent check that failed on a node within 30 minutes")
     checkpoint_age_minutes: int = Field(
         120, ge=1, description="a running job whose last durable checkpoint is older than this")
     scrape_down_minutes: int = Field(
         10, ge=1, description="a scrape target the rules depend on down, or its job gone, this long")
+    job_restarts_per_hour: int = Field(3, ge=1, description="restarts of a training job within an hour")
+    job_metrics_down_minutes: int = Field(
+        10, ge=1, description="a training job none of whose pods answers scrapes this long")
     job_hang_minutes: int = Field(15, ge=1, description="a running job whose step has not advanced this long")
     goodput_target: float = Field(
         0.9, gt=0, lt=1, description="a job's goodput over the window below this fraction")
@@ -46,5 +61,16 @@ class AlertThresholds(BaseModel):
         30, ge=1, description="a team queue with workloads pending and none admitted this long")
     starvation_minutes: int = Field(
         240, ge=1, description="the oldest workload of a team's LocalQueue pending (no quota reserved) this long")
+    queue_inactive_minutes: int = Field(
+        10, ge=1, description="a team's ClusterQueue not active, with workloads pending, this long")
+    reclaim_minutes: int = Field(
+        30, ge=1, description="a team with workloads pending below its nominal quota while another team of its "
+        "cohort borrows, this long")
+    evictions_per_hour: int = Field(
+        3, ge=1, description="a team's workloads evicted for a fault (pods not ready in time, an admission check, "
+        "failed nodes) this many times within an hour")
+    fsx_free_percent: int = Field(
+        10, ge=1, le=50, description="the FSx for Lustre file system's free data capacity under this percentage of "
+        "its storage capacity (a CloudWatch alarm on the alert topic)")
     inadmissible_minutes: int = Field(
         30, ge=1, description="a team queue holding workloads Kueue judged inadmissible this long")

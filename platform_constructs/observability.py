@@ -122,13 +122,14 @@ class PlatformObservability(Construct):
         self.watchdog_topic = sns.Topic(self, "Watchdog", display_name=f"openpod {alias} watchdog",
                                         master_key=self.watchdog_key, enforce_ssl=True)
         self.watchdog_alarm = cloudwatch.Alarm(
-            self, "WatchdogSilent", alarm_description=f"openpod {alias}: the alerting pipeline stopped sending its "
-            "watchdog (rule evaluation, alert manager or SNS delivery is broken)",
+            self, "WatchdogSilent", alarm_description=f"OpenpodWatchdogSilent: openpod {alias}: the alerting pipeline "
+            "stopped sending its watchdog (rule evaluation, alert manager or SNS delivery is broken)",
             metric=self.watchdog_topic.metric_number_of_messages_published(period=cdk.Duration.minutes(5),
                                                                            statistic="Sum"),
             threshold=1, comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
             evaluation_periods=3, treat_missing_data=cloudwatch.TreatMissingData.BREACHING)
         self.watchdog_alarm.add_alarm_action(cw_actions.SnsAction(alert_topic))
+        self._alias = alias
         if self.alert_key is not None:  # CloudWatch publishes the alarm to the encrypted alert topic
             self.alert_key.grant(iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:GenerateDataKey*",
                                  "kms:Decrypt")
@@ -189,8 +190,36 @@ class PlatformObservability(Construct):
             self.rbac = cluster.add_manifest("ScraperRbac", *scraper_rbac())
 
 
+    def alarm_on_lustre(self, file_system_id: str, *, storage_capacity_gib: int, free_percent: int) -> cloudwatch.Alarm:
+        """Page (the alert topic) when the FSx for Lustre file system's free data capacity falls under
+        ``free_percent`` of ``storage_capacity_gib``: AWS/FSx FreeDataStorageCapacity, Sum over its storage
+        targets (facts: fsx.cloudwatch.free-data-storage-capacity). Prometheus never sees this metric."""
+        if not 1 <= free_percent <= 50:
+            raise ValueError(f"PlatformObservability: free_percent must be 1..50, got {free_percent}")
+        if storage_capacity_gib < 1:
+            raise ValueError(f"PlatformObservability: storage_capacity_gib must be >= 1, got {storage_capacity_gib}")
+        free = cloudwatch.Metric(namespace="AWS/FSx", metric_name="FreeDataStorageCapacity",
+                                 dimensions_map={"FileSystemId": file_system_id}, statistic="Sum",
+                                 period=cdk.Duration.minutes(5))
+        alarm = cloudwatch.Alarm(
+            self, "FSxNearlyFull", metric=free,
+            alarm_description=f"OpenpodFSxNearlyFull: openpod {self._alias}: the FSx for Lustre file system has "
+            f"under {free_percent}% of its {storage_capacity_gib} GiB free (checkpoint saves fail when it is full)",
+            threshold=storage_capacity_gib * 2**30 * free_percent / 100,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluation_periods=3, datapoints_to_alarm=2, treat_missing_data=cloudwatch.TreatMissingData.MISSING)
+        alarm.add_alarm_action(cw_actions.SnsAction(self.alert_topic))
+        alarm.add_ok_action(cw_actions.SnsAction(self.alert_topic))
+        return alarm
+
+# Pinned: Amazon Managed Grafana versions move, and the dashboards' data source type needs 12 or later
+# (facts: grafana.amg-versions, grafana.amp-datasource-plugin).
+GRAFANA_VERSION = "12.4"
+
+
 def _grafana_workspace(scope: Construct, alias: str, role: iam.Role) -> aws_grafana.CfnWorkspace:
     return aws_grafana.CfnWorkspace(
-        scope, "Grafana", name=alias, account_access_type="CURRENT_ACCOUNT", authentication_providers=["AWS_SSO"],
+        scope, "Grafana", name=alias, grafana_version=GRAFANA_VERSION, account_access_type="CURRENT_ACCOUNT",
+        authentication_providers=["AWS_SSO"],
         permission_type="CUSTOMER_MANAGED", role_arn=role.role_arn, data_sources=["PROMETHEUS"],
         description=f"openpod {alias} dashboards (openpod dashboards --out DIR)")

@@ -85,6 +85,10 @@ class Goodput:
                                 ["category"], registry=self.registry)
         self._g_ratio = Gauge("openpod_goodput_ratio", "Productive seconds / all seconds", registry=self.registry)
         self._g_step = Gauge("openpod_training_step", "Last completed optimizer step", registry=self.registry)
+        self._g_incarnations = Gauge("openpod_training_incarnations",
+                                     "Starts of the job so far, this one included (from the ledger)",
+                                     registry=self.registry)
+        self._g_incarnations.set(self.incarnation)
         self._g_ckpt_fail = Gauge("openpod_checkpoint_failures", "Checkpoint saves and tier promotions that failed, "
                                   "all incarnations (only grows)", registry=self.registry)
         self._g_src_fail = Gauge("openpod_checkpoint_restore_source_failures",

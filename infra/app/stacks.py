@@ -266,6 +266,8 @@ def _observability(stack: PlatformStack, spec: ClusterSpec, cluster) -> Platform
         rule_groups=rule_groups(o.alerts), scrape_config=prometheus_config(f"{o.scrape_interval_seconds}s"),
         alias=f"openpod-{spec.name}", collector=o.collector, retention_days=o.retention_days,
         kms_key_arn=o.kms_key_arn, alert_topic=topic, grafana=o.grafana)
+    obs.alarm_on_lustre(stack.lustre.file_system.ref, storage_capacity_gib=spec.storage.fsx.storage_capacity_gib,
+                        free_percent=o.alerts.fsx_free_percent)
     cdk.CfnOutput(stack, "PrometheusWorkspaceArn", value=obs.workspace.attr_arn)
     cdk.CfnOutput(stack, "AlertTopicArn", value=obs.alert_topic.topic_arn)
     if obs.grafana is not None:

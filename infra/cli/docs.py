@@ -78,6 +78,12 @@ def _observability_md() -> str:
     return observability_md()
 
 
+def _runbooks_md() -> str:
+    from observability.runbooks import runbooks_md
+
+    return runbooks_md()
+
+
 # name -> renderer; other packages add their generated pages here.
 
 PAGES: dict[str, Callable[[], str]] = {
@@ -87,6 +93,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "node-agent-rules.md": _node_agent_rules_md,
     "prometheus-rules.yaml": _prometheus_rules_yaml,
     "observability.md": _observability_md,
+    "runbooks.md": _runbooks_md,
 }
 
 

@@ -7,6 +7,32 @@ from openpod_core.facts.record import Fact
 
 FACTS: tuple[Fact, ...] = (
     Fact(
+        "grafana.amp-datasource-plugin", "Amazon Managed Grafana offers the Amazon Managed Service for Prometheus "
+        "data source (plugin grafana-amazonprometheus-datasource) from workspace version 12; SigV4 on the core "
+        "prometheus data source is deprecated for AMP (Grafana 13 migrates such data sources to the plugin)",
+        "https://docs.aws.amazon.com/grafana/latest/userguide/amazon-prometheus-data-source.html; "
+        "https://grafana.com/grafana/plugins/grafana-amazonprometheus-datasource/; "
+        "https://grafana.com/docs/grafana/v13.1/datasources/prometheus/configure/aws-authentication/",
+        "2026-11-28", "observability/dashboards.py DATASOURCE_TYPE: the datasource variable's type and every panel's",
+    ),
+    Fact(
+        "grafana.amg-versions", "Amazon Managed Grafana workspaces run Grafana 9, 10, 12 or 13 (the user guide has "
+        "a 'Working in Grafana version' section for each); a workspace can be updated to a newer version only",
+        "https://docs.aws.amazon.com/grafana/latest/userguide/using-grafana-v13.html; "
+        "https://docs.aws.amazon.com/grafana/latest/userguide/AMG-workspace-version-update.html", "2026-11-28",
+        "platform_constructs/observability.py pins GRAFANA_VERSION 12.4 (the first line with the AMP data source); "
+        "the exact string is listed under unverified facts",
+    ),
+    Fact(
+        "fsx.cloudwatch.free-data-storage-capacity", "FSx for Lustre publishes FreeDataStorageCapacity (bytes) in "
+        "the AWS/FSx namespace with the dimension FileSystemId; the Sum statistic is the free bytes over all "
+        "storage targets (OSTs), Minimum those of the fullest one",
+        "https://docs.aws.amazon.com/fsx/latest/LustreGuide/fs-metrics.html (storage capacity metrics)",
+        "2026-11-28", "platform_constructs/observability.py alarm_on_lustre alarms on the Sum under the spec's "
+        "observability.alerts.fsx_free_percent of the file system's capacity; the statistics' meanings as in the "
+        "guide's other per-OST metrics and the File Cache guide's utilization-metrics page",
+    ),
+    Fact(
         "amp.scraper.prerequisites", "subnets in at least two AZs (the cluster's), the cluster security group, "
         "a cluster endpoint with private access, DNS in the VPC",
         "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html", "2026-11-23",

@@ -224,6 +224,13 @@ def test_managed_grafana_may_only_query_this_workspace_and_passes_cdk_nag(tmp_pa
     t.has_resource_properties("AWS::Grafana::Workspace", {
         "PermissionType": "CUSTOMER_MANAGED", "AccountAccessType": "CURRENT_ACCOUNT",
         "AuthenticationProviders": ["AWS_SSO"], "DataSources": ["PROMETHEUS"]})
+    # a pinned version that has the AMP data source type the dashboards name (failed before: none pinned)
+    from observability.dashboards import DATASOURCE_TYPE
+    from openpod_core.facts.register import fact
+    from platform_constructs.observability import GRAFANA_VERSION
+
+    t.has_resource_properties("AWS::Grafana::Workspace", {"GrafanaVersion": GRAFANA_VERSION})
+    assert int(GRAFANA_VERSION.split(".")[0]) >= 12 and DATASOURCE_TYPE in fact("grafana.amp-datasource-plugin").value
     (policy,) = t.find_resources("AWS::IAM::Policy").values()
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert sorted(statement["Action"]) == sorted(QUERY_ACTIONS)
@@ -281,3 +288,44 @@ def test_the_neuron_monitor_runs_on_every_trainium_node_and_nowhere_else(default
     assert ds["metadata"]["namespace"] != OPENPOD_NAMESPACE
     assert not any(k.startswith("openpod.io/team") for k in pod["metadata"]["labels"])
 
+
+
+# ---------------------------------------------------------------------------- AWS-side signals (CloudWatch)
+def test_fsx_free_capacity_pages_the_alert_topic_through_a_cloudwatch_alarm():
+    """Failed before: no rule or alarm read the file system's capacity, so a full FSx showed only as failing
+    checkpoint saves."""
+    stack, subnets = _stack_and_subnets(2)
+    obs = PlatformObservability(stack, "O", cluster=None, subnets=subnets, rule_groups=rule_groups(),
+                                scrape_config=prometheus_config(), alias="t", collector="in-cluster")
+    obs.alarm_on_lustre("fs-0123456789abcdef0", storage_capacity_gib=4800, free_percent=10)
+    t = cdk.assertions.Template.from_stack(stack)
+    alarms = {a["Properties"]["AlarmDescription"].split(":")[0]: a["Properties"]
+              for a in t.find_resources("AWS::CloudWatch::Alarm").values()}
+    from observability.failure_modes import CLOUDWATCH_ALARMS
+
+    assert set(alarms) == {c.name for c in CLOUDWATCH_ALARMS}   # the table's CloudWatch alarms, by name
+    fsx = alarms["OpenpodFSxNearlyFull"]
+    assert (fsx["Namespace"], fsx["MetricName"], fsx["Statistic"]) == ("AWS/FSx", "FreeDataStorageCapacity", "Sum")
+    assert fsx["Dimensions"] == [{"Name": "FileSystemId", "Value": "fs-0123456789abcdef0"}]
+    assert fsx["Threshold"] == 4800 * 2**30 * 0.10 and fsx["ComparisonOperator"] == "LessThanThreshold"
+    topic = next(iter(t.find_resources("AWS::SNS::Topic", {"Properties": {"DisplayName": "openpod t alerts"}})))
+    assert fsx["AlarmActions"] == [{"Ref": topic}] and fsx["OKActions"] == [{"Ref": topic}]
+
+
+@pytest.mark.parametrize("kwargs, match", [({"storage_capacity_gib": 1200, "free_percent": 0}, "free_percent"),
+                                           ({"storage_capacity_gib": 0, "free_percent": 10}, "storage_capacity_gib")])
+def test_a_bad_fsx_alarm_setting_is_named(kwargs, match):
+    stack, subnets = _stack_and_subnets(2)
+    obs = PlatformObservability(stack, "O", cluster=None, subnets=subnets, rule_groups=rule_groups(),
+                                scrape_config=prometheus_config(), alias="t", collector="in-cluster")
+    with pytest.raises(ValueError, match=match):
+        obs.alarm_on_lustre("fs-1", **kwargs)
+
+
+def test_the_platform_alarms_on_its_own_file_system(default):
+    (fs_id,) = default.resources("AWS::FSx::FileSystem")
+    fsx = next(r["Properties"] for k, r in default.resources("AWS::CloudWatch::Alarm").items()
+               if k.startswith("ObservabilityFSxNearlyFull"))
+    assert fsx["Dimensions"] == [{"Name": "FileSystemId", "Value": {"Ref": fs_id}}]
+    spec = default.stack.spec
+    assert fsx["Threshold"] == spec.storage.fsx.storage_capacity_gib * 2**30 * spec.observability.alerts.fsx_free_percent / 100

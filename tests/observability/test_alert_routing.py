@@ -78,3 +78,34 @@ def test_job_and_node_alerts_are_grouped_by_what_they_are_about_not_who_reported
 def test_a_config_without_its_receivers_is_refused_naming_them():
     with pytest.raises(ValueError, match="watchdog"):
         routing.alertmanager_config({routing.PAGE: {}})
+
+
+ABOUT = {a.name: set(a.about) for a in alerts(AlertThresholds())}
+
+
+def test_every_alert_is_grouped_by_labels_it_carries():
+    """One notification per object: the route groups each alert by labels the alert has (its object), never by
+    a label it lacks. Failed on the old route and rules: the controller's alerts carried its pod's node and were
+    grouped by it, not by the instance group they act on."""
+    for a in alerts(AlertThresholds()):
+        receiver, group_by = routing.receiver_of({"alertname": a.name, "severity": a.severity,
+                                                  **{k: "x" for k in a.about}})
+        assert set(group_by) <= ABOUT[a.name] | {"alertname"}, (a.name, group_by)
+    for name in ("OpenpodRemediationBudgetExhausted", "OpenpodRemediationStuck", "OpenpodRemediationGaveUp"):
+        assert routing.receiver_of({"alertname": name, "severity": SEVERITY[name], "group": "gpu"})[1] == ["group"]
+
+
+def test_every_inhibition_names_real_alerts_and_labels_both_sides_carry():
+    """An inhibition with a misspelt alert, or an ``equal`` label one side lacks, silently never applies."""
+    names = set(ABOUT)
+    for src, targets, equal in routing.INHIBIT:
+        assert src in names, src
+        for t in targets.split("|"):
+            assert t in names, (src, t)
+            assert set(equal) <= ABOUT[src] and set(equal) <= ABOUT[t], (src, t, equal)
+
+
+def test_a_fleet_event_and_a_used_up_budget_silence_the_per_node_alerts_they_explain():
+    assert "OpenpodManyNodesNotReady" in routing.inhibited_by("OpenpodNodeNotReady")
+    assert "OpenpodManyNodesNotReady" in routing.inhibited_by("OpenpodNodeReadyFlapping")
+    assert "OpenpodRemediationBudgetExhausted" in routing.inhibited_by("OpenpodNodePendingReboot")

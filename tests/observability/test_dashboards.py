@@ -76,7 +76,7 @@ def test_openpod_rules_writes_the_rule_file_at_the_spec_thresholds(tmp_path, pro
     r = CliRunner().invoke(main, ["rules", "--spec", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "p")])
     assert r.exit_code == 0, r.output
     text = (tmp_path / "p" / "openpod-rules.yaml").read_text()
-    assert text == rules_yaml(AlertThresholds(job_hang_minutes=7)) and "changes(openpod_training_step[7m])" in text
+    assert text == rules_yaml(AlertThresholds(job_hang_minutes=7)) and "changes(openpod_training_step{job=\"openpod-training\"}[7m])" in text
     out = subprocess.run([promtool, "check", "rules", str(tmp_path / "p" / "openpod-rules.yaml")],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -100,3 +100,49 @@ def test_the_accelerator_dashboard_shows_the_neuron_monitors_metrics():
         assert m.source.startswith("facts: neuron-monitor.metric-names"), name
         for label in m.labels:
             assert label in documented, (name, label)
+
+
+@pytest.mark.parametrize("d", DASHBOARDS, ids=lambda d: d.uid)
+def test_every_panel_and_the_variable_name_the_amp_data_source_type(d):
+    """Failed before: no panel named a data source and the variable was of type prometheus, which Amazon Managed
+    Grafana no longer gives an AMP workspace (facts: grafana.amp-datasource-plugin)."""
+    from observability.dashboards import DATASOURCE, DATASOURCE_TYPE
+    from openpod_core.facts.register import fact
+
+    assert DATASOURCE_TYPE in fact("grafana.amp-datasource-plugin").value
+    data = dashboard_json(d)
+    (var,) = [v for v in data["templating"]["list"] if v["type"] == "datasource"]
+    assert var["query"] == DATASOURCE_TYPE
+    ref = {"type": DATASOURCE_TYPE, "uid": DATASOURCE}
+    for panel in data["panels"]:
+        if panel["type"] == "row":
+            continue
+        assert panel.get("datasource") == ref, panel["title"]
+        assert all(t["datasource"] == ref for t in panel["targets"]), panel["title"]
+    for v in data["templating"]["list"]:
+        if v["type"] == "query":
+            assert v["datasource"] == ref, v["name"]
+
+
+def test_the_dashboards_show_the_new_signals():
+    text = " ".join(e for d in DASHBOARDS for e in expressions(d))
+    for name in ("openpod_node_agent_check_errors_total", "openpod_checkpoint_last_durable_timestamp_seconds",
+                 "openpod_train_straggler_score", "openpod_training_incarnations", "kueue_cluster_queue_status",
+                 'action="none"'):
+        assert name in text, name
+    titles = [p.title for d in DASHBOARDS for _, ps in d.rows for p in ps]
+    assert not any("(this incarnation)" in t for t in titles), "checkpoint failures count all incarnations"
+
+
+def test_every_signal_of_the_failure_mode_table_is_on_a_dashboard():
+    """Each Prometheus series a failure-mode row names is read by some panel (directly or through a record)."""
+    import re
+
+    from observability.failure_modes import ROWS
+    from observability.rules import records
+
+    text = " ".join(e for d in DASHBOARDS for e in expressions(d))
+    text += " ".join(r.expr for r in records() if r.record in text)
+    for r in ROWS:
+        for name in re.findall(r"\b(?:openpod_|kube_|kueue_|DCGM_)\w+", r.signal):
+            assert name in text, (r.component, r.mode, name)

@@ -68,3 +68,12 @@ def test_last_durable_checkpoint_time_starts_at_the_job_start_and_survives_resta
     assert _value(g2, "openpod_checkpoint_last_durable_timestamp_seconds") == durable
     g3 = Goodput(tmp_path / "other", rank=0, started=2000.0)                          # a job that never checkpoints
     assert "openpod_checkpoint_last_durable_timestamp_seconds" not in generate_latest(g3.registry).decode()
+
+
+def test_each_restart_of_the_job_adds_one_incarnation(tmp_path):
+    """The crash-loop alert counts restarts from this gauge (max - min over an hour, across the job's pods): a loop
+    that never reaches step 1 still counts (absent before: only the step, which stays 0, was exported)."""
+    for n in (1, 2, 3):
+        g = Goodput(tmp_path, rank=0, started=time.time())
+        assert _value(g, "openpod_training_incarnations") == n
+        g.persist()   # the incarnation dies before its first step

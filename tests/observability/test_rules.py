@@ -13,7 +13,7 @@ import yaml
 
 from observability.metrics import BY_NAME
 from observability.promql import metric_names, unknown_names
-from observability.rules import WATCHDOG, AlertThresholds, alerts, records, rule_groups, rules_yaml
+from observability.rules import WATCHDOG, AlertThresholds, alerts, records, rule_groups, rules_yaml, runbook_url
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES_FILE = ROOT / "docs" / "prometheus-rules.yaml"
@@ -21,9 +21,11 @@ RULES_FILE = ROOT / "docs" / "prometheus-rules.yaml"
 DET = {"job": "openpod-node-agent"}
 CTL = {"job": "openpod-remediation", "pod": "node-remediation-7c9"}
 TRAIN = {"job": "openpod-training", "namespace": "team-a", "training_job": "llm", "pod": "llm-node-0-0"}
-KUEUE = {"replica_role": "leader"}
+KUEUE = {"job": "kueue", "replica_role": "leader"}
 KSM = {"job": "kube-state-metrics", "instance": "10.0.0.3:8080"}
 DCGM = {"job": "dcgm-exporter", "instance": "10.0.1.4:9400", "UUID": "GPU-1", "modelName": "NVIDIA H100 80GB HBM3"}
+# dcgm-exporter's Kubernetes mapping labels the GPU's series with the pod using it (scraped with honor_labels)
+DCGM_POD = {"namespace": "team-a", "pod": "llm-node-3-0", "container": "trainer"}
 JOB = {"namespace": "team-a", "training_job": "llm"}
 WL = {**KSM, "namespace": "team-a", "local_queue": "main", "customresource_group": "kueue.x-k8s.io",
       "customresource_kind": "Workload", "customresource_version": "v1beta2"}
@@ -41,6 +43,7 @@ class Case:
     series: list[dict]
     fires: list[dict] = field(default_factory=list)   # expected alert labels (without severity/alertname)
     summaries: list[str] = field(default_factory=list)
+    also_at: tuple[str, ...] = ()   # more evaluation times with the same expectation (one alert throughout)
 
     @property
     def kind(self) -> str:
@@ -51,6 +54,10 @@ def _hist(labels: dict, le_values: dict[str, str]) -> list[dict]:
     return [s("openpod_remediation_duration_seconds_bucket", {**labels, "le": le}, v) for le, v in le_values.items()]
 
 
+def CQ(team: str) -> dict:
+    return {**KUEUE, "cohort": "org", "cluster_queue": team, "flavor": "p5", "resource": "nvidia.com/gpu"}
+
+
 REMEDIATION = {"job": "openpod-remediation", "group": "gpu", "action": "replace", "outcome": "replaced"}
 STEP_BASE = "0+6x399 2400+3x40"        # 10 s/step for 400 minutes, then 20 s/step
 
@@ -58,13 +65,17 @@ CASES = [
     # -------------------------------------------------------------- nodes
     Case("OpenpodNodePendingReplacement", "35m",
          [s("openpod_node_agent_node_action", {**DET, "node": "n1"}, "2x40")],
-         [{**DET, "node": "n1"}], ["Node n1 has waited for replacement for 30 minutes"]),
+         [{"node": "n1"}], ["Node n1 has waited for replacement for 30 minutes"]),
     Case("OpenpodNodePendingReplacement", "35m",
          [s("openpod_node_agent_node_action", {**DET, "node": "n2"}, "2x20 0x20"),      # replaced in time
           s("openpod_node_agent_node_action", {**DET, "node": "n3"}, "1x40")]),         # reboot, not replace
     Case("OpenpodNodePendingReboot", "35m",
          [s("openpod_node_agent_node_action", {**DET, "node": "n1"}, "0 1x40")],
-         [{**DET, "node": "n1"}], ["Node n1 has waited for a reboot for 30 minutes"]),
+         [{"node": "n1"}], ["Node n1 has waited for a reboot for 30 minutes"]),
+    Case("OpenpodNodePendingReboot", "35m",   # the agent's pod replaced at 15m (a gap, a new pod label): one alert
+         [s("openpod_node_agent_node_action", {**DET, "node": "n1", "pod": "a"}, "0 1x14 stale"),
+          s("openpod_node_agent_node_action", {**DET, "node": "n1", "pod": "b"}, "_x17 1x40")],
+         [{"node": "n1"}], ["Node n1 has waited for a reboot for 30 minutes"], also_at=("45m",)),
     Case("OpenpodNodePendingReboot", "35m",
          [s("openpod_node_agent_node_action", {**DET, "node": "n2"}, "1x10 0x30"),      # rebooted in time
           s("openpod_node_agent_node_action", {**DET, "node": "n3"}, "0x40")]),
@@ -79,6 +90,32 @@ CASES = [
             "1x3 0x6 1x30"),
           s("kube_node_status_condition", {**KSM, "node": "n7", "condition": "MemoryPressure", "status": "true"},
             "0x40")]),
+    Case("OpenpodNodeNotReady", "20m",   # kube-state-metrics restarted at 9m (stale, then a new instance)
+         [s("kube_node_status_condition", {**KSM, "node": "n7", "condition": "Ready", "status": "true"},
+            "1x3 0x5 stale"),
+          s("kube_node_status_condition", {**KSM, "instance": "10.0.0.9:8080", "node": "n7", "condition": "Ready",
+                                           "status": "true"}, "_x11 0x20")],
+         [{"node": "n7"}], ["Node n7 has not been Ready for 10 minutes"]),
+    Case("OpenpodNodeReadyFlapping", "60m",   # Ready / Unknown every 2 minutes: no spell lasts 10 minutes
+         [s("kube_node_status_condition", {**KSM, "node": "n7", "condition": "Ready", "status": "true"},
+            " ".join(["1 1 0 0"] * 17))],
+         [{"node": "n7"}], ["Node n7 changed Ready state 30 times in an hour"]),
+    Case("OpenpodNodeReadyFlapping", "60m",   # one reboot: down and up once
+         [s("kube_node_status_condition", {**KSM, "node": "n7", "condition": "Ready", "status": "true"},
+            "1x20 0x5 1x40")]),
+    Case("OpenpodNodeNotReady", "60m",   # flapping is OpenpodNodeReadyFlapping's; NotReady stays quiet
+         [s("kube_node_status_condition", {**KSM, "node": "n7", "condition": "Ready", "status": "true"},
+            " ".join(["1 1 0 0"] * 17))]),
+    Case("OpenpodManyNodesNotReady", "20m",   # 4 of 10 nodes lost at once (an AZ event)
+         [s("kube_node_status_condition", {**KSM, "node": f"n{i}", "condition": "Ready", "status": "true"},
+            "1x3 0x30" if i < 4 else "1x33") for i in range(10)],
+         [{}], ["4 nodes are not Ready"]),
+    Case("OpenpodManyNodesNotReady", "20m",   # 2 of 10 nodes: each node on its own
+         [s("kube_node_status_condition", {**KSM, "node": f"n{i}", "condition": "Ready", "status": "true"},
+            "1x3 0x30" if i < 2 else "1x33") for i in range(10)]),
+    Case("OpenpodManyNodesNotReady", "20m",   # 3 of 40 nodes: under 10 % of the fleet
+         [s("kube_node_status_condition", {**KSM, "node": f"m{i}", "condition": "Ready", "status": "true"},
+              "1x3 0x30" if i < 3 else "1x33") for i in range(40)]),
     Case("OpenpodNodeAcceleratorsLost", "30m",
          [s("kube_node_status_allocatable", {**KSM, "node": "n1", "resource": "nvidia_com_gpu", "unit": "integer"},
             "8x10 7x30"),
@@ -97,37 +134,67 @@ CASES = [
             "8x40"),
           s("kube_node_status_allocatable", {**KSM, "node": "n3", "resource": "cpu", "unit": "core"}, "192x10 96x30"),
           s("kube_node_status_capacity", {**KSM, "node": "n3", "resource": "cpu", "unit": "core"}, "192x40")]),
-    Case("OpenpodGPUXidError", "25m",
-         [s("DCGM_FI_DEV_XID_ERRORS", {**DCGM, "node": "n4", "Hostname": "n4", "gpu": "3"}, "0x20 79x20"),
-          s("DCGM_FI_DEV_XID_ERRORS", {**DCGM, "node": "n4", "Hostname": "n4", "gpu": "2"}, "0x40")],
-         [{"node": "n4", "Hostname": "n4", "gpu": "3"}], ["Node n4 GPU 3: Xid 79"]),
-    Case("OpenpodGPUXidError", "70m",   # an Xid an hour old, still the last value DCGM holds
-         [s("DCGM_FI_DEV_XID_ERRORS", {**DCGM, "node": "n4", "Hostname": "n4", "gpu": "3"}, "0x5 79x80")]),
+    Case("OpenpodGPUXidError", "55m",   # a double-bit ECC error (Xid 48) the platform did not clear
+         [s("DCGM_FI_DEV_XID_ERRORS", {**DCGM, "node": "n4", "Hostname": "n4", "gpu": "3"}, "0x20 48x40"),
+          s("DCGM_FI_DEV_XID_ERRORS", {**DCGM, "node": "n4", "Hostname": "n4", "gpu": "2"}, "0x60")],
+         [{"node": "n4", "gpu": "3", "xid": "48"}], ["Node n4 GPU 3: Xid 48 not cleared"]),
+    # Still active 4 hours on, and a new pod on that GPU (dcgm-exporter's pod labels change) is the same alert:
+    # the old rule resolved after 30 minutes and then fired anew for the new pod's series.
+    Case("OpenpodGPUXidError", "250m",
+         [s("DCGM_FI_DEV_XID_ERRORS", {**DCGM, **DCGM_POD, "node": "n4", "Hostname": "n4", "gpu": "3"},
+            "0x5 48x235"),
+          s("DCGM_FI_DEV_XID_ERRORS", {**DCGM, **DCGM_POD, "pod": "llm-node-3-0-b", "node": "n4", "Hostname": "n4",
+                                       "gpu": "3"}, "_x240 48x20")],
+         [{"node": "n4", "gpu": "3", "xid": "48"}], ["Node n4 GPU 3: Xid 48 not cleared"], also_at=("200m",)),
+    Case("OpenpodGPUXidError", "70m",
+         [s("DCGM_FI_DEV_XID_ERRORS", {**DCGM, "node": "n4", "Hostname": "n4", "gpu": "3"}, "0x5 13x80"),  # app Xid
+          s("DCGM_FI_DEV_XID_ERRORS", {**DCGM, "node": "n5", "Hostname": "n5", "gpu": "1"},   # rebooted in time
+            "0x5 79x10 stale _x5 0x60")]),
+    Case("OpenpodNodeFindingRepeated", "50m",   # NVLink error counters rising, found every 10 minutes
+         [s("openpod_node_agent_findings_total", {**DET, "node": "n2", "pod": "a", "rule": "gpu-nvlink-errors",
+                                                  "fault": "gpu-nvlink-errors", "action": "none"}, "0+0.1x60")],
+         [{"node": "n2", "rule": "gpu-nvlink-errors"}], ["Node n2: gpu-nvlink-errors found 5 times in an hour"]),
+    Case("OpenpodNodeFindingRepeated", "50m",   # the same Xid again, across an agent restart (new pod)
+         [s("openpod_node_agent_findings_total", {**DET, "node": "n2", "pod": "a", "rule": "xid-13",
+                                                  "fault": "gpu-xid-13", "action": "none"}, "0x10 1x10 2x5 stale"),
+          s("openpod_node_agent_findings_total", {**DET, "node": "n2", "pod": "b", "rule": "xid-13",
+                                                  "fault": "gpu-xid-13", "action": "none"}, "_x26 0x10 1x30")],
+         [{"node": "n2", "rule": "xid-13"}], ["Node n2: xid-13 found 3 times in an hour"]),
+    Case("OpenpodNodeFindingRepeated", "50m",
+         [s("openpod_node_agent_findings_total", {**DET, "node": "n2", "rule": "gpu-nvlink-errors",
+                                                  "fault": "gpu-nvlink-errors", "action": "none"}, "0x10 1x50"),
+          s("openpod_node_agent_findings_total", {**DET, "node": "n3", "rule": "xid-79",   # acted on: not watched
+                                                  "fault": "gpu-fallen-off-bus", "action": "replace"}, "0+1x60")]),
+    Case("OpenpodNodeAgentCheckErroring", "40m",   # the GPU check errors on every poll
+         [s("openpod_node_agent_check_errors_total", {**DET, "node": "n6", "check": "gpu"}, "0+2x60")],
+         [{"node": "n6", "check": "gpu"}], ["Node n6: the agent's gpu check keeps failing to run"]),
+    Case("OpenpodNodeAgentCheckErroring", "40m",
+         [s("openpod_node_agent_check_errors_total", {**DET, "node": "n6", "check": "gpu"}, "0x10 2x50")]),
     Case("OpenpodRemediationBudgetExhausted", "20m",
          [s("openpod_remediation_budget_blocked", {**CTL, "group": "gpu"}, "0 2x30")],
-         [{**CTL, "group": "gpu"}], ["Group gpu: 2 nodes wait for a remediation slot"]),
+         [{"group": "gpu"}], ["Group gpu: 2 nodes wait for a remediation slot"]),
     Case("OpenpodRemediationBudgetExhausted", "20m",
          [s("openpod_remediation_budget_blocked", {**CTL, "group": "gpu"}, "0 2x10 0x20")]),
     Case("OpenpodRemediationStuck", "70m",
          [s("openpod_remediations_in_flight", {**CTL, "group": "gpu"}, "1x90")],
-         [{**CTL, "group": "gpu"}], ["Group gpu has had nodes in remediation for 60 minutes"]),
+         [{"group": "gpu"}], ["Group gpu has had nodes in remediation for 60 minutes"]),
     Case("OpenpodRemediationStuck", "70m",
          [s("openpod_remediations_in_flight", {**CTL, "group": "gpu"}, "1x40 0 1x40")]),  # each one finished
     Case("OpenpodDrainDeadlineExceeded", "20m",
          [s("openpod_drain_deadline_exceeded_total", {**CTL, "group": "gpu"}, "0x10 1x30")],
-         [{**CTL, "group": "gpu"}], ["Group gpu: a drain hit its deadline"]),
+         [{"group": "gpu"}], ["Group gpu: a drain hit its deadline"]),
     Case("OpenpodDrainDeadlineExceeded", "100m",
          [s("openpod_drain_deadline_exceeded_total", {**CTL, "group": "gpu"}, "0x10 1x120")]),  # 90 minutes ago
     Case("OpenpodPairCheckFailed", "20m",
          [s("openpod_pair_checks_total", {**CTL, "group": "p5", "result": "BelowFloor"}, "0x10 1x30")],
-         [{**CTL, "group": "p5", "result": "BelowFloor"}],
+         [{"group": "p5", "result": "BelowFloor"}],
          ["Group p5: a new or rebooted node failed its two-node check (BelowFloor)"]),
     Case("OpenpodPairCheckFailed", "20m",  # passed, or retried because a pod was never scheduled
          [s("openpod_pair_checks_total", {**CTL, "group": "p5", "result": "passed"}, "0x10 1x30"),
           s("openpod_pair_checks_total", {**CTL, "group": "p5", "result": "NotScheduled"}, "0x10 1x30")]),
     Case("OpenpodRemediationErrors", "10m",
          [s("openpod_remediation_errors_total", {**CTL, "group": "gpu"}, "0+1x4 5x30")],
-         [{**CTL, "group": "gpu"}], ["Group gpu: remediation steps keep failing"]),
+         [{"group": "gpu"}], ["Group gpu: remediation steps keep failing"]),
     Case("OpenpodRemediationErrors", "10m",
          [s("openpod_remediation_errors_total", {**CTL, "group": "gpu"}, "0+1x2 2x30")]),
     Case("OpenpodRemediationSlow", "370m",
@@ -152,15 +219,15 @@ CASES = [
               {**DET, "node": "n3", "rule": "xid-79", "fault": "gpu-fallen-off-bus", "action": "replace"}, "1x30")]),
     Case("OpenpodNodeAgentDown", "15m",
          [s("up", {**DET, "node": "n1", "pod": "node-health-agent-amd64-x1"}, "0x20")],
-         [{**DET, "node": "n1", "pod": "node-health-agent-amd64-x1"}],
+         [{"node": "n1"}],
          ["The node agent on n1 is not answering scrapes"]),
     Case("OpenpodNodeAgentDown", "15m",
          [s("up", {**DET, "node": "n1", "pod": "node-health-agent-amd64-x1"}, "0x5 1x15")]),
-    Case("OpenpodRemediationControllerDown", "15m", [s("up", CTL, "0x20")], [CTL],
+    Case("OpenpodRemediationControllerDown", "15m", [s("up", CTL, "0x20")], [{"job": "openpod-remediation"}],
          ["The remediation controller is not answering scrapes"]),
     Case("OpenpodRemediationControllerDown", "15m", [s("up", CTL, "1x20")]),
     Case("OpenpodRemediationGaveUp", "5m", [s("openpod_remediation_failed_nodes", {**CTL, "group": "gpu"}, "0 1x10")],
-         [{**CTL, "group": "gpu"}], ["Group gpu: 1 node(s) in the terminal failed remediation state"]),
+         [{"group": "gpu"}], ["Group gpu: 1 node(s) in the terminal failed remediation state"]),
     Case("OpenpodRemediationGaveUp", "5m", [s("openpod_remediation_failed_nodes", {**CTL, "group": "gpu"}, "0x10")]),
     Case("OpenpodRemediationLeaderless", "10m",
          [s("openpod_remediation_leader", {**CTL, "pod": "a"}, "0x15"),
@@ -184,8 +251,7 @@ CASES = [
                                              "unit": "integer"}, "16x20")]),
     Case("OpenpodScrapeTargetDown", "15m",
          [s("up", {"job": "kueue", "instance": "10.0.0.5:8443", "pod": "kueue-controller-manager-0"}, "0x20")],
-         [{"job": "kueue", "instance": "10.0.0.5:8443", "pod": "kueue-controller-manager-0"}],
-         ["kueue target 10.0.0.5:8443 is not answering scrapes"]),
+         [{"job": "kueue"}], ["kueue is not answering scrapes"]),
     Case("OpenpodScrapeTargetDown", "15m",
          [s("up", {"job": "kueue", "instance": "10.0.0.5:8443"}, "0x3 1x20"),
           s("up", {"job": "openpod-training", "instance": "10.0.0.9:9000"}, "0x20")]),   # restarting job pods
@@ -217,6 +283,28 @@ CASES = [
     Case("OpenpodJobHung", "30m",
          [s("openpod_training_step", TRAIN, "0+1x40"),                                   # advancing
           s("openpod_training_step", {**TRAIN, "training_job": "starting"}, "0x40")]),   # still restoring
+    # A crash loop that never reaches step 1: each incarnation's pod serves briefly, with gaps between (the old
+    # rules: the hang alert needs step > 0, the goodput alert's for: restarts at every gap).
+    Case("OpenpodJobCrashLooping", "40m",
+         [s("openpod_training_incarnations", {**TRAIN, "pod": f"llm-node-0-0-{i}"},
+            f"{'_x' + str(8 * i) + ' ' if i else ''}{i + 1}x3 stale") for i in range(5)]
+         + [s("openpod_training_step", {**TRAIN, "pod": f"llm-node-0-0-{i}"},
+              f"{'_x' + str(8 * i) + ' ' if i else ''}0x3 stale") for i in range(5)],
+         [JOB], ["Job team-a/llm restarted 4 times in an hour"], also_at=("35m",)),
+    Case("OpenpodJobCrashLooping", "40m",   # one restart after a node fault; 8 pods of one incarnation
+         [s("openpod_training_incarnations", {**TRAIN, "pod": "llm-node-0-0"}, "1x10 stale"),
+          s("openpod_training_incarnations", {**TRAIN, "pod": "llm-node-0-0-b"}, "_x12 2x40")]
+         + [s("openpod_training_incarnations", {**TRAIN, "pod": f"llm-node-{i}-0"}, "3x40") for i in range(1, 8)]
+         + [s("openpod_training_incarnations", {**TRAIN, "training_job": "other", "pod": f"o-{i}"}, "3x40")
+            for i in range(8)]),
+    Case("OpenpodJobMetricsDown", "20m",   # every pod of the job stopped answering
+         [s("up", {**TRAIN, "pod": f"llm-node-{i}-0", "instance": f"10.0.2.{i}:9400"}, "1x3 0x30") for i in range(4)],
+         [JOB], ["Job team-a/llm: no pod serves its metrics"]),
+    Case("OpenpodJobMetricsDown", "20m",
+         [s("up", {**TRAIN, "pod": "llm-node-0-0", "instance": "10.0.2.0:9400"}, "1x3 0x30"),   # one pod of two
+          s("up", {**TRAIN, "pod": "llm-node-1-0", "instance": "10.0.2.1:9400"}, "1x33"),
+          s("up", {**TRAIN, "training_job": "loop", "pod": "loop-0", "instance": "10.0.2.5:9400"},  # restarting
+            " ".join(["0 0 0 1"] * 9))]),
     Case("OpenpodCheckpointSaveFailing", "20m",   # reported by every pod of the job: one alert
          [s("openpod_checkpoint_failures", {**TRAIN, "pod": f"llm-node-{i}-0"}, "0x10 1x20") for i in range(8)],
          [JOB], ["Job team-a/llm: checkpoint saves are failing"]),
@@ -279,7 +367,7 @@ CASES = [
          [s("kueue_pending_workloads", {**KUEUE, "cluster_queue": "team-b", "status": "active"}, "2x60"),
           s("kueue_admitted_workloads_total", {**KUEUE, "cluster_queue": "team-b", "priority_class": ""}, "0+1x60"),
           s("kueue_pending_workloads", {**KUEUE, "cluster_queue": "team-c", "status": "active"}, "0x60"),
-          s("kueue_pending_workloads", {"replica_role": "follower", "cluster_queue": "team-d", "status": "active"},
+          s("kueue_pending_workloads", {"job": "kueue", "replica_role": "follower", "cluster_queue": "team-d", "status": "active"},
             "3x60")]),   # an HA follower's copy is not the leader's truth
     Case("OpenpodTeamQueueStalled", "40m",   # busy teams at quota: running work, or all of a resource's quota used
          [s("kueue_pending_workloads", {**KUEUE, "cluster_queue": "team-e", "status": "active"}, "2x60"),
@@ -290,6 +378,41 @@ CASES = [
                                                    "flavor": "p5", "resource": "nvidia.com/gpu"}, "64x60"),
           s("kueue_cluster_queue_nominal_quota", {**KUEUE, "cohort": "org", "cluster_queue": "team-f",
                                                   "flavor": "p5", "resource": "nvidia.com/gpu"}, "64x60")]),
+    Case("OpenpodClusterQueueInactive", "20m",
+         [s("kueue_cluster_queue_status", {**KUEUE, "cluster_queue": "team-a", "status": "active"}, "0x30"),
+          s("kueue_cluster_queue_status", {**KUEUE, "cluster_queue": "team-a", "status": "pending"}, "1x30"),
+          s("kueue_pending_workloads", {**KUEUE, "cluster_queue": "team-a", "status": "inadmissible"}, "2x30")],
+         [{"cluster_queue": "team-a"}], ["Team team-a: its ClusterQueue is not active and has workloads waiting"]),
+    Case("OpenpodClusterQueueInactive", "20m",
+         [s("kueue_cluster_queue_status", {**KUEUE, "cluster_queue": "team-b", "status": "active"}, "0x30"),
+          s("kueue_pending_workloads", {**KUEUE, "cluster_queue": "team-b", "status": "active"}, "0x30"),  # idle
+          s("kueue_cluster_queue_status", {**KUEUE, "cluster_queue": "team-c", "status": "active"}, "1x30"),
+          s("kueue_pending_workloads", {**KUEUE, "cluster_queue": "team-c", "status": "active"}, "3x30")]),
+    Case("OpenpodTeamStarvedUnderQuota", "40m",   # team-a uses 8 of 16 and waits; team-b borrows 8 over its 16
+         [s("kueue_cluster_queue_nominal_quota", CQ("team-a"), "16x50"),
+          s("kueue_cluster_queue_resource_usage", CQ("team-a"), "8x50"),
+          s("kueue_pending_workloads", {**KUEUE, "cluster_queue": "team-a", "status": "active"}, "1x50"),
+          s("kueue_cluster_queue_nominal_quota", CQ("team-b"), "16x50"),
+          s("kueue_cluster_queue_resource_usage", CQ("team-b"), "24x50")],
+         [{"cohort": "org", "cluster_queue": "team-a", "resource": "nvidia.com/gpu"}],
+         ["Team team-a: 8 nvidia.com/gpu of its quota unused while workloads wait and another team borrows"]),
+    Case("OpenpodTeamStarvedUnderQuota", "40m",   # nobody borrows; or the waiting team is the one at quota
+         [s("kueue_cluster_queue_nominal_quota", CQ("team-a"), "16x50"),
+          s("kueue_cluster_queue_resource_usage", CQ("team-a"), "8x50"),
+          s("kueue_pending_workloads", {**KUEUE, "cluster_queue": "team-a", "status": "active"}, "1x50"),
+          s("kueue_cluster_queue_nominal_quota", CQ("team-b"), "16x50"),
+          s("kueue_cluster_queue_resource_usage", CQ("team-b"), "16x50"),
+          s("kueue_pending_workloads", {**KUEUE, "cluster_queue": "team-b", "status": "active"}, "2x50")]),
+    Case("OpenpodWorkloadsEvictedRepeatedly", "50m",   # pods never ready in time: admitted, evicted, again
+         [s("kueue_evicted_workloads_total", {**KUEUE, "cluster_queue": "team-a", "reason": "PodsReadyTimeout",
+                                              "underlying_cause": "", "priority_class": ""}, "0x5 1x10 2x10 3x10 4x20")],
+         [{"cluster_queue": "team-a", "reason": "PodsReadyTimeout"}],
+         ["Team team-a: workloads evicted 4 times in an hour (PodsReadyTimeout)"]),
+    Case("OpenpodWorkloadsEvictedRepeatedly", "50m",   # preemption by a higher priority is by design
+         [s("kueue_evicted_workloads_total", {**KUEUE, "cluster_queue": "team-a", "reason": "Preempted",
+                                              "underlying_cause": "", "priority_class": ""}, "0+1x60"),
+          s("kueue_evicted_workloads_total", {**KUEUE, "cluster_queue": "team-b", "reason": "PodsReadyTimeout",
+                                              "underlying_cause": "", "priority_class": ""}, "0x5 1x55")]),
     Case("OpenpodWorkloadStarving", "260m",   # a large job waits since t=0 while smaller ones are admitted
          [s("openpod_kueue_workload_created_timestamp_seconds", {**WL, "workload": "big"}, "0x270"),
           s("openpod_kueue_workload_condition", {**WL, "workload": "big", "type": "QuotaReserved"}, "0x270"),
@@ -362,10 +485,11 @@ def _alert_test(case: Case) -> dict:
     alert = {a.name: a for a in alerts(AlertThresholds())}[case.alert]
     exp = [{"exp_labels": {**labels, "severity": alert.severity},
             "exp_annotations": {"summary": summary, "description": _render(alert.description, labels),
-                                "runbook": _render(alert.runbook, labels)}}
+                                "runbook": _render(alert.runbook, labels), "runbook_url": runbook_url(alert.name)}}
            for labels, summary in zip(case.fires, case.summaries, strict=True)]
     return {"interval": "1m", "input_series": case.series,
-            "alert_rule_test": [{"eval_time": case.at, "alertname": case.alert, "exp_alerts": exp}]}
+            "alert_rule_test": [{"eval_time": at, "alertname": case.alert, "exp_alerts": exp}
+                                for at in (case.at, *case.also_at)]}
 
 
 def _promtool(promtool: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -445,11 +569,13 @@ def test_the_deep_check_alert_names_real_node_agent_rules():
 
 def test_every_alert_says_what_to_do_and_the_docs_show_it():
     from observability.docs import observability_md
+    from observability.runbooks import runbooks_md
 
-    page = observability_md()
+    page, runbooks = observability_md(), runbooks_md()
     for a in alerts(AlertThresholds()):
         assert len(a.runbook) > 40 and a.severity in ("critical", "warning", "info"), a.name
-        assert f"**{a.name}**" in page and a.runbook.split(";")[0][:30] in page, a.name
+        assert f"[{a.name}](runbooks.md#{a.name.lower()})" in page, a.name
+        assert re.sub(r"\{\{ \$labels\.(\w+) \}\}", r"<\1>", a.runbook).split(";")[0][:30] in runbooks, a.name
 
 
 def test_promtool_check_config_accepts_every_scrape_job(promtool, tmp_path):
