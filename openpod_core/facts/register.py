@@ -9,6 +9,7 @@ from openpod_core.facts import (
     eks_addons,
     instances,
     observability,
+    references,
     scheduling,
     training_image,
     trust,
@@ -16,7 +17,8 @@ from openpod_core.facts import (
 )
 from openpod_core.facts.record import Fact
 
-TABLES = (training_image, instances, eks_addons, device_plugins, capacity, updates, scheduling, observability, trust)
+TABLES = (training_image, instances, eks_addons, device_plugins, capacity, updates, scheduling, references,
+          observability, trust)
 FACTS: tuple[Fact, ...] = tuple(f for table in TABLES for f in table.FACTS)
 
 _BY_KEY = {f.key: f for f in FACTS}
