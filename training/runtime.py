@@ -39,6 +39,7 @@ from training.checkpoint import Checkpointer, RestoreInfo, state_sha256
 from training.config import RunConfig
 from training.data import SampleOrder, StepPlan, TokenShards, plan_step
 from training.goodput import Goodput, durable_commits
+from training.storage_utils import atomic_write
 
 log = logging.getLogger("training")
 
@@ -146,7 +147,8 @@ class Runtime:
                 from training.straggler import StragglerCollector
 
                 self.goodput.serve_also(StragglerCollector(beats_dir))
-            Path(ft_dir, f"pid-{self.rank}").write_text(str(os.getpid()))
+            # read by the watchdog (and tests) while this runs: whole or absent, never empty (temp + rename)
+            atomic_write(Path(ft_dir, f"pid-{self.rank}"), str(os.getpid()).encode(), fsync=False)
         from training.ft.preemption import StopRequest
 
         self.stop = StopRequest().install()  # SIGTERM -> checkpoint this step durably, then stop
