@@ -32,6 +32,7 @@ setup-synth:
 prometheus-tools:
 	@if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && command -v amtool >/dev/null 2>&1 && command -v prometheus-alertmanager >/dev/null 2>&1; then :; \
 	elif command -v apt-get >/dev/null 2>&1 && { [ "$$(id -u)" = 0 ] || sudo -n true 2>/dev/null; }; then \
+	  echo "setup: apt-get: prometheus, prometheus-alertmanager (promtool, amtool for the alert tests)"; \
 	  SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus prometheus-alertmanager; \
@@ -45,12 +46,14 @@ prometheus-tools:
 $(VENV)/bin/python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
 	  echo "error: $(PYTHON) is not Python >= 3.11; run make PYTHON=python3.11 ..." >&2; exit 1; }
+	@echo "setup: creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV) || { echo "error: '$(PYTHON) -m venv' failed: install your Python's venv module" \
 	  "(Debian/Ubuntu: the python3-venv package)" >&2; rm -rf $(VENV); exit 1; }
 	$(PY) -m pip install --quiet --upgrade pip
 
 # Synthesis only: aws-cdk-lib, cdk-nag, cfn-lint (app.py imports nothing else; measured 2026-11-25).
 $(CDK_STAMP): pyproject.toml | $(VENV)/bin/python
+	@echo "setup: pip: openpod[cdk] (aws-cdk-lib, cdk-nag, cfn-lint) into $(VENV), about a minute"
 	$(PY) -m pip install --quiet -e '.[cdk]'
 	touch $@
 
@@ -60,11 +63,13 @@ $(STAMP): pyproject.toml | $(VENV)/bin/python
 	@# the first process that imports it, and only those (2026-11-28, fresh clone: the whole suite 571 s with
 	@# nothing compiled before, against 598 s with the venv compiled and PYTHONDONTWRITEBYTECODE=1, which also left
 	@# the project's own modules to be compiled again in each of the suite's hundreds of Python processes).
+	@echo "setup: pip: openpod[dev] (CDK, torch CPU, boto3, kubernetes, test tools) into $(VENV), several minutes"
 	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
 	touch $@ $(CDK_STAMP)
 
 node_modules/.installed: package.json
 	@command -v npm >/dev/null 2>&1 || { echo "error: npm not found: install Node.js 20+ (22 or 24 preferred)" >&2; exit 1; }
+	@echo "setup: npm: the CDK CLI (package.json) into node_modules/"
 	npm install --no-audit --no-fund --loglevel=error
 	touch $@
 

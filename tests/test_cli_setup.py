@@ -48,3 +48,15 @@ def test_the_readme_starts_with_two_commands():
     block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
     commands = [ln.split("#")[0].strip() for ln in block.splitlines() if ln.split("#")[0].strip()]
     assert commands == ["make synth", "make test"]
+
+
+def test_setup_says_what_it_installs_before_each_install():
+    """Issue 40: `make setup` ran 11 minutes in silence (pip --quiet). Each install step now says what it installs
+    first. Failed on the old code: no such line."""
+    for target in ("setup", "setup-synth"):
+        lines = _make_dry_run(target).splitlines()
+        installs = [i for i, ln in enumerate(lines) if re.search(r"pip install|npm install|apt-get install", ln)
+                    and "echo" not in ln]
+        assert installs, target
+        for i in installs:
+            assert any('echo "setup: ' in ln for ln in lines[max(0, i - 4):i]), (target, lines[i])

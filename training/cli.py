@@ -129,6 +129,9 @@ def main() -> None:
 @click.option("--max-restarts", type=int, default=0, help="worker group restarts torchrun may do")
 @click.option("--threads", type=int, default=1, help="torch threads per worker")
 @click.option("--metrics-port", type=int, default=None, help="serve Prometheus metrics from each node's local rank 0")
+@click.option("--log-every", type=int, default=10, show_default=True,
+              help="rank 0 logs a progress line on stderr every this many steps (step, loss, step time, "
+                   "checkpoint state); 0: never. stdout keeps the result JSON alone")
 @click.option("--bind-host", default="127.0.0.1", help="address for the peer side-channel and the agent")
 @click.option("--parallelism", type=click.Choice(PARALLELISMS), default="ddp",
               help="ddp: replicated state; fsdp: FSDP2 shards over all ranks; hsdp: FSDP2 shards within a "
@@ -181,7 +184,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
         bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
         fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0,
-        restart="process", spare_workers=1, tp=1, node_rank=0, node_timeout=30.0, node_wait=600.0) -> None:
+        restart="process", spare_workers=1, tp=1, node_rank=0, node_timeout=30.0, node_wait=600.0,
+        log_every=10) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     torch_version = installed_torch()
     unsupported = torch_problem(torch_version)
@@ -237,7 +241,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     if s3_uri:
         tiers.append(TierConfig("s3", s3_uri, keep=keep, every=s3_every, endpoint_url=s3_endpoint_url))
     cfg = RunConfig(model=model, steps=steps, seed=seed, run_dir=str(run_dir), data=data, threads=threads,
-                    metrics_port=metrics_port, parallelism=parallelism, shard_size=shard_size, tp=tp,
+                    metrics_port=metrics_port, log_every=log_every, parallelism=parallelism, shard_size=shard_size, tp=tp,
                     fault_tolerance=ft,
                     restart=restart, restart_max=max_restarts if restart == "in-process" else 0,
                     checkpoint=CheckpointConfig(enabled=checkpoint_every > 0, every=checkpoint_every, tiers=tiers,
@@ -553,7 +557,8 @@ def usage_problems(params: dict) -> list[str]:
                              ("--nproc-per-node", nproc_per_node, 1), ("--global-batch", global_batch, 1),
                              ("--micro-batch", micro_batch, 1), ("--num-samples", num_samples, 1),
                              ("--fsx-every", fsx_every, 1), ("--s3-every", s3_every, 1), ("--keep", keep, 1),
-                             ("--max-restarts", max_restarts, 0), ("--threads", threads, 1)):
+                             ("--max-restarts", max_restarts, 0), ("--threads", threads, 1),
+                             ("--log-every", p.get("log_every", 10), 0)):
         if value < low:
             problems.append(f"{name}: must be >= {low}, got {value}")
     max_nodes = _max_nodes(nnodes, problems)

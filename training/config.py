@@ -112,6 +112,7 @@ class RunConfig:
     threads: int = 1                 # torch intra-op threads per worker
     device: str = "auto"             # auto | cpu | cuda
     metrics_port: int | None = None  # serve Prometheus metrics from rank 0
+    log_every: int = 10              # rank 0 logs a progress line (stderr) every this many steps; 0: never
     # Collectives wait this long for the slowest rank. Restore is the longest wait: peers sit in the
     # all_gather while one rank lists and fetches from S3 (242 s measured, docs/training.md "Benchmarks"),
     # with up to 3 tries per source; 120 s (the old value) let the waiting ranks time out first.

@@ -39,6 +39,7 @@ from training.checkpoint import Checkpointer, RestoreInfo, state_sha256
 from training.config import RunConfig
 from training.data import SampleOrder, StepPlan, TokenShards, plan_step
 from training.goodput import Goodput, durable_commits
+from training.storage_utils import atomic_write
 
 log = logging.getLogger("training")
 
@@ -146,7 +147,8 @@ class Runtime:
                 from training.straggler import StragglerCollector
 
                 self.goodput.serve_also(StragglerCollector(beats_dir))
-            Path(ft_dir, f"pid-{self.rank}").write_text(str(os.getpid()))
+            # read by the watchdog (and tests) while this runs: whole or absent, never empty (temp + rename)
+            atomic_write(Path(ft_dir, f"pid-{self.rank}"), str(os.getpid()).encode(), fsync=False)
         from training.ft.preemption import StopRequest
 
         self.stop = StopRequest().install()  # SIGTERM -> checkpoint this step durably, then stop
@@ -247,6 +249,7 @@ class Runtime:
         replicas' quorum: a step that did not commit comes again, and a group that just healed from a peer
         continues at the peer's step."""
         step = start
+        self._progress = (time.perf_counter(), start)   # (when, step) of the last progress line
         while True:
             if self.ft is not None:
                 step = self.ft.begin_step()
@@ -448,6 +451,27 @@ class Runtime:
             blocked = self.checkpointer.save(done, model, optimizer,
                                              meta={"loss": self.last_loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", blocked)
+            self._saved_step = done
+        if self.rank == 0 and self.cfg.log_every and (done % self.cfg.log_every == 0 or done == self.cfg.steps):
+            self._log_progress(done)
+
+    def _log_progress(self, done: int) -> None:
+        """One line on stderr (rank 0): the step, its loss, the mean step time since the last line, checkpoints."""
+        now = time.perf_counter()
+        t0, s0 = getattr(self, "_progress", (now, done))
+        self._progress = (now, done)
+        per_step = (now - t0) / (done - s0) if done > s0 else 0.0
+        loss = self.last_loss
+        log.info("step %d/%d loss %s step_time %.3fs checkpoint %s", done, self.cfg.steps,
+                 "-" if loss is None else f"{loss:.4f}", per_step, self._checkpoint_state())
+
+    def _checkpoint_state(self) -> str:
+        ck = self.checkpointer
+        if ck is None:
+            return "off"
+        saved = getattr(self, "_saved_step", None)
+        return (f"last saved step {'-' if saved is None else saved} ({ck.stats.committed} committed, "
+                f"{ck.stats.failed} failed{', writing' if ck.busy() else ''})")
 
     def _stop_after(self, done: int, model, optimizer) -> None:
         """Write step ``done`` to the durable tier whatever the cadence, wait for it, and ask the loop to stop."""

@@ -102,6 +102,44 @@ def output_option(default: str = "table"):
                         show_default=True, help="output format: table for people, json or yaml for programs")
 
 
+# The optional third-party modules a command imports, and the extra of pyproject.toml that brings each: a command
+# run without its extra says this in one line (:class:`MainGroup`) instead of a traceback. `make synth` installs
+# openpod[cdk] only; tests/test_cli_extras.py checks each entry against the installed distributions.
+EXTRA_OF_MODULE = {
+    "boto3": "aws", "botocore": "aws",
+    "kubernetes": "k8s", "cryptography": "k8s",
+    "grafana_foundation_sdk": "observability",
+    "aws_cdk": "cdk", "constructs": "cdk", "cdk_nag": "cdk", "cfnlint": "cdk", "jsii": "cdk",
+    "torch": "training", "numpy": "training",
+}
+EXIT_MISSING_EXTRA = 1
+
+
+def missing_extra_line(command: str, error: ModuleNotFoundError) -> str | None:
+    """The one line for ``command`` failing on a module of an uninstalled extra; None for any other missing module
+    (a bug, re-raised)."""
+    module = (error.name or "").partition(".")[0]
+    extra = EXTRA_OF_MODULE.get(module)
+    if extra is None:
+        return None
+    return (f"openpod {command} needs {module}, which is not installed here: pip install 'openpod[{extra}]' "
+            f"(in an openpod checkout: .venv/bin/pip install -e '.[{extra}]')")
+
+
+class MainGroup(click.Group):
+    """The ``openpod`` group: a sub-command that needs an extra that is not installed exits 1 with one line."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as e:
+            line = missing_extra_line(ctx.invoked_subcommand or "", e)
+            if line is None:
+                raise
+            click.echo(f"error: {line}", err=True)
+            sys.exit(EXIT_MISSING_EXTRA)
+
+
 def emit(data: Any, output: str, table: list[str] | str) -> None:
     """Print ``data`` as JSON or YAML, or the ``table`` lines for people."""
     if output == "json":

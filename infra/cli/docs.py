@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Callable
 
+from openpod_core.files import write_text_atomic
 from openpod_core.instance_types import INSTANCE_TYPES
 
 
@@ -98,12 +97,9 @@ PAGES: dict[str, Callable[[], str]] = {
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write a file so a crash never leaves it half-written."""
+    """Write a file so a crash never leaves it half-written (with the user's umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
 def write_all(out: Path) -> list[Path]:

@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 
 from openpod_core import labels
-from infra.cli.common import (EXIT_USAGE, emit, fail, group_or_exit, load_or_exit, output_option,  # noqa: F401
-                              resolve_spec_path, spec_option)
+from infra.cli.common import (EXIT_USAGE, MainGroup, emit, fail, group_or_exit, load_or_exit,  # noqa: F401
+                              output_option, resolve_spec_path, spec_option)
 
 
 def _version() -> str:
@@ -25,7 +25,7 @@ def _version() -> str:
         return "unknown"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=MainGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(_version(), "--version", prog_name="openpod", message="%(prog)s %(version)s")
 def main() -> None:
     """Declare, inspect and use an openpod training platform.
@@ -89,28 +89,68 @@ def facts(as_json: bool, output: str = "table") -> None:
                        + (f"\n    {f.note}" if f.note else ""))
 
 
+# The checkout this CLI runs from, if it runs from one (an installed package has no pyproject.toml beside it).
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
 @main.command()
-@click.option("--out", type=click.Path(file_okay=False), default="docs", show_default=True)
-def docs(out: str) -> None:
+@click.option("--out", type=click.Path(), default=None,
+              help="directory to write the pages into [default: the docs/ of the openpod checkout this command "
+                   "runs from; required elsewhere]")
+def docs(out: str | None) -> None:
     """Regenerate the reference docs rendered from the project's data tables."""
     from infra.cli import docs as docgen
+    from infra.cli.files import out_dir_or_exit
 
-    for path in docgen.write_all(Path(out)):
+    if out is None:
+        if not (CHECKOUT / "pyproject.toml").is_file() or not (CHECKOUT / "docs").is_dir():
+            fail("--out DIR is required: this openpod is not a checkout with a docs/ folder to regenerate")
+        out = str(CHECKOUT / "docs")
+    target = out_dir_or_exit(out)
+    try:
+        written = docgen.write_all(target)
+    except OSError as e:
+        fail(f"--out {out}: cannot write: {e.strerror or e}")
+    for path in written:
         click.echo(f"wrote {path}")
 
 
 @main.command()
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="write the schema to this file instead of stdout (e.g. openpod.schema.json next to the spec)")
+def schema(out: str | None) -> None:
+    """Print the JSON Schema of the cluster spec, for editors (docs/platform.md, 'Editing a spec').
+
+    The schema covers each field's type, range and allowed values; the rules across fields (quotas against
+    group sizes, capacity, regions) are `openpod validate`'s."""
+    import json
+
+    from infra.spec.schema import spec_json_schema
+
+    text = json.dumps(spec_json_schema(), indent=2) + "\n"
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    from infra.cli.files import write_text_or_exit
+
+    write_text_or_exit(out, "--out", text)
+    click.echo(f"wrote {out}")
+
+
+@main.command()
 @spec_option
-@click.option("--out", type=click.Path(file_okay=False), required=True,
+@click.option("--out", type=click.Path(), required=True,
               help="directory to write the YAML files into (for Argo CD / Flux)")
 def manifests(spec_path: str | None, out: str) -> None:
     """Write every Kubernetes object of the spec's task governance as YAML files."""
     from infra import governance
+    from infra.cli.files import out_dir_or_exit
 
     s = load_or_exit(spec_path)
     files = governance.render(s)
+    target = out_dir_or_exit(out)
     try:
-        governance.write(Path(out), files)
+        governance.write(target, files)
     except OSError as e:
         fail(f"--out {out}: cannot write: {e.strerror or e}")
     click.echo(f"wrote {len(files)} objects to {out}")
@@ -253,6 +293,12 @@ def submit(spec_path, name, team, group, image, nodes, accelerators_per_node, pr
         jobset.validate(s, req)
     except jobset.JobError as e:
         fail(str(e))
+    from infra.governance.admission import allowed_priorities
+
+    allowed = allowed_priorities(s, s.team(team))
+    if priority not in allowed:   # admission would refuse the JobSet's pods' workload later
+        fail(f"--priority {priority!r} is not one team {team} may use; its priorities are: {', '.join(allowed)} "
+             "(teams[].allowed_priorities in the spec)")
     obj = jobset.build(s, req)
     secret = jobset.peer_secret(req) if runtime == "openpod" else None
     from infra.governance import compute_domain

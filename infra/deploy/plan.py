@@ -571,8 +571,9 @@ def diff_stack(stack: str, base: dict, head: dict, region: str, *, allow: set[st
 
 
 def diff(base: Assembly, head: Assembly, *, region: str, allow: set[str] = frozenset(),
-         allow_failure: set[str] = frozenset()) -> Plan:
-    """The plan from ``base`` to ``head``: every stack of either side, stacks new or gone included."""
+         allow_failure: set[str] = frozenset(), spec_path: str | None = None) -> Plan:
+    """The plan from ``base`` to ``head``: every stack of either side, stacks new or gone included (``spec_path``:
+    the spec the commands of the upgrade steps name)."""
     types = stateful_types()
     changes: list[Change] = []
     for stack in sorted(set(base.templates) | set(head.templates)):
@@ -584,7 +585,7 @@ def diff(base: Assembly, head: Assembly, *, region: str, allow: set[str] = froze
                                           head.templates.get(stack, {}).get("Resources", {})})
     from infra.deploy import upgrade
 
-    return Plan(changes, schema_source(), upgrade.order(base, head))
+    return Plan(changes, schema_source(), upgrade.order(base, head, spec_path))
 
 
 # ------------------------------------------------------------------------------------------ output
@@ -691,4 +692,4 @@ def make_plan(*, spec_path: Path, base_ref: str | None, base_template: Path | No
         head = (load_assembly(head_template) if head_template is not None
                 else synthesize_side(repo, spec_path, None, work))
         click.echo("plan: comparing templates ...", err=True)
-        return diff(base, head, region=region, allow=allow, allow_failure=allow_failure)
+        return diff(base, head, region=region, allow=allow, allow_failure=allow_failure, spec_path=str(spec_path))

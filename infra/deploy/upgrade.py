@@ -19,6 +19,8 @@ in a deploy of its own first. A version update never shares a deploy with a laun
 
 from __future__ import annotations
 
+import shlex
+
 from openpod_core import labels
 
 
@@ -27,8 +29,9 @@ def _minor(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def order(base, head) -> list[str]:
-    """Upgrade steps, in order, for every cluster whose Kubernetes version changes between the assemblies."""
+def order(base, head, spec_path: str | None = None) -> list[str]:
+    """Upgrade steps, in order, for every cluster whose Kubernetes version changes between the assemblies;
+    the commands they name carry ``--spec spec_path`` (as given to ``openpod plan``), so they paste as printed."""
     steps: list[str] = []
     for stack, h_tpl in sorted(head.templates.items()):
         b_res = base.templates.get(stack, {}).get("Resources", {})
@@ -39,11 +42,12 @@ def order(base, head) -> list[str]:
             old, new = b_res[lid]["Properties"].get("Version"), cluster["Properties"].get("Version")
             if not old or not new or old == new:
                 continue
-            steps += _cluster_steps(lid, old, new, b_res, h_res)
+            steps += _cluster_steps(lid, old, new, b_res, h_res, spec_path)
     return steps
 
 
-def _cluster_steps(lid: str, old: str, new: str, b_res: dict, h_res: dict) -> list[str]:
+def _cluster_steps(lid: str, old: str, new: str, b_res: dict, h_res: dict, spec_path: str | None = None
+                   ) -> list[str]:
     (om, on), (nm, nn) = _minor(old), _minor(new)
     step = f"control plane {lid}: Kubernetes {old} -> {new}, in place"
     if (nm, nn) < (om, on):
@@ -52,6 +56,7 @@ def _cluster_steps(lid: str, old: str, new: str, b_res: dict, h_res: dict) -> li
         step += (f" - EKS upgrades one minor version at a time: deploy {om}.{on + 1} first, then each next "
                  "version")
     out = [step]
+    spec = f" --spec {shlex.quote(spec_path)}" if spec_path else ""
 
     def changed(res: dict, key: str) -> list[tuple[str, dict, object]]:
         return [(k, r, b_res.get(k, {}).get("Properties", {}).get(key)) for k, r in sorted(res.items())
@@ -80,7 +85,7 @@ def _cluster_steps(lid: str, old: str, new: str, b_res: dict, h_res: dict) -> li
                    + ", ".join(_group(r) for _, r in accel))
         out.insert(0, "before the deploy, drain the accelerator groups (the node agent's drain path) so each job "
                       "checkpoints and stops once, not once per replaced node: " + "; ".join(
-                       f"openpod drain --group {_name(r)}"
+                       f"openpod drain{spec} --group {_name(r)}"
                        for _, r in accel))
     if groups:
         out.append("keep launch-template changes (user data, volumes, instance options) out of this deploy: EKS "

@@ -18,6 +18,7 @@ from infra.governance.job_launcher import (
     launch_command,
 )
 from infra.governance.job_placement import levels_of
+from infra.governance.references import env_name_problem, image_problem
 from infra.governance.job_request import (
     FAULT_TOLERANCE,
     GRACE_RANGE,
@@ -42,7 +43,13 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
     if not JOB_NAME.match(req.name):
         raise JobError(f"--name {req.name!r} not allowed; use lowercase letters, digits and '-', starting with a "
                        "letter, at most 40 characters")
+    problem = image_problem(req.image)
+    if problem:
+        raise JobError(f"--image {req.image!r} {problem}")
     for key in req.env:
+        problem = env_name_problem(key)
+        if problem:
+            raise JobError(f"--env {key!r} {problem}")
         if key.startswith("NVIDIA_"):
             raise JobError(f"--env {key} not allowed: NVIDIA_* variables select GPUs outside the device plugin "
                            "(admission refuses them too); GPUs come with --accelerators-per-node")

@@ -10,6 +10,7 @@ from openpod_core.facts import (
     instances,
     network_boundary,
     observability,
+    references,
     remediation_iam,
     scheduling,
     training_image,
@@ -18,8 +19,8 @@ from openpod_core.facts import (
 )
 from openpod_core.facts.record import Fact
 
-TABLES = (training_image, instances, eks_addons, device_plugins, capacity, updates, scheduling, observability, trust,
-          network_boundary, remediation_iam)
+TABLES = (training_image, instances, eks_addons, device_plugins, capacity, updates, scheduling, references,
+          observability, trust, network_boundary, remediation_iam)
 FACTS: tuple[Fact, ...] = tuple(f for table in TABLES for f in table.FACTS)
 
 _BY_KEY = {f.key: f for f in FACTS}

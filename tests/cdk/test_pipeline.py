@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -165,6 +166,15 @@ def test_workflow_plans_pull_requests_and_deploys_merges():
     deploy_run = [s.get("run", "") for s in deploy["steps"]]
     gate = next(i for i, r in enumerate(deploy_run) if "openpod plan" in r)
     assert gate < next(i for i, r in enumerate(deploy_run) if "cdk deploy" in r)
+
+
+def test_workflow_installs_what_plan_and_deploy_need_only():
+    """Issue 40: both jobs ran the full `make setup` (torch, test tools, apt) where the synth-only setup serves."""
+    wf = yaml.safe_load(WORKFLOW.read_text())
+    for name, job in wf["jobs"].items():
+        runs = [s.get("run", "").strip() for s in job["steps"]]
+        assert "make setup-synth" in runs, name
+        assert not any(re.search(r"make setup(?!-synth)", r) for r in runs), name
 
 
 def test_workflow_pins_every_action_by_commit_and_deploys_from_the_environment():

@@ -200,10 +200,11 @@ def test_eks_version_bump_plans_control_plane_then_add_ons_then_cpu_then_acceler
     p = json_plan(r)
     assert {c["action"] for c in p["changes"]} == {"update"}       # an upgrade replaces nothing
     steps = p["upgrade"]
+    spec = EXAMPLES / "default.yaml"
     # First, drain the accelerator groups through the node agent's drain path (tests/node_agent/test_drain.py)
     assert steps[0] == ("before the deploy, drain the accelerator groups (the node agent's drain path) so each job "
-                        "checkpoints and stops once, not once per replaced node: openpod drain --group p5; "
-                        "openpod drain --group trn2")
+                        f"checkpoints and stops once, not once per replaced node: openpod drain --spec {spec} "
+                        f"--group p5; openpod drain --spec {spec} --group trn2")
     assert steps[1] == "control plane EksClusterB2BDED5B: Kubernetes 1.33 -> 1.34, in place"
     # kube-proxy and CoreDNS defaults follow eks.version (facts eks.addon.kube-proxy.*, eks.addon.coredns.*)
     assert steps[2].startswith("add-ons, after the control plane: ")
@@ -243,6 +244,21 @@ def test_upgrade_order_flags_skipped_versions_and_downgrades(old, new, note):
 
     [step] = upgrade.order(_cluster_only(old), _cluster_only(new))
     assert step.startswith(f"control plane C: Kubernetes {old} -> {new}, in place - ") and note in step
+
+
+def test_the_upgrade_commands_plan_prints_paste_as_printed():
+    """Failed on the old code: `openpod drain --group p5` without --spec, which stops where ./openpod.yaml is not
+    the spec planned."""
+    from infra.deploy import upgrade
+
+    def assembly(version):
+        a = _cluster_only(version)
+        a.templates["s"]["Resources"]["N"] = {"Type": "AWS::EKS::Nodegroup", "Properties": {
+            "Version": version, "Labels": {"openpod.io/instance-group": "p5", "openpod.io/accelerator": "nvidia"}}}
+        return a
+
+    steps = upgrade.order(assembly("1.33"), assembly("1.34"), "clusters/my prod.yaml")
+    assert steps[0].endswith("not once per replaced node: openpod drain --spec 'clusters/my prod.yaml' --group p5")
 
 
 # ------------------------------------------------------------------------- adding an AZ
