@@ -32,7 +32,7 @@ class ClusterSpec(SpecModel):
     storage: StorageSpec = StorageSpec()
     eks: EksSpec = EksSpec()
     teams: list[TeamSpec] = []
-    priorities: list[PrioritySpec] = list(DEFAULT_PRIORITIES)
+    priorities: list[PrioritySpec] = Field(list(DEFAULT_PRIORITIES), min_length=1)
     pipeline: PipelineSpec | None = None
     queueing: QueueingSpec = QueueingSpec()
     observability: ObservabilitySpec = ObservabilitySpec()

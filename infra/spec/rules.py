@@ -13,7 +13,7 @@ from infra.spec.cluster import ClusterSpec
 from infra.spec.eks import EKS_VERSIONS
 from infra.spec.groups import CapacityType
 from infra.spec.teams import RESERVED_NAMESPACES
-from openpod_core import accelerator_stack, instance_regions, local_zones
+from openpod_core import accelerator_stack, instance_regions, local_zones, regions
 from openpod_core.facts.register import value as fact_value
 
 
@@ -23,10 +23,20 @@ def _dupes(items: list[str]) -> list[str]:
 
 
 def _check_azs(spec: ClusterSpec) -> Iterator[Problem]:
+    if spec.region not in regions.REGIONS:
+        # facts: aws.regions
+        yield Problem("region", f"{spec.region!r} is not an AWS Region (openpod_core/regions.py lists "
+                                f"{len(regions.REGIONS)}, e.g. us-east-1, eu-west-1, ap-northeast-1)")
+        return
+    letters = regions.AZ_LETTERS.get(spec.region)
     for i, az in enumerate(spec.availability_zones):
         if not az.startswith(spec.region) or not re.fullmatch(r"[a-z]", az[len(spec.region):]):
             yield Problem(f"availability_zones[{i}]", f"{az!r} is not an AZ of region {spec.region} "
                                                       f"(expected e.g. {spec.region}a)")
+        elif letters and az[-1] not in letters:
+            # facts: ec2.az-letters.moto
+            yield Problem(f"availability_zones[{i}]", f"{az!r}: region {spec.region} has no zone {az[-1]!r}; its "
+                                                      f"zones are {', '.join(spec.region + c for c in letters)}")
     for d in _dupes(spec.availability_zones):
         yield Problem("availability_zones", f"{d!r} listed twice")
     n = spec.network.layout_azs
@@ -39,11 +49,17 @@ def _check_azs(spec: ClusterSpec) -> Iterator[Problem]:
 
 
 def _check_groups(spec: ClusterSpec) -> Iterator[Problem]:
+    quoted = sorted({g for t in spec.teams for g in t.quotas})
     for d in _dupes([g.name for g in spec.instance_groups]):
         yield Problem("instance_groups", f"duplicate group name {d!r}; names must be unique")
     if not any(not g.type.is_accelerated and g.min_size >= 1 for g in spec.instance_groups):
         yield Problem("instance_groups", "needs a CPU system group with min_size >= 1 "
                                          "(CoreDNS, Kueue and the remediation controller run there)")
+    elif not any(not g.type.is_accelerated and g.min_size >= 1 and g.name not in quoted
+                 for g in spec.instance_groups):   # the system group (infra/governance/system_group.py)
+        yield Problem("teams", f"team quotas on {', '.join(quoted)} leave no system group: the platform's "
+                               "controllers need a CPU group with min_size >= 1 that no team has quota on; add one "
+                               "or remove the team quota from one such group")
     for i, g in enumerate(spec.instance_groups):
         at = f"instance_groups[{i}] ({g.name})"
         if not g.min_size <= g.desired_size <= g.max_size:

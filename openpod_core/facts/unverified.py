@@ -6,6 +6,9 @@ from __future__ import annotations
 # Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody
 # mistakes them for checked ones. Each says what the code assumes today.
 UNVERIFIED: tuple[tuple[str, str], ...] = (
+    ("Docker's default bridge 172.17.0.0/16", "infra/spec/network.py refuses a VPC CIDR overlapping it (a host "
+                                              "running Docker routes it to docker0, not the VPC); Docker's bridge "
+                                              "network documentation was not re-read for the default range"),
     ("kube-proxy add-on tolerations", "the kube-proxy add-on's DaemonSet manifest is not published, so that it "
                                       "tolerates the system group's CriticalAddonsOnly taint (it ran there before "
                                       "the taint) was not read; check on a cluster: kubectl -n kube-system get ds "

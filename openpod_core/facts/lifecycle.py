@@ -1,0 +1,66 @@
+"""The platform's life on AWS: log groups and retention, Regions and zones, VPC ranges, teardown, UltraServer
+Capacity Block searches."""
+
+from __future__ import annotations
+
+from openpod_core.facts.record import Fact
+
+BOTOCORE = "boto/botocore@1.44.8"
+MOTO = "getmoto/moto@5.2.5"
+
+FACTS: tuple[Fact, ...] = (
+    Fact(
+        "eks.control-plane-logs.group", "EKS writes control-plane logs to the log group /aws/eks/<cluster>/cluster "
+        "and creates it when it is missing",
+        "https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html; "
+        "hashicorp/terraform-provider-aws@166ed15551ca5f0c80773160b47adb504af15866:website/docs/r/"
+        "eks_cluster.html.markdown ('to prevent ordering issues with EKS automatically creating the log group "
+        "first'); https://docs.aws.amazon.com/aws-managed-policy/latest/reference/AmazonEKSServicePolicy.html "
+        "(logs:CreateLogGroup)", "2026-11-28",
+        "so a CloudFormation log group of that fixed name, retained on delete, makes the next deploy of the same "
+        "cluster name fail (CloudWatch Logs refuses to create a group twice). platform_constructs/cluster.py "
+        "adopts the group instead (CreateLogGroup tolerating ResourceAlreadyExistsException, PutRetentionPolicy, "
+        "AssociateKmsKey) and leaves it on delete",
+    ),
+    Fact(
+        "logs.retention-days", "1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, "
+        "2557, 2922, 3288, 3653",
+        f"{BOTOCORE}:botocore/data/logs/2014-03-28/service-2.json (shape Days)", "2026-11-28",
+        "the only retentions PutRetentionPolicy accepts; the spec refuses others (it used to round up, and "
+        "capped 99999 at 3653 - shorter than asked). openpod_core/cloudwatch.py",
+    ),
+    Fact(
+        "aws.regions", "38 Regions in the aws, aws-cn and aws-us-gov partitions",
+        f"{BOTOCORE}:botocore/data/endpoints.json (partitions[].regions)", "2026-11-28",
+        "openpod_core/regions.py REGIONS; infra/spec/rules.py refuses any other region",
+    ),
+    Fact(
+        "ec2.az-letters.moto", "zone letters of 12 Regions (us-east-1 a-f, us-west-2 a-d, ap-northeast-1 a/c/d, "
+        "ca-central-1 a/b/d, ...)",
+        f"{MOTO}:moto/ec2/models/availability_zones_and_regions.py:83-187", "2026-11-28",
+        "moto's recorded DescribeAvailabilityZones; other Regions get a guessed a-c there (lines 188-203) and are "
+        "not judged. openpod_core/regions.py AZ_LETTERS",
+    ),
+    Fact(
+        "net.special-purpose-ipv4", "0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4, 240.0.0.0/4",
+        "https://www.rfc-editor.org/rfc/rfc6890 (section 2.2.2)", "2026-11-28",
+        "this-network, loopback, link-local (EC2's metadata service and DNS resolver answer at 169.254.169.254 "
+        "and 169.254.169.253), multicast, reserved: infra/spec/network.py refuses a VPC CIDR overlapping them",
+    ),
+    Fact(
+        "fsx.eni-in-subnet", "an FSx for Lustre file system keeps its network interfaces in its subnet and "
+        "security group until it is deleted",
+        "https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html", "2026-11-28",
+        "so a retained file system blocks the deletion of its security group, subnet and VPC: `openpod teardown` "
+        "deletes it (after a backup) before the stack (infra/deploy/teardown.py)",
+    ),
+    Fact(
+        "ec2.capacity-block-offerings.ultraserver", "DescribeCapacityBlockOfferings takes UltraserverType and "
+        "UltraserverCount (UltraServer blocks), InstanceCount up to 64 per block (instance blocks), and "
+        "AllAvailabilityZones (else only the Region's AZs and the Local Zones you opted into)",
+        f"{BOTOCORE}:botocore/data/ec2/2016-11-15/service-2.json (DescribeCapacityBlockOfferingsRequest)",
+        "2026-11-28",
+        "infra/deploy/preflight.py asks by UltraServer for UltraServer types, checks its request against the "
+        "installed model (tests/test_capacity_search.py), and names the Local Zone opt-in when nothing is found",
+    ),
+)
