@@ -25,14 +25,14 @@ FACTS: tuple[Fact, ...] = (
     Fact(
         "logs.retention-days", "1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, "
         "2557, 2922, 3288, 3653",
-        f"{BOTOCORE}:botocore/data/logs/2014-03-28/service-2.json (shape Days)", "2026-11-28",
-        "the only retentions PutRetentionPolicy accepts; the spec refuses others (it used to round up, and "
+        f"{BOTOCORE}:botocore/data/logs/2014-03-28/service-2.json", "2026-11-28",
+        "shape Days: the only retentions PutRetentionPolicy accepts; the spec refuses others (it used to round up, and "
         "capped 99999 at 3653 - shorter than asked). openpod_core/cloudwatch.py",
     ),
     Fact(
         "aws.regions", "38 Regions in the aws, aws-cn and aws-us-gov partitions",
-        f"{BOTOCORE}:botocore/data/endpoints.json (partitions[].regions)", "2026-11-28",
-        "openpod_core/regions.py REGIONS; infra/spec/rules.py refuses any other region",
+        f"{BOTOCORE}:botocore/data/endpoints.json", "2026-11-28",
+        "partitions[].regions; openpod_core/regions.py REGIONS; infra/spec/rules.py refuses any other region",
     ),
     Fact(
         "ec2.az-letters.moto", "zone letters of 12 Regions (us-east-1 a-f, us-west-2 a-d, ap-northeast-1 a/c/d, "
@@ -43,8 +43,8 @@ FACTS: tuple[Fact, ...] = (
     ),
     Fact(
         "net.special-purpose-ipv4", "0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/4, 240.0.0.0/4",
-        "https://www.rfc-editor.org/rfc/rfc6890 (section 2.2.2)", "2026-11-28",
-        "this-network, loopback, link-local (EC2's metadata service and DNS resolver answer at 169.254.169.254 "
+        "https://www.rfc-editor.org/rfc/rfc6890", "2026-11-28",
+        "section 2.2.2: this-network, loopback, link-local (EC2's metadata service and DNS resolver answer at 169.254.169.254 "
         "and 169.254.169.253), multicast, reserved: infra/spec/network.py refuses a VPC CIDR overlapping them",
     ),
     Fact(
@@ -58,9 +58,37 @@ FACTS: tuple[Fact, ...] = (
         "ec2.capacity-block-offerings.ultraserver", "DescribeCapacityBlockOfferings takes UltraserverType and "
         "UltraserverCount (UltraServer blocks), InstanceCount up to 64 per block (instance blocks), and "
         "AllAvailabilityZones (else only the Region's AZs and the Local Zones you opted into)",
-        f"{BOTOCORE}:botocore/data/ec2/2016-11-15/service-2.json (DescribeCapacityBlockOfferingsRequest)",
-        "2026-11-28",
-        "infra/deploy/preflight.py asks by UltraServer for UltraServer types, checks its request against the "
+        f"{BOTOCORE}:botocore/data/ec2/2016-11-15/service-2.json", "2026-11-28",
+        "DescribeCapacityBlockOfferingsRequest; infra/deploy/preflight.py asks by UltraServer for UltraServer types, checks its request against the "
         "installed model (tests/test_capacity_search.py), and names the Local Zone opt-in when nothing is found",
+    ),
+    Fact(
+        "fsx.lustre.efa-create-only", "EfaEnabled is a CreateFileSystem setting only",
+        f"{BOTOCORE}:botocore/data/fsx/2018-03-01/service-2.json", "2026-11-28",
+        "CreateFileSystemLustreConfiguration has EfaEnabled, UpdateFileSystemLustreConfiguration does not; so turning EFA on or off cannot be an in-place update; openpod plan treats it as a replacement (a new, "
+        "empty file system: blocked as stateful). The CloudFormation resource schema (cfn-lint 1.58.0) does not "
+        "list it as create-only",
+    ),
+    Fact(
+        "fsx.lustre.throughput-in-place", "PerUnitStorageThroughput changes in place (UpdateFileSystem)",
+        f"{BOTOCORE}:botocore/data/fsx/2018-03-01/service-2.json", "2026-11-28",
+        "UpdateFileSystemLustreConfiguration.PerUnitStorageThroughput: 'You can increase or decrease your file "
+        "system's throughput'. This settles the disagreement: the CloudFormation schema (not create-only) is right and the CDK CLI's "
+        "replacement table is not; FSx swaps the file servers, a few minutes without service "
+        "(https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-throughput-capacity.html)",
+    ),
+    Fact(
+        "fsx.lustre.metadata-automatic-switch", "FSx rejects USER_PROVISIONED -> AUTOMATIC while the current "
+        "metadata IOPS exceed what AUTOMATIC provisions; SSD IOPS are 1500, 3000, 6000, 12000 or multiples of 12000",
+        f"{BOTOCORE}:botocore/data/fsx/2018-03-01/service-2.json", "2026-11-28",
+        "UpdateFileSystemLustreMetadataConfiguration.Mode and FileSystemLustreMetadataConfiguration.Iops; openpod plan fails the switch from a user-provisioned value above 1500 (the automatic value per capacity "
+        "is on the unverified list)",
+    ),
+    Fact(
+        "fsx.dra.unique-paths", "each data repository association needs its own file system directory (no "
+        "overlap: /ns1 excludes /ns1/ns2) and its own S3 bucket or prefix",
+        f"{BOTOCORE}:botocore/data/fsx/2018-03-01/service-2.json", "2026-11-28",
+        "CreateDataRepositoryAssociation and its FileSystemPath; a replaced association is created while the old one lives, so a new path over the same S3 prefix fails "
+        "(openpod plan: will fail, whatever --allow-replace says)",
     ),
 )

@@ -6,6 +6,10 @@ from __future__ import annotations
 # Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody
 # mistakes them for checked ones. Each says what the code assumes today.
 UNVERIFIED: tuple[tuple[str, str], ...] = (
+    ("FSx automatic metadata IOPS per storage capacity", "how many metadata IOPS AUTOMATIC mode provisions for "
+                                                         "each capacity was not read; openpod plan fails a switch "
+                                                         "to AUTOMATIC from any user-provisioned value above the "
+                                                         "smallest, 1500 (infra/deploy/plan_rules.py)"),
     ("Docker's default bridge 172.17.0.0/16", "infra/spec/network.py refuses a VPC CIDR overlapping it (a host "
                                               "running Docker routes it to docker0, not the VPC); Docker's bridge "
                                               "network documentation was not re-read for the default range"),
