@@ -135,6 +135,7 @@ class PlatformStack(cdk.Stack):
                 local_nvme_raid0=g.local_nvme_raid0, kubernetes_version=spec.eks.version,
                 update_strategy=g.update_strategy.upper() if g.update_strategy else None,
                 lustre_client=True,   # the teams' FSx volumes may be mounted on any group's nodes
+                spot_instance_types=g.capacity.spot_instance_types,
             )
             for addon in self.platform_cluster.network_addons:
                 ig.nodegroup.node.add_dependency(addon)

@@ -114,8 +114,8 @@ def check_offerings(spec: ClusterSpec, ec2) -> Iterator[Finding]:
 def check_quotas(spec: ClusterSpec, quotas) -> Iterator[Finding]:
     need: dict[str, list[tuple[str, int]]] = {}
     for _, g in _created(spec):
-        if g.capacity.type is CapacityType.CAPACITY_BLOCK:
-            continue  # blocks are paid capacity outside the on-demand quotas
+        if g.capacity.type in (CapacityType.CAPACITY_BLOCK, CapacityType.SPOT):
+            continue  # blocks are paid capacity outside the on-demand quotas; Spot has quotas of its own
         need.setdefault(quota_family(g.instance_type), []).append((g.name, g.max_size * g.type.vcpus))
     for family, groups in sorted(need.items()):
         code, name = QUOTAS[family]

@@ -13,7 +13,7 @@ from infra.spec.cluster import ClusterSpec
 from infra.spec.eks import EKS_VERSIONS
 from infra.spec.groups import CapacityType
 from infra.spec.teams import RESERVED_NAMESPACES
-from openpod_core import accelerator_stack, instance_regions, local_zones, regions
+from openpod_core import accelerator_stack, instance_regions, instance_types, local_zones, regions
 from openpod_core.facts.register import value as fact_value
 
 
@@ -116,6 +116,7 @@ def _check_groups(spec: ClusterSpec) -> Iterator[Problem]:
         elif g.capacity.reservation_id:
             yield Problem(f"{at}.capacity.reservation_id",
                           "only allowed with capacity.type reservation or capacity-block")
+        yield from _spot(at, g)
         if g.capacity.type is CapacityType.CAPACITY_BLOCK and not g.type.is_accelerated:
             yield Problem(f"{at}.capacity.type", f"capacity blocks are for accelerated instances, "
                                                  f"not {g.instance_type}")
@@ -132,6 +133,43 @@ def _check_groups(spec: ClusterSpec) -> Iterator[Problem]:
         for j, t in enumerate(g.taints):
             if not LABEL_KEY.match(t.key):
                 yield Problem(f"{at}.taints[{j}].key", f"{t.key!r} is not a valid taint key")
+
+
+# EKS takes 0-20 instanceTypes for a node group with a launch template; Spot capacity is ON_DEMAND | SPOT |
+# CAPACITY_BLOCK, one per group (facts eks.nodegroup.spot).
+MAX_NODEGROUP_INSTANCE_TYPES = 20
+
+
+def _spot(at: str, g) -> Iterator[Problem]:
+    """A spot group's rules: alternatives only for spot, and each interchangeable with ``instance_type``."""
+    alternatives = g.capacity.spot_instance_types
+    if g.capacity.type is not CapacityType.SPOT:
+        if alternatives:
+            yield Problem(f"{at}.capacity.spot_instance_types",
+                          f"only with capacity.type spot (it is {g.capacity.type.value}): reservations and capacity "
+                          "blocks hold one instance type, and Spot capacity is never a capacity block")
+        return
+    for d in _dupes(g.instance_types + [t for t in alternatives if t == g.instance_type]):
+        yield Problem(f"{at}.capacity.spot_instance_types", f"{d!r} is listed twice (instance_type counts)")
+    if len(set(g.instance_types)) > MAX_NODEGROUP_INSTANCE_TYPES:
+        yield Problem(f"{at}.capacity.spot_instance_types",
+                      f"{len(set(g.instance_types))} instance types; an EKS node group takes at most "
+                      f"{MAX_NODEGROUP_INSTANCE_TYPES}")
+    t = g.type
+    for j, name in enumerate(alternatives):
+        o = instance_types.get(name)
+        differs = [what for what, a, b in (
+            ("accelerators", t.accelerator_count, o.accelerator_count),
+            ("accelerator model", t.accelerator_model, o.accelerator_model),
+            ("accelerator memory", t.accelerator_memory_gib, o.accelerator_memory_gib),
+            ("EFA", t.efa_supported, o.efa_supported), ("CPU architecture", t.arch, o.arch),
+            # one launch template holds the EFA interfaces, laid out from instance_type's network cards
+            ("EFA interface layout", (t.network_cards, tuple(sorted(t.efa_cards or ()))) if t.efa_supported else None,
+             (o.network_cards, tuple(sorted(o.efa_cards or ()))) if o.efa_supported else None)) if a != b]
+        if differs:
+            yield Problem(f"{at}.capacity.spot_instance_types[{j}]",
+                          f"{name} differs from {g.instance_type} in {', '.join(differs)}; every type of a group "
+                          "must offer jobs the same resources")
 
 
 def _check_governance(spec: ClusterSpec) -> Iterator[Problem]:

@@ -56,6 +56,11 @@ def warnings_for(spec) -> list[str]:
         w = _block_zone_warning(spec, i, g)
         if w:
             out.append(w)
+        if g.capacity.type is CapacityType.SPOT and len(g.instance_types) < 2:
+            # facts: eks.nodegroup.spot ("we recommend specifying multiple values for instanceTypes")
+            out.append(f"instance_groups[{i}] ({g.name}).capacity.spot_instance_types: a spot group of one instance "
+                       "type draws from few Spot pools and is interrupted together; EKS recommends several types "
+                       "(same accelerators, memory, EFA and architecture)")
     return out
 
 

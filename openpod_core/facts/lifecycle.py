@@ -91,4 +91,11 @@ FACTS: tuple[Fact, ...] = (
         "CreateDataRepositoryAssociation and its FileSystemPath; a replaced association is created while the old one lives, so a new path over the same S3 prefix fails "
         "(openpod plan: will fail, whatever --allow-replace says)",
     ),
+    Fact(
+        "eks.nodegroup.spot", "node group capacityType ON_DEMAND | SPOT | CAPACITY_BLOCK; 0-20 instanceTypes with a "
+        "launch template; for Spot, EKS recommends several instance types",
+        f"{BOTOCORE}:botocore/data/eks/2017-11-01/service-2.json", "2026-11-28",
+        "shape CapacityTypes and CreateNodegroupRequest.instanceTypes; capacity.type spot, "
+        "capacity.spot_instance_types (infra/spec/rules.py, infra/spec/warnings.py)",
+    ),
 )
