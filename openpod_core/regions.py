@@ -34,3 +34,19 @@ AZ_LETTERS: dict[str, str] = {
     "us-west-1": "ab",
     "us-west-2": "abcd",
 }
+
+# The prefix of the zone IDs of each Region with recorded zones (same source as AZ_LETTERS: its ZoneIds).
+ZONE_ID_PREFIX: dict[str, str] = {
+    "ap-northeast-1": "apne1",
+    "ap-northeast-2": "apne2",
+    "ap-south-1": "aps1",
+    "ap-southeast-2": "apse2",
+    "ca-central-1": "cac1",
+    "cn-north-1": "cnn1",
+    "eu-west-1": "euw1",
+    "eu-west-2": "euw2",
+    "eu-west-3": "euw3",
+    "us-east-1": "use1",
+    "us-west-1": "usw1",
+    "us-west-2": "usw2",
+}

@@ -154,6 +154,10 @@ def check_reservations(spec: ClusterSpec, ec2) -> Iterator[Finding]:
             problems.append(f"is for {r['InstanceType']}, the group runs {g.instance_type}")
         if r["AvailabilityZone"] != spec.group_az(g):
             problems.append(f"is in {r['AvailabilityZone']}, the group launches in {spec.group_az(g)}")
+        want_id = spec.availability_zone_ids.get(spec.group_az(g))
+        if want_id and r.get("AvailabilityZoneId") and r["AvailabilityZoneId"] != want_id:
+            problems.append(f"is in zone ID {r['AvailabilityZoneId']}, availability_zone_ids says "
+                            f"{spec.group_az(g)} is {want_id}")
         if r["TotalInstanceCount"] < g.max_size:
             problems.append(f"holds {r['TotalInstanceCount']} instances, max_size is {g.max_size}")
         if r["State"] not in USABLE_RESERVATION_STATES:
@@ -217,7 +221,25 @@ def check_cluster_zones(spec: ClusterSpec, ec2) -> Iterator[Finding]:
             yield Finding(True, "eks-zone", f"{name} ({zone_id}) takes EKS cluster subnets")
 
 
-CHECKS = (("offerings", check_offerings, "ec2"), ("quotas", check_quotas, "quotas"),
+def check_zone_ids(spec: ClusterSpec, ec2) -> Iterator[Finding]:
+    """The spec's ``availability_zone_ids`` are this account's mapping of zone names to IDs (per account: a spec
+    written for another account can name the same letters for other zones)."""
+    names = sorted(spec.availability_zone_ids)
+    if not names:
+        return
+    page = ec2.describe_availability_zones(ZoneNames=names, AllAvailabilityZones=True)
+    ids = {z["ZoneName"]: z["ZoneId"] for z in page.get("AvailabilityZones", [])}
+    for name in names:
+        want, have = spec.availability_zone_ids[name], ids.get(name)
+        if have == want:
+            yield Finding(True, "zone-ids", f"{name} is {have} in this account")
+        else:
+            yield Finding(False, "zone-ids", f"availability_zone_ids.{name}: {want} in the spec, {have or 'no zone'} "
+                                             "in this account; reservations and Capacity Blocks are per zone ID: "
+                                             "fix the mapping or pick the zone name this account gives that ID")
+
+
+CHECKS = (("offerings", check_offerings, "ec2"), ("zone ids", check_zone_ids, "ec2"), ("quotas", check_quotas, "quotas"),
           ("reservations", check_reservations, "ec2"), ("add-ons", check_addons, "eks"),
           ("principals", check_principals, "iam"), ("eks zones", check_cluster_zones, "ec2"))
 

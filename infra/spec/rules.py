@@ -39,6 +39,19 @@ def _check_azs(spec: ClusterSpec) -> Iterator[Problem]:
                                                       f"zones are {', '.join(spec.region + c for c in letters)}")
     for d in _dupes(spec.availability_zones):
         yield Problem("availability_zones", f"{d!r} listed twice")
+    zones = set(spec.availability_zones) | {g.availability_zone for g in spec.instance_groups if g.availability_zone}
+    for name, zone_id in spec.availability_zone_ids.items():
+        at = f"availability_zone_ids.{name}"
+        if name not in zones:
+            yield Problem(at, f"{name!r} is none of the spec's zones ({', '.join(sorted(zones))})")
+        if not ZONE_ID.match(zone_id):
+            yield Problem(at, f"{zone_id!r} is not a zone ID; allowed: IDs such as use1-az6 or use1-dfw2-az1 "
+                              "(aws ec2 describe-availability-zones --query 'AvailabilityZones[].[ZoneName,ZoneId]')")
+        elif not zone_id.startswith(regions.ZONE_ID_PREFIX.get(spec.region, "")):
+            yield Problem(at, f"{zone_id!r} is not a zone ID of {spec.region} (they start "
+                              f"{regions.ZONE_ID_PREFIX[spec.region]}-)")
+    for d in _dupes(list(spec.availability_zone_ids.values())):
+        yield Problem("availability_zone_ids", f"{d!r} is given for two zone names; each name is one zone")
     n = spec.network.layout_azs
     if n is not None and not 2 <= n <= len(spec.availability_zones):
         yield Problem("network.layout_azs", f"{n} must be 2..{len(spec.availability_zones)}: the number of the "
@@ -46,6 +59,9 @@ def _check_azs(spec: ClusterSpec) -> Iterator[Problem]:
     if spec.storage.fsx.availability_zone and spec.storage.fsx.availability_zone not in spec.availability_zones:
         yield Problem("storage.fsx.availability_zone", f"{spec.storage.fsx.availability_zone!r} is not one of "
                                                        f"availability_zones ({', '.join(spec.availability_zones)})")
+
+
+ZONE_ID = re.compile(r"^[a-z]+[0-9]+(-[a-z]+[0-9]+)?-az[0-9]+$")
 
 
 def _check_groups(spec: ClusterSpec) -> Iterator[Problem]:

@@ -98,4 +98,13 @@ FACTS: tuple[Fact, ...] = (
         "shape CapacityTypes and CreateNodegroupRequest.instanceTypes; capacity.type spot, "
         "capacity.spot_instance_types (infra/spec/rules.py, infra/spec/warnings.py)",
     ),
+    Fact(
+        "ec2.zone-ids", "a zone has a name (us-east-1a) and an ID (use1-az6); capacity reservations report both "
+        "(AvailabilityZone, AvailabilityZoneId); DescribeAvailabilityZones maps one to the other",
+        f"{BOTOCORE}:botocore/data/ec2/2016-11-15/service-2.json", "2026-11-28",
+        "shapes AvailabilityZone.ZoneId/ZoneName, CapacityReservation.AvailabilityZoneId, "
+        "DescribeAvailabilityZonesRequest.ZoneNames/ZoneIds; the spec's availability_zone_ids are checked by "
+        "openpod preflight (the mapping is the account's: moto records one mapping, e.g. us-east-1a = use1-az6, "
+        "and notes it differs from account to account, moto/ec2/models/availability_zones_and_regions.py:80-82)",
+    ),
 )
