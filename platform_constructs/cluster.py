@@ -202,17 +202,19 @@ class ControlPlaneLogGroup(Construct):
                  key: kms.IKey | None = None) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
-        arn = stack.format_arn(service="logs", resource="log-group", resource_name=f"{log_group_name}:*",
-                               arn_format=ArnFormat.COLON_RESOURCE_NAME)
-        policy = cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[arn])
+        # The log group's ARN both with and without the ':*' suffix CloudWatch Logs appends in its own ARNs.
+        arns = [stack.format_arn(service="logs", resource="log-group", resource_name=name,
+                                 arn_format=ArnFormat.COLON_RESOURCE_NAME)
+                for name in (log_group_name, f"{log_group_name}:*")]
+        policy = cr.AwsCustomResourcePolicy.from_sdk_calls(resources=arns)
         physical = cr.PhysicalResourceId.of(log_group_name)
         create = {"logGroupName": log_group_name, **({"kmsKeyId": key.key_arn} if key is not None else {})}
-        self.create = cr.AwsCustomResource(
-            self, "Create", policy=policy, install_latest_aws_sdk=False,
-            on_create=cr.AwsSdkCall(service="CloudWatchLogs", action="createLogGroup", parameters=create,
+        create_call = cr.AwsSdkCall(service="CloudWatchLogs", action="createLogGroup", parameters=create,
                                     physical_resource_id=physical,
-                                    ignore_error_codes_matching="ResourceAlreadyExistsException"),
-        )
+                                    ignore_error_codes_matching="ResourceAlreadyExistsException")
+        # on update too: a new cluster name is a new group, which must exist before the retention call
+        self.create = cr.AwsCustomResource(self, "Create", policy=policy, install_latest_aws_sdk=False,
+                                           on_create=create_call, on_update=create_call)
         retention_call = cr.AwsSdkCall(service="CloudWatchLogs", action="putRetentionPolicy",
                                        parameters={"logGroupName": log_group_name, "retentionInDays": retention_days},
                                        physical_resource_id=physical)
