@@ -92,3 +92,36 @@ def test_stack_template_reads_physical_ids_across_pages():
              "LastUpdatedTimestamp": now, "ResourceStatus": "CREATE_COMPLETE"}]}, {"StackName": "s", "NextToken": "t"})
         template, physical = td.stack_template(cfn, "s")
     assert physical == {"Fs": "fs-1", "Vpc": "vpc-1"}
+
+
+def test_the_command_prints_the_steps_without_yes_and_fails_in_one_line(monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from infra.cli.main import main
+    from tests.conftest import EXAMPLES
+
+    session = boto3.session.Session(aws_access_key_id="x", aws_secret_access_key="x", region_name="us-east-2")
+    cfn, fsx = session.client("cloudformation"), session.client("fsx")
+    monkeypatch.setattr(boto3.session, "Session", lambda: type("S", (), {
+        "client": staticmethod(lambda name, region_name=None: {"cloudformation": cfn, "fsx": fsx}[name])})())
+    now = dt.datetime(2026, 11, 28, tzinfo=dt.timezone.utc)
+    with Stubber(cfn) as cs:
+        cs.add_response("get_template", {"TemplateBody": json.dumps(TEMPLATE)},
+                        {"StackName": "openpod-dev", "TemplateStage": "Processed"})
+        cs.add_response("list_stack_resources", {"StackResourceSummaries": [
+            {"LogicalResourceId": "Fs", "PhysicalResourceId": "fs-0123456789abcdef0",
+             "ResourceType": "AWS::FSx::FileSystem", "LastUpdatedTimestamp": now,
+             "ResourceStatus": "CREATE_COMPLETE"}]}, {"StackName": "openpod-dev"})
+        r = CliRunner().invoke(main, ["teardown", "--spec", str(EXAMPLES / "default.yaml")])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[:3] == [
+        "1. delete FSx file system fs-0123456789abcdef0 (Fs) after a final backup",
+        "2. delete stack openpod-dev (buckets, keys and log groups are retained)",
+        "nothing done; run again with --yes to do it"]
+    with Stubber(cfn) as cs:
+        cs.add_client_error("get_template", "ValidationError", "Stack with id openpod-dev does not exist")
+        r = CliRunner().invoke(main, ["teardown", "--spec", str(EXAMPLES / "default.yaml"), "--yes"])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.output.strip().splitlines()[-1].startswith("Error: teardown openpod-dev: ClientError: An error occurred")
