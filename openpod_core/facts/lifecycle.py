@@ -50,8 +50,10 @@ FACTS: tuple[Fact, ...] = (
     Fact(
         "fsx.eni-in-subnet", "an FSx for Lustre file system keeps its network interfaces in its subnet and "
         "security group until it is deleted",
-        "https://docs.aws.amazon.com/fsx/latest/LustreGuide/limit-access-security-groups.html", "2026-11-28",
-        "so a retained file system blocks the deletion of its security group, subnet and VPC: `openpod teardown` "
+        "https://docs.aws.amazon.com/fsx/latest/WindowsGuide/limit-access-security-groups.html", "2026-11-28",
+        "the FSx page 'File system access control with Amazon VPC' (the file system is reached through elastic "
+        "network interfaces in the VPC, its security groups on them; the same text on the File Cache guide's page; "
+        "the Lustre guide's page of that name was listed, not opened). So a retained file system blocks the deletion of its security group, subnet and VPC: `openpod teardown` "
         "deletes it (after a backup) before the stack (infra/deploy/teardown.py)",
     ),
     Fact(
