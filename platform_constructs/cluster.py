@@ -6,16 +6,17 @@ import hashlib
 import json
 from typing import Mapping, Sequence
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
 from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct
 
 from infra.spec.eks import AccessEntry
+from openpod_core.cloudwatch import LOG_RETENTION_DAYS
 from platform_constructs.pod_identity import pod_identity_principal
 
 ACCESS_POLICIES: dict[str, str] = {
@@ -62,7 +63,7 @@ class PlatformCluster(Construct):
         secrets_key: kms.IKey,
         addon_versions: Mapping[str, str],
         log_key: kms.IKey | None = None,
-        log_retention: logs.RetentionDays = logs.RetentionDays.THREE_MONTHS,
+        log_retention_days: int = 90,
         endpoint_public: bool = False,
         endpoint_public_cidrs: Sequence[str] = (),
         access_entries: Sequence[AccessEntry] = (),
@@ -77,6 +78,9 @@ class PlatformCluster(Construct):
             raise ValueError(f"PlatformCluster: addon_versions lacks a pinned version for {', '.join(missing)}")
         if not subnets:
             raise ValueError("PlatformCluster: subnets must not be empty")
+        if log_retention_days not in LOG_RETENTION_DAYS:
+            raise ValueError(f"PlatformCluster: log_retention_days must be one of CloudWatch Logs' values "
+                             f"{', '.join(map(str, LOG_RETENTION_DAYS))}, got {log_retention_days}")
         groups = {arn: list(g) for arn, g in (kubernetes_groups or {}).items()}
         for arn, g in groups.items():
             if not g or any(not name or name.startswith("system:") for name in g):
@@ -87,12 +91,13 @@ class PlatformCluster(Construct):
             raise ValueError(f"PlatformCluster: access_entries lists {arn} more than once; EKS allows one access "
                              "entry per principal")
 
-        # EKS writes control-plane logs to this exact group; creating it first
-        # gives it a retention and encryption.
-        self.log_group = logs.LogGroup(
-            self, "ControlPlaneLogs", log_group_name=f"/aws/eks/{cluster_name}/cluster",
-            retention=log_retention, encryption_key=log_key, removal_policy=RemovalPolicy.RETAIN,
-        )
+        # EKS writes control-plane logs to /aws/eks/<name>/cluster and creates that group itself when it is
+        # missing (facts eks.control-plane-logs.*). A CloudFormation log group of that fixed name would outlive
+        # a destroy (retained) and refuse the next deploy of the same name, so the group is adopted instead:
+        # created when missing, its retention and key set on every deploy, left in place on delete.
+        self.log_group_name = f"/aws/eks/{cluster_name}/cluster"
+        self.log_group = ControlPlaneLogGroup(self, "ControlPlaneLogs", log_group_name=self.log_group_name,
+                                              retention_days=log_retention_days, key=log_key)
         selection = [ec2.SubnetSelection(subnets=list(subnets))]
         self.cluster = eks.Cluster(
             self, "Cluster",
@@ -115,7 +120,7 @@ class PlatformCluster(Construct):
                 private_subnets=list(subnets),
             ),
         )
-        self.cluster.node.add_dependency(self.log_group)
+        self.cluster.node.add_dependency(self.log_group)  # the group exists with its key before EKS writes
 
         seen: set[str] = set()
         for i, entry in enumerate(access_entries):
@@ -182,6 +187,48 @@ class PlatformCluster(Construct):
     @property
     def workload_addons(self) -> list[eks.IAddon]:
         return [self.addons[n] for n in WORKLOAD_ADDONS]
+
+
+class ControlPlaneLogGroup(Construct):
+    """The EKS control-plane log group, adopted rather than owned: no CloudFormation resource has its fixed name.
+
+    Three SDK calls (``AwsCustomResource``): ``CreateLogGroup`` (an existing group, e.g. one kept from an earlier
+    stack of the same cluster name, is fine: ``ResourceAlreadyExistsException`` is ignored), then
+    ``PutRetentionPolicy`` and, with ``key``, ``AssociateKmsKey`` on every deploy. Deleting the stack leaves the
+    group and its logs (the audit trail) in place; a later deploy of the same name adopts it.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, log_group_name: str, retention_days: int,
+                 key: kms.IKey | None = None) -> None:
+        super().__init__(scope, id)
+        stack = Stack.of(self)
+        # The log group's ARN both with and without the ':*' suffix CloudWatch Logs appends in its own ARNs.
+        arns = [stack.format_arn(service="logs", resource="log-group", resource_name=name,
+                                 arn_format=ArnFormat.COLON_RESOURCE_NAME)
+                for name in (log_group_name, f"{log_group_name}:*")]
+        policy = cr.AwsCustomResourcePolicy.from_sdk_calls(resources=arns)
+        physical = cr.PhysicalResourceId.of(log_group_name)
+        create = {"logGroupName": log_group_name, **({"kmsKeyId": key.key_arn} if key is not None else {})}
+        create_call = cr.AwsSdkCall(service="CloudWatchLogs", action="createLogGroup", parameters=create,
+                                    physical_resource_id=physical,
+                                    ignore_error_codes_matching="ResourceAlreadyExistsException")
+        # on update too: a new cluster name is a new group, which must exist before the retention call
+        self.create = cr.AwsCustomResource(self, "Create", policy=policy, install_latest_aws_sdk=False,
+                                           on_create=create_call, on_update=create_call)
+        retention_call = cr.AwsSdkCall(service="CloudWatchLogs", action="putRetentionPolicy",
+                                       parameters={"logGroupName": log_group_name, "retentionInDays": retention_days},
+                                       physical_resource_id=physical)
+        self.retention = cr.AwsCustomResource(self, "Retention", policy=policy, install_latest_aws_sdk=False,
+                                              on_create=retention_call, on_update=retention_call)
+        self.retention.node.add_dependency(self.create)
+        self.key_association: cr.AwsCustomResource | None = None
+        if key is not None:
+            key_call = cr.AwsSdkCall(service="CloudWatchLogs", action="associateKmsKey",
+                                     parameters={"logGroupName": log_group_name, "kmsKeyId": key.key_arn},
+                                     physical_resource_id=physical)
+            self.key_association = cr.AwsCustomResource(self, "Key", policy=policy, install_latest_aws_sdk=False,
+                                                         on_create=key_call, on_update=key_call)
+            self.key_association.node.add_dependency(self.create)
 
 
 def _addon_id(name: str) -> str:

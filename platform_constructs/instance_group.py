@@ -237,7 +237,8 @@ class InstanceGroup(Construct):
       security_groups: attached to every interface (cluster security group + EFA group for EFA types).
       min_size / desired_size / max_size: the group's scaling bounds.
       placement_group: launch into a new cluster placement group (not with a reservation).
-      capacity_type / capacity_reservation_id: on-demand, an ODCR, or an EC2 capacity block.
+      capacity_type / capacity_reservation_id: on-demand, an ODCR, an EC2 capacity block, or Spot.
+      spot_instance_types: a Spot group's other instance types (interchangeable with ``instance_type``).
       labels / taints: added to the table-derived labels; accelerated groups also get the
         startup taint ``openpod.io/health-check=pending:NoSchedule`` that the deep health check removes.
       root_volume_gib / volumes: encrypted gp3 EBS volumes.
@@ -290,6 +291,7 @@ class InstanceGroup(Construct):
         max_unavailable: int = 1,
         update_strategy: str | None = None,
         lustre_client: bool = False,
+        spot_instance_types: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, id)
         self.group_name = group_name
@@ -304,7 +306,9 @@ class InstanceGroup(Construct):
         if instance_type.efa_supported and len(subnets) != 1:
             raise ValueError(f"InstanceGroup {group_name}: subnets must be exactly one subnet for an EFA "
                              f"instance type ({instance_type.name}); EFA traffic does not leave a subnet")
-        reserved = capacity_type is not CapacityType.ON_DEMAND
+        reserved = capacity_type in (CapacityType.RESERVATION, CapacityType.CAPACITY_BLOCK)
+        if spot_instance_types and capacity_type is not CapacityType.SPOT:
+            raise ValueError(f"InstanceGroup {group_name}: spot_instance_types needs capacity_type spot")
         if reserved and not capacity_reservation_id:
             raise ValueError(f"InstanceGroup {group_name}: capacity_reservation_id is required with "
                              f"capacity_type {capacity_type.value}")
@@ -399,8 +403,8 @@ class InstanceGroup(Construct):
             cluster=cluster,
             enable_node_auto_repair=False,  # the node agent remediates; two repairers would race
             node_role=node_role,
-            capacity_type=(eks.CapacityType.CAPACITY_BLOCK if capacity_type is CapacityType.CAPACITY_BLOCK
-                           else eks.CapacityType.ON_DEMAND),
+            capacity_type={CapacityType.CAPACITY_BLOCK: eks.CapacityType.CAPACITY_BLOCK,
+                           CapacityType.SPOT: eks.CapacityType.SPOT}.get(capacity_type, eks.CapacityType.ON_DEMAND),
             min_size=min_size, desired_size=desired_size, max_size=max_size,
             subnets=ec2.SubnetSelection(subnets=list(subnets)),
             labels=node_labels(group_name, instance_type, labels or {}),
@@ -421,7 +425,7 @@ class InstanceGroup(Construct):
         if update_strategy != "DEFAULT":
             cfn.add_property_override("UpdateConfig.UpdateStrategy", update_strategy)
         if capacity_type is not CapacityType.CAPACITY_BLOCK:
-            cfn.instance_types = [instance_type.name]
+            cfn.instance_types = [instance_type.name, *(t for t in spot_instance_types if t != instance_type.name)]
         if kubernetes_version is not None:
             # The node group follows the control plane: without a Version, EKS keeps the nodes at the version
             # they were created with when the cluster is upgraded.

@@ -167,8 +167,8 @@ def test_capacity_lists_offerings_and_prints_the_spec_lines_to_use():
              "AvailabilityZone": "us-east-2b", "InstanceCount": 18, "StartDate": T0,
              "EndDate": T0 + dt.timedelta(days=7), "CapacityBlockDurationHours": 168, "UpfrontFee": "123456.00",
              "CurrencyCode": "USD", "Tenancy": "default"}]},
-            {"InstanceType": g.instance_type, "InstanceCount": 18, "CapacityDurationHours": 168,
-             "StartDateRange": T0, "EndDateRange": T0 + dt.timedelta(days=21)})
+            {"InstanceType": g.instance_type, "UltraserverType": "u-p6e-gb200x72", "UltraserverCount": 1,
+             "CapacityDurationHours": 168, "StartDateRange": T0, "EndDateRange": T0 + dt.timedelta(days=21)})
         lines = render_offerings(spec, g, capacity_offerings(ec2, g, T0, 7))
     text = "\n".join(lines)
     assert "cb-0123456789abcdef0         us-east-2b     2026-12-01 11:30 2026-12-08 11:30    18  123456.00 USD" in text
@@ -238,8 +238,10 @@ def test_capacity_as_data(monkeypatch):
     data = json.loads(outputs["json"])
     assert yaml.safe_load(outputs["yaml"]) == data
     assert data == {"group": "gb200", "instance_type": g.instance_type, "instance_count": g.max_size,
-                    "region": "us-east-2", "days": 7, "offerings": [
+                    "region": "us-east-2", "ultraserver_type": "u-p6e-gb200x72", "ultraserver_count": 1,
+                    "days": 7, "offerings": [
                         {"id": "cb-0123456789abcdef0", "availability_zone": "us-east-2b",
                          "start": "2026-12-01T11:30:00+00:00", "end": "2026-12-08T11:30:00+00:00",
-                         "instance_count": 18, "upfront_fee": "123456.00", "currency": "USD"}]}
+                         "instance_count": 18, "ultraserver_type": None, "ultraserver_count": None,
+                         "upfront_fee": "123456.00", "currency": "USD"}]}
     assert outputs["table"] == "\n".join(render_offerings(spec, g, [offer])) + "\n"

@@ -82,6 +82,20 @@ def acknowledge(stack: cdk.Stack) -> None:
              "The custom resource framework invokes every version/alias of its own kubectl handler and nothing "
              "else. Safe because the wildcard covers only that one function's versions.")
 
+    logs_group = stack.platform_cluster.log_group
+    account = "<AWS::AccountId>" if cdk.Token.is_unresolved(stack.account) else stack.account
+    arn = f"arn:aws:logs:{stack.region}:{account}:log-group:{stack.platform_cluster.log_group_name}:*"
+    _ack(logs_group, f"AwsSolutions-IAM5[Resource::{arn}]",
+         "The control-plane log group is adopted by three SDK calls (create if missing, retention, KMS key); "
+         "':*' is CloudWatch Logs' ARN form for one log group. Safe because it names exactly the cluster's "
+         "/aws/eks/<cluster>/cluster group and the actions are CreateLogGroup, PutRetentionPolicy, AssociateKmsKey.")
+    sdk = stack.node.try_find_child("AWS679f53fac002430cb0da5b7982bd2287")   # AwsCustomResource's singleton
+    if sdk is not None:
+        _ack(sdk, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                  "AWSLambdaBasicExecutionRole]",
+             "aws-cdk-lib's AwsCustomResource function (the control-plane log group calls) carries the AWS-managed "
+             "basic execution policy (its own logs). Safe because only that deploy-time function's role uses it.")
+
     gate = stack.governance.webhook_gate
     gate_why = ("The Kueue webhook readiness gate's function and the Provider framework's onEvent function carry the "
                 "AWS-managed {} policy CDK attaches. Safe because only those two Lambda service roles use it, they "

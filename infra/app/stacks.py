@@ -17,6 +17,7 @@ from constructs import Construct
 
 from infra.app import nag
 from openpod_core import labels
+from openpod_core.cloudwatch import LOG_RETENTION_DAYS
 from infra.governance import queues
 from openpod_core.instance_types import Accelerator
 from infra.spec.cluster import ClusterSpec
@@ -39,18 +40,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TRAINING_DOCKERFILE = "training/Dockerfile"
 
 
-# CloudWatch Logs' allowed retentions, in days, in RetentionDays member order.
-_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
-                   3288, 3653)
-
-
 def retention(days: int) -> logs.RetentionDays:
-    """The shortest CloudWatch retention that keeps logs at least ``days`` days."""
+    """CloudWatch's retention member for exactly ``days`` (the spec refuses other values; never rounded)."""
     members = [m for m in logs.RetentionDays if m.name != "INFINITE"]
-    for d, member in zip(_RETENTION_DAYS, members):
-        if d >= days:
-            return member
-    return members[-1]
+    if days not in LOG_RETENTION_DAYS or len(members) != len(LOG_RETENTION_DAYS):
+        raise ValueError(f"retention: {days} days is not one of CloudWatch Logs' values {LOG_RETENTION_DAYS}")
+    return members[LOG_RETENTION_DAYS.index(days)]
 
 
 class PlatformStack(cdk.Stack):
@@ -96,7 +91,7 @@ class PlatformStack(cdk.Stack):
             version=spec.eks.version,
             secrets_key=self.secrets_key,
             log_key=self.log_key,
-            log_retention=retention(spec.eks.log_retention_days),
+            log_retention_days=spec.eks.log_retention_days,
             endpoint_public=spec.eks.endpoint_public,
             endpoint_public_cidrs=spec.eks.endpoint_public_cidrs,
             access_entries=spec.eks.access_entries,
@@ -140,6 +135,7 @@ class PlatformStack(cdk.Stack):
                 local_nvme_raid0=g.local_nvme_raid0, kubernetes_version=spec.eks.version,
                 update_strategy=g.update_strategy.upper() if g.update_strategy else None,
                 lustre_client=True,   # the teams' FSx volumes may be mounted on any group's nodes
+                spot_instance_types=g.capacity.spot_instance_types,
             )
             for addon in self.platform_cluster.network_addons:
                 ig.nodegroup.node.add_dependency(addon)

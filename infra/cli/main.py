@@ -338,6 +338,10 @@ from infra.cli.preflight import capacity_command as _capacity, preflight_command
 main.add_command(_preflight)
 main.add_command(_capacity)
 
+from infra.cli.teardown import teardown_command as _teardown  # noqa: E402
+
+main.add_command(_teardown)
+
 from infra.cli.drain import drain as _drain  # noqa: E402
 
 main.add_command(_drain)

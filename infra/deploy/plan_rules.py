@@ -37,6 +37,9 @@ class PropertyRule:
 UPDATE_REQUIRES: tuple[PropertyRule, ...] = (
     PropertyRule("AWS::FSx::FileSystem", "/properties/LustreConfiguration/DeploymentType", "replace",
                  "cfn.fsx.lustre-deployment-type"),
+    # FSx takes EFA only at creation (CreateFileSystem has it, UpdateFileSystem does not).
+    PropertyRule("AWS::FSx::FileSystem", "/properties/LustreConfiguration/EfaEnabled", "replace",
+                 "fsx.lustre.efa-create-only"),
     PropertyRule("AWS::KMS::Key", "/properties/KeySpec", "fail", "cfn.kms.key-spec"),
     PropertyRule("AWS::KMS::Key", "/properties/KeyUsage", "fail", "cfn.kms.key-spec"),
 )
@@ -228,10 +231,63 @@ def _file_system(ctx: Context, lid: str) -> list[str]:
     if isinstance(old, int) and isinstance(new, int) and new < old:
         out.append(f"storage capacity {old} -> {new} GiB: FSx for Lustre only grows "
                    f"{cite('fsx.lustre.storage-capacity-increase-only')}")
-    iops = [p.get("LustreConfiguration", {}).get("MetadataConfiguration", {}).get("Iops") for p in (b, h)]
+    meta = [p.get("LustreConfiguration", {}).get("MetadataConfiguration", {}) for p in (b, h)]
+    iops = [m.get("Iops") for m in meta]
     if all(isinstance(v, int) for v in iops) and iops[1] < iops[0]:
         out.append(f"metadata IOPS {iops[0]} -> {iops[1]}: FSx takes only as many or more "
                    f"{cite('fsx.lustre.metadata-iops-increase-only')}")
+    if (meta[0].get("Mode") == "USER_PROVISIONED" and meta[1].get("Mode") == "AUTOMATIC"
+            and isinstance(iops[0], int) and iops[0] > AUTOMATIC_METADATA_IOPS_MIN):
+        out.append(f"metadata IOPS {iops[0]} (user-provisioned) -> automatic: FSx refuses the switch while the "
+                   "current IOPS exceed what automatic mode provisions for the file system's capacity (it never "
+                   f"lowers metadata IOPS); keep metadata_iops, or grow the capacity first "
+                   f"{cite('fsx.lustre.metadata-automatic-switch')}")
+    return out
+
+
+# The smallest metadata IOPS FSx provisions (and accepts) for an SSD file system (fact
+# fsx.lustre.metadata-automatic-switch): a user-provisioned value above it may exceed what automatic mode gives a
+# file system of that capacity (the automatic value per capacity is not recorded: openpod_core/facts/unverified.py).
+AUTOMATIC_METADATA_IOPS_MIN = 1500
+
+
+def _path_overlap(a: str, b: str) -> bool:
+    """Two file system paths where one is the other or inside it (/ns1 and /ns1/ns2)."""
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
+
+
+def _repo_overlap(a, b) -> bool:
+    """Two DataRepositoryPath values naming the same S3 bucket/prefix (or one inside the other)."""
+    if isinstance(a, str) and isinstance(b, str):
+        return _path_overlap(a, b)
+    return a == b   # the same expression (e.g. s3://<the same bucket>/)
+
+
+def _data_repository(ctx: Context, lid: str) -> list[str]:
+    """A replaced association is created while the live ones (its old copy among them) still exist: FSx
+    refuses one whose file system path or S3 path overlaps another on the same file system."""
+    old_id = ctx.old_of.get(lid, lid)
+    if old_id not in ctx.replaced:
+        return []
+    h = _props(ctx.head[lid])
+    fs = h.get("FileSystemId")
+    if ctx.is_new(fs):
+        return []   # a new file system: nothing live on it
+    out = []
+    for bid, b in ctx.base.items():
+        if b.get("Type") != "AWS::FSx::DataRepositoryAssociation" or _props(b).get("FileSystemId") != fs:
+            continue
+        bp = _props(b)
+        same_dir = isinstance(h.get("FileSystemPath"), str) and isinstance(bp.get("FileSystemPath"), str) \
+            and _path_overlap(h["FileSystemPath"], bp["FileSystemPath"])
+        same_repo = _repo_overlap(h.get("DataRepositoryPath"), bp.get("DataRepositoryPath"))
+        if same_dir or same_repo:
+            what = " and ".join(w for w, held in (("file system path", same_dir), ("S3 path", same_repo)) if held)
+            out.append(f"the new association's {what} overlaps the live {bid}, which CloudFormation deletes only "
+                       "after creating the new one; FSx allows one association per directory and per S3 "
+                       "prefix: remove the association in one deploy, add it at the new path in the next "
+                       f"{cite('fsx.dra.unique-paths')} {cite('cfn.replacement-creates-first')}")
     return out
 
 
@@ -253,6 +309,7 @@ SERVICE_RULES: dict[str, tuple[Callable[[Context, str], list[str]], ...]] = {
     "AWS::EC2::Subnet": (_subnet_overlap,),
     "AWS::EKS::Nodegroup": (_nodegroup,),
     "AWS::FSx::FileSystem": (_file_system,),
+    "AWS::FSx::DataRepositoryAssociation": (_data_repository,),
 }
 
 

@@ -20,6 +20,8 @@ from typing import Any, Iterable, Iterator
 
 from infra.spec.groups import CapacityType, InstanceGroupSpec
 from infra.spec.cluster import ClusterSpec
+from openpod_core import local_zones
+from openpod_core.facts.register import value as fact_value
 
 # Service Quotas codes of EC2's "Running On-Demand <family> instances" vCPU quotas.
 # Source: https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html (checked 2026-11-23).
@@ -112,8 +114,8 @@ def check_offerings(spec: ClusterSpec, ec2) -> Iterator[Finding]:
 def check_quotas(spec: ClusterSpec, quotas) -> Iterator[Finding]:
     need: dict[str, list[tuple[str, int]]] = {}
     for _, g in _created(spec):
-        if g.capacity.type is CapacityType.CAPACITY_BLOCK:
-            continue  # blocks are paid capacity outside the on-demand quotas
+        if g.capacity.type in (CapacityType.CAPACITY_BLOCK, CapacityType.SPOT):
+            continue  # blocks are paid capacity outside the on-demand quotas; Spot has quotas of its own
         need.setdefault(quota_family(g.instance_type), []).append((g.name, g.max_size * g.type.vcpus))
     for family, groups in sorted(need.items()):
         code, name = QUOTAS[family]
@@ -152,6 +154,10 @@ def check_reservations(spec: ClusterSpec, ec2) -> Iterator[Finding]:
             problems.append(f"is for {r['InstanceType']}, the group runs {g.instance_type}")
         if r["AvailabilityZone"] != spec.group_az(g):
             problems.append(f"is in {r['AvailabilityZone']}, the group launches in {spec.group_az(g)}")
+        want_id = spec.availability_zone_ids.get(spec.group_az(g))
+        if want_id and r.get("AvailabilityZoneId") and r["AvailabilityZoneId"] != want_id:
+            problems.append(f"is in zone ID {r['AvailabilityZoneId']}, availability_zone_ids says "
+                            f"{spec.group_az(g)} is {want_id}")
         if r["TotalInstanceCount"] < g.max_size:
             problems.append(f"holds {r['TotalInstanceCount']} instances, max_size is {g.max_size}")
         if r["State"] not in USABLE_RESERVATION_STATES:
@@ -215,7 +221,25 @@ def check_cluster_zones(spec: ClusterSpec, ec2) -> Iterator[Finding]:
             yield Finding(True, "eks-zone", f"{name} ({zone_id}) takes EKS cluster subnets")
 
 
-CHECKS = (("offerings", check_offerings, "ec2"), ("quotas", check_quotas, "quotas"),
+def check_zone_ids(spec: ClusterSpec, ec2) -> Iterator[Finding]:
+    """The spec's ``availability_zone_ids`` are this account's mapping of zone names to IDs (per account: a spec
+    written for another account can name the same letters for other zones)."""
+    names = sorted(spec.availability_zone_ids)
+    if not names:
+        return
+    page = ec2.describe_availability_zones(ZoneNames=names, AllAvailabilityZones=True)
+    ids = {z["ZoneName"]: z["ZoneId"] for z in page.get("AvailabilityZones", [])}
+    for name in names:
+        want, have = spec.availability_zone_ids[name], ids.get(name)
+        if have == want:
+            yield Finding(True, "zone-ids", f"{name} is {have} in this account")
+        else:
+            yield Finding(False, "zone-ids", f"availability_zone_ids.{name}: {want} in the spec, {have or 'no zone'} "
+                                             "in this account; reservations and Capacity Blocks are per zone ID: "
+                                             "fix the mapping or pick the zone name this account gives that ID")
+
+
+CHECKS = (("offerings", check_offerings, "ec2"), ("zone ids", check_zone_ids, "ec2"), ("quotas", check_quotas, "quotas"),
           ("reservations", check_reservations, "ec2"), ("add-ons", check_addons, "eks"),
           ("principals", check_principals, "iam"), ("eks zones", check_cluster_zones, "ec2"))
 
@@ -234,11 +258,31 @@ def preflight(spec: ClusterSpec, clients: Clients) -> list[Finding]:
 # ----------------------------------------------------------------------------------------- capacity
 
 
+def capacity_request(g: InstanceGroupSpec, start: dt.datetime, days: int, window_days: int = 14,
+                     all_zones: bool = False) -> dict:
+    """The DescribeCapacityBlockOfferings parameters for ``g`` (fact ec2.capacity-block-offerings.ultraserver).
+
+    An UltraServer type is asked for by UltraServer (``UltraserverType``, ``UltraserverCount``: ``max_size`` in
+    UltraServers), never by instance count (at most 64 per block, fact ec2.capacity-blocks.max-instances: 72
+    GB200 instances found nothing). ``AllAvailabilityZones`` also lists Local Zones not opted into; it is set for
+    a group placed in a Local Zone, whose blocks are sold there.
+    """
+    kwargs: dict = dict(InstanceType=g.instance_type, CapacityDurationHours=24 * days,
+                        StartDateRange=start, EndDateRange=start + dt.timedelta(days=window_days + days))
+    us = g.type.ultraserver
+    if us:
+        kwargs.update(UltraserverType=us.name, UltraserverCount=max(1, g.max_size // us.instances))
+    else:
+        kwargs["InstanceCount"] = min(g.max_size, int(fact_value("ec2.capacity-blocks.max-instances")))
+    if all_zones or (g.availability_zone and local_zones.get(g.availability_zone) is not None):
+        kwargs["AllAvailabilityZones"] = True
+    return kwargs
+
+
 def capacity_offerings(ec2, g: InstanceGroupSpec, start: dt.datetime, days: int,
-                       window_days: int = 14) -> list[dict]:
-    """Capacity Block offerings for ``g.max_size`` instances of the group's type, starting in the window."""
-    kwargs = dict(InstanceType=g.instance_type, InstanceCount=g.max_size, CapacityDurationHours=24 * days,
-                  StartDateRange=start, EndDateRange=start + dt.timedelta(days=window_days + days))
+                       window_days: int = 14, all_zones: bool = False) -> list[dict]:
+    """Capacity Block offerings that fit the group (:func:`capacity_request`), starting in the window."""
+    kwargs = capacity_request(g, start, days, window_days, all_zones)
     out: list[dict] = []
     while True:
         page = ec2.describe_capacity_block_offerings(**kwargs)
@@ -248,16 +292,36 @@ def capacity_offerings(ec2, g: InstanceGroupSpec, start: dt.datetime, days: int,
         kwargs["NextToken"] = page["NextToken"]
 
 
+def _size(g: InstanceGroupSpec) -> str:
+    us = g.type.ultraserver
+    if us:
+        return f"{max(1, g.max_size // us.instances)} x {us.name} ({g.max_size} x {g.instance_type})"
+    return f"{g.max_size} x {g.instance_type}"
+
+
+def opt_in_hint(spec: ClusterSpec, g: InstanceGroupSpec) -> list[str]:
+    """How to opt in to the Local Zone a group (or its type) is sold in; EC2 lists only opted-in zones."""
+    zones = [z for z in local_zones.of_region(spec.region)
+             if z.name == g.availability_zone or g.type.name in z.offers]
+    return [f"{g.instance_type} is sold in Local Zone {z.name}; opt in to its group first (no charge): aws ec2 "
+            f"modify-availability-zone-group --region {spec.region} --group-name {z.group} --opt-in-status opted-in"
+            for z in zones]
+
+
 def render_offerings(spec: ClusterSpec, g: InstanceGroupSpec, offers: Iterable[dict]) -> list[str]:
     offers = list(offers)
     if not offers:
-        return [f"no Capacity Block offerings for {g.max_size} x {g.instance_type} in {spec.region} in that window"]
+        return [f"no Capacity Block offerings for {_size(g)} in {spec.region} in that window", *opt_in_hint(spec, g)]
     lines = [f"{'offering':<28} {'az':<14} {'start (UTC)':<17} {'end (UTC)':<17} {'count':>5} {'upfront':>14}"]
     for o in offers:
+        count = (f"{o['UltraserverCount']}x{o['UltraserverType']}" if o.get("UltraserverType")
+                 else str(o["InstanceCount"]))
         lines.append(f"{o['CapacityBlockOfferingId']:<28} {o['AvailabilityZone']:<14} "
-                     f"{o['StartDate']:%Y-%m-%d %H:%M} {o['EndDate']:%Y-%m-%d %H:%M} {o['InstanceCount']:>5} "
+                     f"{o['StartDate']:%Y-%m-%d %H:%M} {o['EndDate']:%Y-%m-%d %H:%M} {count:>5} "
                      f"{o.get('UpfrontFee', '?'):>10} {o.get('CurrencyCode', '')}")
     first = offers[0]
+    if local_zones.get(first["AvailabilityZone"]) is not None:
+        lines += ["", *opt_in_hint(spec, g)]
     lines += ["", "buy one (this charges the upfront fee):",
               f"  aws ec2 purchase-capacity-block --region {spec.region} --instance-platform Linux/UNIX "
               f"--capacity-block-offering-id {first['CapacityBlockOfferingId']}",
@@ -277,5 +341,6 @@ def offering_data(o: dict) -> dict:
     """One Capacity Block offering as data (times in ISO 8601 UTC; the fee as EC2 gives it, a string)."""
     return {"id": o["CapacityBlockOfferingId"], "availability_zone": o["AvailabilityZone"],
             "start": o["StartDate"].isoformat(), "end": o["EndDate"].isoformat(),
-            "instance_count": o["InstanceCount"], "upfront_fee": o.get("UpfrontFee"),
+            "instance_count": o["InstanceCount"], "ultraserver_type": o.get("UltraserverType"),
+            "ultraserver_count": o.get("UltraserverCount"), "upfront_fee": o.get("UpfrontFee"),
             "currency": o.get("CurrencyCode")}

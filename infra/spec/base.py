@@ -9,11 +9,21 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from openpod_core.cloudwatch import LOG_RETENTION_DAYS
+
 DNS_LABEL = r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$"
 LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 RESERVATION_ID = r"^cr-[0-9a-f]{8,17}$"
 IAM_PRINCIPAL_ARN = r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+$"
+
+
+def log_retention(days: int) -> int:
+    """``days`` if CloudWatch Logs accepts it as a retention, else a ValueError naming the allowed values."""
+    if days not in LOG_RETENTION_DAYS:
+        raise ValueError(f"{days} is not a retention CloudWatch Logs accepts (it is never rounded); allowed: "
+                         f"{', '.join(map(str, LOG_RETENTION_DAYS))}")
+    return days
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,16 @@ class ClusterSpec(SpecModel):
     region: str = Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
     account: str | None = Field(None, pattern=r"^\d{12}$")
     availability_zones: list[str] = Field(min_length=2, max_length=6)
+    availability_zone_ids: dict[str, str] = Field(
+        {}, description="zone name -> the zone ID it is in your account (e.g. us-east-1a: use1-az6). Names map to "
+                        "IDs per account and reservations and Capacity Blocks are bound to the ID: `openpod "
+                        "preflight` checks the account's mapping and each reservation's zone ID against these")
     network: NetworkSpec = NetworkSpec()
     instance_groups: list[InstanceGroupSpec] = Field(min_length=1)
     storage: StorageSpec = StorageSpec()
     eks: EksSpec = EksSpec()
     teams: list[TeamSpec] = []
-    priorities: list[PrioritySpec] = list(DEFAULT_PRIORITIES)
+    priorities: list[PrioritySpec] = Field(list(DEFAULT_PRIORITIES), min_length=1)
     pipeline: PipelineSpec | None = None
     queueing: QueueingSpec = QueueingSpec()
     observability: ObservabilitySpec = ObservabilitySpec()

@@ -122,6 +122,9 @@ def spec_md() -> str:
         "- `capacity.type` `reservation` / `capacity-block` needs `capacity.reservation_id` and `availability_zone`, "
         "and forbids `placement_group: true` (placement groups are switched off automatically for them);",
         "- capacity blocks are for accelerated instance types; placement groups only for EFA types;",
+        "- `capacity.spot_instance_types` only with `capacity.type: spot`, at most 20 types in all, each with "
+        "`instance_type`'s accelerators, accelerator model and memory, EFA (and EFA interface layout) and CPU architecture (a spot group of "
+        "one type is warned about: EKS recommends several);",
         "- UltraServer types (e.g. p6e-gb200) take sizes and hot spares in multiples of the UltraServer's "
         "instance count;",
         "- team quotas name existing groups and never add up to more than a group's `max_size - hot_spares`, nor "

@@ -7,7 +7,9 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from infra.spec.base import IAM_PRINCIPAL_ARN, SpecModel
+import re
+
+from infra.spec.base import IAM_PRINCIPAL_ARN, SpecModel, log_retention
 from openpod_core.facts.register import value as fact_value
 
 # Pinned by default; a spec may pin its own. Versions are EKS add-on versions
@@ -45,6 +47,10 @@ class AccessEntry(SpecModel):
     namespaces: list[str] = Field([], description="empty = whole cluster")
 
 
+# Helm chart versions are SemVer 2 (https://helm.sh/docs/topics/charts/#charts-and-versioning, checked 2026-11-28);
+# the pins here are exact versions, never ranges or tags such as "latest".
+CHART_VERSION = re.compile(r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
+
 EksVersion = Literal["1.32", "1.33", "1.34"]
 EKS_VERSIONS: tuple[str, ...] = EksVersion.__args__
 
@@ -59,7 +65,22 @@ class EksSpec(SpecModel):
     access_entries: list[AccessEntry] = []
     addons: dict[str, str] = {}
     charts: dict[str, str] = {}
-    log_retention_days: int = Field(90, ge=1)
+    log_retention_days: int = Field(90, description="days CloudWatch keeps control-plane logs: one of CloudWatch "
+                                                    "Logs' values (1, 3, 5, 7, 14, 30, 60, 90, ... 3653)")
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, v: int) -> int:
+        return log_retention(v)
+
+    @field_validator("charts")
+    @classmethod
+    def _exact_chart_versions(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, version in v.items():
+            if name in DEFAULT_CHARTS and not CHART_VERSION.match(version):   # an unknown name: _known_names
+                raise ValueError(f"{name}: {version!r} is not an exact chart version; allowed: a SemVer 2 version "
+                                 "such as 0.19.2 or v0.5.14 (no ranges, no 'latest': a deploy must be repeatable)")
+        return v
 
     @field_validator("addons", "charts")
     @classmethod

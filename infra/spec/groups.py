@@ -17,11 +17,27 @@ class CapacityType(str, Enum):
     ON_DEMAND = "on-demand"
     RESERVATION = "reservation"
     CAPACITY_BLOCK = "capacity-block"
+    SPOT = "spot"
 
 
 class Capacity(SpecModel):
     type: CapacityType = CapacityType.ON_DEMAND
     reservation_id: str | None = Field(None, pattern=RESERVATION_ID)
+    spot_instance_types: list[str] = Field(
+        [], description="spot only: more instance types the group may launch besides instance_type, for Spot "
+                        "capacity from several pools (EKS recommends several; up to 20 in all). Each must match "
+                        "instance_type's accelerators, accelerator memory, EFA and CPU architecture, so every node "
+                        "of the group offers jobs the same resources")
+
+    @field_validator("spot_instance_types")
+    @classmethod
+    def _known_types(cls, v: list[str]) -> list[str]:
+        for name in v:
+            try:
+                instance_types.get(name)
+            except instance_types.UnknownInstanceType as e:
+                raise ValueError(str(e)) from None
+        return v
 
 
 class TaintEffect(str, Enum):
@@ -109,7 +125,12 @@ class InstanceGroupSpec(SpecModel):
 
     @property
     def uses_reservation(self) -> bool:
-        return self.capacity.type is not CapacityType.ON_DEMAND
+        return self.capacity.type in (CapacityType.RESERVATION, CapacityType.CAPACITY_BLOCK)
+
+    @property
+    def instance_types(self) -> list[str]:
+        """Every type the group may launch: ``instance_type`` first, then a spot group's alternatives."""
+        return [self.instance_type, *(t for t in self.capacity.spot_instance_types if t != self.instance_type)]
 
     @property
     def awaits_capacity_block(self) -> bool:

@@ -44,6 +44,12 @@ class _UniqueKeyLoader(_Base):  # type: ignore[misc, valid-type]
         super().__init__(stream)
         self.duplicates: list[str] = []
 
+    def construct_yaml_set(self, node):
+        """A ``!!set`` would pass as a list in arbitrary order (pydantic turns a set into a list): refuse it."""
+        self.duplicates.append(f"line {node.start_mark.line + 1}: a YAML set (!!set); the spec takes lists: write "
+                               "one '- item' per entry")
+        yield []
+
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, int] = {}
@@ -63,6 +69,9 @@ class _UniqueKeyLoader(_Base):  # type: ignore[misc, valid-type]
                 else:
                     seen[key] = line
         return super().construct_mapping(node, deep)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:set", _UniqueKeyLoader.construct_yaml_set)
 
 
 def _too_many_nodes(data: Any) -> bool:

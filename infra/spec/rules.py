@@ -13,7 +13,7 @@ from infra.spec.cluster import ClusterSpec
 from infra.spec.eks import EKS_VERSIONS
 from infra.spec.groups import CapacityType
 from infra.spec.teams import RESERVED_NAMESPACES, RESERVED_PREFIXES, reserved_name
-from openpod_core import accelerator_stack, instance_regions, local_zones
+from openpod_core import accelerator_stack, instance_regions, instance_types, local_zones, regions
 from openpod_core.facts.register import value as fact_value
 
 
@@ -23,12 +23,35 @@ def _dupes(items: list[str]) -> list[str]:
 
 
 def _check_azs(spec: ClusterSpec) -> Iterator[Problem]:
+    if spec.region not in regions.REGIONS:
+        # facts: aws.regions
+        yield Problem("region", f"{spec.region!r} is not an AWS Region (openpod_core/regions.py lists "
+                                f"{len(regions.REGIONS)}, e.g. us-east-1, eu-west-1, ap-northeast-1)")
+        return
+    letters = regions.AZ_LETTERS.get(spec.region)
     for i, az in enumerate(spec.availability_zones):
         if not az.startswith(spec.region) or not re.fullmatch(r"[a-z]", az[len(spec.region):]):
             yield Problem(f"availability_zones[{i}]", f"{az!r} is not an AZ of region {spec.region} "
                                                       f"(expected e.g. {spec.region}a)")
+        elif letters and az[-1] not in letters:
+            # facts: ec2.az-letters.moto
+            yield Problem(f"availability_zones[{i}]", f"{az!r}: region {spec.region} has no zone {az[-1]!r}; its "
+                                                      f"zones are {', '.join(spec.region + c for c in letters)}")
     for d in _dupes(spec.availability_zones):
         yield Problem("availability_zones", f"{d!r} listed twice")
+    zones = set(spec.availability_zones) | {g.availability_zone for g in spec.instance_groups if g.availability_zone}
+    for name, zone_id in spec.availability_zone_ids.items():
+        at = f"availability_zone_ids.{name}"
+        if name not in zones:
+            yield Problem(at, f"{name!r} is none of the spec's zones ({', '.join(sorted(zones))})")
+        if not ZONE_ID.match(zone_id):
+            yield Problem(at, f"{zone_id!r} is not a zone ID; allowed: IDs such as use1-az6 or use1-dfw2-az1 "
+                              "(aws ec2 describe-availability-zones --query 'AvailabilityZones[].[ZoneName,ZoneId]')")
+        elif not zone_id.startswith(regions.ZONE_ID_PREFIX.get(spec.region, "")):
+            yield Problem(at, f"{zone_id!r} is not a zone ID of {spec.region} (they start "
+                              f"{regions.ZONE_ID_PREFIX[spec.region]}-)")
+    for d in _dupes(list(spec.availability_zone_ids.values())):
+        yield Problem("availability_zone_ids", f"{d!r} is given for two zone names; each name is one zone")
     n = spec.network.layout_azs
     if n is not None and not 2 <= n <= len(spec.availability_zones):
         yield Problem("network.layout_azs", f"{n} must be 2..{len(spec.availability_zones)}: the number of the "
@@ -38,12 +61,21 @@ def _check_azs(spec: ClusterSpec) -> Iterator[Problem]:
                                                        f"availability_zones ({', '.join(spec.availability_zones)})")
 
 
+ZONE_ID = re.compile(r"^[a-z]+[0-9]+(-[a-z]+[0-9]+)?-az[0-9]+$")
+
+
 def _check_groups(spec: ClusterSpec) -> Iterator[Problem]:
+    quoted = sorted({g for t in spec.teams for g in t.quotas})
     for d in _dupes([g.name for g in spec.instance_groups]):
         yield Problem("instance_groups", f"duplicate group name {d!r}; names must be unique")
     if not any(not g.type.is_accelerated and g.min_size >= 1 for g in spec.instance_groups):
         yield Problem("instance_groups", "needs a CPU system group with min_size >= 1 "
                                          "(CoreDNS, Kueue and the remediation controller run there)")
+    elif not any(not g.type.is_accelerated and g.min_size >= 1 and g.name not in quoted
+                 for g in spec.instance_groups):   # the system group (infra/governance/system_group.py)
+        yield Problem("teams", f"team quotas on {', '.join(quoted)} leave no system group: the platform's "
+                               "controllers need a CPU group with min_size >= 1 that no team has quota on; add one "
+                               "or remove the team quota from one such group")
     for i, g in enumerate(spec.instance_groups):
         at = f"instance_groups[{i}] ({g.name})"
         if not g.min_size <= g.desired_size <= g.max_size:
@@ -100,6 +132,7 @@ def _check_groups(spec: ClusterSpec) -> Iterator[Problem]:
         elif g.capacity.reservation_id:
             yield Problem(f"{at}.capacity.reservation_id",
                           "only allowed with capacity.type reservation or capacity-block")
+        yield from _spot(at, g)
         if g.capacity.type is CapacityType.CAPACITY_BLOCK and not g.type.is_accelerated:
             yield Problem(f"{at}.capacity.type", f"capacity blocks are for accelerated instances, "
                                                  f"not {g.instance_type}")
@@ -116,6 +149,43 @@ def _check_groups(spec: ClusterSpec) -> Iterator[Problem]:
         for j, t in enumerate(g.taints):
             if not LABEL_KEY.match(t.key):
                 yield Problem(f"{at}.taints[{j}].key", f"{t.key!r} is not a valid taint key")
+
+
+# EKS takes 0-20 instanceTypes for a node group with a launch template; Spot capacity is ON_DEMAND | SPOT |
+# CAPACITY_BLOCK, one per group (facts eks.nodegroup.spot).
+MAX_NODEGROUP_INSTANCE_TYPES = 20
+
+
+def _spot(at: str, g) -> Iterator[Problem]:
+    """A spot group's rules: alternatives only for spot, and each interchangeable with ``instance_type``."""
+    alternatives = g.capacity.spot_instance_types
+    if g.capacity.type is not CapacityType.SPOT:
+        if alternatives:
+            yield Problem(f"{at}.capacity.spot_instance_types",
+                          f"only with capacity.type spot (it is {g.capacity.type.value}): reservations and capacity "
+                          "blocks hold one instance type, and Spot capacity is never a capacity block")
+        return
+    for d in _dupes(g.instance_types + [t for t in alternatives if t == g.instance_type]):
+        yield Problem(f"{at}.capacity.spot_instance_types", f"{d!r} is listed twice (instance_type counts)")
+    if len(set(g.instance_types)) > MAX_NODEGROUP_INSTANCE_TYPES:
+        yield Problem(f"{at}.capacity.spot_instance_types",
+                      f"{len(set(g.instance_types))} instance types; an EKS node group takes at most "
+                      f"{MAX_NODEGROUP_INSTANCE_TYPES}")
+    t = g.type
+    for j, name in enumerate(alternatives):
+        o = instance_types.get(name)
+        differs = [what for what, a, b in (
+            ("accelerators", t.accelerator_count, o.accelerator_count),
+            ("accelerator model", t.accelerator_model, o.accelerator_model),
+            ("accelerator memory", t.accelerator_memory_gib, o.accelerator_memory_gib),
+            ("EFA", t.efa_supported, o.efa_supported), ("CPU architecture", t.arch, o.arch),
+            # one launch template holds the EFA interfaces, laid out from instance_type's network cards
+            ("EFA interface layout", (t.network_cards, tuple(sorted(t.efa_cards or ()))) if t.efa_supported else None,
+             (o.network_cards, tuple(sorted(o.efa_cards or ()))) if o.efa_supported else None)) if a != b]
+        if differs:
+            yield Problem(f"{at}.capacity.spot_instance_types[{j}]",
+                          f"{name} differs from {g.instance_type} in {', '.join(differs)}; every type of a group "
+                          "must offer jobs the same resources")
 
 
 def _check_governance(spec: ClusterSpec) -> Iterator[Problem]:

@@ -16,9 +16,11 @@ from infra.spec.groups import CapacityType
 # 2026-11-25 by synthesizing examples/default.yaml with one more group (m7i +3, p5 +4, trn2 +4).
 RESOURCES_PER_GROUP = 3
 RESOURCES_PER_PLACEMENT_GROUP = 1
-# The rest of the stack for examples/default.yaml (164 resources, 11 of them its three created groups'): a floor
-# (153 since the dead-man's switch joined the stack: watchdog SNS topic, its policy, its CloudWatch alarm).
-PLATFORM_RESOURCES = 153
+# The rest of the stack for examples/default.yaml (171 resources, 11 of them its three created groups'): a floor
+# (153 since the dead-man's switch joined the stack: watchdog SNS topic, its policy, its CloudWatch alarm; 160 since
+# the control-plane log group is adopted: three SDK calls with a policy each, their function and its role, for
+# the one log group resource).
+PLATFORM_RESOURCES = 160
 
 
 def group_resources(g) -> int:
@@ -56,6 +58,11 @@ def warnings_for(spec) -> list[str]:
         w = _block_zone_warning(spec, i, g)
         if w:
             out.append(w)
+        if g.capacity.type is CapacityType.SPOT and len(g.instance_types) < 2:
+            # facts: eks.nodegroup.spot ("we recommend specifying multiple values for instanceTypes")
+            out.append(f"instance_groups[{i}] ({g.name}).capacity.spot_instance_types: a spot group of one instance "
+                       "type draws from few Spot pools and is interrupted together; EKS recommends several types "
+                       "(same accelerators, memory, EFA and architecture)")
     return out
 
 

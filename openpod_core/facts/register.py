@@ -8,6 +8,7 @@ from openpod_core.facts import (
     device_plugins,
     eks_addons,
     instances,
+    lifecycle,
     network_boundary,
     observability,
     references,
@@ -20,7 +21,7 @@ from openpod_core.facts import (
 from openpod_core.facts.record import Fact
 
 TABLES = (training_image, instances, eks_addons, device_plugins, capacity, updates, scheduling, references,
-          observability, trust, network_boundary, remediation_iam)
+          observability, trust, network_boundary, remediation_iam, lifecycle)
 FACTS: tuple[Fact, ...] = tuple(f for table in TABLES for f in table.FACTS)
 
 _BY_KEY = {f.key: f for f in FACTS}

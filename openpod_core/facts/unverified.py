@@ -16,6 +16,13 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                                    "service lists exactly this string was not read (`aws grafana "
                                                    "list-versions` shows it; fact grafana.amg-versions has the major "
                                                    "versions)"),
+    ("FSx automatic metadata IOPS per storage capacity", "how many metadata IOPS AUTOMATIC mode provisions for "
+                                                         "each capacity was not read; openpod plan fails a switch "
+                                                         "to AUTOMATIC from any user-provisioned value above the "
+                                                         "smallest, 1500 (infra/deploy/plan_rules.py)"),
+    ("Docker's default bridge 172.17.0.0/16", "infra/spec/network.py refuses a VPC CIDR overlapping it (a host "
+                                              "running Docker routes it to docker0, not the VPC); Docker's bridge "
+                                              "network documentation was not re-read for the default range"),
     ("kube-proxy add-on tolerations", "the kube-proxy add-on's DaemonSet manifest is not published, so that it "
                                       "tolerates the system group's CriticalAddonsOnly taint (it ran there before "
                                       "the taint) was not read; check on a cluster: kubectl -n kube-system get ds "

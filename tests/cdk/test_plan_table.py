@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.xdist_group("cdk-synth"), pytest.mark.slow]
 SCHEMA = "schema"   # the CloudFormation provider schema cfn-lint ships (createOnlyProperties)
 
 CLUSTER, FSX, SECRETS = "EksClusterB2BDED5B", "LustreFileSystem4AFDAE78", "SecretsKey317DCF94"
+DRA = "LustreDataRepository95D81F00"
 SUBNETS = ("NetworkVpcnodesSubnet1SubnetE013D65E", "NetworkVpcnodesSubnet2SubnetA2D1A651",
            "NetworkVpcpublicSubnet1Subnet00617657", "NetworkVpcpublicSubnet2SubnetDCAA7C9A")
 
@@ -99,7 +100,7 @@ def _set(path: tuple, value) -> Callable[[dict], None]:
 
 
 ROWS: tuple[Row, ...] = (
-    Row("raise storage.fsx.throughput_per_tib 250 -> 500", lambda r: FSX, "update", SCHEMA,
+    Row("raise storage.fsx.throughput_per_tib 250 -> 500", lambda r: FSX, "update", "fsx.lustre.throughput-in-place",
         _set((FSX, "Properties", "LustreConfiguration", "PerUnitStorageThroughput"), 500)),
     Row("grow storage.fsx.storage_capacity_gib 1200 -> 2400", lambda r: FSX, "update", SCHEMA,
         _set((FSX, "Properties", "StorageCapacity"), 2400)),
@@ -112,6 +113,15 @@ ROWS: tuple[Row, ...] = (
                                                                                   "Iops": 6000}),
         both=_set((FSX, "Properties", "LustreConfiguration", "MetadataConfiguration"), {"Mode": "USER_PROVISIONED",
                                                                                        "Iops": 12000})),
+    Row("storage.fsx.metadata_iops 12000 -> unset (back to AUTOMATIC)", lambda r: FSX, "will fail",
+        "fsx.lustre.metadata-automatic-switch",
+        _set((FSX, "Properties", "LustreConfiguration", "MetadataConfiguration"), {"Mode": "AUTOMATIC"}),
+        both=_set((FSX, "Properties", "LustreConfiguration", "MetadataConfiguration"), {"Mode": "USER_PROVISIONED",
+                                                                                       "Iops": 12000})),
+    Row("turn on EFA for the FSx file system", lambda r: FSX, "replace", "fsx.lustre.efa-create-only",
+        _set((FSX, "Properties", "LustreConfiguration", "EfaEnabled"), True), stateful=True),
+    Row("link the data repository at a new file system path over the same S3 prefix", lambda r: DRA, "will fail",
+        "fsx.dra.unique-paths", _set((DRA, "Properties", "FileSystemPath"), "/data"), stateful=True),
     Row("FSx deployment type PERSISTENT_2 -> PERSISTENT_1", lambda r: FSX, "replace",
         "cfn.fsx.lustre-deployment-type",
         _set((FSX, "Properties", "LustreConfiguration", "DeploymentType"), "PERSISTENT_1"), stateful=True),
@@ -192,6 +202,15 @@ def test_each_change_gets_its_documented_verdict(default, row):
         assert not text or f"[{row.source}: {fact(row.source).source}]" in text
     if row.verdict == "will fail":
         assert change.blocking
+
+
+def test_allow_replace_does_not_make_a_failing_replacement_deployable(default):
+    row = next(r for r in ROWS if r.source == "fsx.dra.unique-paths")
+    base, head = copy.deepcopy(default.template), copy.deepcopy(default.template)
+    row.head(head["Resources"])
+    changes = planmod.diff_stack("openpod-dev", base, head, "us-east-2", allow={DRA})
+    plan = planmod.Plan(changes, "schemas")
+    assert plan.exit_code == planmod.EXIT_WILL_FAIL
 
 
 def doc_row(row: Row) -> str:

@@ -145,13 +145,14 @@ def test_missing_chart_version_names_the_prop():
     from infra.spec.loading import parse_spec
     from platform_constructs.governance import TaskGovernance
 
-    data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
-    data["eks"]["charts"] = {"kueue": ""}
+    # The spec refuses an empty version (infra/spec/eks.py); the construct checks its own prop too.
+    valid = parse_spec(yaml.safe_load((EXAMPLES / "default.yaml").read_text()))
+    spec = valid.model_copy(update={"eks": valid.eks.model_copy(update={"charts": {"kueue": ""}})})
     stack = Stack(App(), "Gov")
     cluster = eks.Cluster(stack, "Cluster", version=eks.KubernetesVersion.V1_34,
                           kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV34Layer(stack, "K")))
     with pytest.raises(ValueError, match=r"spec\.eks\.charts\.kueue: a pinned version is required"):
-        TaskGovernance(stack, "Governance", cluster=cluster, spec=parse_spec(data))
+        TaskGovernance(stack, "Governance", cluster=cluster, spec=spec)
 
 
 def test_webhook_gate_asks_the_api_server_with_least_privilege(synth):
