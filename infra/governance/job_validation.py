@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from infra.governance import device_env
 from infra.governance import queues as q
 from infra.governance import resources as res
 from infra.governance.job_fault_tolerance import LIGHTHOUSE_SHARE, MAX_RESTARTABLE_GROUPS
@@ -43,9 +44,9 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
         raise JobError(f"--name {req.name!r} not allowed; use lowercase letters, digits and '-', starting with a "
                        "letter, at most 40 characters")
     for key in req.env:
-        if key.startswith("NVIDIA_"):
-            raise JobError(f"--env {key} not allowed: NVIDIA_* variables select GPUs outside the device plugin "
-                           "(admission refuses them too); GPUs come with --accelerators-per-node")
+        if device_env.selects_devices(key):
+            raise JobError(f"--env {key} not allowed: {device_env.describe()} select accelerators outside the "
+                           "device plugins (admission refuses them too); they come with --accelerators-per-node")
     teams = [t.name for t in spec.teams]
     if req.team not in teams:
         raise JobError(f"--team {req.team!r} is not a team of this spec; teams are: {', '.join(teams) or '(none)'}")
