@@ -90,9 +90,8 @@ def test_a_running_jobs_controller_updates_pass_after_an_upgrade_tightens_a_rule
 
 
 def _suspended_running_jobset(tweak):
-    """A JobSet the earlier rule admitted, as Kueue left it after preempting it."""
-    js = corpus.rendered(SPEC, TEAM, "gpu-openpod", tweak)
-    return js
+    """A JobSet the earlier rule admitted, as Kueue left it after preempting it (suspended, templates restored)."""
+    return corpus.rendered(SPEC, TEAM, "gpu-openpod", tweak)
 
 
 @pytest.mark.parametrize("change, message", [
