@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.governance import device_env
+from infra.governance import device_env, team_images
 from infra.governance.install import JOBSET_CONTROLLER, JOBSET_NAMESPACE, KUEUE_CONTROLLER, KUEUE_NAMESPACE
 from infra.governance.job_request import MAX_RESTARTS
 from infra.governance.jobset import PRIORITY_LABEL
@@ -296,6 +296,13 @@ def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
                    "variables are not allowed (accelerators are selected by the device plugins from "
                    "resources.limits), nor envFrom without a prefix or with a prefix that could spell one "
                    "(use e.g. prefix APP_)"))
+    # Images only from the team's sources (teams[].images; team_images.py): every container kind and image volumes.
+    checks.append((f"variables.image_pattern != '' && variables.specs.all(s, {_CONTAINERS}.all(c, has(c.image) && "
+                   "c.image.matches(variables.image_pattern)) && (!has(s.volumes) || s.volumes.all(v, !has(v.image) "
+                   "|| (has(v.image.reference) && v.image.reference.matches(variables.image_pattern)))))",
+                   "images (containers, initContainers, ephemeralContainers, image volumes) must come from the "
+                   "team's registries and repositories, written with the registry host (teams[].images in the "
+                   "cluster spec; default: the team's own ECR prefix <registry>/<team>/)"))
     checks.append((f"variables.specs.all(s, {_PRIORITY_CLASS_OK})",
                    "priorityClassName must be one of the team's allowed priorities "
                    "(teams[].allowed_priorities; Kueue and the scheduler would take the class's priority)"))
@@ -349,9 +356,13 @@ def guarded_fields_changed(pods: str) -> str:
     return f"request.operation == 'UPDATE' ? !({same}) : true"
 
 
+def _image_map(spec: ClusterSpec) -> str:
+    return "{" + ", ".join(f"'{t.name}': r'{team_images.pattern(spec, t)}'" for t in spec.teams) + "}"
+
+
 def _pod_security(spec: ClusterSpec, name: str, rules: list[dict], pods: str,
                   node_name_checked: str) -> list[dict[str, Any]]:
-    allowed = _allowed_map(spec)
+    allowed, images = _allowed_map(spec), _image_map(spec)
     return policy_and_binding(
         name, rules,
         [{"expression": expr, "reason": "Forbidden",
@@ -363,7 +374,9 @@ def _pod_security(spec: ClusterSpec, name: str, rules: list[dict], pods: str,
                    {"name": "pods", "expression": pods},
                    {"name": "specs", "expression": "variables.pods.map(p, p.spec)"},
                    {"name": "node_name_checked", "expression": node_name_checked},
-                   {"name": "allowed", "expression": f"variables.team in {allowed} ? {allowed}[variables.team] : []"}])
+                   {"name": "allowed", "expression": f"variables.team in {allowed} ? {allowed}[variables.team] : []"},
+                   {"name": "image_pattern", "expression": f"variables.team in {images} ? {images}[variables.team] "
+                                                           ": ''"}])
 
 
 POD_OBJECTS = "[object]"

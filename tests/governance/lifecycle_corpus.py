@@ -79,11 +79,16 @@ def group_for(spec: ClusterSpec, accelerator: str, tainted: bool = False) -> str
                  and (bool(g.taints) or not tainted)), None)
 
 
+def team_image(spec: ClusterSpec, team: str) -> str:
+    """An image from the team's own ECR prefix (the default of teams[].images)."""
+    return f"{spec.account or '111122223333'}.dkr.ecr.{spec.region}.amazonaws.com/{team}/train:1"
+
+
 def submit_request(spec: ClusterSpec, team: str, mode: str) -> jobset.JobRequest:
     m = dict(MODES[mode])
     group = group_for(spec, m.pop("accelerator"), m.pop("tainted", False))
     script = ("--steps", "10", "--global-batch", "64") if m["runtime"] == "openpod" else ("train.py",)
-    return jobset.JobRequest(name="llama", team=team, group=group, image="registry.example/train:1", nodes=2,
+    return jobset.JobRequest(name="llama", team=team, group=group, image=team_image(spec, team), nodes=2,
                              script=script, **m)
 
 

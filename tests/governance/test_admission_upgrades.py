@@ -32,6 +32,11 @@ def _loose_priorities(spec):
     return spec.model_copy(update={"teams": [team, *spec.teams[1:]]})
 
 
+def _with_images(spec, images):
+    team = spec.teams[0].model_copy(update={"images": images})
+    return spec.model_copy(update={"teams": [team, *spec.teams[1:]]})
+
+
 def _template_specs(js):
     return [rj["template"]["spec"]["template"]["spec"] for rj in js["spec"]["replicatedJobs"]]
 
@@ -44,6 +49,12 @@ def _uses_inference_class(js):
 def _tolerates_draining(js):
     for s in _template_specs(js):
         s.setdefault("tolerations", []).append({"key": NEW_HOLD_TAINT, "operator": "Exists", "effect": "NoSchedule"})
+
+
+def _runs_a_registry_image(js):
+    for s in _template_specs(js):
+        for c in s["containers"] + s.get("initContainers", []):
+            c["image"] = "registry.example/train:1"
 
 
 def _probes_the_node(js):
@@ -68,6 +79,8 @@ UPGRADES = {
     # a new release adds a hold taint the job's templates tolerated
     "hold taint added": (SPEC, SPEC, {}, {(admission, "HOLD_TAINTS"): (*admission.HOLD_TAINTS, NEW_HOLD_TAINT)},
                          _tolerates_draining),
+    # the team's image sources narrow to the default (its own ECR prefix); the job runs an image from elsewhere
+    "images narrowed": (_with_images(SPEC, ["registry.example/"]), SPEC, {}, {}, _runs_a_registry_image),
     # a new release adds a Baseline control (the probe host field, Baseline since 1.34)
     "Baseline control added": (SPEC, SPEC, {(pod_baseline, "CHECKS"): WITHOUT_PROBE_HOST}, {}, _probes_the_node),
 }

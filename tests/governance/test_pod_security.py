@@ -18,6 +18,7 @@ from infra.governance.queues import POD_SECURITY_LABELS, TEAM_LABEL
 from infra.spec.loading import load_spec
 from openpod_core import labels
 from tests.conftest import EXAMPLES
+from tests.governance import lifecycle_corpus as corpus
 from tests.governance import vap
 
 SPEC = load_spec(EXAMPLES / "default.yaml")
@@ -30,7 +31,7 @@ JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 
 
 def request(group: str, runtime: str, nodes: int = 2) -> jobset.JobRequest:
-    return jobset.JobRequest(name="llama", team="research", group=group, image="registry.example/train:1",
+    return jobset.JobRequest(name="llama", team="research", group=group, image=corpus.team_image(SPEC, "research"),
                              nodes=nodes,
                              script=("--steps", "10", "--global-batch", "64") if runtime == "openpod" else ("train.py",),
                              runtime=runtime)
