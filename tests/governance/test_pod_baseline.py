@@ -108,3 +108,14 @@ def test_the_pair_check_policy_uses_the_same_table():
         for _, msg in checks:
             assert msg in messages
     assert policy["spec"]["variables"][0]["name"] == "pods"
+
+
+def test_docs_security_lists_every_control_with_its_source_and_the_coverage():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    judged, total = pod_baseline.coverage()
+    assert f"**{judged} of {total}** Baseline controls of Kubernetes {pod_baseline.BASELINE_VERSION}" in text
+    for c in pod_baseline.CONTROLS:
+        path, _, lines = c.source.partition(" ")[0].partition(":")
+        assert f"| {c.id} | `{path.removeprefix('policy/')}:{lines}`" in text, c.id
