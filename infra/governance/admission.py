@@ -204,7 +204,10 @@ def start_policy() -> list[dict[str, Any]]:
 # directory and the read-only datasets (trainer_pod.fsx_mounts). Pod Security Admission's own ``enforce: baseline`` cannot
 # express those exceptions (it refuses every hostPath), so the namespaces carry ``warn``/``audit`` labels
 # only and this policy enforces. ``openpod-pod-security-jobsets`` applies the same checks to a JobSet's pod
-# templates, so a bad JobSet is refused when it is submitted instead of failing its pods later.
+# templates, so a bad JobSet is refused when it is submitted instead of failing its pods later. The Baseline
+# controls are pod_baseline.CONTROLS (all 12 at Kubernetes 1.34). Both policies judge CREATE and an UPDATE that
+# changes a field they read (guarded_fields_changed), so an upgrade that tightens a rule leaves the controllers'
+# updates of objects admitted before it alone.
 
 POD_SECURITY_POLICY = "openpod-pod-security"
 POD_SECURITY_JOBSET_POLICY = "openpod-pod-security-jobsets"
