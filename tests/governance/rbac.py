@@ -5,7 +5,7 @@ is authenticated, then authorized, then passes admission control; checked 2026-1
 not grant never reaches a ValidatingAdmissionPolicy. A PolicyRule matches when its apiGroups, resources and verbs
 each contain the request's (``*`` for any); a subresource is the resource ``<resource>/<subresource>`` and is
 granted only by that name, ``*/<subresource>`` or ``*`` (kubernetes/kubernetes@v1.34.0
-pkg/apis/rbac/helpers.go ResourceMatches, VerbMatches, APIGroupMatches). The verb is the HTTP request's: POST
+pkg/apis/rbac/v1/evaluation_helpers.go VerbMatches, APIGroupMatches, ResourceMatches :52-78, ResourceNameMatches). The verb is the HTTP request's: POST
 create, PUT update, PATCH patch, DELETE delete; admission sees PUT and PATCH both as UPDATE.
 """
 
@@ -27,11 +27,10 @@ def rule_allows(rule: dict, req: Request) -> bool:
         return False
     if "*" not in verbs and verb_of(req) not in verbs:
         return False
-    if req.subresource and f"*/{req.subresource}" in resources:
-        return True
-    if "*" in resources or resource in resources:
-        return not rule.get("resourceNames") or req.name in rule["resourceNames"]
-    return False
+    if not ("*" in resources or resource in resources
+            or (req.subresource and f"*/{req.subresource}" in resources)):
+        return False
+    return not rule.get("resourceNames") or req.name in rule["resourceNames"]
 
 
 def denial(rules, req: Request) -> str | None:

@@ -77,3 +77,18 @@ def test_every_installed_policy_is_bound_and_fails_closed():
         bound = {o["spec"]["policyName"] for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding"}
         assert set(policies) == bound
         assert all(p["spec"].get("failurePolicy", "Fail") == "Fail" for p in policies.values())
+
+
+@pytest.mark.parametrize("op, resource, sub, group, verb, granted", [
+    ("CREATE", "jobsets", "", "jobset.x-k8s.io", "", True),
+    ("UPDATE", "jobsets", "", "jobset.x-k8s.io", "patch", True),
+    ("CREATE", "pods", "", "", "", False),                        # no bare pods
+    ("UPDATE", "pods", "ephemeralcontainers", "", "patch", False),  # no kubectl debug
+    ("CREATE", "pods", "exec", "", "", True),                     # kubectl exec
+    ("CREATE", "jobs", "", "batch", "", False),
+    ("UPDATE", "jobsets", "status", "jobset.x-k8s.io", "", False),
+])
+def test_the_team_role_is_applied_before_admission(op, resource, sub, group, verb, granted):
+    req = vap.Request(operation=op, resource=resource, subresource=sub, group=group, namespace="research",
+                      namespace_labels={}, verb=verb)
+    assert (rbac.denial(SUBMITTER_RULES, req) is None) is granted
