@@ -160,7 +160,9 @@ def restart_policy() -> list[dict[str, Any]]:
 # -------------------------------------------------------------------------------------------- start by Kueue
 #
 # ``openpod-kueue-starts-jobs``: in a team namespace only Kueue starts a JobSet - a JobSet is created suspended
-# (Kueue's webhook suspends every queue-managed job it defaults) and only Kueue's controller turns ``spec.suspend``
+# (Kueue's mutating webhook, which runs before validating admission, suspends every queue-managed JobSet:
+# kueue@v0.19.2 pkg/controller/jobs/jobset/jobset_webhook.go:75-91, pkg/controller/jobframework/defaults.go:36-46;
+# openpod submit renders it suspended) and only Kueue's controller turns ``spec.suspend``
 # from true to false, when it admits the workload within the team's quota (kueue@v0.19.2
 # pkg/controller/jobframework/reconciler.go:1480-1511, startJob). The team Role may update its JobSets, so without
 # this a team user could unsuspend its own pending JobSet and run outside Kueue until Kueue suspends it again,
