@@ -75,7 +75,9 @@ def allowed_priorities(spec: ClusterSpec, team: TeamSpec) -> list[str]:
 
 
 def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
-    """The policy and its binding (the LocalQueue of a team is named after the team: queues.local_queue_name)."""
+    """The policy and its binding (the LocalQueue of a team is named after the team: queues.local_queue_name).
+    The priority label and the templates' priorityClassName are judged on CREATE and when an UPDATE changes them,
+    so a team's edit of a JobSet admitted before its allowed priorities narrowed is not refused for them."""
     allowed = _allowed_map(spec)
     return policy_and_binding(
         TEAM_QUEUE_POLICY,
@@ -89,11 +91,14 @@ def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
          {"expression": "object.kind == 'Pod' || variables.queue == variables.team", "reason": "Forbidden",
           "messageExpression": f"'{QUEUE_LABEL} must be ' + variables.team + ' (the LocalQueue of team ' + "
                                f"variables.team + '), got ' + (variables.queue == '' ? 'none' : variables.queue)"},
-         {"expression": "variables.priority == '' || variables.priority in variables.allowed",
+         {"expression": "variables.priority == '' || variables.priority in variables.allowed || "
+                        f"(request.operation == 'UPDATE' ? variables.priority == {_priority_label('oldObject')} "
+                        ": false)",
           "reason": "Forbidden",
           "messageExpression": f"'{PRIORITY_LABEL} ' + variables.priority + ' is not allowed for team ' + "
                                "variables.team + ' (teams[].allowed_priorities in the cluster spec)'"},
-         {"expression": f"variables.templates.all(s, {_PRIORITY_CLASS_OK})", "reason": "Forbidden",
+         {"expression": f"variables.templates.all(s, {_PRIORITY_CLASS_OK}) || (request.operation == 'UPDATE' ? "
+                        f"{_classes('object')} == {_classes('oldObject')} : false)", "reason": "Forbidden",
           "messageExpression": "'priorityClassName of a pod template is not allowed for team ' + variables.team + "
                                "': without the priority label Kueue takes the class as the priority; use the '"
                                f" + '{PRIORITY_LABEL} label (teams[].allowed_priorities in the cluster spec)'"}],
@@ -103,13 +108,25 @@ def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
             {"name": "team", "expression": f"namespaceObject.metadata.labels['{TEAM_LABEL}']"},
             {"name": "queue", "expression": f"has(object.metadata.labels) && '{QUEUE_LABEL}' in "
                                             f"object.metadata.labels ? object.metadata.labels['{QUEUE_LABEL}'] : ''"},
-            {"name": "priority", "expression": f"has(object.metadata.labels) && '{PRIORITY_LABEL}' in "
-                                               f"object.metadata.labels ? object.metadata.labels['{PRIORITY_LABEL}'] : ''"},
+            {"name": "priority", "expression": _priority_label("object")},
             {"name": "allowed", "expression": f"variables.team in {allowed} ? {allowed}[variables.team] : []"},
-            {"name": "templates", "expression": "object.kind == 'JobSet' ? (has(object.spec.replicatedJobs) ? "
-                                                "object.spec.replicatedJobs.map(r, r.template.spec.template.spec) "
-                                                ": []) : object.kind == 'Job' ? [object.spec.template.spec] : []"},
+            {"name": "templates", "expression": _templates("object")},
         ])
+
+
+def _priority_label(obj: str) -> str:
+    return (f"(has({obj}.metadata.labels) && '{PRIORITY_LABEL}' in {obj}.metadata.labels ? "
+            f"{obj}.metadata.labels['{PRIORITY_LABEL}'] : '')")
+
+
+def _templates(obj: str) -> str:
+    return (f"({obj}.kind == 'JobSet' ? (has({obj}.spec.replicatedJobs) ? {obj}.spec.replicatedJobs.map(r, "
+            f"r.template.spec.template.spec) : []) : ({obj}.kind == 'Job' ? [{obj}.spec.template.spec] : []))")
+
+
+def _classes(obj: str) -> str:
+    """CEL: the pod templates' priorityClassNames ('' where unset)."""
+    return f"{_templates(obj)}.map(s, has(s.priorityClassName) ? s.priorityClassName : '')"
 
 
 # -------------------------------------------------------------------------------------- bounded restarts

@@ -129,14 +129,28 @@ def test_a_team_user_changing_a_guarded_field_of_a_grandfathered_jobset_is_judge
         assert any(message in d for d in denied), denied
 
 
+def _inference_label_and_class(js):
+    js["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "inference"
+    _uses_inference_class(js)
+
+
 def test_a_team_user_edit_that_leaves_the_guarded_fields_alone_passes():
-    old = _suspended_running_jobset(_uses_inference_class)
+    """Admitted while the team could use inference; the priority was withdrawn since. An edit of anything else
+    passes every policy; turning the label back to inference after changing it is judged."""
+    old = _suspended_running_jobset(_inference_label_and_class)
     new = copy.deepcopy(old)
     new["metadata"].setdefault("annotations", {})["note"] = "rerun with more steps"
-    req = corpus._r("UPDATE", "jobsets", new, old, user=vap.TEAM_USER, group="jobset.x-k8s.io", version="v1alpha2",
-                    ns_labels={"openpod.io/team": TEAM})
-    # the team-queue policy still judges the priority label it reads; the template's class is the pod policies'
-    assert [d for d in vap.denials(installed(SPEC), req) if "pod-security" in d] == []
+    ns = {"openpod.io/team": TEAM}
+    api = dict(group="jobset.x-k8s.io", version="v1alpha2")
+    assert vap.denials(installed(SPEC), corpus._r("UPDATE", "jobsets", new, old, user=vap.TEAM_USER, ns_labels=ns,
+                                                  **api)) == []
+    lowered = copy.deepcopy(old)
+    lowered["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "training"
+    raised = copy.deepcopy(lowered)
+    raised["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "inference"
+    denied = vap.denials(installed(SPEC), corpus._r("UPDATE", "jobsets", raised, lowered, user=vap.TEAM_USER,
+                                                    ns_labels=ns, **api))
+    assert any("kueue.x-k8s.io/priority-class inference is not allowed" in d for d in denied), denied
 
 
 # ------------------------------------------------------------------------------------------------ who starts
