@@ -155,7 +155,8 @@ def pair_check_policy(images: list[str]) -> list[dict]:
                  "operations": ["CREATE"]}]},
             "matchConditions": [{"name": "the-remediation-controller",
                                  "expression": f"request.userInfo.username == '{user}'"}],
-            "variables": [{"name": "specs", "expression": f"object.kind == 'Job' ? [{pod}] : []"}],
+            "variables": [{"name": "pods", "expression": "object.kind == 'Job' ? [object.spec.template] : []"},
+                          {"name": "specs", "expression": "variables.pods.map(p, p.spec)"}],
             "validations": validations,
         },
     }

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.governance.install import JOBSET_NAMESPACE, KUEUE_NAMESPACE
+from infra.governance import device_env, team_images
+from infra.governance.install import JOBSET_CONTROLLER, JOBSET_NAMESPACE, KUEUE_CONTROLLER, KUEUE_NAMESPACE
 from infra.governance.job_request import MAX_RESTARTS
 from infra.governance.jobset import PRIORITY_LABEL
+from infra.governance.pod_baseline import APPARMOR_ANNOTATION, baseline_checks
 from infra.governance.pod_baseline import CONTAINERS as _CONTAINERS
-from infra.governance.pod_baseline import baseline_checks
 from infra.governance.queues import FSX_CLAIM, TEAM_LABEL, queued_groups
 from infra.spec.cluster import ClusterSpec
 from infra.spec.teams import TeamSpec
@@ -74,7 +75,9 @@ def allowed_priorities(spec: ClusterSpec, team: TeamSpec) -> list[str]:
 
 
 def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
-    """The policy and its binding (the LocalQueue of a team is named after the team: queues.local_queue_name)."""
+    """The policy and its binding (the LocalQueue of a team is named after the team: queues.local_queue_name).
+    The priority label and the templates' priorityClassName are judged on CREATE and when an UPDATE changes them,
+    so a team's edit of a JobSet admitted before its allowed priorities narrowed is not refused for them."""
     allowed = _allowed_map(spec)
     return policy_and_binding(
         TEAM_QUEUE_POLICY,
@@ -88,11 +91,14 @@ def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
          {"expression": "object.kind == 'Pod' || variables.queue == variables.team", "reason": "Forbidden",
           "messageExpression": f"'{QUEUE_LABEL} must be ' + variables.team + ' (the LocalQueue of team ' + "
                                f"variables.team + '), got ' + (variables.queue == '' ? 'none' : variables.queue)"},
-         {"expression": "variables.priority == '' || variables.priority in variables.allowed",
+         {"expression": "variables.priority == '' || variables.priority in variables.allowed || "
+                        f"(request.operation == 'UPDATE' ? variables.priority == {_priority_label('oldObject')} "
+                        ": false)",
           "reason": "Forbidden",
           "messageExpression": f"'{PRIORITY_LABEL} ' + variables.priority + ' is not allowed for team ' + "
                                "variables.team + ' (teams[].allowed_priorities in the cluster spec)'"},
-         {"expression": f"variables.templates.all(s, {_PRIORITY_CLASS_OK})", "reason": "Forbidden",
+         {"expression": f"variables.templates.all(s, {_PRIORITY_CLASS_OK}) || (request.operation == 'UPDATE' ? "
+                        f"{_classes('object')} == {_classes('oldObject')} : false)", "reason": "Forbidden",
           "messageExpression": "'priorityClassName of a pod template is not allowed for team ' + variables.team + "
                                "': without the priority label Kueue takes the class as the priority; use the '"
                                f" + '{PRIORITY_LABEL} label (teams[].allowed_priorities in the cluster spec)'"}],
@@ -102,13 +108,25 @@ def team_queue_policy(spec: ClusterSpec) -> list[dict[str, Any]]:
             {"name": "team", "expression": f"namespaceObject.metadata.labels['{TEAM_LABEL}']"},
             {"name": "queue", "expression": f"has(object.metadata.labels) && '{QUEUE_LABEL}' in "
                                             f"object.metadata.labels ? object.metadata.labels['{QUEUE_LABEL}'] : ''"},
-            {"name": "priority", "expression": f"has(object.metadata.labels) && '{PRIORITY_LABEL}' in "
-                                               f"object.metadata.labels ? object.metadata.labels['{PRIORITY_LABEL}'] : ''"},
+            {"name": "priority", "expression": _priority_label("object")},
             {"name": "allowed", "expression": f"variables.team in {allowed} ? {allowed}[variables.team] : []"},
-            {"name": "templates", "expression": "object.kind == 'JobSet' ? (has(object.spec.replicatedJobs) ? "
-                                                "object.spec.replicatedJobs.map(r, r.template.spec.template.spec) "
-                                                ": []) : object.kind == 'Job' ? [object.spec.template.spec] : []"},
+            {"name": "templates", "expression": _templates("object")},
         ])
+
+
+def _priority_label(obj: str) -> str:
+    return (f"(has({obj}.metadata.labels) && '{PRIORITY_LABEL}' in {obj}.metadata.labels ? "
+            f"{obj}.metadata.labels['{PRIORITY_LABEL}'] : '')")
+
+
+def _templates(obj: str) -> str:
+    return (f"({obj}.kind == 'JobSet' ? (has({obj}.spec.replicatedJobs) ? {obj}.spec.replicatedJobs.map(r, "
+            f"r.template.spec.template.spec) : []) : ({obj}.kind == 'Job' ? [{obj}.spec.template.spec] : []))")
+
+
+def _classes(obj: str) -> str:
+    """CEL: the pod templates' priorityClassNames ('' where unset)."""
+    return f"{_templates(obj)}.map(s, has(s.priorityClassName) ? s.priorityClassName : '')"
 
 
 # -------------------------------------------------------------------------------------- bounded restarts
@@ -156,6 +174,44 @@ def restart_policy() -> list[dict[str, Any]]:
                                   "object.spec.failurePolicy.maxRestarts : 0"}])
 
 
+# -------------------------------------------------------------------------------------------- start by Kueue
+#
+# ``openpod-kueue-starts-jobs``: in a team namespace only Kueue starts a JobSet - a JobSet is created suspended
+# (Kueue's mutating webhook, which runs before validating admission, suspends every queue-managed JobSet:
+# kueue@v0.19.2 pkg/controller/jobs/jobset/jobset_webhook.go:75-91, pkg/controller/jobframework/defaults.go:36-46;
+# openpod submit renders it suspended) and only Kueue's controller turns ``spec.suspend``
+# from true to false, when it admits the workload within the team's quota (kueue@v0.19.2
+# pkg/controller/jobframework/reconciler.go:1480-1511, startJob). The team Role may update its JobSets, so without
+# this a team user could unsuspend its own pending JobSet and run outside Kueue until Kueue suspends it again,
+# as often as it likes. Child Jobs run when the JobSet controller creates them unsuspended or resumes them for an
+# admitted JobSet (kubernetes-sigs/jobset@v0.12.0 pkg/controllers/jobset_controller.go:577-680, 938-1045), or
+# when Kueue starts a plain Job.
+
+START_POLICY = "openpod-kueue-starts-jobs"
+KUEUE_USER = f"system:serviceaccount:{KUEUE_NAMESPACE}:{KUEUE_CONTROLLER}"
+JOBSET_USER = f"system:serviceaccount:{JOBSET_NAMESPACE}:{JOBSET_CONTROLLER}"
+_RUNNING = "!(has(object.spec.suspend) && object.spec.suspend)"
+
+
+def start_policy() -> list[dict[str, Any]]:
+    """Refuse a JobSet or Job created running, or turned from suspended to running, by anyone but the
+    controllers that admit it (Kueue; for Jobs also the JobSet controller)."""
+    starters = {"JobSet": [KUEUE_USER], "Job": [KUEUE_USER, JOBSET_USER]}
+    return policy_and_binding(
+        START_POLICY,
+        [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["*"], "resources": ["jobsets"],
+          "operations": ["CREATE", "UPDATE"]},
+         {"apiGroups": ["batch"], "apiVersions": ["*"], "resources": ["jobs"], "operations": ["CREATE", "UPDATE"]}],
+        [{"expression": f"request.userInfo.username in {starters}[object.kind]", "reason": "Forbidden",
+          "messageExpression": "'spec.suspend of a ' + object.kind + ' in a team namespace is turned to false only "
+                               "by Kueue when it admits the job within the quota of its team, not by ' + "
+                               "request.userInfo.username + ' (submit it suspended; openpod submit does)'"}],
+        namespace_selector=team_namespaces(),
+        match_conditions=[{"name": "starts-a-job",
+                           "expression": f"{_RUNNING} && (request.operation == 'CREATE' ? true : "
+                                         "has(oldObject.spec.suspend) && oldObject.spec.suspend)"}])
+
+
 # ---------------------------------------------------------------------------------------------- pod security
 #
 # ``openpod-pod-security`` (issue 10): every Pod created in a team namespace - by anyone, the Job
@@ -167,7 +223,10 @@ def restart_policy() -> list[dict[str, Any]]:
 # directory and the read-only datasets (trainer_pod.fsx_mounts). Pod Security Admission's own ``enforce: baseline`` cannot
 # express those exceptions (it refuses every hostPath), so the namespaces carry ``warn``/``audit`` labels
 # only and this policy enforces. ``openpod-pod-security-jobsets`` applies the same checks to a JobSet's pod
-# templates, so a bad JobSet is refused when it is submitted instead of failing its pods later.
+# templates, so a bad JobSet is refused when it is submitted instead of failing its pods later. The Baseline
+# controls are pod_baseline.CONTROLS (all 12 at Kubernetes 1.34). Both policies judge CREATE and an UPDATE that
+# changes a field they read (guarded_fields_changed), so an upgrade that tightens a rule leaves the controllers'
+# updates of objects admitted before it alone.
 
 POD_SECURITY_POLICY = "openpod-pod-security"
 POD_SECURITY_JOBSET_POLICY = "openpod-pod-security-jobsets"
@@ -175,7 +234,8 @@ POD_SECURITY_JOBSET_POLICY = "openpod-pod-security-jobsets"
 # (kubernetes/api core/v1/well_known_taints.go TaintNodeUnschedulable, checked 2026-11-23).
 HOLD_TAINTS = (labels.STARTUP_TAINT, labels.UNHEALTHY_TAINT, labels.HOT_SPARE_TAINT, labels.PAIR_CHECK_TAINT,
                "node.kubernetes.io/unschedulable")
-NVIDIA_ENV_PREFIX = "NVIDIA_"
+# Environment names and prefixes that select accelerators outside the device plugins' allocation.
+DEVICE_ENV_PREFIXES, DEVICE_ENV_NAMES = device_env.PREFIXES, device_env.NAMES
 # Kueue takes a workload's priority from the first pod template's priorityClassName when it has no
 # kueue.x-k8s.io/priority-class label (kubernetes-sigs/kueue@v0.19.2 pkg/controller/jobframework/reconciler.go:1716-1733,
 # ExtractPriority / extractPriorityFromPodSets; read 2026-11-25), and kube-scheduler preempts by it.
@@ -185,6 +245,18 @@ _PRIORITY_CLASS_OK = ("!has(s.priorityClassName) || s.priorityClassName == '' ||
 
 def _cel_list(items) -> str:
     return "[" + ", ".join(f"'{i}'" for i in items) + "]"
+
+
+def _device_env(name: str) -> str:
+    """CEL: the environment name ``name`` selects accelerators."""
+    return " || ".join([f"{name}.startsWith('{p}')" for p in DEVICE_ENV_PREFIXES]
+                       + [f"{name} == '{n}'" for n in DEVICE_ENV_NAMES])
+
+
+def _safe_env_prefix(prefix: str) -> str:
+    """CEL: no key imported under ``prefix`` can form a device-selecting name."""
+    return " && ".join([f"!('{p}'.startsWith({prefix}) || {prefix}.startsWith('{p}'))" for p in DEVICE_ENV_PREFIXES]
+                       + [f"!'{n}'.startsWith({prefix})" for n in DEVICE_ENV_NAMES])
 
 
 def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
@@ -234,16 +306,25 @@ def pod_security_checks(spec: ClusterSpec) -> list[tuple[str, str]]:
                    f"['{labels.TRAINING_SERVICE_ACCOUNT}', 'default']) && (!has(s.serviceAccount) || "
                    f"s.serviceAccount in ['{labels.TRAINING_SERVICE_ACCOUNT}', 'default']))",
                    f"serviceAccountName must be {labels.TRAINING_SERVICE_ACCOUNT} (or default)"))
-    # GPUs only through the device plugin: with the NVIDIA container toolkit an NVIDIA_VISIBLE_DEVICES in the
-    # container's environment selects GPUs the pod never requested (device_plugins.NVIDIA_DEVICE_SELECTION).
-    # An envFrom prefix that could spell an NVIDIA_ name is refused too; a ConfigMap key without prefix cannot
-    # be seen here - the toolkit refusing the variable from unprivileged containers covers that.
+    # Accelerators only through the device plugins: with the NVIDIA container toolkit an NVIDIA_VISIBLE_DEVICES in
+    # the container's environment selects GPUs the pod never requested (device_plugins.NVIDIA_DEVICE_SELECTION),
+    # and the Neuron OCI hook does the same with AWS_NEURON_VISIBLE_DEVICES (fact neuron.oci-hook.visible-devices).
+    # envFrom imports every key of a ConfigMap or Secret the team itself writes, under names admission never
+    # sees: it needs a prefix, and one that no device-selecting name starts with (nor starts with one).
     checks.append((f"variables.specs.all(s, {_CONTAINERS}.all(c, (!has(c.env) || c.env.all(e, "
-                   f"!e.name.startsWith('{NVIDIA_ENV_PREFIX}'))) && (!has(c.envFrom) || c.envFrom.all(f, "
-                   f"!has(f.prefix) || f.prefix == '' || !('{NVIDIA_ENV_PREFIX}'.startsWith(f.prefix) || "
-                   f"f.prefix.startsWith('{NVIDIA_ENV_PREFIX}'))))))",
-                   f"{NVIDIA_ENV_PREFIX}* environment variables (and envFrom prefixes that spell one) are not "
-                   "allowed: GPUs are selected by the device plugin from resources.limits['nvidia.com/gpu']"))
+                   f"!({_device_env('e.name')}))) && (!has(c.envFrom) || c.envFrom.all(f, has(f.prefix) && "
+                   f"f.prefix != '' && {_safe_env_prefix('f.prefix')}))))",
+                   f"{', '.join(n + '*' for n in DEVICE_ENV_PREFIXES)} and {', '.join(DEVICE_ENV_NAMES)} environment "
+                   "variables are not allowed (accelerators are selected by the device plugins from "
+                   "resources.limits), nor envFrom without a prefix or with a prefix that could spell one "
+                   "(use e.g. prefix APP_)"))
+    # Images only from the team's sources (teams[].images; team_images.py): every container kind and image volumes.
+    checks.append((f"variables.image_pattern != '' && variables.specs.all(s, {_CONTAINERS}.all(c, has(c.image) && "
+                   "c.image.matches(variables.image_pattern)) && (!has(s.volumes) || s.volumes.all(v, !has(v.image) "
+                   "|| (has(v.image.reference) && v.image.reference.matches(variables.image_pattern)))))",
+                   "images (containers, initContainers, ephemeralContainers, image volumes) must come from the "
+                   "team's registries and repositories, written with the registry host (teams[].images in the "
+                   "cluster spec; default: the team's own ECR prefix <registry>/<team>/)"))
     checks.append((f"variables.specs.all(s, {_PRIORITY_CLASS_OK})",
                    "priorityClassName must be one of the team's allowed priorities "
                    "(teams[].allowed_priorities; Kueue and the scheduler would take the class's priority)"))
@@ -255,37 +336,92 @@ def _allowed_map(spec: ClusterSpec) -> str:
                            for t in spec.teams) + "}"
 
 
-def _pod_security(spec: ClusterSpec, name: str, rules: list[dict], specs: str,
+def _guarded(pods: str) -> list[str]:
+    """CEL projections of ``pods`` (a list of objects with ``metadata`` and ``spec``: a Pod, or a JobSet's pod
+    templates) onto what the pod-security checks read, one homogeneous list per part. The parts the platform's
+    controllers change on objects they did not write are narrowed to what the checks judge: Kueue merges its
+    flavor's node labels, tolerations, annotations and scheduling gates into templates and restores them on
+    suspension (kueue@v0.19.2 pkg/podset/podset.go:45-54,179-200), its topology ungater adds a hostname selector
+    (pkg/controller/tas/topology_ungater.go:305-316); so only the instance-group selector, the tolerations the
+    checks refuse and the AppArmor annotations count."""
+    tolerated = _cel_list((*HOLD_TAINTS, labels.SYSTEM_TAINT))
+    return [
+        f"{pods}.map(p, p.spec.containers)",
+        f"{pods}.map(p, has(p.spec.initContainers) ? p.spec.initContainers : [])",
+        f"{pods}.map(p, has(p.spec.ephemeralContainers) ? p.spec.ephemeralContainers : [])",
+        f"{pods}.map(p, has(p.spec.volumes) ? p.spec.volumes : [])",
+        f"{pods}.map(p, has(p.spec.securityContext) ? [p.spec.securityContext] : [])",
+        f"{pods}.map(p, [has(p.spec.hostNetwork) && p.spec.hostNetwork, has(p.spec.hostPID) && p.spec.hostPID, "
+        "has(p.spec.hostIPC) && p.spec.hostIPC])",
+        f"{pods}.map(p, [has(p.spec.nodeName) ? p.spec.nodeName : '', "
+        "has(p.spec.serviceAccountName) ? p.spec.serviceAccountName : '', "
+        "has(p.spec.serviceAccount) ? p.spec.serviceAccount : '', "
+        "has(p.spec.priorityClassName) ? p.spec.priorityClassName : '', "
+        f"has(p.spec.nodeSelector) && '{labels.INSTANCE_GROUP}' in p.spec.nodeSelector ? "
+        f"p.spec.nodeSelector['{labels.INSTANCE_GROUP}'] : ''])",
+        f"{pods}.map(p, has(p.spec.tolerations) ? p.spec.tolerations.filter(t, !has(t.key) || t.key == '' || "
+        f"t.key in {tolerated}) : [])",
+        f"{pods}.map(p, has(p.metadata) && has(p.metadata.annotations) ? p.metadata.annotations.filter(k, "
+        f"k.startsWith('{APPARMOR_ANNOTATION}')).map(k, k + '=' + p.metadata.annotations[k]) : [])",
+    ]
+
+
+def guarded_fields_changed(pods: str) -> str:
+    """A matchCondition: the request is a CREATE, or an UPDATE that changes a guarded field (``pods`` is written
+    over ``object``; the same over ``oldObject`` is compared). Pod Security Admission judges updates the same way:
+    only a change that could weaken the pod is evaluated (pod-security-admission@v0.34.0
+    admission/admission.go:370-387, isSignificantPodUpdate :632-671), so a controller's update of an object
+    admitted under an earlier rule - Kueue suspending or ungating, the Job controller or the garbage collector
+    removing a finalizer - passes after an upgrade tightens the rule, while a change of a guarded field is judged."""
+    old = pods.replace("object", "oldObject")
+    same = " && ".join(f"{part} == {old_part}" for part, old_part in zip(_guarded(pods), _guarded(old)))
+    return f"request.operation == 'UPDATE' ? !({same}) : true"
+
+
+def _image_map(spec: ClusterSpec) -> str:
+    return "{" + ", ".join(f"'{t.name}': r'{team_images.pattern(spec, t)}'" for t in spec.teams) + "}"
+
+
+def _pod_security(spec: ClusterSpec, name: str, rules: list[dict], pods: str,
                   node_name_checked: str) -> list[dict[str, Any]]:
-    allowed = _allowed_map(spec)
+    allowed, images = _allowed_map(spec), _image_map(spec)
     return policy_and_binding(
         name, rules,
         [{"expression": expr, "reason": "Forbidden",
           "message": f"{msg} in team namespaces ({POD_SECURITY_POLICY}; docs/security.md)"}
          for expr, msg in pod_security_checks(spec)],
         namespace_selector=team_namespaces(),
+        match_conditions=[{"name": "create-or-guarded-fields-changed", "expression": guarded_fields_changed(pods)}],
         variables=[{"name": "team", "expression": f"namespaceObject.metadata.labels['{TEAM_LABEL}']"},
-                   {"name": "specs", "expression": specs},
+                   {"name": "pods", "expression": pods},
+                   {"name": "specs", "expression": "variables.pods.map(p, p.spec)"},
                    {"name": "node_name_checked", "expression": node_name_checked},
-                   {"name": "allowed", "expression": f"variables.team in {allowed} ? {allowed}[variables.team] : []"}])
+                   {"name": "allowed", "expression": f"variables.team in {allowed} ? {allowed}[variables.team] : []"},
+                   {"name": "image_pattern", "expression": f"variables.team in {images} ? {images}[variables.team] "
+                                                           ": ''"}])
+
+
+POD_OBJECTS = "[object]"
+JOBSET_TEMPLATES = ("(has(object.spec.replicatedJobs) ? object.spec.replicatedJobs.map(r, r.template.spec.template) "
+                    ": [])")
 
 
 def pod_security_policies(spec: ClusterSpec) -> list[dict[str, Any]]:
-    """Pods (every creator, controllers included) and JobSet pod templates (refused at submission)."""
+    """Pods (every creator, controllers included) and JobSet pod templates (refused at submission); each judged on
+    CREATE and on an UPDATE that changes a guarded field (``guarded_fields_changed``)."""
     return [
         *_pod_security(spec, POD_SECURITY_POLICY,
                        # kubectl debug adds containers through pods/ephemeralcontainers (UPDATE)
                        [{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods", "pods/ephemeralcontainers"],
                          "operations": ["CREATE", "UPDATE"]}],
                        # A pod's nodeName is set by the scheduler's binding (pods/binding) and cannot change on
-                       # UPDATE (ValidatePodUpdate), so it is refused at creation only: the Job controller's
-                       # finalizer removal and kubectl debug on a bound pod are UPDATEs of a pod with nodeName.
-                       "[object.spec]", "request.operation == 'CREATE'"),
+                       # UPDATE (ValidatePodUpdate), so it is refused at creation only: kubectl debug on a bound
+                       # pod is an UPDATE of a pod with nodeName.
+                       POD_OBJECTS, "request.operation == 'CREATE'"),
         *_pod_security(spec, POD_SECURITY_JOBSET_POLICY,
                        [{"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["*"], "resources": ["jobsets"],
                          "operations": ["CREATE", "UPDATE"]}],
-                       "has(object.spec.replicatedJobs) ? "
-                       "object.spec.replicatedJobs.map(r, r.template.spec.template.spec) : []", "true"),
+                       JOBSET_TEMPLATES, "true"),
     ]
 
 
@@ -318,4 +454,4 @@ def node_scope_policy() -> list[dict[str, Any]]:
 
 def admission_objects(spec: ClusterSpec) -> list[dict[str, Any]]:
     """Every admission policy and binding the platform deploys for teams."""
-    return team_queue_policy(spec) + pod_security_policies(spec) + restart_policy()
+    return team_queue_policy(spec) + pod_security_policies(spec) + restart_policy() + start_policy()

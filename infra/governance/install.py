@@ -42,6 +42,10 @@ KUEUE_NAMESPACE = "kueue-system"
 JOBSET_NAMESPACE = "jobset-system"
 KUEUE_RELEASE = "kueue"
 JOBSET_RELEASE = "jobset"
+# Kueue's controller service account: <fullname>-controller-manager, the fullname being the release name when it
+# contains the chart name (kubernetes-sigs/kueue@v0.19.2 charts/kueue/templates/manager/manager.yaml:111,
+# templates/_helpers.tpl:29-35).
+KUEUE_CONTROLLER = f"{KUEUE_RELEASE}-controller-manager"
 # The readiness gate's probe: a server-side dry-run create of this ResourceFlavor runs Kueue's
 # mutating and validating webhooks (kubernetes-sigs/kueue@v0.19.2:pkg/webhooks/resourceflavor_webhook.go:46,61)
 # and stores nothing (platform_constructs/webhook_gate.py).

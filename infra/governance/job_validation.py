@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from infra.governance import device_env
 from infra.governance import queues as q
 from infra.governance import resources as res
 from infra.governance.job_fault_tolerance import LIGHTHOUSE_SHARE, MAX_RESTARTABLE_GROUPS
@@ -50,9 +51,9 @@ def validate(spec: ClusterSpec, req: JobRequest) -> None:
         problem = env_name_problem(key)
         if problem:
             raise JobError(f"--env {key!r} {problem}")
-        if key.startswith("NVIDIA_"):
-            raise JobError(f"--env {key} not allowed: NVIDIA_* variables select GPUs outside the device plugin "
-                           "(admission refuses them too); GPUs come with --accelerators-per-node")
+        if device_env.selects_devices(key):
+            raise JobError(f"--env {key} not allowed: {device_env.describe()} select accelerators outside the "
+                           "device plugins (admission refuses them too); they come with --accelerators-per-node")
     teams = [t.name for t in spec.teams]
     if req.team not in teams:
         raise JobError(f"--team {req.team!r} is not a team of this spec; teams are: {', '.join(teams) or '(none)'}")

@@ -16,6 +16,11 @@ LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 RESERVATION_ID = r"^cr-[0-9a-f]{8,17}$"
 IAM_PRINCIPAL_ARN = r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+$"
+# An image source of teams[].images: a registry host (with a dot, or localhost; an optional port) and a
+# repository path, lowercase path components as in a Docker reference, no tag or digest; a trailing '/' makes it
+# a prefix (every repository below it).
+IMAGE_SOURCE = (r"^(?:[a-z0-9-]+(?:\.[a-z0-9-]+)+|localhost)(?::\d+)?/"
+                r"(?:[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*/)*(?:[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)?$")
 
 
 def log_retention(days: int) -> int:

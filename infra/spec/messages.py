@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from infra.spec.base import DNS_LABEL, IAM_PRINCIPAL_ARN, RESERVATION_ID
+from infra.spec.base import DNS_LABEL, IAM_PRINCIPAL_ARN, IMAGE_SOURCE, RESERVATION_ID
 from infra.spec.cluster import ClusterSpec
 
 
@@ -35,6 +35,8 @@ PATTERN_HELP = {
     RESERVATION_ID: "a capacity reservation id such as cr-0123456789abcdef0",
     IAM_PRINCIPAL_ARN: "an IAM role or user ARN such as arn:aws:iam::111122223333:role/ml-researchers "
                        "(not a Kubernetes group or an assumed-role session)",
+    IMAGE_SOURCE: "a registry host and repository without tag or digest, such as nvcr.io/nvidia/pytorch (one "
+                  "repository) or 111122223333.dkr.ecr.us-east-1.amazonaws.com/research/ (every repository below it)",
 }
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from infra.spec.base import DNS_LABEL, IAM_PRINCIPAL_ARN, SpecModel
+from infra.spec.base import DNS_LABEL, IAM_PRINCIPAL_ARN, IMAGE_SOURCE, SpecModel
 
 
 class GroupQuota(SpecModel):
@@ -46,6 +46,13 @@ class TeamSpec(SpecModel):
     allowed_priorities: list[str] | None = Field(
         None, description="priority classes the team's jobs may use (enforced at admission); "
                           "default: every priority but `inference`")
+    images: list[Annotated[str, Field(pattern=IMAGE_SOURCE)]] | None = Field(
+        None, min_length=1,
+        description="where the team's pods may run images from (every container kind and image volumes, enforced "
+                    "at admission): `host/path/` (ending in `/`) is every repository below that prefix, `host/repo` "
+                    "one repository (any tag or digest); images must be written with their registry host. Default: "
+                    "the team's own ECR prefix `<account>.dkr.ecr.<region>.amazonaws.com/<team>/` and the platform's "
+                    "training image repository (docs/security.md, 'Images per team')")
 
 
 class PrioritySpec(SpecModel):

@@ -4,6 +4,7 @@ lookup by key that code and tests read a fact through."""
 from __future__ import annotations
 
 from openpod_core.facts import (
+    admission,
     capacity,
     device_plugins,
     eks_addons,
@@ -21,7 +22,7 @@ from openpod_core.facts import (
 from openpod_core.facts.record import Fact
 
 TABLES = (training_image, instances, eks_addons, device_plugins, capacity, updates, scheduling, references,
-          observability, trust, network_boundary, remediation_iam, lifecycle)
+          observability, trust, network_boundary, remediation_iam, lifecycle, admission)
 FACTS: tuple[Fact, ...] = tuple(f for table in TABLES for f in table.FACTS)
 
 _BY_KEY = {f.key: f for f in FACTS}

@@ -79,19 +79,28 @@ def group_for(spec: ClusterSpec, accelerator: str, tainted: bool = False) -> str
                  and (bool(g.taints) or not tainted)), None)
 
 
+def team_image(spec: ClusterSpec, team: str) -> str:
+    """An image from the team's own ECR prefix (the default of teams[].images)."""
+    return f"{spec.account or '111122223333'}.dkr.ecr.{spec.region}.amazonaws.com/{team}/train:1"
+
+
 def submit_request(spec: ClusterSpec, team: str, mode: str) -> jobset.JobRequest:
     m = dict(MODES[mode])
     group = group_for(spec, m.pop("accelerator"), m.pop("tainted", False))
     script = ("--steps", "10", "--global-batch", "64") if m["runtime"] == "openpod" else ("train.py",)
-    return jobset.JobRequest(name="llama", team=team, group=group, image="registry.example/train:1", nodes=2,
+    return jobset.JobRequest(name="llama", team=team, group=group, image=team_image(spec, team), nodes=2,
                              script=script, **m)
 
 
-def rendered(spec: ClusterSpec, team: str, mode: str) -> dict:
+def rendered(spec: ClusterSpec, team: str, mode: str, tweak=None) -> dict:
+    """The JobSet ``openpod submit`` builds; ``tweak`` (JobSet -> None) edits it before anything derives from it
+    (the upgrade tests: a JobSet an earlier rule admitted)."""
     req = submit_request(spec, team, mode)
     jobset.validate(spec, req)
     js = jobset.build(spec, req)
     js["metadata"].setdefault("uid", "6f1c0c1e-0000-4000-8000-000000000001")
+    if tweak is not None:
+        tweak(js)
     return js
 
 
@@ -182,19 +191,19 @@ def _debugged(pod: dict) -> dict:
 
 
 def _r(op, resource, obj=None, old=None, *, user, ns_labels, sub="", group="", version="v1", ns=None,
-       name=None, kind="", extra=None) -> Request:
+       name=None, kind="", extra=None, verb="") -> Request:
     o = obj if obj is not None else old
     return Request(operation=op, resource=resource, subresource=sub, group=group, version=version,
                    namespace=ns if ns is not None else (o or {}).get("metadata", {}).get("namespace", ""),
                    name=name or (o or {}).get("metadata", {}).get("name", ""), object=obj, old_object=old,
                    user=user, namespace_labels=ns_labels, kind=kind or (o or {}).get("kind", ""),
-                   extra=extra or {})
+                   extra=extra or {}, verb=verb)
 
 
-def lifecycle(spec: ClusterSpec, team: str, mode: str) -> list[Case]:
+def lifecycle(spec: ClusterSpec, team: str, mode: str, tweak=None) -> list[Case]:
     """Every request of one job's life in ``mode``, from submit to namespace deletion; all must be admitted."""
     ns = {TEAM_LABEL: team, "kubernetes.io/metadata.name": team}
-    js = rendered(spec, team, mode)
+    js = rendered(spec, team, mode, tweak)
     adm = admitted_jobset(spec, js)
     job = job_of(adm)
     pod = pod_of(job)
@@ -261,10 +270,6 @@ def lifecycle(spec: ClusterSpec, team: str, mode: str) -> list[Case]:
         Case("kubelet reports status", "kubelet",
              f"{K8S}:pkg/kubelet/status/status_manager.go syncPod (PatchPodStatus, pods/status)",
              _r("UPDATE", "pods", running, on_node, user=KUBELET, sub="status", **u)),
-        Case("team user attaches a debug container to the running pod", "submit",
-             f"{K8S}:staging/src/k8s.io/kubectl/pkg/cmd/debug/debug.go (UpdateEphemeralContainers, "
-             "pods/ephemeralcontainers)",
-             _r("UPDATE", "pods", _debugged(running), running, user=TEAM_USER, sub="ephemeralcontainers", **u)),
         Case("job controller removes its finalizer from the finished, bound pod", "job-controller",
              f"{K8S}:pkg/controller/job/job_controller.go removeTrackingFinalizerPatch + podControl.PatchPod "
              "($deleteFromPrimitiveList/finalizers)",
@@ -408,11 +413,31 @@ def attacks(spec: ClusterSpec, team: str, other: str) -> list[Case]:
         ("priorityClassName of a class the team may not use",
          lambda p: p["spec"].update(priorityClassName="inference"), "priorityClassName"),
         ("nodeName at creation", lambda p: p["spec"].update(nodeName=NODE), "may not set nodeName"),
+        ("SELinux type spc_t (unconfined)", sc(seLinuxOptions={"type": "spc_t"}), "seLinuxOptions: type must be"),
+        ("readiness probe against another host",
+         lambda p: _c(p).update(readinessProbe={"httpGet": {"host": "169.254.169.254", "port": 80, "path": "/"}}),
+         "probes and lifecycle handlers may not set host"),
+        ("preStop hook against another host",
+         lambda p: _c(p).update(lifecycle={"preStop": {"tcpSocket": {"host": "10.0.0.9", "port": 988}}}),
+         "probes and lifecycle handlers may not set host"),
+        ("Windows host process", sc(windowsOptions={"hostProcess": True}), "windowsOptions.hostProcess"),
+        ("AWS_NEURON_VISIBLE_DEVICES=ALL", env("AWS_NEURON_VISIBLE_DEVICES", "ALL"), "AWS_NEURON_VISIBLE_DEVICES"),
+        ("envFrom a team Secret without prefix (it can hold NVIDIA_VISIBLE_DEVICES)",
+         lambda p: _c(p).update(envFrom=[{"secretRef": {"name": "mine"}}]), "nor envFrom without a prefix"),
     ]
     out = [Case(n, P, src, _pod_attack(spec, team, ch), deny=d) for n, ch, d in pod_cases]
+    # The team Role grants no pod writes: RBAC refuses these before admission (tests/governance/rbac.py); the
+    # policies refuse them too (tests/governance/test_admission.py, test_pod_security.py).
     bare = _pod_attack(spec, team, lambda p: None)
     bare.user = TEAM_USER
-    out.append(Case("bare Pod by a team user", P, src, bare, deny="bare Pods are not allowed"))
+    out.append(Case("bare Pod by a team user", P, src, bare, deny="forbidden by RBAC"))
+    running = bound(_pod_attack(spec, team, lambda p: None).object)
+    out.append(Case("team user attaches a debug container to a running pod (kubectl debug)", P,
+                    f"{K8S}:staging/src/k8s.io/kubectl/pkg/cmd/debug/debug.go (debugByEphemeralContainer: PATCH of "
+                    "pods/ephemeralcontainers)",
+                    _r("UPDATE", "pods", _debugged(running), running, user=TEAM_USER, sub="ephemeralcontainers",
+                       ns_labels={TEAM_LABEL: team}, verb="patch"),
+                    deny="forbidden by RBAC"))
 
     def js_sc(**kw):
         return lambda js: _c(_tmpl(js)).setdefault("securityContext", {}).update(kw)
@@ -437,6 +462,21 @@ def attacks(spec: ClusterSpec, team: str, other: str) -> list[Case]:
          "is not allowed for team"),
         ("priorityClassName instead of the label (Kueue falls back to it)", drop_priority_set_class,
          "priorityClassName"),
+        ("AppArmor unconfined by annotation on the template",
+         lambda js: _tmpl(js).setdefault("metadata", {}).setdefault("annotations", {}).update(
+             {"container.apparmor.security.beta.kubernetes.io/trainer": "unconfined"}),
+         "container.apparmor.security.beta.kubernetes.io"),
+        ("created running (suspend false)", lambda js: js["spec"].update(suspend=False),
+         "turned to false only by Kueue"),
     ]
     out += [Case(n, J, src, _js_attack(spec, team, ch), deny=d) for n, ch, d in js_cases]
+    pending = rendered(spec, team, "gpu-openpod")
+    started = copy.deepcopy(pending)
+    started["spec"]["suspend"] = False
+    out.append(Case("team user unsuspends its pending JobSet", J,
+                    "kubectl patch jobset --type merge -p '{\"spec\":{\"suspend\":false}}' (the team Role may "
+                    "patch its JobSets)",
+                    _r("UPDATE", "jobsets", started, pending, user=TEAM_USER, group="jobset.x-k8s.io",
+                       version="v1alpha2", ns_labels={TEAM_LABEL: team}, verb="patch"),
+                    deny="turned to false only by Kueue"))
     return out

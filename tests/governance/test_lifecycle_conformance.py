@@ -12,11 +12,12 @@ from __future__ import annotations
 import pytest
 
 from infra.governance import all_objects
+from infra.governance.queues import SUBMITTER_RULES
 from infra.spec.loading import load_spec
 from node_agent import deploy
 from tests.conftest import EXAMPLES
 from tests.governance import lifecycle_corpus as corpus
-from tests.governance import vap
+from tests.governance import rbac, vap
 
 
 def installed(spec) -> list[dict]:
@@ -48,7 +49,10 @@ CASES = list(_cases())
 
 
 def check(objects: list[dict], case: corpus.Case) -> None:
-    denied = vap.denials(objects, case.request)
+    """The API server's answer: the team user's request first through its Role (RBAC runs before admission;
+    the controllers' own roles grant what they send), then through every policy."""
+    refused = rbac.denial(SUBMITTER_RULES, case.request) if case.request.user == vap.TEAM_USER else None
+    denied = [refused] if refused else vap.denials(objects, case.request)
     if case.deny is None:
         assert denied == [], f"{case.name} ({case.source}) was refused: {denied}"
     else:
@@ -73,3 +77,18 @@ def test_every_installed_policy_is_bound_and_fails_closed():
         bound = {o["spec"]["policyName"] for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding"}
         assert set(policies) == bound
         assert all(p["spec"].get("failurePolicy", "Fail") == "Fail" for p in policies.values())
+
+
+@pytest.mark.parametrize("op, resource, sub, group, verb, granted", [
+    ("CREATE", "jobsets", "", "jobset.x-k8s.io", "", True),
+    ("UPDATE", "jobsets", "", "jobset.x-k8s.io", "patch", True),
+    ("CREATE", "pods", "", "", "", False),                        # no bare pods
+    ("UPDATE", "pods", "ephemeralcontainers", "", "patch", False),  # no kubectl debug
+    ("CREATE", "pods", "exec", "", "", True),                     # kubectl exec
+    ("CREATE", "jobs", "", "batch", "", False),
+    ("UPDATE", "jobsets", "status", "jobset.x-k8s.io", "", False),
+])
+def test_the_team_role_is_applied_before_admission(op, resource, sub, group, verb, granted):
+    req = vap.Request(operation=op, resource=resource, subresource=sub, group=group, namespace="research",
+                      namespace_labels={}, verb=verb)
+    assert (rbac.denial(SUBMITTER_RULES, req) is None) is granted

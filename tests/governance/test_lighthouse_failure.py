@@ -29,6 +29,7 @@ from infra.governance import install, job_fault_tolerance, job_launcher, jobset
 from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import jobset_webhook, k8s_schema
+from tests.governance.lifecycle_corpus import team_image
 from training.config import FaultToleranceConfig
 
 SPEC = load_spec(EXAMPLES / "default.yaml")
@@ -36,7 +37,7 @@ LIGHTHOUSE_BIN = os.path.join(os.path.dirname(sys.executable), "torchft_lighthou
 
 
 def replica_jobset() -> dict:
-    req = jobset.JobRequest(name="llama", team="research", group="p5", image="registry.example/train:1", nodes=2,
+    req = jobset.JobRequest(name="llama", team="research", group="p5", image=team_image(SPEC, "research"), nodes=2,
                             script=("--steps", "10", "--global-batch", "64"), runtime="openpod",
                             fault_tolerance="replica")
     jobset.validate(SPEC, req)

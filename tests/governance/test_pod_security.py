@@ -18,6 +18,7 @@ from infra.governance.queues import POD_SECURITY_LABELS, TEAM_LABEL
 from infra.spec.loading import load_spec
 from openpod_core import labels
 from tests.conftest import EXAMPLES
+from tests.governance import lifecycle_corpus as corpus
 from tests.governance import vap
 
 SPEC = load_spec(EXAMPLES / "default.yaml")
@@ -30,7 +31,7 @@ JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 
 
 def request(group: str, runtime: str, nodes: int = 2) -> jobset.JobRequest:
-    return jobset.JobRequest(name="llama", team="research", group=group, image="registry.example/train:1",
+    return jobset.JobRequest(name="llama", team="research", group=group, image=corpus.team_image(SPEC, "research"),
                              nodes=nodes,
                              script=("--steps", "10", "--global-batch", "64") if runtime == "openpod" else ("train.py",),
                              runtime=runtime)
@@ -87,12 +88,11 @@ ATTACKS = {
     "host PID": ("spec.hostPID", True, "hostNetwork, hostPID and hostIPC are not allowed"),
     "host port": ("spec.containers.0.ports", [{"containerPort": 22, "hostPort": 22}], "hostPort is not allowed"),
     "unconfined seccomp": ("spec.securityContext.seccompProfile", {"type": "Unconfined"},
-                           "seccompProfile.type Unconfined is not allowed"),
+                           "seccompProfile.type must be RuntimeDefault or Localhost"),
     "unconfined apparmor": ("spec.containers.0.securityContext.appArmorProfile", {"type": "Unconfined"},
-                            "appArmorProfile.type Unconfined is not allowed"),
+                            "appArmorProfile.type must be RuntimeDefault or Localhost"),
     "unmasked /proc": ("spec.containers.0.securityContext.procMount", "Unmasked", "securityContext.procMount must be Default"),
-    "selinux user": ("spec.securityContext.seLinuxOptions", {"user": "system_u"},
-                     "seLinuxOptions.user and .role are not allowed"),
+    "selinux user": ("spec.securityContext.seLinuxOptions", {"user": "system_u"}, "seLinuxOptions: type must be"),
     "unsafe sysctl": ("spec.securityContext.sysctls", [{"name": "kernel.core_pattern", "value": "|/x"}],
                       "only Baseline's safe sysctls are allowed"),
 }
@@ -131,15 +131,19 @@ def test_a_jobset_with_a_privileged_template_is_refused_at_submission():
         "docs/security.md)"]
 
 
-def test_controllers_are_not_exempt_and_kubectl_debug_is_covered():
-    """The Job controller creates the pods, so exempting it would exempt everything; `kubectl debug`
-    adds an ephemeral container through the pods/ephemeralcontainers subresource."""
-    assert "matchConditions" not in PODS["spec"]
+def test_controllers_are_not_exempt_and_ephemeral_containers_are_covered():
+    """The Job controller creates the pods, so exempting it would exempt everything: the one matchCondition
+    compares the object with the old object and names no identity. An ephemeral container comes through the
+    pods/ephemeralcontainers subresource (the team Role does not grant it; an identity that has it is judged)."""
+    (cond,) = PODS["spec"]["matchConditions"]
+    assert "userInfo" not in cond["expression"] and "oldObject" in cond["expression"]
     pod = standard_pod()
-    pod["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox",
-                                           "securityContext": {"privileged": True}}]
-    assert admit_pod(pod, user=vap.TEAM_USER, subresource="ephemeralcontainers")[0].startswith(
-        "privileged containers are not allowed")
+    debugged = copy.deepcopy(pod)
+    debugged["spec"]["ephemeralContainers"] = [{"name": "debugger", "image": "busybox",
+                                                "securityContext": {"privileged": True}}]
+    denied = vap.admit(PODS, debugged, namespace_labels=TEAM_NS, user="kubernetes-admin", old=pod,
+                       subresource="ephemeralcontainers")
+    assert denied and denied[0].startswith("privileged containers are not allowed")
 
 
 def test_other_namespaces_are_not_matched():
@@ -293,14 +297,33 @@ def test_a_bound_pod_updated_by_the_job_controller_is_admitted():
     assert vap.admit(PODS, new, namespace_labels=TEAM_NS, user=JOB_CONTROLLER, old=old) == []
 
 
+DEVICE_ENV = "NVIDIA_* and AWS_NEURON_VISIBLE_DEVICES environment variables are not allowed"
+
+
 @pytest.mark.parametrize("env_from, refused", [
     ({"prefix": "NVIDIA_", "configMapRef": {"name": "x"}}, True),
     ({"prefix": "NV", "configMapRef": {"name": "x"}}, True),     # NV + IDIA_VISIBLE_DEVICES
-    ({"prefix": "", "configMapRef": {"name": "x"}}, False),
+    ({"prefix": "AWS_", "secretRef": {"name": "x"}}, True),      # AWS_ + NEURON_VISIBLE_DEVICES
+    ({"prefix": "", "configMapRef": {"name": "x"}}, True),       # the team writes the keys: any name
+    ({"secretRef": {"name": "x"}}, True),
     ({"prefix": "APP_", "configMapRef": {"name": "x"}}, False),
 ])
-def test_envfrom_prefixes_that_could_spell_an_nvidia_variable_are_refused(env_from, refused):
+def test_envfrom_without_a_safe_prefix_is_refused(env_from, refused):
+    """A ConfigMap or Secret the team writes can hold a key NVIDIA_VISIBLE_DEVICES; envFrom imports it under
+    that name unless a prefix no device-selecting name starts with is set."""
     pod = standard_pod()
     pod["spec"]["containers"][0]["envFrom"] = [env_from]
     denied = admit_pod(pod)
-    assert bool(denied) is refused and all(d.startswith("NVIDIA_* environment variables") for d in denied)
+    assert bool(denied) is refused and all(d.startswith(DEVICE_ENV) for d in denied), denied
+
+
+@pytest.mark.parametrize("name", ["AWS_NEURON_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"])
+def test_device_selecting_environment_is_refused_in_pods_and_by_submit(name):
+    pod = standard_pod()
+    pod["spec"]["containers"][0]["env"].append({"name": name, "value": "all"})
+    denied = admit_pod(pod)
+    assert len(denied) == 1 and denied[0].startswith(DEVICE_ENV), denied
+    req = request("trn2", "torchrun")
+    req.env[name] = "0,1"
+    with pytest.raises(jobset.JobError, match=f"--env {name} not allowed"):
+        jobset.validate(SPEC, req)

@@ -22,6 +22,7 @@ from infra.governance.admission import POD_SECURITY_JOBSET_POLICY, POD_SECURITY_
 from infra.spec.loading import load_spec
 from tests.conftest import EXAMPLES
 from tests.governance import k8s_schema, vap
+from tests.governance.lifecycle_corpus import team_image
 from tests.governance.test_network import NS, reaches
 from training import cli as training_cli
 
@@ -35,7 +36,7 @@ LIGHTHOUSE_BIN = Path(training_cli.sys.executable).parent / "torchft_lighthouse"
 
 
 def submit(*args: str):
-    return CliRunner().invoke(main, ["submit", "--spec", str(SPEC_PATH), "--image", "registry.example/train:1",
+    return CliRunner().invoke(main, ["submit", "--spec", str(SPEC_PATH), "--image", team_image(SPEC, "research"),
                                      "--dry-run", "--team", "research", "--name", "llama", *args])
 
 

@@ -52,6 +52,7 @@ class Request:
     extra: dict[str, list[str]] = field(default_factory=dict)
     namespace_labels: dict[str, str] | None = None   # labels of the request's Namespace object
     kind: str = ""
+    verb: str = ""                       # the HTTP verb RBAC checks (patch, update, ...); "" = from operation
 
 
 @dataclass

@@ -219,7 +219,7 @@ def _job_with(change):
     (_job_with(lambda s: s["containers"][0].update(securityContext={"capabilities": {"add": ["SYS_MODULE"]}})),
      "must meet Pod Security Baseline: securityContext.capabilities.add"),
     (_job_with(lambda s: s.update(securityContext={"seccompProfile": {"type": "Unconfined"}})),
-     "must meet Pod Security Baseline: seccompProfile.type Unconfined"),
+     "must meet Pod Security Baseline: seccompProfile.type must be RuntimeDefault"),
     (_job_with(lambda s: s.update(nodeName="ip-10-0-1-5.ec2.internal")), "may not set nodeName"),
     (_job_with(lambda s: s["volumes"].append({"name": "tok", "projected": {"sources": [
         {"serviceAccountToken": {"path": "token", "audience": "sts.amazonaws.com"}}]}})),
