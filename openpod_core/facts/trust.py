@@ -17,7 +17,16 @@ FACTS: tuple[Fact, ...] = (
         "torch.dcp.bytes-load", "torch.load(value, weights_only=False)",
         "pytorch/pytorch@v2.13.0:torch/distributed/checkpoint/default_planner.py:387-391 "
         "(DefaultLoadPlanner.load_bytes)", "2026-11-25",
-        "every non-tensor item of a checkpoint; safe_load.py lets one through only after weights_only=True loaded it",
+        "every non-tensor item of a checkpoint; safe_load.py loads it with weights_only=True itself and hands the "
+        "planner the value, never the bytes",
+    ),
+    Fact(
+        "transformers.safetensors-format", 'metadata["format"] in ("pt", "tf", "flax", "mlx")',
+        "https://github.com/huggingface/transformers/pull/29335 (modeling_utils.load_state_dict adds \"mlx\" to the "
+        "accepted formats; else OSError 'does not contain the valid metadata'); "
+        "https://github.com/ml-explore/mlx/issues/743 (the OSError at modeling_utils.py:508-511)", "2026-11-28",
+        "transformers 4.x refuses a safetensors file without it (issue 38's runs: 4.46 and 4.57 refuse, 5.24 loads); "
+        "save_pretrained writes {\"format\": \"pt\"}, and so does `python -m training.checkpoint export`",
     ),
     Fact(
         "github.oidc.sub-environment", "repo:<owner/name>:environment:<environment>",
