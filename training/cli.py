@@ -198,6 +198,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         fail(problems)
     if peer_replication and checkpoint_every > 0 and (peer := peer_secret_problems(bind_host)):
         fail(peer)  # here, not in usage_problems: `openpod submit` checks the arguments without the secret
+    if fault_tolerance == "replica" and (heal := peer_secret_problems(bind_host, purpose="replica")):
+        fail(heal)
 
     ckpt_dir = Path(checkpoint_dir).resolve()
     shared_dir = ckpt_dir  # the data set is shared by replica groups; checkpoints and run state are not
@@ -526,8 +528,9 @@ def shard_problems(data_dir: Path) -> list[str]:
     return out
 
 
-def peer_secret_problems(bind_host: str, environ=os.environ) -> list[str]:
-    """The peer side-channel serves checkpoints on ``bind_host``: off loopback only with the job's secret."""
+def peer_secret_problems(bind_host: str, environ=os.environ, purpose: str = "peer") -> list[str]:
+    """The peer side-channel (``purpose`` "peer") or replica healing's transport ("replica") serves state on
+    ``bind_host``: off loopback only with the job's secret."""
     from training.checkpoint import peer_auth
     from training.checkpoint.peer import is_loopback
 
@@ -535,6 +538,9 @@ def peer_secret_problems(bind_host: str, environ=os.environ) -> list[str]:
         secret = peer_auth.secret_from_env(environ)
     except ValueError as e:
         return [str(e)]
+    if secret is None and not is_loopback(bind_host) and purpose == "replica":
+        return [f"--bind-host {bind_host}: --fault-tolerance replica heals over a channel signed with "
+                f"{peer_auth.ENV} (the job's Secret, which `openpod submit` renders); it is not set"]
     if secret is None and not is_loopback(bind_host):
         return [f"--bind-host {bind_host}: the peer side-channel needs {peer_auth.ENV} (the job's Secret, which "
                 f"`openpod submit` renders) to serve checkpoints beyond this machine; or use --no-peer-replication"]
