@@ -133,6 +133,9 @@ def main() -> None:
 @click.option("--parallelism", type=click.Choice(PARALLELISMS), default="ddp",
               help="ddp: replicated state; fsdp: FSDP2 shards over all ranks; hsdp: FSDP2 shards within a "
                    "group of --shard-size ranks, replicated across groups")
+@click.option("--allow-identity-change", is_flag=True, default=False,
+              help="resume a --checkpoint-dir whose recorded run had another model, seed, global batch or data set "
+                   "(refused otherwise: it would mix two runs; training/run_guard.py)")
 @click.option("--allow-fresh-start", is_flag=True, default=False,
               help="start from step 0 even if a checkpoint source cannot be read (default: refuse to start)")
 @click.option("--shard-size", type=int, default=0, help="hsdp: ranks per shard group [default: --nproc-per-node]")
@@ -181,7 +184,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
         bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
         fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0,
-        restart="process", spare_workers=1, tp=1, node_rank=0, node_timeout=30.0, node_wait=600.0) -> None:
+        restart="process", spare_workers=1, tp=1, node_rank=0, node_timeout=30.0, node_wait=600.0,
+        allow_identity_change=False) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     torch_version = installed_torch()
     unsupported = torch_problem(torch_version)
@@ -223,6 +227,12 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         probe.unlink()
     except OSError as e:
         fail(f"--checkpoint-dir: {ckpt_dir} is not a writable directory ({e.strerror})")
+    from training import run_guard
+
+    try:  # held until this launcher exits: a second launch on this directory (same node name) is refused
+        dir_lock = run_guard.lock(ckpt_dir, node_id)  # noqa: F841 - the lock lasts while the file is open
+    except run_guard.RunGuardError as e:
+        fail(str(e))
     m = MODELS[model]
     run_dir = ckpt_dir / "run"
     memory = Path(memory_dir).resolve() if memory_dir else Path("/dev/shm/openpod") / job
@@ -258,6 +268,16 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     bad_shards = shard_problems(Path(data.data_dir))
     if bad_shards:
         fail(bad_shards)
+    try:
+        changed = run_guard.check_identity(ckpt_dir, run_guard.identity(
+            model=model, seed=seed, global_batch=global_batch, num_samples=num_samples, data_dir=Path(data.data_dir),
+            parallelism=parallelism, tp=tp, shard_size=shard_size), allow_change=allow_identity_change)
+    except run_guard.RunGuardError as e:
+        fail(str(e))
+    except OSError as e:
+        fail(f"--checkpoint-dir: cannot record the run's identity in {ckpt_dir}: {e.strerror or e}")
+    if changed:
+        click.echo(f"warning: {changed}", err=True)
     config_path = run_dir / f"config-{node_id or socket.gethostname()}.json"
     try:  # a full or read-only --checkpoint-dir: one clear line, not a traceback
         run_dir.mkdir(parents=True, exist_ok=True)
