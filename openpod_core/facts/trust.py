@@ -24,14 +24,14 @@ FACTS: tuple[Fact, ...] = (
         "torchft.http-transport-unpickles", "_streaming_load(f, weights_only=False)",
         "meta-pytorch/torchft@v0.2.0:torchft/checkpointing/http_transport.py:146-164 (HTTPTransport."
         "_load_from_address; no authentication of request or reply, :75-133)", "2026-11-28",
-        "the address comes from the quorum (manager.py:771-797: the recovering source's checkpoint_metadata), "
+        "read in the pinned wheel (torchft==0.2.0, site-packages/torchft); the address comes from the quorum (manager.py:771-797: the recovering source's checkpoint_metadata), "
         "which the unauthenticated Lighthouse assembles; replica mode uses training/ft/heal_transport.py instead",
     ),
     Fact(
         "torchft.pg-transport-unpickles", "pickle.loads(buf.cpu().numpy().tobytes())",
         "meta-pytorch/torchft@v0.2.0:torchft/checkpointing/pg_transport.py:252 (PGTransport.recv_checkpoint)",
         "2026-11-28",
-        "the process-group transport unpickles the state's metadata with plain pickle over an unauthenticated "
+        "read in the pinned wheel; the process-group transport unpickles the state's metadata with plain pickle over an unauthenticated "
         "gloo/NCCL group: no safer than HTTPTransport, so not the healing channel either",
     ),
     Fact(
