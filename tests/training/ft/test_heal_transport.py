@@ -8,8 +8,6 @@ The malicious server below is that address: it answers any request with a torch 
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 import threading
@@ -21,7 +19,7 @@ import torch
 from torch.distributed._serialization import _streaming_save
 
 from tests.training.test_safe_load import Payload
-from training.ft.heal_transport import AUTH_HEADER, HealRefused, SignedHTTPTransport
+from training.ft.heal_transport import AUTH_HEADER, HealRefused, SignedHTTPTransport, _reply_mac
 
 SECRET = bytes(range(32))
 T = timedelta(seconds=10)
@@ -131,7 +129,7 @@ def test_a_peer_holding_the_secret_still_cannot_run_code(tmp_path):
     def tagged(headers):
         nonce = json.loads(headers[AUTH_HEADER])["nonce"]
         body = _payload(sentinel)
-        mac = hmac.new(SECRET, f"openpod-heal-reply|{nonce}|5|".encode(), hashlib.sha256)
+        mac = _reply_mac(SECRET, nonce, 5)  # the insider knows the secret and the scheme
         mac.update(body)
         return body + mac.digest()
 
