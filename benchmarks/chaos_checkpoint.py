@@ -8,7 +8,7 @@ run's. The SIGKILL trials kill the whole job at a random moment and rerun it, ev
 node's memory tier (a replaced node). A scenario passes when the job ends bit-identical to the baseline, or
 refuses with one clear line. Prints a Markdown table (the one in docs/training.md, "Chaos runs").
 
-    .venv/bin/python benchmarks/chaos_checkpoint.py [--kills 4] [--seed 0]
+    .venv/bin/python benchmarks/chaos_checkpoint.py [--kills 4] [--seed 0] [--quick]
 """
 
 from __future__ import annotations
@@ -85,7 +85,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=4, help="random-SIGKILL trials")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="the first scenario and one SIGKILL trial (make bench)")
     a = ap.parse_args()
+    scenarios = dict(list(SCENARIOS.items())[:1]) if a.quick else SCENARIOS
+    kills = 1 if a.quick else a.kills
     rng = random.Random(a.seed)
     rows = []
     import boto3
@@ -103,7 +106,7 @@ def main() -> None:
         wall = time.perf_counter() - t0
         assert base_rc == 0, err[-2000:]
         want = base["state_sha256"]
-        for name, faults in SCENARIOS.items():
+        for name, faults in scenarios.items():
             tmp = Path(d, name.replace(" ", "_").replace("'", ""))
             t0 = time.perf_counter()
             rc, out, err = run(tmp, **faults)
@@ -111,7 +114,7 @@ def main() -> None:
             verdict = "bit-identical" if out and out["state_sha256"] == want else f"DIFFERS (exit {rc})"
             rows.append((name, verdict, ck.get("failed", "-"), json.dumps(ck.get("promote_failed", {})),
                          json.dumps(ck.get("durable", {})), f"{time.perf_counter() - t0:.0f}"))
-        for i in range(a.kills):
+        for i in range(kills):
             tmp = Path(d, f"kill{i}")
             delay = rng.uniform(0.4, 0.95) * wall  # start-up is about a third of a run
             t0 = time.perf_counter()

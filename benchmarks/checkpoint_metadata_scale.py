@@ -80,7 +80,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worlds", default="8,64,1024")
     ap.add_argument("--keep", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="--worlds 8,64 (make bench)")
     a = ap.parse_args()
+    if a.quick:
+        a.worlds = "8,64"
     from moto.server import ThreadedMotoServer
 
     os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_DEFAULT_REGION="us-east-1")

@@ -29,7 +29,13 @@ Reported per mode, from the workers' step heartbeats: seconds from the kill to t
 first step any restarted worker completes ("training again"), seconds to the first
 step beyond the one in flight at the kill ("new progress"), committed steps thrown
 away (replayed), whether the survivor kept its process, and whether the final state
-hash equals an uninterrupted run's.
+hash equals an uninterrupted run's. Heartbeats are read where the launcher writes them, node-local in
+the memory tier's file system (``<memory-dir>/.beats/<node>``, training/cli.py); pid files stay in
+``<checkpoint-dir>/run/ft/<node>``.
+
+Every process this benchmark starts runs in a process group of its own, and every group is SIGKILLed on
+every way out - a finished run, an error, a timeout (``--timeout`` per wait), Ctrl-C or SIGTERM - so no
+training process outlives it (:class:`Children`).
 """
 
 from __future__ import annotations
@@ -48,6 +54,41 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
+TIMEOUT_S = 300.0  # each wait (--timeout)
+
+
+class Children:
+    """Every process group this benchmark starts (each child leads its own session); :meth:`kill_all` SIGKILLs
+    each group - the launchers, their torchrun agents and workers - and reaps the leaders."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+
+    def popen(self, args: list[str], **kw) -> subprocess.Popen:
+        p = subprocess.Popen(args, cwd=ROOT, start_new_session=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def run(self, args: list[str], **kw) -> subprocess.CompletedProcess:
+        p = self.popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+        out, err = p.communicate(timeout=TIMEOUT_S)
+        return subprocess.CompletedProcess(args, p.returncode, out, err)
+
+    def kill_all(self) -> None:
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # the group outlives its leader: kill it whether or not it exited
+            except (ProcessLookupError, PermissionError):
+                pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        self.procs.clear()
+
+
+CHILDREN = Children()
 
 
 def free_port() -> int:
@@ -68,9 +109,10 @@ def base_args(tmp: Path, a, nproc: int, extra=()) -> list[str]:
             "--data-dir", str(a.data), "--nproc-per-node", str(nproc), "--seed", "1", *extra]
 
 
-def beats(ft: Path) -> list[dict]:
+def beats(beats_dir: Path) -> list[dict]:
+    """Every rank's newest heartbeat under ``beats_dir`` (``<memory-dir>/.beats``: one directory per node)."""
     out = []
-    for p in ft.rglob("rank-*.json"):
+    for p in beats_dir.rglob("rank-*.json"):
         try:
             out.append(json.loads(p.read_text()))
         except (OSError, ValueError):
@@ -78,8 +120,8 @@ def beats(ft: Path) -> list[dict]:
     return out
 
 
-def wait_for(cond, what: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
+def wait_for(cond, what: str, timeout: float | None = None) -> None:
+    deadline = time.monotonic() + (TIMEOUT_S if timeout is None else timeout)
     while not cond():
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
@@ -92,7 +134,10 @@ def measure(fts: list[Path], t_kill: float, fault_step: int, quiet: float = 0.0)
     rank is past the step that was in flight. ``quiet``: seconds after ``t_kill`` in which no step can be
     recovered yet (a hang: the peer's completion of the step before it may land just after it)."""
     again = progress = None
+    deadline = time.monotonic() + TIMEOUT_S
     while again is None or progress is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for the job to train again ({TIMEOUT_S:g} s)")
         now = [b for ft in fts for b in beats(ft)]
         newer = [b["time"] for b in now if b["time"] > t_kill + quiet]
         if again is None and newer:
@@ -108,12 +153,10 @@ def run_restart(tmp: Path, a, restart: str = "process", spares: int = 1) -> dict
     log = open(tmp / "restart.err", "w")
     extra = ["--max-restarts", "1", "--restart", restart] + (["--spare-workers", str(spares)]
                                                              if restart == "in-process" else [])
-    p = subprocess.Popen(base_args(tmp, a, 2, extra), cwd=ROOT,
-                         stdout=subprocess.PIPE,
-                         stderr=log, text=True, env=env(OPENPOD_HOOK_WAIT=f"{a.fault_step}@2@{go}"),
-                         start_new_session=True)
-    ft = tmp / "ck" / "run" / "ft"
-    wait_for(lambda: {b["rank"]: b["step"] for b in beats(ft)} == {0: a.fault_step, 1: a.fault_step},
+    p = CHILDREN.popen(base_args(tmp, a, 2, extra), stdout=subprocess.PIPE, stderr=log, text=True,
+                       env=env(OPENPOD_HOOK_WAIT=f"{a.fault_step}@2@{go}"))
+    ft, hb = tmp / "ck" / "run" / "ft", tmp / "shm" / ".beats"
+    wait_for(lambda: {b["rank"]: b["step"] for b in beats(hb)} == {0: a.fault_step, 1: a.fault_step},
              "both ranks at the fault step")
     time.sleep(0.5)
     pid_files = sorted(ft.rglob("pid-*"))
@@ -121,8 +164,8 @@ def run_restart(tmp: Path, a, restart: str = "process", spares: int = 1) -> dict
     t_kill = time.time()
     os.kill(int(next(f for f in pid_files if f.name == "pid-1").read_text()), signal.SIGKILL)
     go.touch()
-    m = measure([ft], t_kill, a.fault_step)
-    out, _ = p.communicate(timeout=600)
+    m = measure([hb], t_kill, a.fault_step)
+    out, _ = p.communicate(timeout=TIMEOUT_S)
     r = json.loads(out.strip().splitlines()[-1])
     if restart == "in-process":
         return {"mode": f"in-process restart, {spares} warm spare(s) (survivor re-forms its process group, "
@@ -138,17 +181,16 @@ def run_restart(tmp: Path, a, restart: str = "process", spares: int = 1) -> dict
 def run_hang(tmp: Path, a, restart: str) -> dict:
     marker = tmp / "hung"
     extra = ["--max-restarts", "1", "--restart", restart, "--hang-floor", str(a.hang_floor), "--hang-multiple", "5"]
-    p = subprocess.Popen(base_args(tmp, a, 2, extra), cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=open(tmp / "hang.err", "w"), text=True,
-                         env=env(OPENPOD_HANG_AT=f"{a.fault_step}@1@{marker}"), start_new_session=True)
-    ft = tmp / "ck" / "run" / "ft"
-    wait_for(lambda: {b["rank"] for b in beats(ft)} == {0, 1}, "both ranks' heartbeats")
+    p = CHILDREN.popen(base_args(tmp, a, 2, extra), stdout=subprocess.PIPE, stderr=open(tmp / "hang.err", "w"),
+                       text=True, env=env(OPENPOD_HANG_AT=f"{a.fault_step}@1@{marker}"))
+    ft, hb = tmp / "ck" / "run" / "ft", tmp / "shm" / ".beats"
+    wait_for(lambda: {b["rank"] for b in beats(hb)} == {0, 1}, "both ranks' heartbeats")
     pid_files = sorted(ft.rglob("pid-*"))
     survivor = int(next(f for f in pid_files if f.name == "pid-0").read_text())
     wait_for(marker.exists, "the hang")
     t_hang = marker.stat().st_mtime
-    m = measure([ft], t_hang, a.fault_step, quiet=a.hang_floor / 2)
-    out, _ = p.communicate(timeout=600)
+    m = measure([hb], t_hang, a.fault_step, quiet=a.hang_floor / 2)
+    out, _ = p.communicate(timeout=TIMEOUT_S)
     r = json.loads(out.strip().splitlines()[-1])
     kept = r["pid"] == survivor if restart == "in-process" else \
         survivor in {int(f.read_text()) for f in ft.rglob("pid-*")}
@@ -175,36 +217,30 @@ def run_in_process_no_spare(tmp: Path, a) -> dict:
 
 def run_replica(tmp: Path, a) -> dict:
     port = free_port()
-    lh = subprocess.Popen([str(Path(PY).parent / "torchft_lighthouse"), "--bind", f"[::]:{port}", "--min_replicas",
-                           "2", "--heartbeat_timeout_ms", str(a.heartbeat_ms)], stdout=open(tmp / "lh.log", "w"),
-                          stderr=subprocess.STDOUT)
+    CHILDREN.popen([str(Path(PY).parent / "torchft_lighthouse"), "--bind", f"[::]:{port}", "--min_replicas", "2",
+                    "--heartbeat_timeout_ms", str(a.heartbeat_ms)], stdout=open(tmp / "lh.log", "w"),
+                   stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     go = tmp / "go"
     procs = []
-    try:
-        for i in (0, 1):
-            extra = ["--fault-tolerance", "replica", "--replica-id", str(i), "--replicas", "2", "--lighthouse", url,
-                     "--max-restarts", "1"]
-            e = env(OPENPOD_HOOK_WAIT=f"{a.fault_step}@1@{go}") if i == 1 else env()
-            procs.append(subprocess.Popen(base_args(tmp, a, 1, extra), cwd=ROOT, stdout=subprocess.PIPE,
-                                          stderr=open(tmp / f"r{i}.err", "w"), text=True, env=e,
-                                          start_new_session=True))
-        fts = [tmp / "ck" / f"replica-{i}" / "run" / "ft" for i in (0, 1)]
-        wait_for(lambda: [max((b["step"] for b in beats(f)), default=-1) for f in fts] == [a.fault_step] * 2,
-                 "both replicas at the fault step")
-        time.sleep(0.5)
-        pid0, pid1 = (int(next(f.rglob("pid-0")).read_text()) for f in fts)
-        t_kill = time.time()
-        os.kill(pid1, signal.SIGKILL)
-        go.touch()
-        m = measure(fts, t_kill, a.fault_step)
-        outs = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-        lh.kill()
-        lh.wait()
+    for i in (0, 1):
+        extra = ["--fault-tolerance", "replica", "--replica-id", str(i), "--replicas", "2", "--lighthouse", url,
+                 "--max-restarts", "1"]
+        e = env(OPENPOD_HOOK_WAIT=f"{a.fault_step}@1@{go}") if i == 1 else env()
+        procs.append(CHILDREN.popen(base_args(tmp, a, 1, extra), stdout=subprocess.PIPE,
+                                    stderr=open(tmp / f"r{i}.err", "w"), text=True, env=e))
+    fts = [tmp / "ck" / f"replica-{i}" / "run" / "ft" for i in (0, 1)]
+    hbs = [tmp / "shm" / f"replica-{i}" / ".beats" for i in (0, 1)]  # --memory-dir per group (training/cli.py)
+    wait_for(lambda: [max((b["step"] for b in beats(h)), default=-1) for h in hbs] == [a.fault_step] * 2,
+             "both replicas at the fault step")
+    time.sleep(0.5)
+    pid0, pid1 = (int(next(f.rglob("pid-0")).read_text()) for f in fts)
+    t_kill = time.time()
+    os.kill(pid1, signal.SIGKILL)
+    go.touch()
+    m = measure(hbs, t_kill, a.fault_step)
+    outs = [json.loads(p.communicate(timeout=TIMEOUT_S)[0].strip().splitlines()[-1]) for p in procs]
+    CHILDREN.kill_all()  # the Lighthouse
     r0, r1 = outs
     assert r0["state_sha256"] == r1["state_sha256"]
     return {"mode": "replica (torchft healing)", **m,
@@ -213,7 +249,12 @@ def run_replica(tmp: Path, a) -> dict:
             "heal_transfer_s": r1["fault_tolerance"]["healed"]["seconds"], "state_sha256": r0["state_sha256"]}
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv=None) -> None:
+    global TIMEOUT_S
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny model, 16 steps")
     ap.add_argument("--model", default="small")
@@ -224,6 +265,7 @@ def main(argv=None) -> None:
     ap.add_argument("--modes", default="restart,in-process,in-process-no-spare,replica",
                     help="comma-separated, in this order (also: restart-hang, in-process-hang)")
     ap.add_argument("--hang-floor", type=float, default=8.0, help="the watchdog's floor in the *-hang modes")
+    ap.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds each wait may take")
     a = ap.parse_args(argv)
     all_modes = ("restart", "in-process", "in-process-no-spare", "replica", "restart-hang", "in-process-hang")
     if set(a.modes.split(",")) - set(all_modes):
@@ -232,10 +274,12 @@ def main(argv=None) -> None:
         a.model, a.steps = "tiny", 16
     if not 0 < a.fault_step < a.steps:
         ap.error("--fault-step must be inside the run")
+    TIMEOUT_S = a.timeout
     work = Path(tempfile.mkdtemp(prefix="replica-healing-"))
     a.data = work / "data"
+    old_term = signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so the finally below runs
     try:
-        ref = subprocess.run(base_args(work / "ref", a, 2), cwd=ROOT, env=env(), capture_output=True, text=True)
+        ref = CHILDREN.run(base_args(work / "ref", a, 2), env=env())
         if ref.returncode:
             raise RuntimeError(ref.stderr[-3000:])
         want = json.loads(ref.stdout.strip().splitlines()[-1])["state_sha256"]
@@ -249,7 +293,10 @@ def main(argv=None) -> None:
             r = fn(d, a)
             r["final_state_matches_uninterrupted"] = r.pop("state_sha256") == want
             rows.append(r)
+            CHILDREN.kill_all()  # a mode's stragglers never overlap the next mode
     finally:
+        CHILDREN.kill_all()
+        signal.signal(signal.SIGTERM, old_term)
         shutil.rmtree(work, ignore_errors=True)
     print(f"model {a.model}, 2 ranks, checkpoint every {a.every} steps (node memory), fault before step "
           f"{a.fault_step}, Lighthouse heartbeat timeout {a.heartbeat_ms} ms")

@@ -136,6 +136,9 @@ def main() -> None:
 @click.option("--parallelism", type=click.Choice(PARALLELISMS), default="ddp",
               help="ddp: replicated state; fsdp: FSDP2 shards over all ranks; hsdp: FSDP2 shards within a "
                    "group of --shard-size ranks, replicated across groups")
+@click.option("--allow-identity-change", is_flag=True, default=False,
+              help="resume a --checkpoint-dir whose recorded run had another model, seed, global batch or data set "
+                   "(refused otherwise: it would mix two runs; training/run_guard.py)")
 @click.option("--allow-fresh-start", is_flag=True, default=False,
               help="start from step 0 even if a checkpoint source cannot be read (default: refuse to start)")
 @click.option("--shard-size", type=int, default=0, help="hsdp: ranks per shard group [default: --nproc-per-node]")
@@ -185,7 +188,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
         fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0,
         restart="process", spare_workers=1, tp=1, node_rank=0, node_timeout=30.0, node_wait=600.0,
-        log_every=10) -> None:
+        log_every=10, allow_identity_change=False) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     torch_version = installed_torch()
     unsupported = torch_problem(torch_version)
@@ -202,6 +205,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         fail(problems)
     if peer_replication and checkpoint_every > 0 and (peer := peer_secret_problems(bind_host)):
         fail(peer)  # here, not in usage_problems: `openpod submit` checks the arguments without the secret
+    if fault_tolerance == "replica" and (heal := peer_secret_problems(bind_host, purpose="replica")):
+        fail(heal)
 
     ckpt_dir = Path(checkpoint_dir).resolve()
     shared_dir = ckpt_dir  # the data set is shared by replica groups; checkpoints and run state are not
@@ -225,6 +230,12 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         probe.unlink()
     except OSError as e:
         fail(f"--checkpoint-dir: {ckpt_dir} is not a writable directory ({e.strerror})")
+    from training import run_guard
+
+    try:  # held until this launcher exits: a second launch on this directory (same node name) is refused
+        dir_lock = run_guard.lock(ckpt_dir, node_id)  # noqa: F841 - the lock lasts while the file is open
+    except run_guard.RunGuardError as e:
+        fail(str(e))
     m = MODELS[model]
     run_dir = ckpt_dir / "run"
     memory = Path(memory_dir).resolve() if memory_dir else Path("/dev/shm/openpod") / job
@@ -260,6 +271,16 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
     bad_shards = shard_problems(Path(data.data_dir))
     if bad_shards:
         fail(bad_shards)
+    try:
+        changed = run_guard.check_identity(ckpt_dir, run_guard.identity(
+            model=model, seed=seed, global_batch=global_batch, num_samples=num_samples, data_dir=Path(data.data_dir),
+            parallelism=parallelism, tp=tp, shard_size=shard_size), allow_change=allow_identity_change)
+    except run_guard.RunGuardError as e:
+        fail(str(e))
+    except OSError as e:
+        fail(f"--checkpoint-dir: cannot record the run's identity in {ckpt_dir}: {e.strerror or e}")
+    if changed:
+        click.echo(f"warning: {changed}", err=True)
     config_path = run_dir / f"config-{node_id or socket.gethostname()}.json"
     try:  # a full or read-only --checkpoint-dir: one clear line, not a traceback
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -530,8 +551,9 @@ def shard_problems(data_dir: Path) -> list[str]:
     return out
 
 
-def peer_secret_problems(bind_host: str, environ=os.environ) -> list[str]:
-    """The peer side-channel serves checkpoints on ``bind_host``: off loopback only with the job's secret."""
+def peer_secret_problems(bind_host: str, environ=os.environ, purpose: str = "peer") -> list[str]:
+    """The peer side-channel (``purpose`` "peer") or replica healing's transport ("replica") serves state on
+    ``bind_host``: off loopback only with the job's secret."""
     from training.checkpoint import peer_auth
     from training.checkpoint.peer import is_loopback
 
@@ -539,6 +561,9 @@ def peer_secret_problems(bind_host: str, environ=os.environ) -> list[str]:
         secret = peer_auth.secret_from_env(environ)
     except ValueError as e:
         return [str(e)]
+    if secret is None and not is_loopback(bind_host) and purpose == "replica":
+        return [f"--bind-host {bind_host}: --fault-tolerance replica heals over a channel signed with "
+                f"{peer_auth.ENV} (the job's Secret, which `openpod submit` renders); it is not set"]
     if secret is None and not is_loopback(bind_host):
         return [f"--bind-host {bind_host}: the peer side-channel needs {peer_auth.ENV} (the job's Secret, which "
                 f"`openpod submit` renders) to serve checkpoints beyond this machine; or use --no-peer-replication"]

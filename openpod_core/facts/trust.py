@@ -17,7 +17,30 @@ FACTS: tuple[Fact, ...] = (
         "torch.dcp.bytes-load", "torch.load(value, weights_only=False)",
         "pytorch/pytorch@v2.13.0:torch/distributed/checkpoint/default_planner.py:387-391 "
         "(DefaultLoadPlanner.load_bytes)", "2026-11-25",
-        "every non-tensor item of a checkpoint; safe_load.py lets one through only after weights_only=True loaded it",
+        "every non-tensor item of a checkpoint; safe_load.py loads it with weights_only=True itself and hands the "
+        "planner the value, never the bytes",
+    ),
+    Fact(
+        "torchft.http-transport-unpickles", "_streaming_load(f, weights_only=False)",
+        "meta-pytorch/torchft@v0.2.0:torchft/checkpointing/http_transport.py:146-164 (HTTPTransport."
+        "_load_from_address; no authentication of request or reply, :75-133)", "2026-11-28",
+        "read in the pinned wheel (torchft==0.2.0, site-packages/torchft); the address comes from the quorum (manager.py:771-797: the recovering source's checkpoint_metadata), "
+        "which the unauthenticated Lighthouse assembles; replica mode uses training/ft/heal_transport.py instead",
+    ),
+    Fact(
+        "torchft.pg-transport-unpickles", "pickle.loads(buf.cpu().numpy().tobytes())",
+        "meta-pytorch/torchft@v0.2.0:torchft/checkpointing/pg_transport.py:252 (PGTransport.recv_checkpoint)",
+        "2026-11-28",
+        "read in the pinned wheel; the process-group transport unpickles the state's metadata with plain pickle over an unauthenticated "
+        "gloo/NCCL group: no safer than HTTPTransport, so not the healing channel either",
+    ),
+    Fact(
+        "transformers.safetensors-format", 'metadata["format"] in ("pt", "tf", "flax", "mlx")',
+        "https://github.com/huggingface/transformers/pull/29335 (modeling_utils.load_state_dict adds \"mlx\" to the "
+        "accepted formats; else OSError 'does not contain the valid metadata'); "
+        "https://github.com/ml-explore/mlx/issues/743 (the OSError at modeling_utils.py:508-511)", "2026-11-28",
+        "transformers 4.x refuses a safetensors file without it (issue 38's runs: 4.46 and 4.57 refuse, 5.24 loads); "
+        "save_pretrained writes {\"format\": \"pt\"}, and so does `python -m training.checkpoint export`",
     ),
     Fact(
         "github.oidc.sub-environment", "repo:<owner/name>:environment:<environment>",

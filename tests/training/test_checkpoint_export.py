@@ -74,3 +74,80 @@ def test_export_merges_every_ranks_shards(tmp_path, fsdp_baseline, baseline_run)
     GPT(MODELS["tiny"]).load_state_dict(models["fsdp"], strict=True)
     for k, v in models["ddp"].items():  # k's bias gets ~0 gradients (softmax ignores it): Adam magnifies rounding
         torch.testing.assert_close(models["fsdp"][k], v, rtol=1e-3, atol=1e-4, msg=k)
+
+
+def _plant(tier_root, files: dict[str, bytes], step=2):
+    """Overwrite files of ``step``'s snapshot and commit a marker that matches them: what a writer of the tier can
+    do (a teammate, a rogue peer), so the copy verifies and only the reader stands between its bytes and a pickle."""
+    import dataclasses
+
+    from training.checkpoint.storage import MANIFEST, describe_dir
+
+    tier = DirTier("fsx", tier_root, fsync=False)
+    d = tier.snapshot_dir(step, 0)
+    for name, data in files.items():
+        (d / name).write_bytes(data)
+    (tier.root / f"step_{step:09d}" / MANIFEST).unlink(missing_ok=True)
+    old = next(m for m in tier.markers() if m.step == step)
+    tier.commit(dataclasses.replace(old, files=describe_dir(d)))
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "training.checkpoint", "export", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, **kw)
+
+
+def test_export_refuses_a_planted_metadata_payload_in_one_line_and_runs_nothing(tmp_path):
+    """Issue 35: export read .metadata with torch's plain reader (pickle.load) - the planted code ran."""
+    import pickle
+
+    from tests.training.test_safe_load import Payload
+
+    _saved(tmp_path)
+    sentinel = tmp_path / "export-payload-ran"
+    _plant(tmp_path / "fsx", {".metadata": pickle.dumps(Payload(sentinel))})
+    r = _cli(tmp_path / "fsx", tmp_path / "m.safetensors")
+    assert not sentinel.exists()
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr[-3000:]
+    assert r.stderr.startswith("error: step 2: ") and "refused to load builtins.exec" in r.stderr
+    assert not list(tmp_path.glob("*m.safetensors*"))
+
+
+def test_export_metadata_says_format_pt(tmp_path):
+    """transformers 4.x refuses a safetensors file without {"format": "pt"} (facts transformers.safetensors-format)."""
+    from safetensors import safe_open
+
+    _saved(tmp_path)
+    export(str(tmp_path / "fsx"), tmp_path / "m.safetensors")
+    with safe_open(str(tmp_path / "m.safetensors"), framework="pt") as f:
+        assert f.metadata()["format"] == "pt"
+
+
+def test_export_on_a_full_output_disk_is_one_line_and_leaves_no_file(tmp_path):
+    """A file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored): the kernel refuses the write (EFBIG) past 16 KiB as a
+    full disk refuses it (ENOSPC); the export says so in one line and leaves neither OUT nor its temporary file."""
+    import resource
+    import signal
+
+    _saved(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 10, 16 << 10))
+
+    for fmt in ("safetensors", "torch"):
+        r = _cli(tmp_path / "fsx", out / "m.bin", "--format", fmt, preexec_fn=limit)
+        assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr[-3000:]
+        assert r.stderr.startswith(f"error: OUT {out / 'm.bin'}: not written: "), r.stderr
+        assert list(out.iterdir()) == []
+
+
+def test_export_from_s3_with_a_storage_error_is_one_line(tmp_path, moto_s3):
+    r = _cli("s3://no-such-bucket-openpod/job", tmp_path / "m.safetensors", "--s3-endpoint-url", moto_s3,
+             env={**__import__("os").environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                  "AWS_DEFAULT_REGION": "us-east-1"})
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr[-3000:]
+    assert r.stderr.startswith("error: SOURCE s3://no-such-bucket-openpod/job: ") and "NoSuchBucket" in r.stderr
+    assert not (tmp_path / "m.safetensors").exists()

@@ -176,3 +176,21 @@ def test_a_marker_naming_a_path_outside_its_tier_never_makes_put_write_there(tmp
     assert "unreadable commit marker (bad snapshot file name '../../../ESCAPED.txt'" in caplog.text
     with pytest.raises(ValueError, match="bad snapshot file name"):
         Marker(step=2, rank=0, world_size=1, files=files)
+
+
+def test_non_tensor_items_reach_no_weights_only_false_load(tmp_path, monkeypatch, caplog):
+    """Issue 35: the reader checked an item's bytes with weights_only=True, then handed the same bytes to the
+    planner, whose load_bytes loads them again with weights_only=False (default_planner.py:387-391). Every load of
+    checkpoint bytes during a restore must be weights_only=True, and the restored values still arrive."""
+    h = _save_clean(tmp_path)
+    calls = []
+    real = torch.load
+
+    def recording(*args, **kwargs):
+        calls.append(kwargs.get("weights_only"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", recording)
+    info, h2, pos = _restore(tmp_path, caplog)
+    assert info.step == 2 and h2 == h and pos.pos == 3  # the component's plain values loaded
+    assert calls and all(w is True for w in calls), calls

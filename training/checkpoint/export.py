@@ -8,7 +8,11 @@ model tensor, and refuses a step whose parts are not all there.
 
     python -m training.checkpoint export SOURCE OUT [--step N] [--dtype bf16] [--format safetensors]
 
-SOURCE is a tier: a directory (FSx, NVMe or memory tier root) or ``s3://bucket/prefix``.
+SOURCE is a tier: a directory (FSx, NVMe or memory tier root) or ``s3://bucket/prefix``. Its bytes are untrusted:
+they are read as the restore reads them (:mod:`training.checkpoint.safe_load`). A safetensors file carries
+``{"format": "pt"}``, which transformers 4.x requires to load it (facts ``transformers.safetensors-format``).
+Every failure - bad input, an unreadable or planted step, a storage error (S3, a full disk) - is one
+:class:`ExportError` line, and OUT is written atomically: never half a file.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import math
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -76,12 +81,13 @@ def read_model(dirs: list[Path]) -> dict[str, torch.Tensor]:
     """Every ``model.*`` tensor of the snapshot(s) in ``dirs``, full size; ExportError if a tensor's saved
     chunks do not cover it."""
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint import FileSystemReader
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
     from training.checkpoint.reshard import MergedShardsReader
+    from training.checkpoint.safe_load import SafeFileSystemReader
 
-    reader = MergedShardsReader(dirs) if len(dirs) > 1 else FileSystemReader(dirs[0])
+    # the restore's reader: .metadata through the restricted unpickler, items with weights_only=True
+    reader = MergedShardsReader(dirs) if len(dirs) > 1 else SafeFileSystemReader(dirs[0])
     md = reader.read_metadata()
     out: dict[str, torch.Tensor] = {}
     for fqn, tmd in sorted(md.state_dict_metadata.items()):
@@ -95,15 +101,15 @@ def read_model(dirs: list[Path]) -> dict[str, torch.Tensor]:
         raise ExportError("the step holds no model tensors")
     if hasattr(reader, "reset"):
         reader.reset()
-    dcp.load(out, storage_reader=reader, no_dist=True)
+    with warnings.catch_warnings():  # "torch.distributed is disabled ...": one process reading, as intended
+        warnings.simplefilter("ignore", UserWarning)
+        dcp.load(out, storage_reader=reader, no_dist=True)
     return {k[len("model."):]: v for k, v in out.items()}
 
 
 def export(source: str, out: str | Path, *, step: int | None = None, dtype: str = "keep",
            fmt: str = "safetensors", endpoint_url: str | None = None) -> dict:
-    """Write ``step`` of ``source`` to ``out`` (atomically); returns what was written."""
-    from training.checkpoint.storage import CorruptCheckpoint, verify_dir
-
+    """Write ``step`` of ``source`` to ``out`` (atomically); returns what was written. ExportError otherwise."""
     if dtype not in DTYPES:
         raise ExportError(f"--dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
     if fmt not in FORMATS:
@@ -114,6 +120,39 @@ def export(source: str, out: str | Path, *, step: int | None = None, dtype: str 
         except ImportError:
             raise ExportError("--format safetensors needs the safetensors package (pip install '.[training]'), "
                               "or pass --format torch") from None
+    try:
+        tensors, step, parts, name = _read(source, step, endpoint_url)
+    except ExportError:
+        raise
+    except Exception as e:  # noqa: BLE001 - S3 (botocore) and file-system errors: one line, never a traceback
+        raise ExportError(f"SOURCE {source}: {_one_line(e)}") from None
+    want = DTYPES[dtype]
+    tensors = {k: (v.to(want) if want is not None and v.is_floating_point() else v).contiguous()
+               for k, v in tensors.items()}
+    out = Path(out)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if fmt == "safetensors":
+            from safetensors.torch import save_file
+
+            save_file(tensors, str(tmp), metadata={"format": "pt", "step": str(step), "source": name,
+                                                   "saved_by_ranks": str(len(parts))})
+        else:
+            torch.save(tensors, tmp)
+        os.replace(tmp, out)
+    except Exception as e:  # noqa: BLE001 - a full disk is OSError, safetensors' SafetensorError or torch's RuntimeError
+        raise ExportError(f"OUT {out}: not written: {_one_line(e)}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return {"step": step, "tensors": len(tensors), "ranks": len(parts), "out": str(out), "format": fmt,
+            "dtype": dtype, "bytes": out.stat().st_size}
+
+
+def _read(source: str, step: int | None, endpoint_url: str | None) -> tuple[dict, int, list, str]:
+    """(tensors, step, the step's markers, the tier's name): every part verified against its marker, then read."""
+    from training.checkpoint.storage import CorruptCheckpoint, verify_dir
+
     tier = open_tier(source, endpoint_url)
     step, parts = pick_step(tier.markers(), step)
     scratch = Path(tempfile.mkdtemp(prefix="openpod-export-"))
@@ -126,25 +165,14 @@ def export(source: str, out: str | Path, *, step: int | None = None, dtype: str 
             except CorruptCheckpoint as e:
                 raise ExportError(f"step {step}: {e}") from None
             dirs.append(d)
-        tensors = read_model(dirs)
+        try:
+            return read_model(dirs), step, parts, tier.name
+        except CorruptCheckpoint as e:  # a planted or unreadable .metadata / item: refused, nothing of it ran
+            raise ExportError(f"step {step}: {e}") from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    want = DTYPES[dtype]
-    tensors = {k: (v.to(want) if want is not None and v.is_floating_point() else v).contiguous()
-               for k, v in tensors.items()}
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    try:
-        if fmt == "safetensors":
-            from safetensors.torch import save_file
 
-            save_file(tensors, str(tmp), metadata={"step": str(step), "source": tier.name,
-                                                   "saved_by_ranks": str(len(parts))})
-        else:
-            torch.save(tensors, tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return {"step": step, "tensors": len(tensors), "ranks": len(parts), "out": str(out), "format": fmt,
-            "dtype": dtype, "bytes": out.stat().st_size}
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or "no detail"
+    return f"{type(e).__name__}: {text[:300]}"

@@ -11,8 +11,9 @@ checkpoint is untrusted input: a teammate, a rogue peer or a leaking file system
 - ``.metadata`` goes through :class:`MetadataUnpickler`, which resolves only the DCP metadata
   classes (:data:`METADATA_GLOBALS`) and torch dtypes, then checks that the result is a
   ``Metadata`` whose every storage entry names a plain file in the snapshot directory;
-- each ``BYTE_IO`` item must load with ``torch.load(weights_only=True)`` (torch's restricted
-  unpickler) before the planner sees its bytes.
+- each ``BYTE_IO`` item is loaded with ``torch.load(weights_only=True)`` (torch's restricted
+  unpickler) and the planner gets the loaded value, never the bytes (its own ``load_bytes`` would
+  load them again with ``weights_only=False``).
 
 Anything else raises :class:`UnsafeCheckpoint`, a :class:`CorruptCheckpoint`, so the restore
 skips that copy by name and goes on with the next verified one.
@@ -26,6 +27,8 @@ from pathlib import Path
 
 import torch
 from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint._traverse import set_element  # what DefaultLoadPlanner.load_bytes uses
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.metadata import Metadata
 
 from training.checkpoint.names import check_file_name
@@ -103,22 +106,28 @@ def load_metadata(path: Path, where: str | None = None) -> Metadata:
 
 
 class _BytesChecked:
-    """The load planner, except that a ``BYTE_IO`` item reaches it only after ``weights_only=True`` loaded it."""
+    """The load planner, except that a ``BYTE_IO`` item is loaded here with ``weights_only=True`` and the planner
+    gets the loaded value: the planner's own ``load_bytes`` would load the bytes again with ``weights_only=False``
+    (default_planner.py:382-392), which must never see checkpoint bytes."""
 
     def __init__(self, planner, where: str):
+        if type(planner).load_bytes is not DefaultLoadPlanner.load_bytes:
+            raise UnsafeCheckpoint(f"{where}: {type(planner).__name__} loads non-tensor items itself; only torch's "
+                                   "DefaultLoadPlanner can be handed items loaded with weights_only=True")
         self._planner, self._where = planner, where
 
     def load_bytes(self, read_item, value: io.BytesIO) -> None:
-        raw = value.getvalue()
         try:
-            torch.load(io.BytesIO(raw), weights_only=True)
+            obj = torch.load(io.BytesIO(value.getvalue()), weights_only=True)
         except Exception as e:  # noqa: BLE001 - torch's UnpicklingError names the refused global
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UnsafeCheckpoint(f"{self._where}: item {read_item.dest_index.fqn!r} refused: only tensors and "
                                    f"plain Python values load from a checkpoint ({first})") from None
-        # The bytes hold only what torch's restricted unpickler accepts, so the planner's own torch.load of
-        # the same bytes (weights_only=False) resolves the same allowed globals and runs nothing else.
-        self._planner.load_bytes(read_item, io.BytesIO(raw))
+        p, fqn = self._planner, read_item.dest_index.fqn
+        if p.flatten_state_dict:  # what DefaultLoadPlanner.load_bytes does with its own load (:383-392)
+            set_element(p.original_state_dict, p.mappings[fqn], obj)
+        else:
+            p.state_dict[fqn] = obj
 
     def __getattr__(self, name):
         return getattr(self._planner, name)

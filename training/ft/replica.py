@@ -37,9 +37,11 @@ torchft 0.2.0 behaviour relied on (site-packages/torchft, read 2026-11-23):
   membership change), so groups that healed before the restart would re-form under a
   prefix an earlier quorum wrote, and gloo could dial a dead worker's address from a
   stale key. :func:`distinct_quorum_id` gives the manager ids that do not repeat.
-* ``HTTPTransport`` serves the live state dict (CPU tensors are not copied,
-  http_transport.py:222-240) until ``should_commit`` calls ``disallow_checkpoint``
-  (manager.py:925), i.e. before the optimizer changes it.
+* The checkpoint transport serves the live state dict until ``should_commit`` calls
+  ``disallow_checkpoint`` (manager.py:925), i.e. before the optimizer changes it. It is
+  :class:`~training.ft.heal_transport.SignedHTTPTransport` (signed requests, tagged replies,
+  ``weights_only`` loads), not torchft's ``HTTPTransport``, which unpickles whatever the address the
+  quorum names sends (http_transport.py:146-164).
 """
 
 from __future__ import annotations
@@ -53,8 +55,10 @@ from typing import Callable
 
 import torch
 import torch.distributed as dist
+from torch.utils._pytree import tree_flatten
 
 from training.config import FaultToleranceConfig
+from training.ft.heal_transport import SignedHTTPTransport
 
 log = logging.getLogger("training.ft")
 
@@ -104,7 +108,6 @@ class ReplicaGroup:
     """This process's view of its replica group in a torchft job (one per worker process)."""
 
     def __init__(self, cfg: FaultToleranceConfig, *, group_rank: int, group_world_size: int, device: torch.device):
-        from torchft.checkpointing import HTTPTransport
         from torchft.manager import Manager
         from torchft.process_group import ProcessGroupGloo, ProcessGroupNCCL
 
@@ -113,13 +116,12 @@ class ReplicaGroup:
         timeout = timedelta(seconds=cfg.timeout_seconds)
         host = cfg.host
 
-        class Transport(HTTPTransport):
-            """torchft's HTTP checkpoint transport, advertised at the address other nodes reach
-            (the stock one advertises ``socket.gethostname()``, http_transport.py:166-176)."""
-
-            def address(self) -> str:
-                return f"http://{host}:{self._server.socket.getsockname()[1]}/checkpoint/"
-
+        # Not torchft's HTTPTransport: it loads a peer's reply with weights_only=False from whatever address the
+        # unauthenticated Lighthouse's quorum names (training/ft/heal_transport.py)
+        # what a healing fetch accepts at most: 4x the registered state's tensors when registered (AdamW's
+        # moments appear at the first step: model + 2 moments = 3x the model), plus 64 MiB of plain values
+        self._state_bytes = 0
+        self.transport = SignedHTTPTransport(host, timeout, max_bytes=lambda: 4 * self._state_bytes + (64 << 20))
         # A fresh store per incarnation of the group (no stale keys from a previous one): the
         # manager publishes its address there and the cross-replica process group meets there.
         store = None
@@ -136,7 +138,7 @@ class ReplicaGroup:
             quorum_timeout=timedelta(seconds=cfg.quorum_timeout_seconds), connect_timeout=timeout,
             rank=group_rank, world_size=group_world_size, store_addr=host, store_port=port[0],
             lighthouse_addr=cfg.lighthouse, replica_id=replica_name(cfg.replica_id), hostname=host,
-            checkpoint_transport=Transport(timeout=timeout, num_chunks=0))
+            checkpoint_transport=self.transport)
         self.manager._client = _DistinctQuorumClient(self.manager._client)
         self.healed: dict | None = None     # {"step", "seconds", "from"} once this group healed from a peer
         self.redone = 0                      # steps whose commit failed and were run again
@@ -145,6 +147,8 @@ class ReplicaGroup:
     def register(self, state_dict: Callable[[], dict], load_state_dict: Callable[[dict], None]) -> None:
         """What a healing peer receives: everything that defines the state at the start of a step."""
         self.manager.register_state_dict_fn("openpod", load_state_dict, state_dict)
+        values, _ = tree_flatten(state_dict())
+        self._state_bytes = sum(v.nbytes for v in values if isinstance(v, torch.Tensor))
 
     # ------------------------------------------------------------------ steps
     def _quorum(self) -> None:
