@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from node_agent import logformat
 from node_agent.findings import Action, Finding, Severity
 
 A, S = Action, Severity
@@ -133,10 +134,10 @@ def _add(*rules: Rule) -> None:
 # Xid 154 carries the driver's own verdict ("GPU recovery action changed ... (Node Reboot Required)").
 _add(
     Rule("xid-154-none", "kernel-log",
-         _XID.format(code=154) + r".*recovery action changed from .* to 0x0 \(None\)",
+         _XID.format(code=154) + r" GPU recovery action changed from 0x[0-9a-f]+ \([^)]*\) to 0x0 \(None\)\s*$",
          "gpu-recovery-action-cleared", S.INFO, A.NONE, XID_CATALOG, "driver cleared its recovery action"),
     Rule("xid-154", "kernel-log",
-         _XID.format(code=154) + r".*recovery action changed",
+         _XID.format(code=154) + r" GPU recovery action changed",
          "gpu-recovery-action-required", S.CRITICAL, A.REBOOT, XID_CATALOG,
          "driver asks for GPU reset / drain and reset / node reboot"),
 )
@@ -221,18 +222,35 @@ _add(Rule("ena-reset-failed", "kernel-log",
 # "failed to wait for GFW boot complete"; kern_fsp.c kfspPollForResponse "FSP command timed out" and FSP boot
 # (kfspWaitForSecureBoot); kernel_falcon "Timeout waiting for RISC-V to halt"; kernel_rc_watchdog.c "RC watchdog:
 # GPU is probably locked!". The GPU cannot be used until it is reset: a node reboot resets every GPU.
+# NV_PRINTF's prefix (src/nvidia/inc/libraries/utils/nvprintf.h NV_PRINTF_PREFIX "NVRM" + ": "), then the GPU
+# ("GPU%u " / "GPU %04x:%02x:%02x.%x: ") and the function: optional here, a copied line often lost them.
+_NV = r"(?:NVRM:? )?(?:GPU ?\d+:? |GPU [0-9a-fA-F:.]+: )?"
 GPU_INIT = "NVIDIA driver (open-gpu-kernel-modules osinit.c, kernel_gsp.c, kern_fsp.c, kernel_rc_watchdog.c)"
 _add(
     Rule("gpu-init-failed", "kernel-log",
          r"NVRM: (?:GPU (?P<device>[0-9a-fA-F:.]+): )?RmInitAdapter failed!"
-         r"|RmInitAdapter: Cannot initialize GSP firmware RM|_kgspBootGspRm: (?:unexpected WPR2 already up"
-         r"|\(the GPU is likely in a bad state)|failed to wait for GFW[_ ]BOOT|kfspWaitForSecureBoot\w*: .*(?:fail|timed? ?out)",
+         r"|" + _NV + r"(?:RmInitAdapter: Cannot initialize GSP firmware RM|_kgspBootGspRm: (?:unexpected WPR2 already up"
+         r"|\(the GPU is likely in a bad state)|\w+: failed to wait for GFW[_ ]BOOT"
+         r"|kfspWaitForSecureBoot\w*: .*(?:fail|timed? ?out))"
+         r"|" + _NV + r"(?:\w+:? )?(?:\*\*\* Cannot attach gpu|osInitNvMapping failed|Failed to boot GSP"
+         r"|GSP-FMC reported an error (?:while attempting to boot GSP|prior to SPDM boot)"
+         r"|Timeout waiting for lockdown release|Timed out waiting for GSP falcon reset to (?:de)?assert"
+         r"|failed to execute Booter Load|GspMsgQueueInit failed|init RPC infrastructure failed"
+         r"|Timeout waiting for SEC2-RTOS to resume GSP-RM|failed to extract VBIOS image from ROM"
+         r"|failed to parse FWSEC ucode from VBIOS image|Error preparing (?:GSP-RM|boot binary) image)",
          "gpu-init-failed", S.CRITICAL, A.REBOOT, GPU_INIT,
          "the driver could not bring the GPU up (firmware, GSP or VBIOS boot); repeated -> replacement"),
+    # nvstatuscodes.h NV_STATUS_CODE(NV_ERR_RESET_REQUIRED, 0x00000062, "Reset required"); nvassert.c
+    # nvAssertOkFailedNoLog "Assertion failed: %s (0x%08X) returned from ..." with nvstatusToString's
+    # "Reset required [NV_ERR_RESET_REQUIRED]"; any NVRM message that names the status.
+    Rule("gpu-reset-required-status", "kernel-log", r"NVRM:? .*\bNV_ERR_RESET_REQUIRED\b",
+         "gpu-reset-required", S.CRITICAL, A.REBOOT, GPU_INIT + "; kernel-open/common/inc/nvstatuscodes.h",
+         "the driver's own status: the GPU needs a reset (a node reboot resets every GPU)"),
     Rule("gpu-firmware-timeout", "kernel-log",
-         r"_kgspRpcRecvPoll: (?:GSP RM|LibOS) heartbeat timed out|_kgspIsHeartbeatTimedOut: Heartbeat timed out"
-         r"|Timeout waiting for RPC from GSP|kfspPollForResponse\w*: FSP command timed out"
-         r"|Timeout waiting for RISC-V to halt|RC watchdog: GPU is probably locked",
+         _NV + r"(?:_kgspRpcRecvPoll: (?:GSP RM|LibOS) heartbeat timed out|_kgspIsHeartbeatTimedOut: Heartbeat timed out"
+         r"|(?:\w+: )?Timeout waiting for RPC from GSP|kfspPollForResponse\w*: FSP command timed out"
+         r"|\w+: Timeout waiting for RISC-V to halt|\w+: RC watchdog: GPU is probably locked"
+         r"|(?:\w+:? )?\*+ GSP Timeout \*+)",
          "gpu-firmware-timeout", S.CRITICAL, A.REBOOT, GPU_INIT,
          "the GPU's GSP/FSP firmware or engines stopped answering; the driver asks for a reset"),
 )
@@ -258,22 +276,70 @@ PCI_ERR = ("Linux drivers/pci/pcie/err.c pcie_do_recovery / report_error_detecte
            "recovery of the whole hierarchy below the port fails")
 _add(
     Rule("pcie-aer-fatal", "kernel-log",
-         _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=" + _AER_SEV.format(sev="Fatal") +
+         r"\S+ " + _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=" + _AER_SEV.format(sev="Fatal") +
          r"|(?:Multiple )?" + _AER_SEV.format(sev="Fatal") + r" error (?:message )?received)",
          "pcie-uncorrectable-fatal", S.CRITICAL, A.REBOOT, KERNEL + " PCIe AER (drivers/pci/pcie/aer.c)",
          "the link is reset by the kernel; the device behind it is not trusted until a reboot"),
     Rule("pcie-aer-recovery-failed", "kernel-log",
-         _AER_DEV + r": (?:AER: )?(?:[Dd]evice recovery failed|can't recover \(no error_detected callback\))"
+         r"\S+ " + _AER_DEV + r": (?:AER: )?(?:[Dd]evice recovery failed|can't recover \(no error_detected callback\))"
          r"|zpci: (?P<xdev>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]): Automatic recovery failed",
          "pcie-recovery-failed", S.CRITICAL, A.REBOOT, PCI_ERR + "; s390 arch/s390/pci/pci_event.c",
          "the kernel could not recover the device (both capitalisations; a driver without AER callbacks)"),
     Rule("pcie-aer-nonfatal", "kernel-log",
-         _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=" + _AER_SEV.format(sev="Non-Fatal") +
+         r"\S+ " + _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=" + _AER_SEV.format(sev="Non-Fatal") +
          r"|(?:Multiple )?" + _AER_SEV.format(sev="Non-Fatal") + r" error (?:message )?received)",
          "pcie-uncorrectable-nonfatal", S.WARNING, A.NONE, KERNEL + " PCIe AER",
          "the driver recovers it; a failed recovery is pcie-aer-recovery-failed"),
-    Rule("hard-lockup", "kernel-log", r"Watchdog detected hard LOCKUP on cpu (?P<device>\d+)",
+    Rule("hard-lockup", "kernel-log", r"(?:(?:NMI )?watchdog: )?(?:CPU\d+: )?Watchdog detected hard LOCKUP on cpu (?P<device>\d+)",
          "cpu-hard-lockup", S.CRITICAL, A.REBOOT, KERNEL + " watchdog", "a CPU stopped taking interrupts"),
+    # x86 machine checks (arch/x86/kernel/cpu/mce/core.c, pr_fmt "mce: ", HW_ERR "[Hardware Error]: "): mce_panic
+    # prints HW_ERR "Machine check: %s" with the severity's reason (mce/severity.c: "Processor context corrupt",
+    # "Action required: data load in error UNRECOVERABLE", ...) and then panic(msg) ("Fatal machine check",
+    # "Fatal local machine check", "Machine check from unknown source"); ghes.c __ghes_panic panics "Fatal hardware
+    # error!". These are fatal: the CPU or platform could not contain the error -> replace (docs/node-agent.md,
+    # 'Machine checks').
+    Rule("mce-fatal", "kernel-log",
+         r"mce: \[Hardware Error\]: Machine check: |Kernel panic - not syncing: (?:Fatal (?:local )?machine check"
+         r"|Machine check from unknown source|Fatal hardware error!|Timeout: Not all CPUs entered broadcast exception)",
+         "host-hardware-fatal", S.CRITICAL, A.REPLACE, KERNEL + " (arch/x86/kernel/cpu/mce/core.c mce_panic, "
+         "drivers/acpi/apei/ghes.c __ghes_panic)", "a fatal machine check or platform error: the host panicked"),
+    # __print_mce: HW_ERR "CPU %d: Machine Check%s: %Lx Bank %d: %016Lx" (" Exception" when MCG_STATUS.MCIP), the
+    # last number is IA32_MCi_STATUS: decoded by mce_status_rule (UC bit 61, PCC bit 57; Intel SDM vol. 3B 16.3.2.2,
+    # arch/x86/include/asm/mce.h MCI_STATUS_UC / MCI_STATUS_PCC).
+    Rule("mce-uncorrected-fatal", "kernel-log",
+         "mce bank line whose MCi_STATUS has UC and PCC (processor context corrupt)", "host-hardware-fatal",
+         S.CRITICAL, A.REPLACE, KERNEL + " (mce/core.c __print_mce; Intel SDM 3B MCi_STATUS.PCC)",
+         "the processor context is corrupt: the kernel panics (mce/severity.c 'Processor context corrupt')"),
+    Rule("mce-uncorrected", "kernel-log", "mce bank line whose MCi_STATUS has UC without PCC",
+         "host-hardware-uncorrected", S.CRITICAL, A.REPLACE, KERNEL + " (mce/core.c __print_mce; Intel SDM 3B "
+         "MCi_STATUS.UC)", "an uncorrected (recoverable) machine check: the hardware has a failing part"),
+    Rule("mce-corrected", "kernel-log", "mce bank line whose MCi_STATUS has no UC", "host-hardware-corrected",
+         S.INFO, A.NONE, KERNEL + " (mce/core.c __print_mce; Intel SDM 3B MCi_STATUS.UC)", "corrected by hardware"),
+    # GHES / BERT CPER records (drivers/firmware/efi/cper.c cper_print_*, drivers/acpi/apei/ghes.c and bert.c):
+    # "event severity: %s" (cper_severity_str: recoverable, fatal, corrected, info), per section "Error %d, type:
+    # %s" and "section_type: %s" (general processor error, memory error, PCIe error, ARM processor error, IA32/X64
+    # processor error, Firmware Error Record Reference, ...). A fatal event panicked the host (ghes.c
+    # __ghes_panic; BERT reports it after the reboot) -> replace. A recoverable event is classed by its section
+    # type in node_agent.kernel_engine: memory -> replace, processor -> reboot, PCIe -> none (the kernel's AER
+    # recovery handles it; a failed recovery is pcie-aer-recovery-failed).
+    Rule("cper-fatal", "kernel-log",
+         r"(?:\{\d+\})?\[Hardware Error\]: +(?:event severity: fatal\b|Error \d+, type: fatal\b)",
+         "host-hardware-fatal", S.CRITICAL, A.REPLACE, KERNEL + " (drivers/firmware/efi/cper.c, ghes.c, bert.c)",
+         "a fatal platform error: the firmware could not contain it; the host panicked"),
+    Rule("cper-multibit-ecc", "kernel-log",
+         r"(?:\{\d+\})?\[Hardware Error\]: +error_type: \d+, multi-(?:bit|symbol ChipKill) ECC",
+         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (drivers/firmware/efi/cper.c "
+         "cper_mem_err_type_strs)", "a memory section's multi-bit ECC error seen without its record's severity"),
+    Rule("cper-memory-uncorrected", "kernel-log", "CPER record, severity recoverable, section_type: memory error",
+         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (drivers/firmware/efi/cper.c)",
+         "an uncorrected DRAM error the firmware contained"),
+    Rule("cper-processor-uncorrected", "kernel-log",
+         "CPER record, severity recoverable, section_type: general / ARM / IA32/X64 processor error",
+         "host-processor-uncorrected", S.CRITICAL, A.REBOOT, KERNEL + " (drivers/firmware/efi/cper.c)",
+         "contained by the firmware; a reboot resets the CPU state, recurrence escalates to replacement"),
+    Rule("cper-pcie-uncorrected", "kernel-log", "CPER record, severity recoverable, section_type: PCIe error",
+         "pcie-uncorrected-contained", S.WARNING, A.NONE, KERNEL + " (drivers/firmware/efi/cper.c; ghes.c "
+         "ghes_handle_aer hands it to AER recovery)", "AER recovery follows; its failure is acted on"),
     Rule("kernel-panic", "kernel-log", r"Kernel panic - not syncing: ", "kernel-panic", S.CRITICAL, A.REBOOT,
          KERNEL, "read from the log after kdump/pstore or a netconsole"),
     # Every x86 die() header is "<what>: <error code, %04lx> [#<n>]" (arch/x86/kernel/dumpstack.c __die_header:
@@ -282,7 +348,7 @@ _add(
     # arm and arm64 "Internal error: <what>: <code> [#<n>]" (arch/arm64/kernel/traps.c die()),
     # "kernel tried to execute NX-protected page" (arch/x86/mm/fault.c show_fault_oops).
     Rule("kernel-oops", "kernel-log",
-         r": [0-9a-f]{4} \[#\d+\]|\bOops: [^\[]*\[#\d+\]|BUG: kernel NULL pointer dereference"
+         r"(?:Oops: )?[\w ,.-]+: [0-9a-f]{4} \[#\d+\]|Oops: [^\[]*\[#\d+\]|BUG: kernel NULL pointer dereference"
          r"|BUG: unable to handle (?:kernel |page fault)|kernel BUG at \S+!"
          r"|\bInternal error: [\w ]+:|kernel tried to execute NX-protected page",
          "kernel-oops", S.CRITICAL, A.REBOOT, KERNEL + " die() headers (arch/x86/kernel/dumpstack.c, "
@@ -292,12 +358,12 @@ _add(
     # CONFIG_RCU_CPU_STALL_TIMEOUT (21 s by default), no grace period ends, freed memory is not reclaimed
     # ("Unless rcu_sched kthread gets sufficient CPU time, OOM is now expected behavior").
     Rule("rcu-stall", "kernel-log",
-         r"INFO: rcu_\w+ (?:self-detected stall on CPU|detected stalls? on CPU)"
+         r"(?:rcu: )?INFO: rcu_\w+ (?:self-detected stall on CPU|detected stalls? on CPU)"
          r"|INFO: rcu_\w+_state detected stalls? on CPU",
          "cpu-rcu-stall", S.CRITICAL, A.REBOOT, KERNEL + " RCU (kernel/rcu/tree_stall.h, stallwarn.rst)",
          "a CPU stuck in the kernel for 21 s or more; reclaim stops behind it"),
     Rule("block-io-error", "kernel-log",
-         r"(?:I/O|critical medium|critical target) error, dev (?P<device>nvme\d+n\d+|xvd[a-z]+|sd[a-z]+),"
+         r"(?:blk_update_request: )?(?:I/O|critical medium|critical target) error, dev (?P<device>nvme\d+n\d+|xvd[a-z]+|sd[a-z]+),"
          r"|Buffer I/O error on dev(?:ice)? (?P<xdev>nvme\d+n\d+(?:p\d+)?|xvd[a-z]+\d*),",
          "block-io-error", S.WARNING, A.NONE, KERNEL + " block layer",
          "one failed request is often transient (a path failover, a detached volume); repeated errors on the "
@@ -314,24 +380,23 @@ _add(
     # CSTS.CFS (controller fatal status) is set or the register reads all ones (0xffffffff: the device is gone
     # from PCIe); nvme_remove_dead_ctrl: "Removing after probe failure status: %d".
     Rule("nvme-controller-down", "kernel-log",
-         r"(?P<device>nvme\d+): (?:controller is down; will reset: CSTS=0x[0-9a-f]+"
+         r"(?:nvme )?(?P<device>nvme\d+): (?:controller is down; will reset: CSTS=0x[0-9a-f]+"
          r"|Removing after probe failure status: -?\d+)",
          "nvme-controller-down", S.CRITICAL, A.REBOOT, KERNEL + " NVMe (drivers/nvme/host/pci.c); NVMe base "
          "specification 'Controller Fatal Status Condition': host software should reset the controller",
          "the root EBS volume or a local NVMe disk stopped answering; repeated after a reboot -> replacement"),
-    # Host memory: memory_failure() (mm/memory-failure.c, pr_fmt "Memory failure: ", action_result
-    # "%#lx: recovery action for %s: %s"; before 4.x "MCE %#lx: ..."): a page of DRAM had an uncorrectable error
-    # (soft offline of corrected errors is "Memory failure: soft offline: ...", not matched). GHES/BERT CPER
-    # records (drivers/firmware/efi/cper.c cper_print_*: "event severity: %s", "Error %d, type: %s",
-    # cper_mem_err_type_strs "multi-bit ECC"): fatal and recoverable errors, also those the firmware kept from
-    # the previous boot ("BERT: Error records from previous boot:", drivers/acpi/apei/bert.c).
+    # Host memory: memory_failure() (mm/memory-failure.c, pr_fmt "Memory failure: "; before 4.x "MCE %#lx: ..."):
+    # a page of DRAM had an uncorrectable error. Its printers: action_result "%#lx: recovery action for %s: %s"
+    # (Recovered / Delayed / Ignored / Failed), "%#lx: already hardware poisoned" (the same page hit again),
+    # kill_proc "%#lx: Sending SIGBUS to %s:%d due to hardware memory corruption", "%#lx: unhandlable page.",
+    # "%#lx: memory outside kernel control", "%#lx: corrupted page was clean: dropped without side effects".
+    # Soft offline of corrected errors ("Memory failure: soft offline: ...") and hwpoison injection by root
+    # ("Injecting memory failure for page ...", mm/hwpoison-inject.c) are not faults.
     Rule("memory-failure", "kernel-log",
-         r"(?:Memory failure: |\bMCE )0x[0-9a-f]+: (?:recovery action for|unhandlable page|[\w -]*page)"
-         r"|\[Hardware Error\]: +(?:event severity: (?:fatal|recoverable)\b|Error \d+, type: (?:fatal|recoverable)\b"
-         r"|error_type: \d+, multi-(?:bit|symbol ChipKill) ECC)",
-         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (mm/memory-failure.c, "
-         "drivers/firmware/efi/cper.c, drivers/acpi/apei/ghes.c and bert.c)",
-         "uncorrectable or fatal platform hardware error; the same fault as memory-uncorrectable"),
+         r"(?:Memory failure: |MCE )0x[0-9a-f]+: (?:recovery action for|unhandlable page|already hardware poisoned"
+         r"|Sending SIGBUS to .* due to hardware memory corruption|memory outside kernel control|[\w -]*page)",
+         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (mm/memory-failure.c)",
+         "memory_failure() ran: a DRAM page had an uncorrectable error (recovered or not, the DIMM is failing)"),
     Rule("fs-remount-ro", "kernel-log",
          r"(?:EXT4-fs \((?P<device>[\w/.-]+)\): Remounting filesystem read-only"
          r"|XFS \((?P<xdev>[\w/.-]+)\): (?:.*Shutting down filesystem|Filesystem has been shut down due to))",
@@ -346,9 +411,10 @@ _add(
     Rule("oom-kill", "kernel-log", r"Out of memory: Killed process \d+ \((?P<device>[^)]*)\)",
          "oom-kill", S.WARNING, A.NONE, KERNEL, "an application exceeded memory; kubelet handles it"),
     Rule("memory-uncorrectable", "kernel-log",
-         r"EDAC MC(?P<device>\d+): \d+ UE |mce: \[Hardware Error\]:.*[Uu]ncorrected"
-         r"|Uncorrected hardware memory error in user-access",
-         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL, "uncorrectable host DRAM error"),
+         r"EDAC MC(?P<device>\d+): \d+ UE |(?:mce: )?(?:Uncorrected hardware memory error in user-access"
+         r"|Memory error not recovered)",
+         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (drivers/edac/edac_mc.c, "
+         "arch/x86/kernel/cpu/mce/core.c kill_me_maybe / do_machine_check)", "uncorrectable host DRAM error"),
     Rule("nvme-timeout", "kernel-log", r"nvme (?P<device>nvme\d+): I/O \d+ QID \d+ timeout",
          "nvme-timeout", S.WARNING, A.NONE, KERNEL),
 )
@@ -476,37 +542,103 @@ _SXID_BY_CODE: dict[str, Rule] = {r.id[5:]: r for r in KERNEL_RULES if r.id.star
 _SXID_ANY = re.compile(r"nvidia-nvswitch\d+: SXid \(PCI:(?P<device>[0-9A-Fa-f:.]+)\): (?P<code>\d+), (?!Severity|Non-fatal)")
 _NVLINK5_NONFATAL = (RULES["xid-nvlink5-nonfatal"], re.compile(RULES["xid-nvlink5-nonfatal"].match))
 _BY_CODE = set(_XID_BY_CODE.values()) | set(_SXID_BY_CODE.values()) | {_NVLINK5_NONFATAL[0]}
+# Kernel-log rows decided by code, not by their own regex (their match column says the condition in words).
+_DECODED = {"mce-uncorrected-fatal", "mce-uncorrected", "mce-corrected", "cper-memory-uncorrected",
+            "cper-processor-uncorrected", "cper-pcie-uncorrected"}
 _COMPILED: tuple[tuple[Rule, re.Pattern], ...] = tuple(
-    (r, re.compile(r.match)) for r in KERNEL_RULES if r not in _BY_CODE)
+    (r, re.compile(r.match)) for r in KERNEL_RULES if r not in _BY_CODE and r.id not in _DECODED)
 # Cheap substring gate: a line that contains none of these cannot match any kernel rule.
 _GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |ena |EXT4-fs|XFS \(|soft lockup|blocked for more than"
                    r"|Out of memory|EDAC MC|Hardware Error|QID|controller is down|probe failure|fallen off the bus"
                    r"|AER|PCIe Bus Error|zpci|LOCKUP|Kernel panic|Oops|BUG|I/O error|error, dev |memory error|\[#\d"
                    r"|Internal error: |NX-protected|detected stall|Memory failure|MCE 0x|RmInit|GSP|kgspBootGspRm"
-                   r"|GFW|kfsp|FSP|eartbeat|RISC-V|RC watchdog")
+                   r"|GFW|kfsp|FSP|eartbeat|RISC-V|RC watchdog|Cannot attach gpu|osInitNvMapping|NV_ERR_RESET_REQUIRED"
+                   r"|Booter|lockdown|falcon reset|RPC infrastructure|SEC2-RTOS|VBIOS|Machine check|Memory error")
+
+
+# Records whose text a user process shapes: never a fault, whatever they contain. The kernel prints the faulting
+# task's name (comm, up to 15 bytes, set by the task: prctl PR_SET_NAME) and, after " in ", the file name of the
+# faulting mapping (any name the task gave a file it mapped): arch/x86/mm/fault.c show_signal_msg
+# "%s%s[%d]: segfault at %lx ip %px sp %px error %lx" + print_vma_addr(" in %s[%lx+%lx]"); arch/x86/kernel/traps.c
+# (pr_fmt "traps: ") "%s[%d] trap %s ip:%lx sp:%lx error:%lx" and "%s[%d] general protection fault ip:..."; arm64
+# arch/arm64/kernel/traps.c arm64_show_signal "%s[%d]: unhandled exception: ..."; kernel/signal.c
+# "potentially unexpected fatal signal %d."; audit records (kernel/audit.c "audit: type=%d audit(...)": names,
+# paths, commands chosen by the process). Rules are anchored at the printer's prefix as well, so this list is
+# the second guard, not the only one.
+_USER_SHAPED = re.compile(r"(?:traps: )?[^\n]{0,16}?\[\d+\]:? (?:segfault at |trap |general protection fault|unhandled "
+                          r"|potentially unexpected fatal signal|bad frame |vsyscall |exception )"
+                          r"|audit: |audit\(|type=\d+ audit\(|show_signal_msg: \d+ callbacks suppressed")
+
+
+def user_shaped(message: str) -> bool:
+    """True for a kernel record whose text a user process chooses (see _USER_SHAPED)."""
+    return _USER_SHAPED.match(message) is not None
 
 
 def match_kernel_line(line: str) -> Finding | None:
-    """Classify one kernel log line: the first matching rule wins (None if no rule matches)."""
-    if not _GATE.search(line):
+    """Classify one log line in any supported format (node_agent.logformat): the first matching rule wins.
+
+    None for no match, for a record user space wrote (facility other than kernel, another program's syslog line)
+    and for a record whose text a user process shapes (segfault, trap and audit reports)."""
+    rec = logformat.parse(line)
+    return match_message(rec.message, line) if rec.kernel else None
+
+
+def match_message(message: str, evidence: str | None = None) -> Finding | None:
+    """Classify one kernel message (its log prefix already taken off): rules match anchored at its start."""
+    line, evidence = message, message if evidence is None else evidence
+    if not _GATE.search(line) or user_shaped(line):
         return None
-    if "NVRM: Xid" in line:
-        m = _NVLINK5_NONFATAL[1].search(line) if " Nonfatal " in line else None
+    if line.startswith("NVRM: Xid"):
+        m = _NVLINK5_NONFATAL[1].match(line) if " Nonfatal " in line else None
         if m:
-            return _NVLINK5_NONFATAL[0].finding(line, device=m.group("device"), code=m.group("code"))
-        m = _XID_ANY.search(line)
+            return _NVLINK5_NONFATAL[0].finding(evidence, device=m.group("device"), code=m.group("code"))
+        m = _XID_ANY.match(line)
         if m and m.group("code") in _XID_BY_CODE:  # 154 is not in it: its rules below read the driver's verdict
-            return _XID_BY_CODE[m.group("code")].finding(line, device=m.group("device"))
-    elif "SXid" in line:
-        m = _SXID_ANY.search(line)
+            return _XID_BY_CODE[m.group("code")].finding(evidence, device=m.group("device"))
+    elif line.startswith("nvidia-nvswitch"):
+        m = _SXID_ANY.match(line)
         if m and m.group("code") in _SXID_BY_CODE:
-            return _SXID_BY_CODE[m.group("code")].finding(line, device=m.group("device"))
+            return _SXID_BY_CODE[m.group("code")].finding(evidence, device=m.group("device"))
+    if line.startswith("mce: [Hardware Error]: CPU"):
+        m = _MCE_BANK.match(line)
+        if m:
+            return mce_status_rule(int(m.group("status"), 16)).finding(evidence, device=m.group("device"),
+                                                                       bank=m.group("bank"))
     for rule, pattern in _COMPILED:
-        m = pattern.search(line)
+        m = pattern.match(line)
         if m:
             groups = {k: v for k, v in m.groupdict().items() if v}
             device = groups.pop("device", "") or groups.pop("xdev", "")
-            return rule.finding(line, device=device, **groups)
+            return rule.finding(evidence, device=device, **groups)
+    return None
+
+
+_MCE_BANK = re.compile(r"mce: \[Hardware Error\]: CPU (?P<device>\d+): Machine Check(?: Exception)?: [0-9a-fA-F]+ "
+                       r"Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]{1,16})\b")
+_MCI_UC, _MCI_PCC = 1 << 61, 1 << 57
+
+
+def mce_status_rule(status: int) -> Rule:
+    """The rule for an x86 bank's IA32_MCi_STATUS: UC+PCC fatal, UC uncorrected, else corrected."""
+    if status & _MCI_UC:
+        return RULES["mce-uncorrected-fatal" if status & _MCI_PCC else "mce-uncorrected"]
+    return RULES["mce-corrected"]
+
+
+_CPER_PROCESSOR = ("general processor error", "ARM processor error", "IA32/X64 processor error")
+
+
+def cper_section_rule(severity: str, section_type: str) -> Rule | None:
+    """The rule for one section of a CPER record that was not fatal (node_agent.kernel_engine keeps the record)."""
+    if severity not in ("recoverable", "fatal"):
+        return None
+    if section_type == "memory error":
+        return RULES["cper-memory-uncorrected"]
+    if section_type == "PCIe error":
+        return RULES["cper-pcie-uncorrected"]
+    if section_type in _CPER_PROCESSOR:
+        return RULES["cper-processor-uncorrected"]
     return None
 
 

@@ -7,6 +7,7 @@ import re
 import pytest
 
 from node_agent.findings import Action
+from node_agent.kernel_engine import KernelLogEngine
 from node_agent.rules import KERNEL_RULES, RULES, SXID_ENTRIES, XID_ENTRIES, match_kernel_line, rules_markdown
 from tests.node_agent.conftest import FIXTURES
 
@@ -15,7 +16,8 @@ KERNEL_FIXTURES = sorted((FIXTURES / "kernel").glob("*.log"))
 
 def findings_of(path):
     lines = [line for line in path.read_text().splitlines() if not line.startswith("#")]  # "#": the format's source
-    return [f for f in (match_kernel_line(line) for line in lines) if f]
+    engine = KernelLogEngine()  # the live engine: CPER records span lines
+    return [f for f in (engine.feed(line) for line in lines) if f]
 
 
 def test_every_kernel_rule_has_a_fixture_and_no_stray_fixtures():
