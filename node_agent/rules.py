@@ -229,10 +229,10 @@ GPU_INIT = "NVIDIA driver (open-gpu-kernel-modules osinit.c, kernel_gsp.c, kern_
 _add(
     Rule("gpu-init-failed", "kernel-log",
          r"NVRM: (?:GPU (?P<device>[0-9a-fA-F:.]+): )?RmInitAdapter failed!"
-         r"|" + _NV + r"(?:RmInitAdapter: Cannot initialize GSP firmware RM|_kgspBootGspRm: (?:unexpected WPR2 already up"
-         r"|\(the GPU is likely in a bad state)|\w+: failed to wait for GFW[_ ]BOOT"
-         r"|kfspWaitForSecureBoot\w*: .*(?:fail|timed? ?out))"
-         r"|" + _NV + r"(?:\w+:? )?(?:\*\*\* Cannot attach gpu|osInitNvMapping failed|Failed to boot GSP"
+         r"|" + _NV + r"kfspWaitForSecureBoot\w*: .*(?:fail|timed? ?out)"
+         r"|" + _NV + r"(?:\w+:? )?(?:Assertion failed: )?(?:Cannot initialize GSP firmware RM"
+         r"|unexpected WPR2 already up|\(the GPU is likely in a bad state|failed to wait for GFW[_ ]BOOT"
+         r"|failed to wait for GFW boot complete|\*\*\* Cannot attach gpu|osInitNvMapping failed|Failed to boot GSP"
          r"|GSP-FMC reported an error (?:while attempting to boot GSP|prior to SPDM boot)"
          r"|Timeout waiting for lockdown release|Timed out waiting for GSP falcon reset to (?:de)?assert"
          r"|failed to execute Booter Load|GspMsgQueueInit failed|init RPC infrastructure failed"
@@ -248,7 +248,7 @@ _add(
          "the driver's own status: the GPU needs a reset (a node reboot resets every GPU)"),
     Rule("gpu-firmware-timeout", "kernel-log",
          _NV + r"(?:_kgspRpcRecvPoll: (?:GSP RM|LibOS) heartbeat timed out|_kgspIsHeartbeatTimedOut: Heartbeat timed out"
-         r"|(?:\w+: )?Timeout waiting for RPC from GSP|kfspPollForResponse\w*: FSP command timed out"
+         r"|(?:\w+: )?Timeout waiting for RPC from GSP|\w+: FSP command timed out"
          r"|\w+: Timeout waiting for RISC-V to halt|\w+: RC watchdog: GPU is probably locked"
          r"|(?:\w+:? )?\*+ GSP Timeout \*+)",
          "gpu-firmware-timeout", S.CRITICAL, A.REBOOT, GPU_INIT,
@@ -553,7 +553,7 @@ _GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |ena |EXT4-fs|XFS \(|soft 
                    r"|AER|PCIe Bus Error|zpci|LOCKUP|Kernel panic|Oops|BUG|I/O error|error, dev |memory error|\[#\d"
                    r"|Internal error: |NX-protected|detected stall|Memory failure|MCE 0x|RmInit|GSP|kgspBootGspRm"
                    r"|GFW|kfsp|FSP|eartbeat|RISC-V|RC watchdog|Cannot attach gpu|osInitNvMapping|NV_ERR_RESET_REQUIRED"
-                   r"|Booter|lockdown|falcon reset|RPC infrastructure|SEC2-RTOS|VBIOS|Machine check|Memory error")
+                   r"|Booter|lockdown|falcon reset|RPC infrastructure|SEC2-RTOS|VBIOS|Machine check|Memory error|NVRM|bad state")
 
 
 # Records whose text a user process shapes: never a fault, whatever they contain. The kernel prints the faulting

@@ -84,3 +84,53 @@ def test_aer_in_mainline_and_older_wordings():
     for line, action in acts.items():
         f = match_kernel_line(line)
         assert (f.action.value if f else "none") == action, line
+
+
+def _engine_actions(text: str) -> list[tuple[str, Action]]:
+    from node_agent.kernel_engine import KernelLogEngine
+
+    engine = KernelLogEngine()
+    return [(f.rule, f.action) for f in map(engine.feed, text.splitlines()) if f]
+
+
+def test_a_recoverable_pcie_cper_record_does_not_replace():
+    """Old code: 'event severity: recoverable' alone was host memory -> replace, whatever the section type."""
+    record = "\n".join(x for x in lines("cper-pcie-uncorrected"))
+    acts = _engine_actions(record)
+    assert all(a is Action.NONE for _, a in acts), acts
+    assert ("cper-pcie-uncorrected", Action.NONE) in acts
+    # the same record with a memory section replaces; a fatal one (the host panicked) replaces
+    assert ("cper-memory-uncorrected", Action.REPLACE) in _engine_actions(record.replace("PCIe error", "memory error"))
+    assert ("cper-fatal", Action.REPLACE) in _engine_actions(record.replace("event severity: recoverable",
+                                                                             "event severity: fatal"))
+
+
+def test_a_fatal_machine_check_replaces_and_a_corrected_one_does_not():
+    """Old code: 'Machine check: Processor context corrupt' matched nothing and the MCE panic only rebooted."""
+    assert _engine_actions("mce: [Hardware Error]: Machine check: Processor context corrupt") == [
+        ("mce-fatal", Action.REPLACE)]
+    assert _engine_actions("Kernel panic - not syncing: Fatal machine check") == [("mce-fatal", Action.REPLACE)]
+    bank = "[ 8812.004411] mce: [Hardware Error]: CPU 12: Machine Check Exception: 5 Bank 4: {}"
+    assert _engine_actions(bank.format("be00000000800400")) == [("mce-uncorrected-fatal", Action.REPLACE)]
+    assert _engine_actions(bank.format("bd80000000100134")) == [("mce-uncorrected", Action.REPLACE)]
+    assert _engine_actions(bank.format("9c00004000010091").replace(" Exception", "")) == [
+        ("mce-corrected", Action.NONE)]
+
+
+def test_memory_failure_variants_replace_and_soft_offline_does_not():
+    for line in ("Memory failure: 0x3f2c1e8: already hardware poisoned",
+                 "Memory failure: 0x3f2c1e8: Sending SIGBUS to python3:4242 due to hardware memory corruption",
+                 "mce: Memory error not recovered"):
+        assert _engine_actions(line)[0][1] is Action.REPLACE, line
+    assert _engine_actions("Memory failure: soft offline: 0x3f2c1e8: invalidated") == []
+
+
+def test_gpu_init_failures_of_other_driver_branches_reboot():
+    for line in ("NVRM: osInitNvMapping: *** Cannot attach gpu",
+                 "NVRM: RmInitAdapter: osInitNvMapping failed, bailing out of RmInitAdapter",
+                 "NVRM kgspBootstrap_GH100: Timeout waiting for lockdown release. It's also possible",
+                 "NVRM: GPU0 kgspBootstrap_GH100: GSP-FMC reported an error while attempting to boot GSP: 0x12",
+                 "NVRM: nvAssertFailedNoLog: Assertion failed: Failed to boot GSP @ kernel_gsp_gh100.c:913",
+                 "NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) "
+                 "returned from kgspInitRm(pGpu, pKernelGsp, pGspFw) @ kernel_gsp.c:2810"):
+        assert _engine_actions(line)[0][1] is Action.REBOOT, line
