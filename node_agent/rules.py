@@ -498,6 +498,11 @@ _add(
          "block-io-error on the same device 10 times within 600 s of log time (REPEATS)",
          "block-io-error-repeated", S.CRITICAL, A.REBOOT, KERNEL + " block layer",
          "root EBS volume or local NVMe that keeps failing I/O; repeated after a reboot -> replacement"),
+    Rule("ebs-data-volume-failed", "kernel-log-volume",
+         "nvme-controller-down, block-io-error-repeated, xfs-log-io-error or fs-remount-ro on an EBS volume that "
+         "backs none of the watched mounts (sysfs model 'Amazon Elastic Block Store')", "ebs-data-volume-failed",
+         S.WARNING, A.NONE, KERNEL + "; AWS EC2 User Guide 'Amazon EBS and NVMe' (model string)",
+         "a hot-attached data volume is the workload's: the node itself is fine, rebooting it would not help"),
     # The agent itself.
     Rule("config-invalid", "agent", "a config section fails validation", "agent-config-invalid",
          S.WARNING, A.NONE, "openpod node agent", "that check is disabled with a message; the others run"),

@@ -69,6 +69,12 @@ def test_every_rule_is_exercised(tmp_path):
     for name in ("soft-lockup", "block-io-error"):
         line = next(x for x in fixture_text("kernel", f"{name}.log").splitlines() if match_kernel_line(x))
         seen |= {engine.feed(line).rule for _ in range(REPEATS[name].count)}
+    # A hot-attached EBS data volume's disk fault (the detector reads the host's mounts and disk models).
+    from tests.node_agent.test_host_rules import _host_tree
+
+    vol = Detector(c, "g", P5, config=_host_tree(tmp_path / "vol"))
+    vol.on_kernel_line("nvme nvme1: Removing after probe failure status: -19", 1.0)
+    seen |= {labels[0] for labels in vol.metrics.findings._metrics}
     # Bad configuration.
     (tmp_path / "bad.yaml").write_text("gpu: {interval_seconds: 0}\n")
     _, problems = load_agent_config(tmp_path / "bad.yaml")

@@ -134,3 +134,33 @@ def test_gpu_init_failures_of_other_driver_branches_reboot():
                  "NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) "
                  "returned from kgspInitRm(pGpu, pKernelGsp, pGspFw) @ kernel_gsp.c:2810"):
         assert _engine_actions(line)[0][1] is Action.REBOOT, line
+
+
+def _host_tree(tmp_path):
+    """The host's /proc/1/mounts (root and kubelet on nvme0, a data volume on nvme1) and /sys/class/nvme models."""
+    (tmp_path / "proc" / "1").mkdir(parents=True)
+    (tmp_path / "proc" / "1" / "mounts").write_text(fixture_text("host", "proc-1-mounts-rw.txt")
+                                                    + "/dev/nvme1n1 /data xfs rw,noatime 0 0\n")
+    for ctrl, model in (("nvme0", "Amazon Elastic Block Store"), ("nvme1", "Amazon Elastic Block Store"),
+                        ("nvme2", "Amazon EC2 NVMe Instance Storage")):
+        d = tmp_path / "sys" / "class" / "nvme" / ctrl
+        d.mkdir(parents=True)
+        (d / "model").write_text(model + "              \n")  # sysfs pads the 40-byte model field with spaces
+    from node_agent.config import AgentConfig
+
+    cfg = AgentConfig()
+    cfg.host.proc_root, cfg.host.sys_root = str(tmp_path / "proc"), str(tmp_path / "sys")
+    return cfg
+
+
+def test_a_hot_attached_ebs_data_volume_that_fails_does_not_reboot_the_node(tmp_path):
+    """Old code: a data volume that failed to probe rebooted the node like its root disk."""
+    c, d = make(config=_host_tree(tmp_path))
+    d.on_kernel_line("nvme nvme1: Removing after probe failure status: -19", 100.0)
+    d.on_kernel_line("XFS (nvme1n1): log I/O error -5", 100.1)
+    assert d.metrics.findings.labels("ebs-data-volume-failed", "ebs-data-volume-failed", "none")._value.get() == 2
+    assert c.get_node("n1").labels.get(L.HEALTH_STATUS) != L.HEALTH_PENDING_REBOOT
+    # the root disk and an instance-store disk keep their action
+    d.on_kernel_line("nvme nvme2: Removing after probe failure status: -19", 100.2)
+    d.on_kernel_line("nvme nvme0: controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff", 100.3)
+    assert d.metrics.findings.labels("nvme-controller-down", "nvme-controller-down", "reboot")._value.get() == 2
