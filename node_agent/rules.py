@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from node_agent import logformat
+from node_agent import logformat, printers
 from node_agent.findings import Action, Finding, Severity
 
 A, S = Action, Severity
@@ -236,6 +236,7 @@ _add(
          r"|GSP-FMC reported an error (?:while attempting to boot GSP|prior to SPDM boot)"
          r"|Timeout waiting for lockdown release|Timed out waiting for GSP falcon reset to (?:de)?assert"
          r"|failed to execute Booter Load|GspMsgQueueInit failed|init RPC infrastructure failed"
+         r"|\w+ failed, bailing out of RmInitAdapter|FSP boot command failed"
          r"|Timeout waiting for SEC2-RTOS to resume GSP-RM|failed to extract VBIOS image from ROM"
          r"|failed to parse FWSEC ucode from VBIOS image|Error preparing (?:GSP-RM|boot binary) image)",
          "gpu-init-failed", S.CRITICAL, A.REBOOT, GPU_INIT,
@@ -250,7 +251,9 @@ _add(
          _NV + r"(?:_kgspRpcRecvPoll: (?:GSP RM|LibOS) heartbeat timed out|_kgspIsHeartbeatTimedOut: Heartbeat timed out"
          r"|(?:\w+: )?Timeout waiting for RPC from GSP|\w+: FSP command timed out"
          r"|\w+: Timeout waiting for RISC-V to halt|\w+: RC watchdog: GPU is probably locked"
-         r"|(?:\w+:? )?\*+ GSP Timeout \*+)",
+         r"|(?:\w+:? )?\*+ GSP Timeout \*+|\w+: Assertion failed: Back to back GSP RPC timeout detected"
+         r"|Rate limiting GSP RPC error prints for GPU at PCI:[0-9a-f:]+ \(printing 1 of every \d+\)\.  The GPU likely "
+         r"needs to be reset)",
          "gpu-firmware-timeout", S.CRITICAL, A.REBOOT, GPU_INIT,
          "the GPU's GSP/FSP firmware or engines stopped answering; the driver asks for a reset"),
 )
@@ -677,11 +680,27 @@ def rules_markdown() -> str:
         "A line on which the driver prints `Non-fatal` is `sxid-nonfatal`; an unknown code's `Fatal` line is "
         "`sxid-fatal`.",
         "",
-        "| rule | probe | match | fault | severity | action | source | note |",
-        "|---|---|---|---|---|---|---|---|",
+        "Kernel-log rows match anchored at the start of the message, after the log format's own prefix "
+        "(`node_agent/logformat.py`); records user space wrote and records whose text a user process shapes "
+        "(segfault, trap and audit reports) match no row. The `printers` column names the rows of the printer "
+        "catalog (`node_agent/catalog/printers.csv`, table below) that the rule classifies.",
+        "",
+        "| rule | probe | match | fault | severity | action | source | note | printers |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in _RULES:
         match = r.match.replace("|", "\\|")
+        rows = ", ".join(printers.rows_of(r.id))
         out.append(f"| `{r.id}` | {r.probe} | `{match}` | {r.fault} | {r.severity.value} | **{r.action.value}** "
-                   f"| {r.source} | {r.note} |")
+                   f"| {r.source} | {r.note} | {rows} |")
+    out += ["", "## Printer catalog", "",
+            "Generated from `node_agent/catalog/printers.csv`. Each row is one printer read from its source "
+            "(NVIDIA rows at the driver tags named; Linux rows by path and function). `user text`: what of the "
+            "line a user process can choose; `rule` `-`: no rule may act on it.", "",
+            "| id | subsystem | format | source | class | action | why | user text | rule |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for p in printers.PRINTERS:
+        fmt = p.format.replace("|", "\\|")
+        out.append(f"| `{p.id}` | {p.subsystem} | `{fmt}` | {p.source} | {p.fault_class} | {p.action} | {p.why} "
+                   f"| {p.user_text} | {p.rule} |")
     return "\n".join(out) + "\n"

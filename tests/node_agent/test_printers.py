@@ -60,3 +60,29 @@ def test_render_binds_and_randomises():
     out = render("CPU %d: Machine Check%s: %Lx Bank %d: %016Lx", rng, {1: " Exception", 4: "be00000000800400"})
     assert " Exception: " in out and out.endswith("be00000000800400")
     assert render("%#lx %04x %px 100%%", rng).count("0x") >= 1 and "%" in render("100%%", rng)
+
+
+def test_candidate_printers_are_listed_from_a_checkout_at_a_tag(tmp_path, capsys):
+    """tools/printer_candidates.py on a tiny repository shaped like the driver's: error printers whose format
+    has a failure word, with the catalog rows that hold them; info-level and harmless printers are left out."""
+    import subprocess
+
+    from tools.printer_candidates import main
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "osinit.c").write_text(
+        'NV_PRINTF(LEVEL_ERROR, "*** Cannot attach gpu\\n");\n'
+        'NV_PRINTF(LEVEL_INFO, "osInitNvMapping:\\n");\n'
+        'NV_PRINTF(LEVEL_ERROR, "Timeout waiting for lockdown release. It\'s also "\n'
+        '                       "possible that bootrom may have failed.\\n");\n'
+        'NV_PRINTF(LEVEL_ERROR, "a brand new branch failed to boot: 0x%x\\n", status);\n')
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"], ["tag", "570.0"]):
+        subprocess.run(git + args, check=True, capture_output=True)
+    assert main([str(tmp_path), "570.0", "src/osinit.c"]) == 0
+    out = capsys.readouterr()
+    rows = out.out.splitlines()[1:]
+    assert len(rows) == 3 and "3 candidate printers, 2 in the catalog" in out.err
+    assert rows[0].endswith(",nv-cannot-attach") and "nv-lockdown" in rows[1] and rows[2].endswith(",")
+    assert main([str(tmp_path), "no-such-tag", "src/osinit.c"]) == 2

@@ -8,6 +8,7 @@ import pytest
 
 from node_agent.findings import Action
 from node_agent.kernel_engine import KernelLogEngine
+from node_agent.printers import PRINTERS
 from node_agent.rules import KERNEL_RULES, RULES, SXID_ENTRIES, XID_ENTRIES, match_kernel_line, rules_markdown
 from tests.node_agent.conftest import FIXTURES
 
@@ -119,7 +120,9 @@ def test_table_is_complete_and_auditable():
     md = rules_markdown()
     for rid in RULES:
         assert f"`{rid}`" in md
-    assert md.count("\n| `") == len(RULES)
+    rules_part, catalog_part = md.split("## Printer catalog")
+    assert rules_part.count("\n| `") == len(RULES)
+    assert catalog_part.count("\n| `") == len(PRINTERS)
 
 
 def test_rules_page_is_registered_with_the_docs_generator(tmp_path):
