@@ -89,20 +89,23 @@ def parse(line: str) -> Record:
     if m:
         return Record(line[m.end():].split("\n", 1)[0], int(m.group("usec")) / 1e6, int(m.group("prio")) >> 3 == 0)
     kernel, ts, pos, wall = True, None, 0, None
-    m = _DMESG_X.match(line)
-    if m:
-        kernel, pos = m.group("fac") == "kern", m.end()
-    elif (m := _TALOS.match(line)) is not None:
-        kernel, wall, pos = m.group("fac") == "kern", _wall(m), m.end()
-    elif (m := _DMESG_ISO.match(line)) is not None:
-        wall, pos = _iso(m.group("iso")), m.end()
-    elif (m := _SYSLOG.match(line)) is not None:
-        kernel = m.group("ident") == "kernel" and m.group("fac") in (None, "kern")
-        wall, pos = _wall(m), m.end()
-    elif _WALL_START.match(line):
-        return Record(line, _wall(_WALL_START.match(line)), False)
-    elif (m := _IDENT.match(line)) is not None:
-        pos = m.end()
+    first = line[:1]
+    if first != "[" and first != " ":  # a dmesg time opens the line, or none of the prefixed formats does
+        head = line[:24]
+        m = _DMESG_X.match(line) if ":" in head[:16] else None
+        if m:
+            kernel, pos = m.group("fac") == "kern", m.end()
+        elif ": " in line[:64] and (m := _TALOS.match(line)) is not None:
+            kernel, wall, pos = m.group("fac") == "kern", _wall(m), m.end()
+        elif first.isdigit() and (m := _DMESG_ISO.match(line)) is not None:
+            wall, pos = _iso(m.group("iso")), m.end()
+        elif (first.isdigit() or head[:3] in _MONTHS) and (m := _SYSLOG.match(line)) is not None:
+            kernel = m.group("ident") == "kernel" and m.group("fac") in (None, "kern")
+            wall, pos = _wall(m), m.end()
+        elif (first.isdigit() or head[:3] in _MONTHS) and (w := _WALL_START.match(line)) is not None:
+            return Record(line, _wall(w), False)
+        elif first == "k" and (m := _IDENT.match(line)) is not None:
+            pos = m.end()
     m = _DMESG.match(line, pos)
     if m:
         ts, pos = float(f"{m.group('s')}.{m.group('f')}"), m.end()
@@ -117,7 +120,7 @@ def parse(line: str) -> Record:
         wall, pos = wall
     elif (m := _DMESG_ISO.match(line, pos)) is not None:
         wall, pos = _iso(m.group("iso")), m.end()
-    elif pos == 0 and (m := _FALLBACK.match(line)) is not None:
+    elif pos == 0 and "[" in line[:72] and (m := _FALLBACK.match(line)) is not None:
         ts, pos = float(f"{m.group('s')}.{m.group('f')}"), m.end()
     t = ts if ts is not None else wall
     return Record(line[pos:], t, kernel, t is not None)

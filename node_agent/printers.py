@@ -110,3 +110,14 @@ def coverage() -> list[tuple[str, int, int, int]]:
             row[1] += 1
             row[2] += p.rule != "-"
     return [(s, *v) for s, v in out.items()]
+
+
+def coverage_markdown() -> str:
+    """The per-subsystem coverage table of docs/node-agent.md (tests check the page holds it verbatim)."""
+    out = ["| subsystem | printers in the catalog | fault printers (action) | classified by a rule |",
+           "|---|---|---|---|"]
+    rows = coverage()
+    for s, n, faults, covered in rows:
+        out.append(f"| {s} | {n} | {faults} | {covered} |")
+    out.append(f"| **all** | {sum(r[1] for r in rows)} | {sum(r[2] for r in rows)} | {sum(r[3] for r in rows)} |")
+    return "\n".join(out) + "\n"

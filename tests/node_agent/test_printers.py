@@ -86,3 +86,12 @@ def test_candidate_printers_are_listed_from_a_checkout_at_a_tag(tmp_path, capsys
     assert len(rows) == 3 and "3 candidate printers, 2 in the catalog" in out.err
     assert rows[0].endswith(",nv-cannot-attach") and "nv-lockdown" in rows[1] and rows[2].endswith(",")
     assert main([str(tmp_path), "no-such-tag", "src/osinit.c"]) == 2
+
+
+def test_the_docs_coverage_table_is_the_catalogs():
+    from pathlib import Path
+
+    from node_agent.printers import coverage_markdown
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "node-agent.md").read_text()
+    assert coverage_markdown() in page
