@@ -9,6 +9,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from openpod_core.facts.register import value
 from node_agent.findings import Finding
 from node_agent.rules import rule
 
@@ -96,7 +97,7 @@ def containerd_health(socket_path: str, timeout: float = 2.0) -> list[Finding]:
 # EBS volumes appear as NVMe controllers whose model is "Amazon Elastic Block Store"; instance store disks as
 # "Amazon EC2 NVMe Instance Storage" (AWS EC2 User Guide, "Amazon EBS and NVMe": "The EBS volumes are exposed as
 # NVMe block devices"; `nvme id-ctrl` / sysfs model, checked 2026-11-28).
-EBS_MODEL = "Amazon Elastic Block Store"
+EBS_MODEL = value("aws.ebs-nvme-model")
 _NVME = re.compile(r"(nvme\d+)(?:n\d+(?:p\d+)?)?$")
 
 

@@ -9,9 +9,9 @@ anchor. Formats (first match wins):
   devkmsg_write: "If no prefix or no userspace facility is specified, we enforce LOG_USER, to be able to reliably
   distinguish kernel-generated messages from userspace-injected ones").
 - ``dmesg -x`` (util-linux ``--decode``): ``kern  :err   : `` then a dmesg time.
-- syslog / ``journalctl -o short[-iso|-precise]`` / RFC 3339 rsyslog: ``<time> [<host>] [<fac>.<lvl>] <ident>[<pid>]: ``;
-  only ``kernel`` is the kernel; every other ident is a program's line. A line that starts with a wall-clock time
-  but is none of these is not trusted as kernel text.
+- syslog / ``journalctl -o short[-iso|-precise]`` / RFC 3339 rsyslog:
+  ``<time> [<host>] [<fac>.<lvl>] <ident>[<pid>]: ``; only ``kernel`` is the kernel; every other ident is a
+  program's line. A line that starts with a wall-clock time but is none of these is not trusted as kernel text.
 - Talos ``<ip>: kern: <level>: [<iso time>]: ``.
 - a bare ``kernel: `` ident.
 - then a dmesg time: ``[ 123.456789]`` (seconds since boot), ``dmesg -T`` ``[Sat Nov 28 21:22:09 2026]``,

@@ -248,7 +248,8 @@ _add(
          "gpu-reset-required", S.CRITICAL, A.REBOOT, GPU_INIT + "; kernel-open/common/inc/nvstatuscodes.h",
          "the driver's own status: the GPU needs a reset (a node reboot resets every GPU)"),
     Rule("gpu-firmware-timeout", "kernel-log",
-         _NV + r"(?:_kgspRpcRecvPoll: (?:GSP RM|LibOS) heartbeat timed out|_kgspIsHeartbeatTimedOut: Heartbeat timed out"
+         _NV + r"(?:_kgspRpcRecvPoll: (?:GSP RM|LibOS) heartbeat timed out"
+         r"|_kgspIsHeartbeatTimedOut: Heartbeat timed out"
          r"|(?:\w+: )?Timeout waiting for RPC from GSP|\w+: FSP command timed out"
          r"|\w+: Timeout waiting for RISC-V to halt|\w+: RC watchdog: GPU is probably locked"
          r"|(?:\w+:? )?\*+ GSP Timeout \*+|\w+: Assertion failed: Back to back GSP RPC timeout detected"
@@ -293,7 +294,8 @@ _add(
          r"|(?:Multiple )?" + _AER_SEV.format(sev="Non-Fatal") + r" error (?:message )?received)",
          "pcie-uncorrectable-nonfatal", S.WARNING, A.NONE, KERNEL + " PCIe AER",
          "the driver recovers it; a failed recovery is pcie-aer-recovery-failed"),
-    Rule("hard-lockup", "kernel-log", r"(?:(?:NMI )?watchdog: )?(?:CPU\d+: )?Watchdog detected hard LOCKUP on cpu (?P<device>\d+)",
+    Rule("hard-lockup", "kernel-log",
+         r"(?:(?:NMI )?watchdog: )?(?:CPU\d+: )?Watchdog detected hard LOCKUP on cpu (?P<device>\d+)",
          "cpu-hard-lockup", S.CRITICAL, A.REBOOT, KERNEL + " watchdog", "a CPU stopped taking interrupts"),
     # x86 machine checks (arch/x86/kernel/cpu/mce/core.c, pr_fmt "mce: ", HW_ERR "[Hardware Error]: "): mce_panic
     # prints HW_ERR "Machine check: %s" with the severity's reason (mce/severity.c: "Processor context corrupt",
@@ -366,7 +368,8 @@ _add(
          "cpu-rcu-stall", S.CRITICAL, A.REBOOT, KERNEL + " RCU (kernel/rcu/tree_stall.h, stallwarn.rst)",
          "a CPU stuck in the kernel for 21 s or more; reclaim stops behind it"),
     Rule("block-io-error", "kernel-log",
-         r"(?:blk_update_request: )?(?:I/O|critical medium|critical target) error, dev (?P<device>nvme\d+n\d+|xvd[a-z]+|sd[a-z]+),"
+         r"(?:blk_update_request: )?(?:I/O|critical medium|critical target) error, "
+         r"dev (?P<device>nvme\d+n\d+|xvd[a-z]+|sd[a-z]+),"
          r"|Buffer I/O error on dev(?:ice)? (?P<xdev>nvme\d+n\d+(?:p\d+)?|xvd[a-z]+\d*),",
          "block-io-error", S.WARNING, A.NONE, KERNEL + " block layer",
          "one failed request is often transient (a path failover, a detached volume); repeated errors on the "
@@ -561,7 +564,8 @@ _GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |ena |EXT4-fs|XFS \(|soft 
                    r"|AER|PCIe Bus Error|zpci|LOCKUP|Kernel panic|Oops|BUG|I/O error|error, dev |memory error|\[#\d"
                    r"|Internal error: |NX-protected|detected stall|Memory failure|MCE 0x|RmInit|GSP|kgspBootGspRm"
                    r"|GFW|kfsp|FSP|eartbeat|RISC-V|RC watchdog|Cannot attach gpu|osInitNvMapping|NV_ERR_RESET_REQUIRED"
-                   r"|Booter|lockdown|falcon reset|RPC infrastructure|SEC2-RTOS|VBIOS|Machine check|Memory error|NVRM|bad state")
+                   r"|Booter|lockdown|falcon reset|RPC infrastructure|SEC2-RTOS|VBIOS|Machine check|Memory error"
+                   r"|NVRM|bad state")
 
 
 # Records whose text a user process shapes: never a fault, whatever they contain. The kernel prints the faulting

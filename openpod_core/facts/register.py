@@ -8,6 +8,7 @@ from openpod_core.facts import (
     device_plugins,
     eks_addons,
     instances,
+    kernel_log,
     observability,
     scheduling,
     training_image,
@@ -16,7 +17,8 @@ from openpod_core.facts import (
 )
 from openpod_core.facts.record import Fact
 
-TABLES = (training_image, instances, eks_addons, device_plugins, capacity, updates, scheduling, observability, trust)
+TABLES = (training_image, instances, eks_addons, device_plugins, capacity, updates, scheduling, observability, trust,
+          kernel_log)
 FACTS: tuple[Fact, ...] = tuple(f for table in TABLES for f in table.FACTS)
 
 _BY_KEY = {f.key: f for f in FACTS}
