@@ -242,9 +242,12 @@ _add(
          "gpu-init-failed", S.CRITICAL, A.REBOOT, GPU_INIT,
          "the driver could not bring the GPU up (firmware, GSP or VBIOS boot); repeated -> replacement"),
     # nvstatuscodes.h NV_STATUS_CODE(NV_ERR_RESET_REQUIRED, 0x00000062, "Reset required"); nvassert.c
-    # nvAssertOkFailedNoLog "Assertion failed: %s (0x%08X) returned from ..." with nvstatusToString's
-    # "Reset required [NV_ERR_RESET_REQUIRED]"; any NVRM message that names the status.
-    Rule("gpu-reset-required-status", "kernel-log", r"NVRM:? .*\bNV_ERR_RESET_REQUIRED\b",
+    # nvAssertOkFailedNoLog / nvCheckOkFailedNoLog "Assertion failed: %s (0x%08X) returned from ..." ("Check
+    # failed: ...") with nvstatusToString's "Reset required [NV_ERR_RESET_REQUIRED]". Only these printers: an NVRM
+    # line can carry user text (osapi.c "NVRM: API mismatch: the client has the version %s", the client's own
+    # version string), so the status named anywhere in a line is not the driver's verdict.
+    Rule("gpu-reset-required-status", "kernel-log",
+         _NV + r"(?:\w+:? )?(?:Assertion|Check) failed: Reset required \[NV_ERR_RESET_REQUIRED\] \(0x0*62\)",
          "gpu-reset-required", S.CRITICAL, A.REBOOT, GPU_INIT + "; kernel-open/common/inc/nvstatuscodes.h",
          "the driver's own status: the GPU needs a reset (a node reboot resets every GPU)"),
     Rule("gpu-firmware-timeout", "kernel-log",

@@ -38,7 +38,11 @@ def segfault(file_name: str, comm: str = "python3", pid: int = 4242) -> str:
 ATTACKS = [segfault(XID79), segfault(MEMORY), segfault(MCE),
            segfault(XID79, comm="NVRM: Xid (PCI"),
            f"traps: a.out[77] trap invalid opcode ip:401000 sp:7ffd5e1c2e40 error:0 in {XID79}[400000+1000]",
-           f'audit: type=1400 audit(1732800000.123:88): apparmor="DENIED" name="/tmp/{MEMORY}" comm="x"']
+           f'audit: type=1400 audit(1732800000.123:88): apparmor="DENIED" name="/tmp/{MEMORY}" comm="x"',
+           # any process that opens /dev/nvidiactl chooses the version string the driver prints back
+           # (NVIDIA/open-gpu-kernel-modules@570.195.03:src/nvidia/arch/nvalloc/unix/src/osapi.c:1120)
+           "NVRM: API mismatch: the client has the version Reset required [NV_ERR_RESET_REQUIRED] (0x00000062), but",
+           "NVRM: API mismatch: the client has the version 1: Failed to boot GSP, but"]
 
 # Every format the agent reads, wrapping one message (node_agent/logformat.py).
 FORMATS = ["{m}", "[ 1234.567890] {m}", "6,881,1234567890,-;{m}", "Nov 28 21:22:09 ip-10-0-0-1 kernel: {m}",
