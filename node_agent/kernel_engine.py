@@ -1,10 +1,10 @@
 """The one kernel-log rule engine of the live agent and of ``diagnose``: line rules, CPER records, repeat windows.
 
 A line is split by ``logformat.parse`` (its log prefix, time and origin); a record user space wrote is dropped,
-the message is classified by ``rules.match_message`` (rules anchored at the printer's prefix). GHES/BERT CPER
+the message is classified by ``kernel_match.match_message`` (rules anchored at the printer's prefix). GHES/BERT CPER
 records span lines (drivers/firmware/efi/cper.c: "event severity: %s", then per section "Error %d, type: %s" and
 "section_type: %s"): the engine keeps each record's severity (keyed by GHES's ``{seq}`` prefix) and decides on
-its section type (``rules.cper_section_rule``). A rule listed in ``rules.REPEATS`` becomes its repeated rule on
+its section type (``kernel_match.cper_section_rule``). A rule listed in ``rules.REPEATS`` becomes its repeated rule on
 the count-th finding within the window, on the log's own time axis: the /dev/kmsg or journald timestamp the
 follower passes, else the line's own time. A line without time (``journalctl -o cat``, a bare message) counts
 in no window offline (``untimed`` says how many); live, the caller's clock stands in. Time going backwards by
@@ -19,7 +19,8 @@ from collections import deque
 
 from node_agent import logformat
 from node_agent.findings import Finding
-from node_agent.rules import REPEATS, Repeat, cper_section_rule, match_message, rule
+from node_agent.kernel_match import cper_section_rule, match_message
+from node_agent.rules import REPEATS, Repeat, rule
 
 _CPER = re.compile(r"(?P<pfx>\{\d+\})?\[Hardware Error\]: +(?:(?P<head>Hardware error from APEI)"
                    r"|event severity: (?P<event>\w+)|Error \d+, type: (?P<section>\w+)"

@@ -5,8 +5,9 @@ One row per rule: match -> fault -> severity -> action (none / reboot / replace)
 the verdict always comes from this table, and ``python -m infra docs`` renders
 it into ``docs/node-agent-rules.md`` so operators can audit it.
 
-Kernel-log rows carry a regular expression over one log line (any prefix:
-dmesg ``[  123.4]``, syslog or journald). Probe rows (NVML, Neuron tools, EFA
+Kernel-log rows carry a regular expression matched at the start of the kernel
+message, after the log format's prefix (node_agent/kernel_match.py,
+node_agent/logformat.py); a few are decided by code and say so. Probe rows (NVML, Neuron tools, EFA
 sysfs, host checks, deep health checks) are matched by the probe that names
 them; their ``match`` column says the condition in words.
 
@@ -27,7 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from node_agent import logformat, printers
+from node_agent import printers
 from node_agent.findings import Action, Finding, Severity
 
 A, S = Action, Severity
@@ -71,7 +72,7 @@ class Rule:
 # NVLink workflows / UNEXPECTED_ERR_REPORT_ISSUE -> reboot; a retirement (row-remap) failure -> replace.
 # The driver's formats (NVIDIA/open-gpu-kernel-modules src/nvidia/src/kernel/gpu/rc/kernel_rc.c): "NVRM: Xid
 # (PCI:%04x:%02x:%02x): %d, pid=%s, name=%s, %s", with " GPU-I:%02u" [" GPU-CI:%02u"] inside the parenthesis on MIG.
-_XID = "NVRM: Xid \\((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)(?: GPU-I:\\d+)?(?: GPU-CI:\\d+)?\\): {code},"
+XID_FORMAT = _XID = "NVRM: Xid \\((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)(?: GPU-I:\\d+)?(?: GPU-CI:\\d+)?\\): {code},"
 XID_CATALOG_FILE = Path(__file__).with_name("catalog") / "xids.csv"
 
 
@@ -301,19 +302,16 @@ _add(
          r"(?:(?:NMI )?watchdog: )?(?:CPU\d+: )?Watchdog detected hard LOCKUP on cpu (?P<device>\d+)",
          "cpu-hard-lockup", S.CRITICAL, A.REBOOT, KERNEL + " watchdog", "a CPU stopped taking interrupts"),
     # x86 machine checks (arch/x86/kernel/cpu/mce/core.c, pr_fmt "mce: ", HW_ERR "[Hardware Error]: "): mce_panic
-    # prints HW_ERR "Machine check: %s" with the severity's reason (mce/severity.c: "Processor context corrupt",
-    # "Action required: data load in error UNRECOVERABLE", ...) and then panic(msg) ("Fatal machine check",
-    # "Fatal local machine check", "Machine check from unknown source"); ghes.c __ghes_panic panics "Fatal hardware
-    # error!". These are fatal: the CPU or platform could not contain the error -> replace (docs/node-agent.md,
-    # 'Machine checks').
+    # prints HW_ERR "Machine check: %s" (mce/severity.c reasons, e.g. "Processor context corrupt"), then panics
+    # ("Fatal machine check", ...); ghes.c __ghes_panic "Fatal hardware error!". Fatal -> replace (docs/node-agent.md).
     Rule("mce-fatal", "kernel-log",
          r"mce: \[Hardware Error\]: Machine check: |Kernel panic - not syncing: (?:Fatal (?:local )?machine check"
          r"|Machine check from unknown source|Fatal hardware error!|Timeout: Not all CPUs entered broadcast exception)",
          "host-hardware-fatal", S.CRITICAL, A.REPLACE, KERNEL + " (arch/x86/kernel/cpu/mce/core.c mce_panic, "
          "drivers/acpi/apei/ghes.c __ghes_panic)", "a fatal machine check or platform error: the host panicked"),
     # __print_mce: HW_ERR "CPU %d: Machine Check%s: %Lx Bank %d: %016Lx" (" Exception" when MCG_STATUS.MCIP), the
-    # last number is IA32_MCi_STATUS: decoded by mce_status_rule (UC bit 61, PCC bit 57; Intel SDM vol. 3B 16.3.2.2,
-    # arch/x86/include/asm/mce.h MCI_STATUS_UC / MCI_STATUS_PCC).
+    # last number is IA32_MCi_STATUS: decoded by kernel_match.mce_status_rule (UC bit 61, PCC bit 57; Intel SDM
+    # vol. 3B 16.3.2.2, arch/x86/include/asm/mce.h MCI_STATUS_UC / MCI_STATUS_PCC).
     Rule("mce-uncorrected-fatal", "kernel-log",
          "mce bank line whose MCi_STATUS has UC and PCC (processor context corrupt)", "host-hardware-fatal",
          S.CRITICAL, A.REPLACE, KERNEL + " (mce/core.c __print_mce; Intel SDM 3B MCi_STATUS.PCC)",
@@ -395,12 +393,8 @@ _add(
          "specification 'Controller Fatal Status Condition': host software should reset the controller",
          "the root EBS volume or a local NVMe disk stopped answering; repeated after a reboot -> replacement"),
     # Host memory: memory_failure() (mm/memory-failure.c, pr_fmt "Memory failure: "; before 4.x "MCE %#lx: ..."):
-    # a page of DRAM had an uncorrectable error. Its printers: action_result "%#lx: recovery action for %s: %s"
-    # (Recovered / Delayed / Ignored / Failed), "%#lx: already hardware poisoned" (the same page hit again),
-    # kill_proc "%#lx: Sending SIGBUS to %s:%d due to hardware memory corruption", "%#lx: unhandlable page.",
-    # "%#lx: memory outside kernel control", "%#lx: corrupted page was clean: dropped without side effects".
-    # Soft offline of corrected errors ("Memory failure: soft offline: ...") and hwpoison injection by root
-    # ("Injecting memory failure for page ...", mm/hwpoison-inject.c) are not faults.
+    # a DRAM page had an uncorrectable error; its printers are catalog rows mf-*. Soft offline of corrected pages
+    # and root's hwpoison injection ("Injecting memory failure ...") are not faults.
     Rule("memory-failure", "kernel-log",
          r"(?:Memory failure: |MCE )0x[0-9a-f]+: (?:recovery action for|unhandlable page|already hardware poisoned"
          r"|Sending SIGBUS to .* due to hardware memory corruption|memory outside kernel control|[\w -]*page)",
@@ -548,115 +542,6 @@ RULES: dict[str, Rule] = {r.id: r for r in _RULES}
 assert len(RULES) == len(_RULES), "duplicate rule id"
 
 KERNEL_RULES: tuple[Rule, ...] = tuple(r for r in _RULES if r.probe == "kernel-log")
-# Catalog Xid rows are dispatched by code (one regex, one dict lookup) instead of tried one by one.
-_XID_BY_CODE: dict[str, Rule] = {
-    r.id[4:]: r for r in KERNEL_RULES if r.id.startswith("xid-") and r.id[4:].isdigit() and r.id != "xid-154"}
-_XID_ANY = re.compile(_XID.format(code=r"(?P<code>\d+)"))
-_SXID_BY_CODE: dict[str, Rule] = {r.id[5:]: r for r in KERNEL_RULES if r.id.startswith("sxid-") and r.id[5:].isdigit()}
-_SXID_ANY = re.compile(r"nvidia-nvswitch\d+: SXid \(PCI:(?P<device>[0-9A-Fa-f:.]+)\): (?P<code>\d+), (?!Severity|Non-fatal)")
-_NVLINK5_NONFATAL = (RULES["xid-nvlink5-nonfatal"], re.compile(RULES["xid-nvlink5-nonfatal"].match))
-_BY_CODE = set(_XID_BY_CODE.values()) | set(_SXID_BY_CODE.values()) | {_NVLINK5_NONFATAL[0]}
-# Kernel-log rows decided by code, not by their own regex (their match column says the condition in words).
-_DECODED = {"mce-uncorrected-fatal", "mce-uncorrected", "mce-corrected", "cper-memory-uncorrected",
-            "cper-processor-uncorrected", "cper-pcie-uncorrected"}
-_COMPILED: tuple[tuple[Rule, re.Pattern], ...] = tuple(
-    (r, re.compile(r.match)) for r in KERNEL_RULES if r not in _BY_CODE and r.id not in _DECODED)
-# Cheap substring gate: a line that contains none of these cannot match any kernel rule.
-_GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |ena |EXT4-fs|XFS \(|soft lockup|blocked for more than"
-                   r"|Out of memory|EDAC MC|Hardware Error|QID|controller is down|probe failure|fallen off the bus"
-                   r"|AER|PCIe Bus Error|zpci|LOCKUP|Kernel panic|Oops|BUG|I/O error|error, dev |memory error|\[#\d"
-                   r"|Internal error: |NX-protected|detected stall|Memory failure|MCE 0x|RmInit|GSP|kgspBootGspRm"
-                   r"|GFW|kfsp|FSP|eartbeat|RISC-V|RC watchdog|Cannot attach gpu|osInitNvMapping|NV_ERR_RESET_REQUIRED"
-                   r"|Booter|lockdown|falcon reset|RPC infrastructure|SEC2-RTOS|VBIOS|Machine check|Memory error"
-                   r"|NVRM|bad state")
-
-
-# Records whose text a user process shapes: never a fault, whatever they contain. The kernel prints the faulting
-# task's name (comm, up to 15 bytes, set by the task: prctl PR_SET_NAME) and, after " in ", the file name of the
-# faulting mapping (any name the task gave a file it mapped): arch/x86/mm/fault.c show_signal_msg
-# "%s%s[%d]: segfault at %lx ip %px sp %px error %lx" + print_vma_addr(" in %s[%lx+%lx]"); arch/x86/kernel/traps.c
-# (pr_fmt "traps: ") "%s[%d] trap %s ip:%lx sp:%lx error:%lx" and "%s[%d] general protection fault ip:..."; arm64
-# arch/arm64/kernel/traps.c arm64_show_signal "%s[%d]: unhandled exception: ..."; kernel/signal.c
-# "potentially unexpected fatal signal %d."; audit records (kernel/audit.c "audit: type=%d audit(...)": names,
-# paths, commands chosen by the process). Rules are anchored at the printer's prefix as well, so this list is
-# the second guard, not the only one.
-_USER_SHAPED = re.compile(r"(?:traps: )?[^\n]{0,16}?\[\d+\]:? (?:segfault at |trap |general protection fault|unhandled "
-                          r"|potentially unexpected fatal signal|bad frame |vsyscall |exception )"
-                          r"|audit: |audit\(|type=\d+ audit\(|show_signal_msg: \d+ callbacks suppressed")
-
-
-def user_shaped(message: str) -> bool:
-    """True for a kernel record whose text a user process chooses (see _USER_SHAPED)."""
-    return _USER_SHAPED.match(message) is not None
-
-
-def match_kernel_line(line: str) -> Finding | None:
-    """Classify one log line in any supported format (node_agent.logformat): the first matching rule wins.
-
-    None for no match, for a record user space wrote (facility other than kernel, another program's syslog line)
-    and for a record whose text a user process shapes (segfault, trap and audit reports)."""
-    rec = logformat.parse(line)
-    return match_message(rec.message, line) if rec.kernel else None
-
-
-def match_message(message: str, evidence: str | None = None) -> Finding | None:
-    """Classify one kernel message (its log prefix already taken off): rules match anchored at its start."""
-    line, evidence = message, message if evidence is None else evidence
-    if not _GATE.search(line) or user_shaped(line):
-        return None
-    if line.startswith("NVRM: Xid"):
-        m = _NVLINK5_NONFATAL[1].match(line) if " Nonfatal " in line else None
-        if m:
-            return _NVLINK5_NONFATAL[0].finding(evidence, device=m.group("device"), code=m.group("code"))
-        m = _XID_ANY.match(line)
-        if m and m.group("code") in _XID_BY_CODE:  # 154 is not in it: its rules below read the driver's verdict
-            return _XID_BY_CODE[m.group("code")].finding(evidence, device=m.group("device"))
-    elif line.startswith("nvidia-nvswitch"):
-        m = _SXID_ANY.match(line)
-        if m and m.group("code") in _SXID_BY_CODE:
-            return _SXID_BY_CODE[m.group("code")].finding(evidence, device=m.group("device"))
-    if line.startswith("mce: [Hardware Error]: CPU"):
-        m = _MCE_BANK.match(line)
-        if m:
-            return mce_status_rule(int(m.group("status"), 16)).finding(evidence, device=m.group("device"),
-                                                                       bank=m.group("bank"))
-    for rule, pattern in _COMPILED:
-        m = pattern.match(line)
-        if m:
-            groups = {k: v for k, v in m.groupdict().items() if v}
-            device = groups.pop("device", "") or groups.pop("xdev", "")
-            return rule.finding(evidence, device=device, **groups)
-    return None
-
-
-_MCE_BANK = re.compile(r"mce: \[Hardware Error\]: CPU (?P<device>\d+): Machine Check(?: Exception)?: [0-9a-fA-F]+ "
-                       r"Bank (?P<bank>\d+): (?P<status>[0-9a-fA-F]{1,16})\b")
-_MCI_UC, _MCI_PCC = 1 << 61, 1 << 57
-
-
-def mce_status_rule(status: int) -> Rule:
-    """The rule for an x86 bank's IA32_MCi_STATUS: UC+PCC fatal, UC uncorrected, else corrected."""
-    if status & _MCI_UC:
-        return RULES["mce-uncorrected-fatal" if status & _MCI_PCC else "mce-uncorrected"]
-    return RULES["mce-corrected"]
-
-
-_CPER_PROCESSOR = ("general processor error", "ARM processor error", "IA32/X64 processor error")
-
-
-def cper_section_rule(severity: str, section_type: str) -> Rule | None:
-    """The rule for one section of a CPER record that was not fatal (node_agent.kernel_engine keeps the record)."""
-    if severity not in ("recoverable", "fatal"):
-        return None
-    if section_type == "memory error":
-        return RULES["cper-memory-uncorrected"]
-    if section_type == "PCIe error":
-        return RULES["cper-pcie-uncorrected"]
-    if section_type in _CPER_PROCESSOR:
-        return RULES["cper-processor-uncorrected"]
-    return None
-
-
 def rule(rule_id: str) -> Rule:
     return RULES[rule_id]
 

@@ -29,7 +29,7 @@ FACTS: tuple[Fact, ...] = (
         "intel.mci-status-uc-pcc", "UC = bit 61 (uncorrected), PCC = bit 57 (processor context corrupt)",
         "https://github.com/torvalds/linux/blob/master/arch/x86/include/asm/mce.h (MCI_STATUS_UC BIT_ULL(61), "
         "MCI_STATUS_PCC BIT_ULL(57); Intel SDM vol. 3B, IA32_MCi_STATUS)", "2026-11-28",
-        "rules.mce_status_rule decodes the status word mce/core.c __print_mce prints",
+        "node_agent.kernel_match.mce_status_rule decodes the status word mce/core.c __print_mce prints",
     ),
     Fact(
         "linux.cper-severity-strs", "recoverable, fatal, corrected, info",

@@ -9,7 +9,8 @@ from node_agent.config import load_agent_config
 from node_agent.detector import Detector
 from node_agent.kube import InMemoryCluster, Node
 from node_agent.kernel_engine import KernelLogEngine
-from node_agent.rules import REPEATS, RULES, SXID_ENTRIES, XID_ENTRIES, match_kernel_line, rule
+from node_agent.kernel_match import match_kernel_line
+from node_agent.rules import REPEATS, RULES, SXID_ENTRIES, XID_ENTRIES, rule
 from tests.node_agent.conftest import FIXTURES, fixture_text, materialize_sysfs
 from tests.node_agent.test_deep_check import Replay
 from tests.node_agent.test_xid_catalog import xid_line

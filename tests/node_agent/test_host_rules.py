@@ -8,7 +8,7 @@ import pytest
 from openpod_core import labels as L
 from node_agent.detector import SOFT_LOCKUP_REPEAT
 from node_agent.findings import Action
-from node_agent.rules import match_kernel_line
+from node_agent.kernel_match import match_kernel_line
 from tests.node_agent.conftest import fixture_text
 from tests.node_agent.test_detector import make
 

@@ -19,7 +19,7 @@ from openpod_core.instance_types import get
 from node_agent import logfollow
 from node_agent.config import AgentConfig
 from node_agent.detector import Detector
-from node_agent.rules import match_kernel_line
+from node_agent.kernel_match import match_kernel_line
 from tests.node_agent.kmsg_standin import KmsgStandin
 from tests.node_agent.test_controller import (  # noqa: F401 (aws, clients, recorder: fixtures)
     Clock, aws, clients, cluster_for, controller, health, recorder)

@@ -9,7 +9,8 @@ import pytest
 from node_agent.findings import Action
 from node_agent.kernel_engine import KernelLogEngine
 from node_agent.printers import PRINTERS
-from node_agent.rules import KERNEL_RULES, RULES, SXID_ENTRIES, XID_ENTRIES, match_kernel_line, rules_markdown
+from node_agent.kernel_match import match_kernel_line
+from node_agent.rules import KERNEL_RULES, RULES, SXID_ENTRIES, XID_ENTRIES, rules_markdown
 from tests.node_agent.conftest import FIXTURES
 
 KERNEL_FIXTURES = sorted((FIXTURES / "kernel").glob("*.log"))
