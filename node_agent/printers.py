@@ -83,15 +83,17 @@ _BDF = "%04x:%02x:%02x.%x"
 def render(fmt: str, rng: random.Random, bind: dict[int, str] | None = None) -> str:
     """``fmt`` with each conversion replaced: a bound value, else a random one of the conversion's kind."""
     bind, n = bind or {}, iter(range(1 << 30))
-    # A PCI address (domain:bus:device.function) is one value: its function is one hex digit, 0-7.
-    fmt = fmt.replace(_BDF, "%04x:%02x:%02x.%%BDF_FN")
 
     def sub(m: re.Match) -> str:
         if m.group("conv") == "%":
             return "%"
         i = next(n)
-        return bind[i] if i in bind else _value(m, rng)
-    return _CONV.sub(sub, fmt).replace("%BDF_FN", str(rng.randrange(8)))
+        if i in bind:
+            return bind[i]
+        if m.string.endswith(_BDF[:-2], 0, m.start()):  # a PCI function: one hex digit, 0-7
+            return str(rng.randrange(8))
+        return _value(m, rng)
+    return _CONV.sub(sub, fmt)
 
 
 def rows_of(rule_id: str) -> tuple[str, ...]:
