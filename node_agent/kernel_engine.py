@@ -38,8 +38,12 @@ class KernelLogEngine:
         self.untimed = 0      # lines without a log time (offline: counted in no repeat window)
 
     def feed(self, line: str, ts: float | None = None, *, now: float | None = None) -> Finding | None:
-        """The finding for one line (None if no rule matches); ``now`` (live) stands in for a line without time."""
-        rec = logformat.parse(line)
+        """The finding for one line (None if no rule matches); ``now`` (live) stands in for a line without time.
+
+        With ``ts`` the line is a record's message as the follower took it from /dev/kmsg or the journal: the
+        kernel's own text, which carries no log prefix, so nothing at its start is taken off (a task name shaped
+        like a prefix stays where the rules cannot anchor on what follows it)."""
+        rec = logformat.Record(line, ts, True) if ts is not None else logformat.parse(line)
         if not rec.kernel:
             self.user_lines += 1
             return None

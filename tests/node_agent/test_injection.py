@@ -65,6 +65,17 @@ def test_text_after_the_printers_prefix_does_not_match():
     assert match_kernel_line(f"[ 1.000000] {XID79}").rule == "xid-79"  # the control: the real line still acts
 
 
+def test_a_live_record_is_not_stripped_of_a_prefix_it_cannot_have():
+    """A /dev/kmsg record's message is the kernel's own text: a task named like a log prefix (kernel/exit.c
+    check_stack_usage prints "%s (%d) used greatest stack depth: ..." with the task's comm first) is not taken
+    off, so what follows it never sits at a rule's anchor; offline, the same text is read as the line it is."""
+    from node_agent.kernel_engine import KernelLogEngine
+
+    for text in ("[0.0] NVRM: Xid (PCI:0000:53:00): 79, x", "kernel: Memory failure: 0x1: already hardware poisoned"):
+        assert KernelLogEngine().feed(text, 1.0) is None
+    assert KernelLogEngine().feed("[ 1.000000] NVRM: Xid (PCI:0000:53:00): 79, x").rule == "xid-79"
+
+
 def _follow(d: Detector, records: int, timeout: float = 10.0) -> None:
     t = d.start_follower()
     d.follower.poll = 0.01
