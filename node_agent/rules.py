@@ -36,6 +36,9 @@ A, S = Action, Severity
 XID_CATALOG = "NVIDIA Xid catalog (Ampere+)"
 SXID_CATALOG = "NVIDIA Fabric Manager SXid errors"
 NEURON_DRIVER = "AWS Neuron driver NEURON_HW_ERR (neuron problem detector)"
+NEURON_PRINTK = ("aws-neuron/aws-neuron-driver@fca19f7:neuron_cdev.c:2003-2022 ncdev_printk (printk(KERN_ERR "
+                 "\"%s\") of a user buffer), reached from ncdev_misc_ioctl (2608-2609) on a device opened write-only "
+                 "(50, 2647)")
 EFA_DRIVER = "Linux efa driver (efa_com.c admin queue)"
 KERNEL = "Linux kernel"
 TABLE = "openpod instance type table"
@@ -181,8 +184,11 @@ for _kind, _fault in (("SRAM_UNCORRECTABLE_ERROR", "neuron-sram-uncorrectable"),
                       ("HBM_UNCORRECTABLE_ERROR", "neuron-hbm-uncorrectable"),
                       ("DMA_ERROR", "neuron-dma-error")):
     _add(Rule(f"neuron-{_kind.lower().replace('_', '-')}", "kernel-log",
-              rf"NEURON_HW_ERR={_kind}\b(?:.*nd-id=(?P<device>\d+))?", _fault, S.CRITICAL, A.REPLACE, NEURON_DRIVER,
-              "driver reports action=TERMINATE_INSTANCE"))
+              rf"(?:\d{{4}}-\d\d-\d\dT[\d:.]+Z? )?NEURON_HW_ERR={_kind}\b(?:.*nd-id=(?P<device>\d+))?", _fault,
+              S.WARNING, A.NONE, NEURON_DRIVER + "; " + NEURON_PRINTK,
+              "a claim, recorded: the line says action=TERMINATE_INSTANCE, but user space writes it (the Neuron "
+              "runtime, through the driver's printk ioctl, which any process with the device can call); the "
+              "driver's sysfs ECC counters (neuron-*-ecc-uncorrected) and the deep check decide"))
 
 # ---------------------------------------------------------------- kernel log: EFA
 _BDF = r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]"
@@ -321,13 +327,9 @@ _add(
          "MCi_STATUS.UC)", "an uncorrected (recoverable) machine check: the hardware has a failing part"),
     Rule("mce-corrected", "kernel-log", "mce bank line whose MCi_STATUS has no UC", "host-hardware-corrected",
          S.INFO, A.NONE, KERNEL + " (mce/core.c __print_mce; Intel SDM 3B MCi_STATUS.UC)", "corrected by hardware"),
-    # GHES / BERT CPER records (drivers/firmware/efi/cper.c cper_print_*, drivers/acpi/apei/ghes.c and bert.c):
-    # "event severity: %s" (cper_severity_str: recoverable, fatal, corrected, info), per section "Error %d, type:
-    # %s" and "section_type: %s" (general processor error, memory error, PCIe error, ARM processor error, IA32/X64
-    # processor error, Firmware Error Record Reference, ...). A fatal event panicked the host (ghes.c
-    # __ghes_panic; BERT reports it after the reboot) -> replace. A recoverable event is classed by its section
-    # type in node_agent.kernel_engine: memory -> replace, processor -> reboot, PCIe -> none (the kernel's AER
-    # recovery handles it; a failed recovery is pcie-aer-recovery-failed).
+    # GHES / BERT CPER records (drivers/firmware/efi/cper.c, ghes.c, bert.c; catalog rows cper-*): a fatal event
+    # panicked the host (BERT reports it after the reboot) -> replace; a recoverable one is classed by its section
+    # type in node_agent.kernel_engine: memory -> replace, processor -> reboot, PCIe -> none (AER recovery follows).
     Rule("cper-fatal", "kernel-log",
          r"(?:\{\d+\})?\[Hardware Error\]: +(?:event severity: fatal\b|Error \d+, type: fatal\b)",
          "host-hardware-fatal", S.CRITICAL, A.REPLACE, KERNEL + " (drivers/firmware/efi/cper.c, ghes.c, bert.c)",

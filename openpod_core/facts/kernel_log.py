@@ -44,6 +44,13 @@ FACTS: tuple[Fact, ...] = (
         "nvstatusToString prints 'Reset required [NV_ERR_RESET_REQUIRED]' in NVRM assertion lines",
     ),
     Fact(
+        "neuron.driver-printk-ioctl", "NEURON_IOCTL_PRINTK: printk(KERN_ERR \"%s\") of a user buffer (< 512 bytes)",
+        "aws-neuron/aws-neuron-driver@fca19f7:neuron_cdev.c:2003-2022 (ncdev_printk; dispatched at 2608-2609 from "
+        "ncdev_misc_ioctl, taken for a device opened write-only: 50, 2647)", "2026-11-28",
+        "any process that can open /dev/neuronN writes a kernel-facility record; NEURON_HW_ERR lines come this way "
+        "(the driver prints none): the agent records them and binds vendor rules to the node's accelerator",
+    ),
+    Fact(
         "aws.ebs-nvme-model", "Amazon Elastic Block Store",
         "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/nvme-ebs-volumes.html (nvme id-ctrl: 'mn : Amazon "
         "Elastic Block Store')", "2026-11-28",

@@ -118,3 +118,27 @@ def test_segfault_file_name_attack_on_the_live_path_neither_reboots_nor_replaces
     _follow(d2, 1)
     ctl.reconcile_once()
     assert recorder() == [ids[0]]
+
+
+def test_on_a_neuron_node_any_pod_can_print_a_kernel_record_so_vendor_lines_are_claims(tmp_path, monkeypatch):
+    """The Neuron driver prints any string a process hands its printk ioctl (aws-neuron/aws-neuron-driver@fca19f7:
+    neuron_cdev.c:2003-2022, no capability, device opened write-only): facility kernel, at the message start.
+    NEURON_HW_ERR lines come only that way (the runtime writes them), so they are recorded, not acted on (the
+    sysfs ECC counters and the deep check decide); NVIDIA driver lines on a Neuron node are nobody's. Old code:
+    the forged HBM line replaced the node, the forged Xid 79 rebooted it."""
+    from openpod_core.instance_types import get as itype
+
+    kmsg = KmsgStandin()
+    KmsgStandin.install(kmsg, monkeypatch, logfollow)
+    kmsg.printk("NEURON_HW_ERR=HBM_UNCORRECTABLE_ERROR instance-id=i-0 hostname=h nd-id=7 nc-id=0 serial-num=1 "
+                "action=TERMINATE_INSTANCE", ts_usec=1_000_000, prio=3)
+    kmsg.printk(XID79, ts_usec=1_000_001, prio=3)
+    c = cluster_for(["i-0abc"])
+    cfg = AgentConfig()
+    (tmp_path / "boot_id").write_text("boot-a\n")
+    cfg.kernel_log.state_path, cfg.kernel_log.boot_id_path = str(tmp_path / "k.json"), str(tmp_path / "boot_id")
+    d = Detector(c, "node-0", itype("trn2.48xlarge"), cfg)
+    _follow(d, 2)
+    assert c.get_node("node-0").labels[L.HEALTH_STATUS] == L.HEALTH_SCHEDULABLE
+    recorded = d.metrics.findings.labels("neuron-hbm-uncorrectable-error", "neuron-hbm-uncorrectable", "none")
+    assert recorded._value.get() == 1
