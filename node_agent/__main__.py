@@ -92,6 +92,9 @@ def diagnose(path: str, nvidia_smi: str | None, dcgmi: str | None, all_reduce: s
             findings.extend(check(text))
         except (ValueError, KeyError) as e:
             fail(f"{option} {file}: {e}")
+    if engine.untimed:
+        click.echo(f"warning: {engine.untimed} kernel-log lines carry no time of their own (e.g. journalctl -o cat): "
+                   "they count in no repeat window (soft-lockup-repeated, block-io-error-repeated)", err=True)
     if as_json:
         for f in findings:
             click.echo(f.to_json())

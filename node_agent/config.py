@@ -55,6 +55,7 @@ class EfaConfig(_Section):
 class HostConfig(_Section):
     interval_seconds: float = Field(30.0, gt=0)
     proc_root: str = Field("/host/proc", description="the host's /proc inside the agent container")
+    sys_root: str = Field("/host/sys", description="the host's /sys inside the agent container (disk models)")
     mount_prefix: str = Field("/host", description="where the host's / is mounted in the agent container")
     watched_mounts: list[str] = ["/", "/var/lib/kubelet", "/var/lib/containerd", "/local"]
     full_threshold_pct: float = Field(95.0, gt=0, le=100)

@@ -41,6 +41,19 @@ IMDS = "http://169.254.169.254/latest"
 # Soft lockups: one is often load and a warning; this many within the window (log time) is soft-lockup-repeated.
 SOFT_LOCKUP_REPEAT = REPEATS["soft-lockup"].count
 SOFT_LOCKUP_WINDOW_S = REPEATS["soft-lockup"].window_s
+# Kernel-log rules of one accelerator vendor's driver act only on that vendor's instance types: on a Neuron node
+# any process with a device can write a kernel record (rules.NEURON_PRINTK), so an NVRM line there is not the
+# NVIDIA driver's, and a NEURON_HW_ERR line on a GPU node is nobody's.
+VENDOR_RULES = {Accelerator.NVIDIA: ("xid-", "sxid-", "gpu-"), Accelerator.NEURON: ("neuron-",)}
+
+
+def vendor_rule_fits(rule_id: str, accelerator: Accelerator) -> bool:
+    """False for a kernel-log rule of another accelerator vendor's driver than the node's."""
+    return all(accelerator is acc or not rule_id.startswith(p) for acc, p in VENDOR_RULES.items())
+
+
+# Disk faults that reboot the node when they hit its own disk (root, kubelet, containerd, local NVMe).
+VOLUME_RULES = frozenset({"nvme-controller-down", "block-io-error-repeated", "xfs-log-io-error", "fs-remount-ro"})
 
 
 def instance_type_from_imds(timeout: float = 1.0) -> str | None:
@@ -115,9 +128,27 @@ class Detector:
         """Classify one kernel log line (``ts``: its log time, seconds since boot); True when it made a finding."""
         self.metrics.kernel_lines.inc()
         f = self.engine.feed(line, ts, now=self.clock())
+        if f is not None and f.rule in VOLUME_RULES and f.device:
+            f = self._data_volume(f)
+        if f is not None and self.itype is not None and not vendor_rule_fits(f.rule, self.itype.accelerator):
+            log.warning("%s on a %s node is not that vendor's driver: ignored (%s)", f.rule,
+                        self.itype.accelerator.value, f.evidence[:200])
+            f = None
         if f:
             self.report([f])
         return f is not None
+
+    def _data_volume(self, f: Finding) -> Finding:
+        """A disk fault on a hot-attached EBS data volume is the workload's, not the node's: no node action."""
+        c = self.config.host
+        try:
+            system = host.system_block_devices((Path(c.proc_root) / "1" / "mounts").read_text(), c.watched_mounts)
+        except OSError as e:
+            log.warning("cannot read the host's mounts (%s): %s keeps its action", e, f.rule)
+            return f
+        if host.is_ebs_data_volume(f.device, system, Path(c.sys_root)):
+            return rule("ebs-data-volume-failed").finding(f.evidence, device=f.device, was=f.rule)
+        return f
 
     def _guard(self, check: str, fn: Callable[[], list[Finding]]) -> list[Finding]:
         """Run one check; an unexpected error is a finding, never the end of the agent."""

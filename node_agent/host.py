@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from openpod_core.facts.register import value
 from node_agent.findings import Finding
 from node_agent.rules import rule
 
@@ -90,3 +92,37 @@ def containerd_health(socket_path: str, timeout: float = 2.0) -> list[Finding]:
         return [rule("containerd-down").finding(f"connect {socket_path} failed: {e.strerror or e}")]
     finally:
         s.close()
+
+
+# EBS volumes appear as NVMe controllers whose model is "Amazon Elastic Block Store"; instance store disks as
+# "Amazon EC2 NVMe Instance Storage" (AWS EC2 User Guide, "Amazon EBS and NVMe": "The EBS volumes are exposed as
+# NVMe block devices"; `nvme id-ctrl` / sysfs model, checked 2026-11-28).
+EBS_MODEL = value("aws.ebs-nvme-model")
+_NVME = re.compile(r"(nvme\d+)(?:n\d+(?:p\d+)?)?$")
+
+
+def system_block_devices(mounts_text: str, watched: list[str]) -> set[str]:
+    """Base names of the block devices behind the watched mounts (/, kubelet, containerd, local NVMe) and their
+    NVMe controllers: a failing one of these is the node's own disk."""
+    out: set[str] = set()
+    for line in mounts_text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[1] in watched and parts[0].startswith("/dev/"):
+            name = parts[0].rsplit("/", 1)[-1]
+            out.add(name)
+            m = _NVME.match(name)
+            if m:
+                out.add(m.group(1))
+    return out
+
+
+def is_ebs_data_volume(device: str, system: set[str], sys_root: Path) -> bool:
+    """True for an EBS volume that backs none of the watched mounts (a hot-attached data volume)."""
+    m = _NVME.match(device)
+    if not m or m.group(1) in system or device in system:
+        return False
+    try:
+        model = (sys_root / "class" / "nvme" / m.group(1) / "model").read_text().strip()
+    except OSError:
+        return False
+    return model == EBS_MODEL

@@ -342,9 +342,11 @@ class KubeCluster:
                 config.load_incluster_config()
             except config.ConfigException:
                 config.load_kube_config()
+        from node_agent.kube_api import KubeApi
+
         self.client = client
-        self.core = client.CoreV1Api(api_client)
-        self.batch = client.BatchV1Api(self.core.api_client)
+        # CoreV1 / BatchV1 calls without the generated API classes (their import costs ~80 MB: kube_api.py)
+        self.core = self.batch = KubeApi(api_client if api_client is not None else client.ApiClient())
         self.api_client = self.core.api_client  # shared with the leader election (node_agent/leader.py)
         self.component = component
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Protocol
 
+from node_agent import logformat
+
 log = logging.getLogger("node_agent.logfollow")
 
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
@@ -149,6 +151,7 @@ class LogFollower:
         self.stop_event = threading.Event()
         self.kmsg = path == KMSG
         self.lost = 0          # records overwritten before they were read (counted from sequence numbers)
+        self.user_records = 0  # records user space wrote (facility other than kernel): skipped, never classified
         self.source = ""       # what is followed: kmsg | journald | file
 
     def stop(self) -> None:
@@ -207,6 +210,10 @@ class LogFollower:
                 expect = rec.seq + 1
                 if rec.seq <= done:
                     continue  # handled before a restart in this boot
+                if rec.prio >> 3 != 0:  # facility != LOG_KERN: written to /dev/kmsg from user space
+                    self.user_records += 1
+                    done = rec.seq
+                    continue
                 acted = self.on_line(rec.message, rec.ts_usec / 1e6)
                 done = rec.seq
                 if acted:
@@ -248,6 +255,12 @@ class LogFollower:
                     msg = bytes(b for b in msg if isinstance(b, int) and 0 <= b < 256).decode(errors="replace")
                 if not isinstance(msg, str):
                     continue
+                # journald keeps the kmsg facility (systemd src/journal/journald-kmsg.c dev_kmsg_record:
+                # SYSLOG_FACILITY=LOG_FAC(priority), _TRANSPORT=kernel for every /dev/kmsg record)
+                if str(entry.get("SYSLOG_FACILITY", "0")) != "0":
+                    self.user_records += 1
+                    cursor = entry.get("__CURSOR", cursor)
+                    continue
                 ts = entry.get("_SOURCE_MONOTONIC_TIMESTAMP") or entry.get("__MONOTONIC_TIMESTAMP")
                 acted = self.on_line(msg.split("\n", 1)[0], int(ts) / 1e6 if str(ts).isdigit() else None)
                 cursor = entry.get("__CURSOR", cursor)
@@ -286,7 +299,7 @@ class LogFollower:
             while not self.stop_event.is_set():
                 lines, buf = self._lines(f, buf)
                 for line in lines:
-                    self.on_line(kmsg_message(line), None)
+                    self.on_line(line, None)  # the engine takes each format's prefix off (node_agent.logformat)
                 if lines:
                     continue
                 try:
@@ -349,34 +362,10 @@ def _check_text(head: bytes) -> None:
 
 
 def _offline_line(raw: bytes) -> tuple[str, float | None]:
-    line = raw.decode(errors="replace").rstrip("\r")
-    r = parse_kmsg(line)
-    return (r.message, r.ts_usec / 1e6) if r else (line, None)
-
-
-_DMESG_TS = re.compile(r"\[\s*(\d+)\.(\d{1,9})\]")
-# Wall-clock prefixes of saved logs: ISO 8601 (journalctl -o short-iso, rsyslog RFC 3339) and the classic syslog
-# "Mmm dd HH:MM:SS" (no year: seconds within the year; a year's turn reads as time going back, a new window).
-_ISO_TS = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
-_SYSLOG_TS = re.compile(r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) (\d\d):(\d\d):(\d\d)\b")
-_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())}
+    """The line as written: the engine reads its format (a kmsg record's facility and time included)."""
+    return raw.decode(errors="replace").rstrip("\r"), None
 
 
 def log_seconds(line: str) -> float | None:
-    """The log time of a line, in seconds: a dmesg ``[ 1234.567890]`` prefix (seconds since boot), else a
-    leading ISO 8601 or syslog timestamp (seconds on the wall clock); None when the line carries none."""
-    m = _DMESG_TS.search(line, 0, 80)
-    if m:
-        return float(f"{m.group(1)}.{m.group(2)}")
-    m = _ISO_TS.match(line)
-    if m:
-        import calendar
-
-        y, mo, d, hh, mm, ss = (int(g) for g in m.groups()[:6])
-        frac = float(f"0.{m.group(7)}") if m.group(7) else 0.0
-        return calendar.timegm((y, mo, d, hh, mm, ss)) + frac
-    m = _SYSLOG_TS.match(line)
-    if m:
-        return (((_MONTHS[m.group(1)] * 31 + int(m.group(2))) * 24 + int(m.group(3))) * 60
-                + int(m.group(4))) * 60 + int(m.group(5))
-    return None
+    """The log time of a line in any supported format (node_agent.logformat), None when it carries none."""
+    return logformat.parse(line).ts

@@ -5,8 +5,9 @@ One row per rule: match -> fault -> severity -> action (none / reboot / replace)
 the verdict always comes from this table, and ``python -m infra docs`` renders
 it into ``docs/node-agent-rules.md`` so operators can audit it.
 
-Kernel-log rows carry a regular expression over one log line (any prefix:
-dmesg ``[  123.4]``, syslog or journald). Probe rows (NVML, Neuron tools, EFA
+Kernel-log rows carry a regular expression matched at the start of the kernel
+message, after the log format's prefix (node_agent/kernel_match.py,
+node_agent/logformat.py); a few are decided by code and say so. Probe rows (NVML, Neuron tools, EFA
 sysfs, host checks, deep health checks) are matched by the probe that names
 them; their ``match`` column says the condition in words.
 
@@ -27,6 +28,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from node_agent import printers
 from node_agent.findings import Action, Finding, Severity
 
 A, S = Action, Severity
@@ -34,6 +36,9 @@ A, S = Action, Severity
 XID_CATALOG = "NVIDIA Xid catalog (Ampere+)"
 SXID_CATALOG = "NVIDIA Fabric Manager SXid errors"
 NEURON_DRIVER = "AWS Neuron driver NEURON_HW_ERR (neuron problem detector)"
+NEURON_PRINTK = ("aws-neuron/aws-neuron-driver@fca19f7:neuron_cdev.c:2003-2022 ncdev_printk (printk(KERN_ERR "
+                 "\"%s\") of a user buffer), reached from ncdev_misc_ioctl (2608-2609) on a device opened write-only "
+                 "(50, 2647)")
 EFA_DRIVER = "Linux efa driver (efa_com.c admin queue)"
 KERNEL = "Linux kernel"
 TABLE = "openpod instance type table"
@@ -70,7 +75,7 @@ class Rule:
 # NVLink workflows / UNEXPECTED_ERR_REPORT_ISSUE -> reboot; a retirement (row-remap) failure -> replace.
 # The driver's formats (NVIDIA/open-gpu-kernel-modules src/nvidia/src/kernel/gpu/rc/kernel_rc.c): "NVRM: Xid
 # (PCI:%04x:%02x:%02x): %d, pid=%s, name=%s, %s", with " GPU-I:%02u" [" GPU-CI:%02u"] inside the parenthesis on MIG.
-_XID = "NVRM: Xid \\((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)(?: GPU-I:\\d+)?(?: GPU-CI:\\d+)?\\): {code},"
+XID_FORMAT = _XID = "NVRM: Xid \\((?:PCI:)?(?P<device>[0-9A-Fa-f:.]+)(?: GPU-I:\\d+)?(?: GPU-CI:\\d+)?\\): {code},"
 XID_CATALOG_FILE = Path(__file__).with_name("catalog") / "xids.csv"
 
 
@@ -133,10 +138,10 @@ def _add(*rules: Rule) -> None:
 # Xid 154 carries the driver's own verdict ("GPU recovery action changed ... (Node Reboot Required)").
 _add(
     Rule("xid-154-none", "kernel-log",
-         _XID.format(code=154) + r".*recovery action changed from .* to 0x0 \(None\)",
+         _XID.format(code=154) + r" GPU recovery action changed from 0x[0-9a-f]+ \([^)]*\) to 0x0 \(None\)\s*$",
          "gpu-recovery-action-cleared", S.INFO, A.NONE, XID_CATALOG, "driver cleared its recovery action"),
     Rule("xid-154", "kernel-log",
-         _XID.format(code=154) + r".*recovery action changed",
+         _XID.format(code=154) + r" GPU recovery action changed",
          "gpu-recovery-action-required", S.CRITICAL, A.REBOOT, XID_CATALOG,
          "driver asks for GPU reset / drain and reset / node reboot"),
 )
@@ -179,8 +184,11 @@ for _kind, _fault in (("SRAM_UNCORRECTABLE_ERROR", "neuron-sram-uncorrectable"),
                       ("HBM_UNCORRECTABLE_ERROR", "neuron-hbm-uncorrectable"),
                       ("DMA_ERROR", "neuron-dma-error")):
     _add(Rule(f"neuron-{_kind.lower().replace('_', '-')}", "kernel-log",
-              rf"NEURON_HW_ERR={_kind}\b(?:.*nd-id=(?P<device>\d+))?", _fault, S.CRITICAL, A.REPLACE, NEURON_DRIVER,
-              "driver reports action=TERMINATE_INSTANCE"))
+              rf"(?:\d{{4}}-\d\d-\d\dT[\d:.]+Z? )?NEURON_HW_ERR={_kind}\b(?:.*nd-id=(?P<device>\d+))?", _fault,
+              S.WARNING, A.NONE, NEURON_DRIVER + "; " + NEURON_PRINTK,
+              "a claim, recorded: the line says action=TERMINATE_INSTANCE, but user space writes it (the Neuron "
+              "runtime, through the driver's printk ioctl, which any process with the device can call); the "
+              "driver's sysfs ECC counters (neuron-*-ecc-uncorrected) and the deep check decide"))
 
 # ---------------------------------------------------------------- kernel log: EFA
 _BDF = r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]"
@@ -221,18 +229,42 @@ _add(Rule("ena-reset-failed", "kernel-log",
 # "failed to wait for GFW boot complete"; kern_fsp.c kfspPollForResponse "FSP command timed out" and FSP boot
 # (kfspWaitForSecureBoot); kernel_falcon "Timeout waiting for RISC-V to halt"; kernel_rc_watchdog.c "RC watchdog:
 # GPU is probably locked!". The GPU cannot be used until it is reset: a node reboot resets every GPU.
+# NV_PRINTF's prefix (src/nvidia/inc/libraries/utils/nvprintf.h NV_PRINTF_PREFIX "NVRM" + ": "), then the GPU
+# ("GPU%u " / "GPU %04x:%02x:%02x.%x: ") and the function: optional here, a copied line often lost them.
+_NV = r"(?:NVRM:? )?(?:GPU ?\d+:? |GPU [0-9a-fA-F:.]+: )?"
 GPU_INIT = "NVIDIA driver (open-gpu-kernel-modules osinit.c, kernel_gsp.c, kern_fsp.c, kernel_rc_watchdog.c)"
 _add(
     Rule("gpu-init-failed", "kernel-log",
          r"NVRM: (?:GPU (?P<device>[0-9a-fA-F:.]+): )?RmInitAdapter failed!"
-         r"|RmInitAdapter: Cannot initialize GSP firmware RM|_kgspBootGspRm: (?:unexpected WPR2 already up"
-         r"|\(the GPU is likely in a bad state)|failed to wait for GFW[_ ]BOOT|kfspWaitForSecureBoot\w*: .*(?:fail|timed? ?out)",
+         r"|" + _NV + r"kfspWaitForSecureBoot\w*: .*(?:fail|timed? ?out)"
+         r"|" + _NV + r"(?:\w+:? )?(?:Assertion failed: )?(?:Cannot initialize GSP firmware RM"
+         r"|unexpected WPR2 already up|\(the GPU is likely in a bad state|failed to wait for GFW[_ ]BOOT"
+         r"|failed to wait for GFW boot complete|\*\*\* Cannot attach gpu|osInitNvMapping failed|Failed to boot GSP"
+         r"|GSP-FMC reported an error (?:while attempting to boot GSP|prior to SPDM boot)"
+         r"|Timeout waiting for lockdown release|Timed out waiting for GSP falcon reset to (?:de)?assert"
+         r"|failed to execute Booter Load|GspMsgQueueInit failed|init RPC infrastructure failed"
+         r"|\w+ failed, bailing out of RmInitAdapter|FSP boot command failed"
+         r"|Timeout waiting for SEC2-RTOS to resume GSP-RM|failed to extract VBIOS image from ROM"
+         r"|failed to parse FWSEC ucode from VBIOS image|Error preparing (?:GSP-RM|boot binary) image)",
          "gpu-init-failed", S.CRITICAL, A.REBOOT, GPU_INIT,
          "the driver could not bring the GPU up (firmware, GSP or VBIOS boot); repeated -> replacement"),
+    # nvstatuscodes.h NV_STATUS_CODE(NV_ERR_RESET_REQUIRED, 0x00000062, "Reset required"); nvassert.c
+    # nvAssertOkFailedNoLog / nvCheckOkFailedNoLog "Assertion failed: %s (0x%08X) returned from ..." ("Check
+    # failed: ...") with nvstatusToString's "Reset required [NV_ERR_RESET_REQUIRED]". Only these printers: an NVRM
+    # line can carry user text (osapi.c "NVRM: API mismatch: the client has the version %s", the client's own
+    # version string), so the status named anywhere in a line is not the driver's verdict.
+    Rule("gpu-reset-required-status", "kernel-log",
+         _NV + r"(?:\w+:? )?(?:Assertion|Check) failed: Reset required \[NV_ERR_RESET_REQUIRED\] \(0x0*62\)",
+         "gpu-reset-required", S.CRITICAL, A.REBOOT, GPU_INIT + "; kernel-open/common/inc/nvstatuscodes.h",
+         "the driver's own status: the GPU needs a reset (a node reboot resets every GPU)"),
     Rule("gpu-firmware-timeout", "kernel-log",
-         r"_kgspRpcRecvPoll: (?:GSP RM|LibOS) heartbeat timed out|_kgspIsHeartbeatTimedOut: Heartbeat timed out"
-         r"|Timeout waiting for RPC from GSP|kfspPollForResponse\w*: FSP command timed out"
-         r"|Timeout waiting for RISC-V to halt|RC watchdog: GPU is probably locked",
+         _NV + r"(?:_kgspRpcRecvPoll: (?:GSP RM|LibOS) heartbeat timed out"
+         r"|_kgspIsHeartbeatTimedOut: Heartbeat timed out"
+         r"|(?:\w+: )?Timeout waiting for RPC from GSP|\w+: FSP command timed out"
+         r"|\w+: Timeout waiting for RISC-V to halt|\w+: RC watchdog: GPU is probably locked"
+         r"|(?:\w+:? )?\*+ GSP Timeout \*+|\w+: Assertion failed: Back to back GSP RPC timeout detected"
+         r"|Rate limiting GSP RPC error prints for GPU at PCI:[0-9a-f:]+ \(printing 1 of every \d+\)\.  The GPU likely "
+         r"needs to be reset)",
          "gpu-firmware-timeout", S.CRITICAL, A.REBOOT, GPU_INIT,
          "the GPU's GSP/FSP firmware or engines stopped answering; the driver asks for a reset"),
 )
@@ -258,22 +290,64 @@ PCI_ERR = ("Linux drivers/pci/pcie/err.c pcie_do_recovery / report_error_detecte
            "recovery of the whole hierarchy below the port fails")
 _add(
     Rule("pcie-aer-fatal", "kernel-log",
-         _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=" + _AER_SEV.format(sev="Fatal") +
+         r"\S+ " + _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=" + _AER_SEV.format(sev="Fatal") +
          r"|(?:Multiple )?" + _AER_SEV.format(sev="Fatal") + r" error (?:message )?received)",
          "pcie-uncorrectable-fatal", S.CRITICAL, A.REBOOT, KERNEL + " PCIe AER (drivers/pci/pcie/aer.c)",
          "the link is reset by the kernel; the device behind it is not trusted until a reboot"),
     Rule("pcie-aer-recovery-failed", "kernel-log",
-         _AER_DEV + r": (?:AER: )?(?:[Dd]evice recovery failed|can't recover \(no error_detected callback\))"
+         r"\S+ " + _AER_DEV + r": (?:AER: )?(?:[Dd]evice recovery failed|can't recover \(no error_detected callback\))"
          r"|zpci: (?P<xdev>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]): Automatic recovery failed",
          "pcie-recovery-failed", S.CRITICAL, A.REBOOT, PCI_ERR + "; s390 arch/s390/pci/pci_event.c",
          "the kernel could not recover the device (both capitalisations; a driver without AER callbacks)"),
     Rule("pcie-aer-nonfatal", "kernel-log",
-         _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=" + _AER_SEV.format(sev="Non-Fatal") +
+         r"\S+ " + _AER_DEV + r": (?:AER: )?(?:PCIe Bus Error: severity=" + _AER_SEV.format(sev="Non-Fatal") +
          r"|(?:Multiple )?" + _AER_SEV.format(sev="Non-Fatal") + r" error (?:message )?received)",
          "pcie-uncorrectable-nonfatal", S.WARNING, A.NONE, KERNEL + " PCIe AER",
          "the driver recovers it; a failed recovery is pcie-aer-recovery-failed"),
-    Rule("hard-lockup", "kernel-log", r"Watchdog detected hard LOCKUP on cpu (?P<device>\d+)",
+    Rule("hard-lockup", "kernel-log",
+         r"(?:(?:NMI )?watchdog: )?(?:CPU\d+: )?Watchdog detected hard LOCKUP on cpu (?P<device>\d+)",
          "cpu-hard-lockup", S.CRITICAL, A.REBOOT, KERNEL + " watchdog", "a CPU stopped taking interrupts"),
+    # x86 machine checks (arch/x86/kernel/cpu/mce/core.c, pr_fmt "mce: ", HW_ERR "[Hardware Error]: "): mce_panic
+    # prints HW_ERR "Machine check: %s" (mce/severity.c reasons, e.g. "Processor context corrupt"), then panics
+    # ("Fatal machine check", ...); ghes.c __ghes_panic "Fatal hardware error!". Fatal -> replace (docs/node-agent.md).
+    Rule("mce-fatal", "kernel-log",
+         r"mce: \[Hardware Error\]: Machine check: |Kernel panic - not syncing: (?:Fatal (?:local )?machine check"
+         r"|Machine check from unknown source|Fatal hardware error!|Timeout: Not all CPUs entered broadcast exception)",
+         "host-hardware-fatal", S.CRITICAL, A.REPLACE, KERNEL + " (arch/x86/kernel/cpu/mce/core.c mce_panic, "
+         "drivers/acpi/apei/ghes.c __ghes_panic)", "a fatal machine check or platform error: the host panicked"),
+    # __print_mce: HW_ERR "CPU %d: Machine Check%s: %Lx Bank %d: %016Lx" (" Exception" when MCG_STATUS.MCIP), the
+    # last number is IA32_MCi_STATUS: decoded by kernel_match.mce_status_rule (UC bit 61, PCC bit 57; Intel SDM
+    # vol. 3B 16.3.2.2, arch/x86/include/asm/mce.h MCI_STATUS_UC / MCI_STATUS_PCC).
+    Rule("mce-uncorrected-fatal", "kernel-log",
+         "mce bank line whose MCi_STATUS has UC and PCC (processor context corrupt)", "host-hardware-fatal",
+         S.CRITICAL, A.REPLACE, KERNEL + " (mce/core.c __print_mce; Intel SDM 3B MCi_STATUS.PCC)",
+         "the processor context is corrupt: the kernel panics (mce/severity.c 'Processor context corrupt')"),
+    Rule("mce-uncorrected", "kernel-log", "mce bank line whose MCi_STATUS has UC without PCC",
+         "host-hardware-uncorrected", S.CRITICAL, A.REPLACE, KERNEL + " (mce/core.c __print_mce; Intel SDM 3B "
+         "MCi_STATUS.UC)", "an uncorrected (recoverable) machine check: the hardware has a failing part"),
+    Rule("mce-corrected", "kernel-log", "mce bank line whose MCi_STATUS has no UC", "host-hardware-corrected",
+         S.INFO, A.NONE, KERNEL + " (mce/core.c __print_mce; Intel SDM 3B MCi_STATUS.UC)", "corrected by hardware"),
+    # GHES / BERT CPER records (drivers/firmware/efi/cper.c, ghes.c, bert.c; catalog rows cper-*): a fatal event
+    # panicked the host (BERT reports it after the reboot) -> replace; a recoverable one is classed by its section
+    # type in node_agent.kernel_engine: memory -> replace, processor -> reboot, PCIe -> none (AER recovery follows).
+    Rule("cper-fatal", "kernel-log",
+         r"(?:\{\d+\})?\[Hardware Error\]: +(?:event severity: fatal\b|Error \d+, type: fatal\b)",
+         "host-hardware-fatal", S.CRITICAL, A.REPLACE, KERNEL + " (drivers/firmware/efi/cper.c, ghes.c, bert.c)",
+         "a fatal platform error: the firmware could not contain it; the host panicked"),
+    Rule("cper-multibit-ecc", "kernel-log",
+         r"(?:\{\d+\})?\[Hardware Error\]: +error_type: \d+, multi-(?:bit|symbol ChipKill) ECC",
+         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (drivers/firmware/efi/cper.c "
+         "cper_mem_err_type_strs)", "a memory section's multi-bit ECC error seen without its record's severity"),
+    Rule("cper-memory-uncorrected", "kernel-log", "CPER record, severity recoverable, section_type: memory error",
+         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (drivers/firmware/efi/cper.c)",
+         "an uncorrected DRAM error the firmware contained"),
+    Rule("cper-processor-uncorrected", "kernel-log",
+         "CPER record, severity recoverable, section_type: general / ARM / IA32/X64 processor error",
+         "host-processor-uncorrected", S.CRITICAL, A.REBOOT, KERNEL + " (drivers/firmware/efi/cper.c)",
+         "contained by the firmware; a reboot resets the CPU state, recurrence escalates to replacement"),
+    Rule("cper-pcie-uncorrected", "kernel-log", "CPER record, severity recoverable, section_type: PCIe error",
+         "pcie-uncorrected-contained", S.WARNING, A.NONE, KERNEL + " (drivers/firmware/efi/cper.c; ghes.c "
+         "ghes_handle_aer hands it to AER recovery)", "AER recovery follows; its failure is acted on"),
     Rule("kernel-panic", "kernel-log", r"Kernel panic - not syncing: ", "kernel-panic", S.CRITICAL, A.REBOOT,
          KERNEL, "read from the log after kdump/pstore or a netconsole"),
     # Every x86 die() header is "<what>: <error code, %04lx> [#<n>]" (arch/x86/kernel/dumpstack.c __die_header:
@@ -282,7 +356,7 @@ _add(
     # arm and arm64 "Internal error: <what>: <code> [#<n>]" (arch/arm64/kernel/traps.c die()),
     # "kernel tried to execute NX-protected page" (arch/x86/mm/fault.c show_fault_oops).
     Rule("kernel-oops", "kernel-log",
-         r": [0-9a-f]{4} \[#\d+\]|\bOops: [^\[]*\[#\d+\]|BUG: kernel NULL pointer dereference"
+         r"(?:Oops: )?[\w ,.-]+: [0-9a-f]{4} \[#\d+\]|Oops: [^\[]*\[#\d+\]|BUG: kernel NULL pointer dereference"
          r"|BUG: unable to handle (?:kernel |page fault)|kernel BUG at \S+!"
          r"|\bInternal error: [\w ]+:|kernel tried to execute NX-protected page",
          "kernel-oops", S.CRITICAL, A.REBOOT, KERNEL + " die() headers (arch/x86/kernel/dumpstack.c, "
@@ -292,12 +366,13 @@ _add(
     # CONFIG_RCU_CPU_STALL_TIMEOUT (21 s by default), no grace period ends, freed memory is not reclaimed
     # ("Unless rcu_sched kthread gets sufficient CPU time, OOM is now expected behavior").
     Rule("rcu-stall", "kernel-log",
-         r"INFO: rcu_\w+ (?:self-detected stall on CPU|detected stalls? on CPU)"
+         r"(?:rcu: )?INFO: rcu_\w+ (?:self-detected stall on CPU|detected stalls? on CPU)"
          r"|INFO: rcu_\w+_state detected stalls? on CPU",
          "cpu-rcu-stall", S.CRITICAL, A.REBOOT, KERNEL + " RCU (kernel/rcu/tree_stall.h, stallwarn.rst)",
          "a CPU stuck in the kernel for 21 s or more; reclaim stops behind it"),
     Rule("block-io-error", "kernel-log",
-         r"(?:I/O|critical medium|critical target) error, dev (?P<device>nvme\d+n\d+|xvd[a-z]+|sd[a-z]+),"
+         r"(?:blk_update_request: )?(?:I/O|critical medium|critical target) error, "
+         r"dev (?P<device>nvme\d+n\d+|xvd[a-z]+|sd[a-z]+),"
          r"|Buffer I/O error on dev(?:ice)? (?P<xdev>nvme\d+n\d+(?:p\d+)?|xvd[a-z]+\d*),",
          "block-io-error", S.WARNING, A.NONE, KERNEL + " block layer",
          "one failed request is often transient (a path failover, a detached volume); repeated errors on the "
@@ -314,24 +389,19 @@ _add(
     # CSTS.CFS (controller fatal status) is set or the register reads all ones (0xffffffff: the device is gone
     # from PCIe); nvme_remove_dead_ctrl: "Removing after probe failure status: %d".
     Rule("nvme-controller-down", "kernel-log",
-         r"(?P<device>nvme\d+): (?:controller is down; will reset: CSTS=0x[0-9a-f]+"
+         r"(?:nvme )?(?P<device>nvme\d+): (?:controller is down; will reset: CSTS=0x[0-9a-f]+"
          r"|Removing after probe failure status: -?\d+)",
          "nvme-controller-down", S.CRITICAL, A.REBOOT, KERNEL + " NVMe (drivers/nvme/host/pci.c); NVMe base "
          "specification 'Controller Fatal Status Condition': host software should reset the controller",
          "the root EBS volume or a local NVMe disk stopped answering; repeated after a reboot -> replacement"),
-    # Host memory: memory_failure() (mm/memory-failure.c, pr_fmt "Memory failure: ", action_result
-    # "%#lx: recovery action for %s: %s"; before 4.x "MCE %#lx: ..."): a page of DRAM had an uncorrectable error
-    # (soft offline of corrected errors is "Memory failure: soft offline: ...", not matched). GHES/BERT CPER
-    # records (drivers/firmware/efi/cper.c cper_print_*: "event severity: %s", "Error %d, type: %s",
-    # cper_mem_err_type_strs "multi-bit ECC"): fatal and recoverable errors, also those the firmware kept from
-    # the previous boot ("BERT: Error records from previous boot:", drivers/acpi/apei/bert.c).
+    # Host memory: memory_failure() (mm/memory-failure.c, pr_fmt "Memory failure: "; before 4.x "MCE %#lx: ..."):
+    # a DRAM page had an uncorrectable error; its printers are catalog rows mf-*. Soft offline of corrected pages
+    # and root's hwpoison injection ("Injecting memory failure ...") are not faults.
     Rule("memory-failure", "kernel-log",
-         r"(?:Memory failure: |\bMCE )0x[0-9a-f]+: (?:recovery action for|unhandlable page|[\w -]*page)"
-         r"|\[Hardware Error\]: +(?:event severity: (?:fatal|recoverable)\b|Error \d+, type: (?:fatal|recoverable)\b"
-         r"|error_type: \d+, multi-(?:bit|symbol ChipKill) ECC)",
-         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (mm/memory-failure.c, "
-         "drivers/firmware/efi/cper.c, drivers/acpi/apei/ghes.c and bert.c)",
-         "uncorrectable or fatal platform hardware error; the same fault as memory-uncorrectable"),
+         r"(?:Memory failure: |MCE )0x[0-9a-f]+: (?:recovery action for|unhandlable page|already hardware poisoned"
+         r"|Sending SIGBUS to .* due to hardware memory corruption|memory outside kernel control|[\w -]*page)",
+         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (mm/memory-failure.c)",
+         "memory_failure() ran: a DRAM page had an uncorrectable error (recovered or not, the DIMM is failing)"),
     Rule("fs-remount-ro", "kernel-log",
          r"(?:EXT4-fs \((?P<device>[\w/.-]+)\): Remounting filesystem read-only"
          r"|XFS \((?P<xdev>[\w/.-]+)\): (?:.*Shutting down filesystem|Filesystem has been shut down due to))",
@@ -346,9 +416,10 @@ _add(
     Rule("oom-kill", "kernel-log", r"Out of memory: Killed process \d+ \((?P<device>[^)]*)\)",
          "oom-kill", S.WARNING, A.NONE, KERNEL, "an application exceeded memory; kubelet handles it"),
     Rule("memory-uncorrectable", "kernel-log",
-         r"EDAC MC(?P<device>\d+): \d+ UE |mce: \[Hardware Error\]:.*[Uu]ncorrected"
-         r"|Uncorrected hardware memory error in user-access",
-         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL, "uncorrectable host DRAM error"),
+         r"EDAC MC(?P<device>\d+): \d+ UE |(?:mce: )?(?:Uncorrected hardware memory error in user-access"
+         r"|Memory error not recovered)",
+         "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (drivers/edac/edac_mc.c, "
+         "arch/x86/kernel/cpu/mce/core.c kill_me_maybe / do_machine_check)", "uncorrectable host DRAM error"),
     Rule("nvme-timeout", "kernel-log", r"nvme (?P<device>nvme\d+): I/O \d+ QID \d+ timeout",
          "nvme-timeout", S.WARNING, A.NONE, KERNEL),
 )
@@ -432,6 +503,11 @@ _add(
          "block-io-error on the same device 10 times within 600 s of log time (REPEATS)",
          "block-io-error-repeated", S.CRITICAL, A.REBOOT, KERNEL + " block layer",
          "root EBS volume or local NVMe that keeps failing I/O; repeated after a reboot -> replacement"),
+    Rule("ebs-data-volume-failed", "kernel-log-volume",
+         "nvme-controller-down, block-io-error-repeated, xfs-log-io-error or fs-remount-ro on an EBS volume that "
+         "backs none of the watched mounts (sysfs model 'Amazon Elastic Block Store')", "ebs-data-volume-failed",
+         S.WARNING, A.NONE, KERNEL + "; AWS EC2 User Guide 'Amazon EBS and NVMe' (model string)",
+         "a hot-attached data volume is the workload's: the node itself is fine, rebooting it would not help"),
     # The agent itself.
     Rule("config-invalid", "agent", "a config section fails validation", "agent-config-invalid",
          S.WARNING, A.NONE, "openpod node agent", "that check is disabled with a message; the others run"),
@@ -468,48 +544,6 @@ RULES: dict[str, Rule] = {r.id: r for r in _RULES}
 assert len(RULES) == len(_RULES), "duplicate rule id"
 
 KERNEL_RULES: tuple[Rule, ...] = tuple(r for r in _RULES if r.probe == "kernel-log")
-# Catalog Xid rows are dispatched by code (one regex, one dict lookup) instead of tried one by one.
-_XID_BY_CODE: dict[str, Rule] = {
-    r.id[4:]: r for r in KERNEL_RULES if r.id.startswith("xid-") and r.id[4:].isdigit() and r.id != "xid-154"}
-_XID_ANY = re.compile(_XID.format(code=r"(?P<code>\d+)"))
-_SXID_BY_CODE: dict[str, Rule] = {r.id[5:]: r for r in KERNEL_RULES if r.id.startswith("sxid-") and r.id[5:].isdigit()}
-_SXID_ANY = re.compile(r"nvidia-nvswitch\d+: SXid \(PCI:(?P<device>[0-9A-Fa-f:.]+)\): (?P<code>\d+), (?!Severity|Non-fatal)")
-_NVLINK5_NONFATAL = (RULES["xid-nvlink5-nonfatal"], re.compile(RULES["xid-nvlink5-nonfatal"].match))
-_BY_CODE = set(_XID_BY_CODE.values()) | set(_SXID_BY_CODE.values()) | {_NVLINK5_NONFATAL[0]}
-_COMPILED: tuple[tuple[Rule, re.Pattern], ...] = tuple(
-    (r, re.compile(r.match)) for r in KERNEL_RULES if r not in _BY_CODE)
-# Cheap substring gate: a line that contains none of these cannot match any kernel rule.
-_GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |ena |EXT4-fs|XFS \(|soft lockup|blocked for more than"
-                   r"|Out of memory|EDAC MC|Hardware Error|QID|controller is down|probe failure|fallen off the bus"
-                   r"|AER|PCIe Bus Error|zpci|LOCKUP|Kernel panic|Oops|BUG|I/O error|error, dev |memory error|\[#\d"
-                   r"|Internal error: |NX-protected|detected stall|Memory failure|MCE 0x|RmInit|GSP|kgspBootGspRm"
-                   r"|GFW|kfsp|FSP|eartbeat|RISC-V|RC watchdog")
-
-
-def match_kernel_line(line: str) -> Finding | None:
-    """Classify one kernel log line: the first matching rule wins (None if no rule matches)."""
-    if not _GATE.search(line):
-        return None
-    if "NVRM: Xid" in line:
-        m = _NVLINK5_NONFATAL[1].search(line) if " Nonfatal " in line else None
-        if m:
-            return _NVLINK5_NONFATAL[0].finding(line, device=m.group("device"), code=m.group("code"))
-        m = _XID_ANY.search(line)
-        if m and m.group("code") in _XID_BY_CODE:  # 154 is not in it: its rules below read the driver's verdict
-            return _XID_BY_CODE[m.group("code")].finding(line, device=m.group("device"))
-    elif "SXid" in line:
-        m = _SXID_ANY.search(line)
-        if m and m.group("code") in _SXID_BY_CODE:
-            return _SXID_BY_CODE[m.group("code")].finding(line, device=m.group("device"))
-    for rule, pattern in _COMPILED:
-        m = pattern.search(line)
-        if m:
-            groups = {k: v for k, v in m.groupdict().items() if v}
-            device = groups.pop("device", "") or groups.pop("xdev", "")
-            return rule.finding(line, device=device, **groups)
-    return None
-
-
 def rule(rule_id: str) -> Rule:
     return RULES[rule_id]
 
@@ -540,11 +574,27 @@ def rules_markdown() -> str:
         "A line on which the driver prints `Non-fatal` is `sxid-nonfatal`; an unknown code's `Fatal` line is "
         "`sxid-fatal`.",
         "",
-        "| rule | probe | match | fault | severity | action | source | note |",
-        "|---|---|---|---|---|---|---|---|",
+        "Kernel-log rows match anchored at the start of the message, after the log format's own prefix "
+        "(`node_agent/logformat.py`); records user space wrote and records whose text a user process shapes "
+        "(segfault, trap and audit reports) match no row. The `printers` column names the rows of the printer "
+        "catalog (`node_agent/catalog/printers.csv`, table below) that the rule classifies.",
+        "",
+        "| rule | probe | match | fault | severity | action | source | note | printers |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in _RULES:
         match = r.match.replace("|", "\\|")
+        rows = ", ".join(printers.rows_of(r.id))
         out.append(f"| `{r.id}` | {r.probe} | `{match}` | {r.fault} | {r.severity.value} | **{r.action.value}** "
-                   f"| {r.source} | {r.note} |")
+                   f"| {r.source} | {r.note} | {rows} |")
+    out += ["", "## Printer catalog", "",
+            "Generated from `node_agent/catalog/printers.csv`. Each row is one printer read from its source "
+            "(NVIDIA rows at the driver tags named; Linux rows by path and function). `user text`: what of the "
+            "line a user process can choose; `rule` `-`: no rule may act on it.", "",
+            "| id | subsystem | format | source | class | action | why | user text | rule |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for p in printers.PRINTERS:
+        fmt = p.format.replace("|", "\\|")
+        out.append(f"| `{p.id}` | {p.subsystem} | `{fmt}` | {p.source} | {p.fault_class} | {p.action} | {p.why} "
+                   f"| {p.user_text} | {p.rule} |")
     return "\n".join(out) + "\n"

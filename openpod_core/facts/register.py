@@ -9,6 +9,7 @@ from openpod_core.facts import (
     device_plugins,
     eks_addons,
     instances,
+    kernel_log,
     lifecycle,
     network_boundary,
     observability,
@@ -22,7 +23,7 @@ from openpod_core.facts import (
 from openpod_core.facts.record import Fact
 
 TABLES = (training_image, instances, eks_addons, device_plugins, capacity, updates, scheduling, references,
-          observability, trust, network_boundary, remediation_iam, lifecycle, admission)
+          observability, trust, network_boundary, remediation_iam, lifecycle, admission, kernel_log)
 FACTS: tuple[Fact, ...] = tuple(f for table in TABLES for f in table.FACTS)
 
 _BY_KEY = {f.key: f for f in FACTS}

@@ -139,3 +139,19 @@ def test_diagnose_repeat_windows_on_syslog_and_iso_timestamps(tmp_path):
     rules = lambda p: [json.loads(x)["rule"] for x in diagnose_in_process(str(p), "--json").output.splitlines()]  # noqa: E731
     assert rules(tmp_path / "messages")[-1] == "soft-lockup-repeated"
     assert rules(tmp_path / "iso.log") == ["soft-lockup"] * 3
+
+
+def test_diagnose_on_a_log_without_time_warns_once_and_compresses_no_window(tmp_path):
+    """`journalctl -o cat` lines carry no time: the old engine put them all at one instant, so three soft lockups
+    hours apart made soft-lockup-repeated (reboot). Now: one warning line, no repeated rule; dmesg -T has time."""
+    lockup = "watchdog: BUG: soft lockup - CPU#3 stuck for 22s! [python3:4121]"
+    (tmp_path / "cat.log").write_text(f"{lockup}\n" * 3)
+    r = run("diagnose", str(tmp_path / "cat.log"), "--json")
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x)["rule"] for x in r.stdout.splitlines()] == ["soft-lockup"] * 3
+    warnings = [x for x in r.stderr.splitlines() if x.startswith("warning:")]
+    assert len(warnings) == 1 and "3 kernel-log lines carry no time" in warnings[0]
+    human = "".join(f"[Sat Nov 28 0{i}:00:00 2026] {lockup}\n" for i in range(3))  # dmesg -T: 3 in 2 hours
+    (tmp_path / "t.log").write_text(human)
+    r = run("diagnose", str(tmp_path / "t.log"), "--json")
+    assert [json.loads(x)["rule"] for x in r.stdout.splitlines()] == ["soft-lockup"] * 3 and "warning" not in r.stderr

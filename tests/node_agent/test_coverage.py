@@ -9,7 +9,8 @@ from node_agent.config import load_agent_config
 from node_agent.detector import Detector
 from node_agent.kube import InMemoryCluster, Node
 from node_agent.kernel_engine import KernelLogEngine
-from node_agent.rules import REPEATS, RULES, SXID_ENTRIES, XID_ENTRIES, match_kernel_line, rule
+from node_agent.kernel_match import match_kernel_line
+from node_agent.rules import REPEATS, RULES, SXID_ENTRIES, XID_ENTRIES, rule
 from tests.node_agent.conftest import FIXTURES, fixture_text, materialize_sysfs
 from tests.node_agent.test_deep_check import Replay
 from tests.node_agent.test_xid_catalog import xid_line
@@ -20,7 +21,8 @@ P5, TRN2 = get("p5.48xlarge"), get("trn2.48xlarge")
 def test_every_rule_is_exercised(tmp_path):
     seen = set()
     for p in (FIXTURES / "kernel").glob("*.log"):
-        seen |= {f.rule for f in map(match_kernel_line, p.read_text().splitlines()) if f}
+        fed = KernelLogEngine()  # CPER records span lines
+        seen |= {f.rule for f in map(fed.feed, p.read_text().splitlines()) if f}
     q = gpu.parse_recorded(fixture_text("nvidia", "nvidia-smi-q-h100-faulty.txt"))
     seen |= {f.rule for f in gpu.check_gpus(q, P5)}
     base = lambda: gpu.parse_recorded(fixture_text("nvidia", "query-gpu-healthy.csv"))  # noqa: E731
@@ -68,6 +70,12 @@ def test_every_rule_is_exercised(tmp_path):
     for name in ("soft-lockup", "block-io-error"):
         line = next(x for x in fixture_text("kernel", f"{name}.log").splitlines() if match_kernel_line(x))
         seen |= {engine.feed(line).rule for _ in range(REPEATS[name].count)}
+    # A hot-attached EBS data volume's disk fault (the detector reads the host's mounts and disk models).
+    from tests.node_agent.test_host_rules import _host_tree
+
+    vol = Detector(c, "g", P5, config=_host_tree(tmp_path / "vol"))
+    vol.on_kernel_line("nvme nvme1: Removing after probe failure status: -19", 1.0)
+    seen |= {labels[0] for labels in vol.metrics.findings._metrics}
     # Bad configuration.
     (tmp_path / "bad.yaml").write_text("gpu: {interval_seconds: 0}\n")
     _, problems = load_agent_config(tmp_path / "bad.yaml")

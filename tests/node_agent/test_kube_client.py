@@ -141,3 +141,18 @@ def test_a_patch_with_a_resource_version_is_a_precondition(kube):
         kube.patch_node("n1", labels={"a": "b"}, resource_version="stale")
     kube.patch_node("n1", labels={"a": "b"})
     assert "resourceVersion" not in Api.requests[-1][3]["metadata"]  # callers that merge their own keys only
+
+
+def test_the_boundary_does_not_load_the_generated_core_api():
+    """kubernetes.client.CoreV1Api's generated module costs ~80 MB of resident memory (node_agent/kube_api.py);
+    the old boundary imported it and put the detector over its 100 MB target (137 MB measured)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; from kubernetes import client; from node_agent.kube import KubeCluster; "
+            "KubeCluster(client.ApiClient()); "
+            "print(sorted(m for m in sys.modules if m.startswith('kubernetes.client.api.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2]).stdout
+    assert "core_v1_api" not in out and "batch_v1_api" not in out, out

@@ -241,3 +241,45 @@ def test_journalctl_that_exits_is_an_error_with_its_message(tmp_path):
                               journalctl=(sys.executable, str(script)))
     with pytest.raises(OSError, match="journalctl exited 1: No journal files were found"):
         f.run()
+
+
+def test_journald_entries_user_space_wrote_to_kmsg_are_skipped(tmp_path):
+    """journald keeps a /dev/kmsg record's facility (systemd journald-kmsg.c: SYSLOG_FACILITY=LOG_FAC(priority),
+    _TRANSPORT=kernel for all): an entry written from user space (facility 1, LOG_USER) never reaches the rules."""
+    entries = tmp_path / "journal.jsonl"
+    rows = [{"__CURSOR": "s=1;i=0", "MESSAGE": XID79, "SYSLOG_FACILITY": "1", "_TRANSPORT": "kernel",
+             "_SOURCE_MONOTONIC_TIMESTAMP": "1000000"},
+            {"__CURSOR": "s=1;i=1", "MESSAGE": NOISE, "SYSLOG_FACILITY": "0", "_TRANSPORT": "kernel",
+             "_SOURCE_MONOTONIC_TIMESTAMP": "2000000"}]
+    entries.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    script = tmp_path / "journalctl.py"
+    script.write_text(FAKE_JOURNALCTL)
+    seen = []
+    f = logfollow.LogFollower("journald", lambda m, ts: seen.append(m), poll_seconds=0.01,
+                              boot_id_path=str(_boot_id(tmp_path)), journalctl=(sys.executable, str(script),
+                                                                                str(entries)))
+    t = threading.Thread(target=f.run)
+    t.start()
+    deadline = time.monotonic() + 10
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    f.stop()
+    t.join(10)
+    assert seen == [NOISE] and f.user_records == 1
+
+
+def test_kmsg_records_user_space_wrote_are_skipped_and_counted(tmp_path, monkeypatch):
+    kmsg = KmsgStandin()
+    KmsgStandin.install(kmsg, monkeypatch, logfollow)
+    kmsg.printk(XID79, ts_usec=1_000_000, prio=12)     # <12>: LOG_USER, as devkmsg_write forces
+    kmsg.printk(XID79, ts_usec=1_000_001, prio=3)      # the kernel's own
+    c, d = detector(tmp_path)
+    t = d.start_follower()
+    d.follower.poll = 0.01
+    deadline = time.monotonic() + 10
+    while d.metrics.kernel_lines._value.get() < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    d.follower.stop()
+    t.join(5)
+    assert d.follower.user_records == 1 and d.metrics.kernel_lines._value.get() == 1
+    assert json.loads((tmp_path / "kernel-log.json").read_text())["seq"] == 1

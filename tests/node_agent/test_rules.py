@@ -7,7 +7,10 @@ import re
 import pytest
 
 from node_agent.findings import Action
-from node_agent.rules import KERNEL_RULES, RULES, SXID_ENTRIES, XID_ENTRIES, match_kernel_line, rules_markdown
+from node_agent.kernel_engine import KernelLogEngine
+from node_agent.printers import PRINTERS
+from node_agent.kernel_match import match_kernel_line
+from node_agent.rules import KERNEL_RULES, RULES, SXID_ENTRIES, XID_ENTRIES, rules_markdown
 from tests.node_agent.conftest import FIXTURES
 
 KERNEL_FIXTURES = sorted((FIXTURES / "kernel").glob("*.log"))
@@ -15,7 +18,8 @@ KERNEL_FIXTURES = sorted((FIXTURES / "kernel").glob("*.log"))
 
 def findings_of(path):
     lines = [line for line in path.read_text().splitlines() if not line.startswith("#")]  # "#": the format's source
-    return [f for f in (match_kernel_line(line) for line in lines) if f]
+    engine = KernelLogEngine()  # the live engine: CPER records span lines
+    return [f for f in (engine.feed(line) for line in lines) if f]
 
 
 def test_every_kernel_rule_has_a_fixture_and_no_stray_fixtures():
@@ -117,7 +121,9 @@ def test_table_is_complete_and_auditable():
     md = rules_markdown()
     for rid in RULES:
         assert f"`{rid}`" in md
-    assert md.count("\n| `") == len(RULES)
+    rules_part, catalog_part = md.split("## Printer catalog")
+    assert rules_part.count("\n| `") == len(RULES)
+    assert catalog_part.count("\n| `") == len(PRINTERS)
 
 
 def test_rules_page_is_registered_with_the_docs_generator(tmp_path):

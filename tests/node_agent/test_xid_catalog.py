@@ -14,7 +14,8 @@ import csv
 import pytest
 
 from node_agent.findings import Action
-from node_agent.rules import RULES, XID_CATALOG_FILE, XID_ENTRIES, match_kernel_line, rules_markdown
+from node_agent.kernel_match import match_kernel_line
+from node_agent.rules import RULES, XID_CATALOG_FILE, XID_ENTRIES, rules_markdown
 
 # NVIDIA's resolution buckets -> openpod's node action (the and the module docstring's mapping).
 BUCKET = {

@@ -1,0 +1,60 @@
+"""The kernel log as the node agent reads it (``docs/node-agent.md``): who can write a record, what identifies a
+disk, what decides a machine check's class. The printers themselves are rows of node_agent/catalog/printers.csv."""
+
+from __future__ import annotations
+
+from openpod_core.facts.record import Fact
+
+FACTS: tuple[Fact, ...] = (
+    Fact(
+        "linux.devkmsg-write-facility", "LOG_USER unless the writer names a non-zero facility; never 0 (kernel)",
+        "https://github.com/torvalds/linux/blob/master/kernel/printk/printk.c (devkmsg_write: 'If no prefix or "
+        "no userspace facility is specified, we enforce LOG_USER, to be able to reliably distinguish "
+        "kernel-generated messages from userspace-injected ones'; if (LOG_FACILITY(u) != 0) facility = "
+        "LOG_FACILITY(u))", "2026-11-28",
+        "a /dev/kmsg record with facility (prio >> 3) other than 0 came from user space: the follower skips it",
+    ),
+    Fact(
+        "systemd.journald-kmsg-facility", "SYSLOG_FACILITY=LOG_FAC(priority), _TRANSPORT=kernel for every record",
+        "https://github.com/systemd/systemd/blob/main/src/journal/journald-kmsg.c (dev_kmsg_record)", "2026-11-28",
+        "journalctl -k shows user-written /dev/kmsg records too; their SYSLOG_FACILITY is not 0",
+    ),
+    Fact(
+        "linux.x86-segfault-report", "%s%s[%d]: segfault at %lx ip %px sp %px error %lx + ' in %s[%lx+%lx]'",
+        "https://github.com/torvalds/linux/blob/master/arch/x86/mm/fault.c (show_signal_msg; print_vma_addr in "
+        "mm/memory.c prints kbasename of the mapped file)", "2026-11-28",
+        "printed at KERN_INFO with facility kernel; the task chooses its comm and the mapped file's name",
+    ),
+    Fact(
+        "intel.mci-status-uc-pcc", "UC = bit 61 (uncorrected), PCC = bit 57 (processor context corrupt)",
+        "https://github.com/torvalds/linux/blob/master/arch/x86/include/asm/mce.h (MCI_STATUS_UC BIT_ULL(61), "
+        "MCI_STATUS_PCC BIT_ULL(57); Intel SDM vol. 3B, IA32_MCi_STATUS)", "2026-11-28",
+        "node_agent.kernel_match.mce_status_rule decodes the status word mce/core.c __print_mce prints",
+    ),
+    Fact(
+        "linux.cper-severity-strs", "recoverable, fatal, corrected, info",
+        "torvalds/linux@0a5a46a:drivers/firmware/efi/cper.c severity_strs / cper_estatus_print ('event severity: "
+        "%s') / cper_estatus_print_section ('Error %d, type: %s', 'section_type: memory error' | 'PCIe error' | "
+        "'general processor error' | 'ARM processor error' | 'IA32/X64 processor error')", "2026-11-28",
+        "node_agent.kernel_engine classes a recoverable record by its section type",
+    ),
+    Fact(
+        "nvidia.nv-err-reset-required", "NV_ERR_RESET_REQUIRED = 0x00000062 'Reset required'",
+        "NVIDIA/open-gpu-kernel-modules@570.195.03:kernel-open/common/inc/nvstatuscodes.h:127", "2026-11-28",
+        "nvstatusToString prints 'Reset required [NV_ERR_RESET_REQUIRED]' in NVRM assertion lines",
+    ),
+    Fact(
+        "neuron.driver-printk-ioctl", "NEURON_IOCTL_PRINTK: printk(KERN_ERR \"%s\") of a user buffer (< 512 bytes)",
+        "aws-neuron/aws-neuron-driver@fca19f7:neuron_cdev.c:2003-2022 (ncdev_printk; dispatched at 2608-2609 from "
+        "ncdev_misc_ioctl, taken for a device opened write-only: 50, 2647)", "2026-11-28",
+        "any process that can open /dev/neuronN writes a kernel-facility record; NEURON_HW_ERR lines come this way "
+        "(the driver prints none): the agent records them and binds vendor rules to the node's accelerator",
+    ),
+    Fact(
+        "aws.ebs-nvme-model", "Amazon Elastic Block Store",
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/nvme-ebs-volumes.html (nvme id-ctrl: 'mn : Amazon "
+        "Elastic Block Store')", "2026-11-28",
+        "the NVMe controller model of an EBS volume (/sys/class/nvme/nvmeN/model): node_agent.host tells a "
+        "hot-attached data volume from the node's own disks",
+    ),
+)

@@ -1,0 +1,97 @@
+"""The printer catalog (node_agent/catalog/printers.csv): every row, rendered with random variable parts in every
+log format the agent reads, is classified by its rule (and a "-" row by none), through the live engine."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from node_agent.findings import Action
+from node_agent.kernel_engine import KernelLogEngine
+from node_agent.printers import PRINTERS, coverage, render, rows_of
+from node_agent.rules import KERNEL_RULES, RULES
+from tests.node_agent.test_injection import FORMATS
+
+SEEDS = range(4)
+
+
+def _lines(p, rng: random.Random) -> list[str]:
+    seq = str(rng.randrange(1, 64))  # GHES's per-record "{%u}" is one number for the whole record
+    return [render(x.replace("{%u}", "{" + seq + "}"), rng, p.bind if x is p.format else None)
+            for x in (*p.context, p.format)]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("p", PRINTERS, ids=lambda p: p.id)
+def test_every_printer_renders_and_its_rule_matches_in_every_format(p, fmt):
+    for seed in SEEDS:
+        rng = random.Random(f"{p.id}/{fmt}/{seed}")
+        engine = KernelLogEngine()
+        *context, line = [fmt.format(m=x) for x in _lines(p, rng)]
+        for c in context:
+            engine.feed(c)
+        f = engine.feed(line)
+        if p.rule == "-":
+            assert f is None or f.action is Action.NONE, (line, f and f.rule)
+        else:
+            assert f is not None and f.rule == p.rule, (line, f and f.rule)
+
+
+def test_catalog_rows_name_real_rules_sources_and_user_text():
+    ids = [p.id for p in PRINTERS]
+    assert len(ids) == len(set(ids))
+    for p in PRINTERS:
+        assert p.rule == "-" or p.rule in RULES, p.id
+        assert ":" in p.source and p.why and p.user_text, p.id
+    assert all(p.rule == "-" for p in PRINTERS if p.subsystem == "user-fault")
+
+
+def test_rules_name_their_rows_and_coverage_adds_up():
+    assert rows_of("gpu-init-failed") and rows_of("cper-pcie-uncorrected") == ("cper-section-pcie",)
+    named = {r.id for r in KERNEL_RULES if rows_of(r.id)}
+    assert {"mce-fatal", "mce-uncorrected-fatal", "memory-failure", "cper-memory-uncorrected",
+            "gpu-reset-required-status", "xid-79"} <= named
+    assert sum(c[1] for c in coverage()) == len(PRINTERS)
+
+
+def test_render_binds_and_randomises():
+    rng = random.Random(1)
+    out = render("CPU %d: Machine Check%s: %Lx Bank %d: %016Lx", rng, {1: " Exception", 4: "be00000000800400"})
+    assert " Exception: " in out and out.endswith("be00000000800400")
+    assert render("%#lx %04x %px 100%%", rng).count("0x") >= 1 and "%" in render("100%%", rng)
+
+
+def test_candidate_printers_are_listed_from_a_checkout_at_a_tag(tmp_path, capsys):
+    """tools/printer_candidates.py on a tiny repository shaped like the driver's: error printers whose format
+    has a failure word, with the catalog rows that hold them; info-level and harmless printers are left out."""
+    import subprocess
+
+    from tools.printer_candidates import main
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "osinit.c").write_text(
+        'NV_PRINTF(LEVEL_ERROR, "*** Cannot attach gpu\\n");\n'
+        'NV_PRINTF(LEVEL_INFO, "osInitNvMapping:\\n");\n'
+        'NV_PRINTF(LEVEL_ERROR, "Timeout waiting for lockdown release. It\'s also "\n'
+        '                       "possible that bootrom may have failed.\\n");\n'
+        'NV_PRINTF(LEVEL_ERROR, "a brand new branch failed to boot: 0x%x\\n", status);\n')
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"], ["tag", "570.0"]):
+        subprocess.run(git + args, check=True, capture_output=True)
+    assert main([str(tmp_path), "570.0", "src/osinit.c"]) == 0
+    out = capsys.readouterr()
+    rows = out.out.splitlines()[1:]
+    assert len(rows) == 3 and "3 candidate printers, 2 in the catalog" in out.err
+    assert rows[0].endswith(",nv-cannot-attach") and "nv-lockdown" in rows[1] and rows[2].endswith(",")
+    assert main([str(tmp_path), "no-such-tag", "src/osinit.c"]) == 2
+
+
+def test_the_docs_coverage_table_is_the_catalogs():
+    from pathlib import Path
+
+    from node_agent.printers import coverage_markdown
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "node-agent.md").read_text()
+    assert coverage_markdown() in page
