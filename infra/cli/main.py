@@ -358,3 +358,7 @@ if __name__ == "__main__":  # pragma: no cover
 from infra.cli.pair_check import pair_check as _pair_check  # noqa: E402
 
 main.add_command(_pair_check)
+
+from infra.cli.status import status as _status  # noqa: E402
+
+main.add_command(_status)
