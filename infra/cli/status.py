@@ -12,7 +12,8 @@ from infra.governance.apply import ClusterError
 
 @click.command()
 @spec_option
-@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None, help="default: $KUBECONFIG or ~/.kube/config")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
+              help="default: $KUBECONFIG or ~/.kube/config")
 @click.option("--context", "kube_context", default=None, help="kubeconfig context")
 @output_option()
 def status(spec_path: str | None, kubeconfig: str | None, kube_context: str | None, output: str = "table") -> None:
