@@ -116,6 +116,7 @@ COMMANDS = [
     (["pair-check", "decide", "--spec", SPEC, "--group", "p5", "/dev/null"], None),   # fails on input: empty log
     (["schema"], None),
     (["status", "--spec", SPEC], "k8s"),
+    (["init", "OUT/team"], None),
 ]
 
 
