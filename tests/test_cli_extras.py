@@ -115,6 +115,8 @@ COMMANDS = [
     (["pair-check", "render", "--spec", SPEC, "--group", "p5", "--nodes", "a,b", "--image", "img"], "k8s"),
     (["pair-check", "decide", "--spec", SPEC, "--group", "p5", "/dev/null"], None),   # fails on input: empty log
     (["schema"], None),
+    (["status", "--spec", SPEC], "k8s"),
+    (["init", "OUT/team"], None),
 ]
 
 

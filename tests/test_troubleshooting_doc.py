@@ -9,7 +9,8 @@ from tests.conftest import ROOT
 
 DOC = ROOT / "docs" / "troubleshooting.md"
 SOURCES = [p for pkg in ("infra", "training", "node_agent", "observability", "openpod_core")
-           for p in (ROOT / pkg).rglob("*.py")] + [ROOT / "cdk.json", ROOT / "Makefile", ROOT / "app.py"]
+           for p in (ROOT / pkg).rglob("*.py")] + [ROOT / "cdk.json", ROOT / "Makefile", ROOT / "app.py"] + sorted(
+    (ROOT / "infra" / "cli" / "scaffold").glob("*.tmpl"))
 HEADING = re.compile(r"^### (`+)(.+?)\1$", re.M)
 
 

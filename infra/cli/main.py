@@ -356,9 +356,18 @@ main.add_command(_dashboards)
 main.add_command(_rules)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()
-
 from infra.cli.pair_check import pair_check as _pair_check  # noqa: E402
 
 main.add_command(_pair_check)
+
+from infra.cli.status import status as _status  # noqa: E402
+
+main.add_command(_status)
+
+from infra.cli.init import init as _init  # noqa: E402
+
+main.add_command(_init)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

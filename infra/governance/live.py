@@ -1,4 +1,5 @@
-"""Live queue usage and a team's jobs, read from the cluster: ``openpod queues --live``, ``openpod jobs``.
+"""Live queue usage and a team's jobs, read from the cluster: ``openpod queues --live``, ``openpod jobs``;
+the Nodes and LocalQueues ``openpod status`` also reads (:mod:`infra.governance.status`).
 
 Everything goes through :class:`QueueApi`, a narrow boundary with two implementations like the node
 agent's (``node_agent/kube.py``): :class:`KubeQueueApi` on the official kubernetes client, and
@@ -41,6 +42,8 @@ class QueueApi(Protocol):
     def delete_jobset(self, namespace: str, name: str) -> None: ...
     def pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]: ...
     def pod_log(self, namespace: str, pod: str, tail_lines: int) -> str: ...
+    def nodes(self) -> list[dict[str, Any]]: ...
+    def local_queues(self) -> list[dict[str, Any]]: ...
 
 
 class InMemoryQueueApi:
@@ -60,6 +63,12 @@ class InMemoryQueueApi:
 
     def workloads(self, namespace):
         return self._of("Workload", namespace)
+
+    def nodes(self):
+        return self._of("Node")
+
+    def local_queues(self):
+        return self._of("LocalQueue")
 
     def jobsets(self, namespace):
         return self._of("JobSet", namespace)
@@ -102,6 +111,13 @@ class KubeQueueApi:
     def cluster_queues(self):
         return self._call("list ClusterQueues", self.custom.list_cluster_custom_object, *KUEUE,
                           "clusterqueues")["items"]
+
+    def nodes(self):
+        out = self._call("list Nodes", self.core.list_node)
+        return [self.core.api_client.sanitize_for_serialization(n) for n in out.items]
+
+    def local_queues(self):
+        return self._call("list LocalQueues", self.custom.list_cluster_custom_object, *KUEUE, "localqueues")["items"]
 
     def workloads(self, namespace):
         return self._call(f"list Workloads in {namespace}", self.custom.list_namespaced_custom_object, *KUEUE,

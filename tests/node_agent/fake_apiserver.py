@@ -5,8 +5,9 @@ patch, status patch), pods (list by node, eviction), events (create),
 coordination.k8s.io/v1 Leases (get, create, replace), and for the two-node check
 batch/v1 Jobs (create, get, delete: its pods and the objects it owns go with it, as the
 garbage collector does), Secrets and Services (create), pods by label selector in a
-namespace and a pod's log - but with the API server's concurrency semantics, which are
-what these tests are about:
+namespace and a pod's log, and for ``openpod status`` the list of a custom resource whose
+CRD is installed (:meth:`FakeApiServer.add_custom`: Kueue's ClusterQueues, LocalQueues) -
+but with the API server's concurrency semantics, which are what these tests are about:
 
 - every write bumps one cluster-wide ``metadata.resourceVersion``;
 - a PATCH whose body carries ``metadata.resourceVersion`` is a precondition: 409 Conflict if the
@@ -58,6 +59,8 @@ class FakeApiServer:
         self.leases: dict[tuple[str, str], dict] = {}
         self.objects: dict[tuple[str, str, str], dict] = {}   # (kind, namespace, name): Jobs, Secrets, Services
         self.logs: dict[tuple[str, str], str] = {}
+        # custom resources: (group, version, plural) -> objects; a plural absent here is a CRD not installed
+        self.custom: dict[tuple[str, str, str], list[dict]] = {}
         self._uid = 0
         self.events: list[dict] = []
         self.requests: list[tuple[str, str]] = []
@@ -120,15 +123,27 @@ class FakeApiServer:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
 
-    def add_node(self, name: str, labels: dict | None = None, provider_id: str = "", taints=()) -> None:
+    def add_node(self, name: str, labels: dict | None = None, provider_id: str = "", taints=(),
+                 conditions: list[dict] | None = None, unschedulable: bool = False) -> None:
         with self.lock:
             node = {"apiVersion": "v1", "kind": "Node",
                     "metadata": {"name": name, "labels": dict(labels or {}), "annotations": {}},
                     "spec": {"providerID": provider_id,
                              "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in taints]},
-                    "status": {"conditions": []}}
+                    "status": {"conditions": list(conditions or [])}}
+            if unschedulable:
+                node["spec"]["unschedulable"] = True
             self._bump(node)
             self.nodes[name] = node
+
+    def add_custom(self, group: str, version: str, plural: str, obj: dict | None = None) -> None:
+        """Install the CRD of ``plural`` (its list answers from now on) and store ``obj`` if given."""
+        with self.lock:
+            items = self.custom.setdefault((group, version, plural), [])
+            if obj is not None:
+                obj = copy.deepcopy(obj)
+                self._bump(obj)
+                items.append(obj)
 
     def remove_node(self, name: str) -> None:
         with self.lock:
@@ -224,6 +239,8 @@ class FakeApiServer:
             return 201, body
         if path.startswith(LEASES):
             return self._lease(method, parts, body)
+        if parts[0] == "apis" and method == "GET" and len(parts) in (4, 6):
+            return self._custom_list(parts)
         return 404, _status(404, "NotFound", f"{method} {path} is not served by the fake")
 
     def _namespaced(self, method: str, parts: list[str], query: dict, body) -> tuple[int, dict]:
@@ -260,6 +277,21 @@ class FakeApiServer:
                 del self.pods[k]
             return 200, _status(200, "", "")
         return 405, _status(405, "MethodNotAllowed", method)
+
+    def _custom_list(self, parts: list[str]) -> tuple[int, dict]:
+        """GET /apis/G/V/PLURAL (every namespace) or /apis/G/V/namespaces/NS/PLURAL. A resource whose CRD is not
+        installed is the API server's 404 for a path it does not serve: a Status with reason NotFound and
+        "the server could not find the requested resource" (k8s.io/apimachinery pkg/api/errors/errors.go,
+        NewGenericServerResponse for 404; what `kubectl get clusterqueues` prints on a cluster without Kueue)."""
+        group, version = parts[1], parts[2]
+        ns, plural = (parts[4], parts[5]) if len(parts) == 6 else (None, parts[3])
+        items = self.custom.get((group, version, plural))
+        if items is None or (len(parts) == 6 and parts[3] != "namespaces"):
+            return 404, _status(404, "NotFound", "the server could not find the requested resource")
+        items = [o for o in items if ns is None or o["metadata"].get("namespace") == ns]
+        kind = items[0]["kind"] if items else ""
+        return 200, {"apiVersion": f"{group}/{version}", "kind": f"{kind}List",
+                     "metadata": {"resourceVersion": str(self._rv)}, "items": copy.deepcopy(items)}
 
     def _lease(self, method: str, parts: list[str], body) -> tuple[int, dict]:
         ns = parts[4]
