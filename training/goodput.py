@@ -94,6 +94,8 @@ class Goodput:
                               "1 if this incarnation resumed from an older step than the newest checkpoint seen",
                               registry=self.registry)
         self._g_durable = None  # openpod_checkpoint_last_durable_timestamp_seconds, once watch_durable is called
+        self._tier_lag = None  # callable: {tier kind: saves behind} (watch_tier_lag)
+        self._g_lag = None
         self._set_checkpoint_gauges()
         # Served over HTTP: the ledger's gauges and what only a scrape computes (``serve_also``), e.g. the
         # runtime's openpod_train_straggler_score (training/straggler.py). metrics.prom gets the gauges alone,
@@ -119,6 +121,23 @@ class Goodput:
                                     "Unix time a checkpoint last became durable (the job's first start while none "
                                     "has), over all incarnations", registry=self.registry)
         self._g_durable.set(self.last_durable)
+
+    def watch_tier_lag(self, lag, bound: int) -> None:
+        """Export how many saves each further checkpoint tier is behind this rank's newest save due there
+        (``lag()``: {tier kind: saves}, read at each :meth:`persist`) as ``openpod_checkpoint_tier_lag_saves``,
+        and the bound past which the checkpointer warns as ``openpod_checkpoint_tier_lag_bound_saves``."""
+        self._tier_lag = lag
+        self._g_lag = Gauge("openpod_checkpoint_tier_lag_saves", "Saves due in a checkpoint tier that this rank "
+                            "has not copied there yet (each tier copies on its own thread)", ["tier"],
+                            registry=self.registry)
+        Gauge("openpod_checkpoint_tier_lag_bound_saves", "The lag (openpod_checkpoint_tier_lag_saves) past which "
+              "the checkpointer warns", registry=self.registry).set(bound)
+        self._set_tier_lag()
+
+    def _set_tier_lag(self) -> None:
+        if self._tier_lag is not None:
+            for kind, n in self._tier_lag().items():
+                self._g_lag.labels(tier=kind).set(n)
 
     def close(self) -> None:
         """Stop serving metrics (an in-process restart builds a new Goodput on the same port)."""
@@ -189,6 +208,7 @@ class Goodput:
             self._g_seconds.labels(category=k).set(v)
         self._g_ratio.set(s["goodput"])
         self._set_checkpoint_gauges()
+        self._set_tier_lag()
         if self.rank != 0:
             return
         try:

@@ -117,6 +117,7 @@ class Runtime:
                 scratch_dir=Path(cfg.run_dir) / "scratch" / f"rank_{self.rank:05d}")
             self.checkpointer.register("lr_schedule", self.lr_schedule)
             self.goodput.watch_durable(lambda ck=self.checkpointer: durable_commits(ck))  # checkpoint age
+            self.goodput.watch_tier_lag(self.checkpointer.promoter.lag, cfg.checkpoint.tier_lag_saves)
         if restarter is not None:
             restarter.on_abort(self.abandon)
         self.ft = None  # replica fault tolerance (training/ft/replica.py), switched by cfg.fault_tolerance
