@@ -28,6 +28,7 @@ from training.storage_utils import write_json_atomic
 
 EXIT_USAGE = 2
 EXIT_STOPPED = 143  # 128 + SIGTERM: stopped early on request, the job is not finished
+EXIT_NOT_DURABLE = 4  # the steps ran, but the last checkpoint is not in every shared tier (--allow-tier-behind)
 PARALLELISMS = ("ddp", "fsdp", "hsdp")
 FAULT_TOLERANCE = ("restart", "replica")
 RESTART = ("process", "in-process")
@@ -135,6 +136,9 @@ def main() -> None:
                    "group of --shard-size ranks, replicated across groups")
 @click.option("--allow-fresh-start", is_flag=True, default=False,
               help="start from step 0 even if a checkpoint source cannot be read (default: refuse to start)")
+@click.option("--allow-tier-behind", is_flag=True, default=False,
+              help="exit 0 when the steps are done even if the last checkpoint could not be made durable in every "
+                   "shared tier (FSx, S3) [default: say which tier and exit 4; a rerun promotes it]")
 @click.option("--shard-size", type=int, default=0, help="hsdp: ranks per shard group [default: --nproc-per-node]")
 @click.option("--tp", type=int, default=1,
               help="tensor-parallel degree (with --parallelism fsdp): groups of --tp consecutive local ranks split "
@@ -181,7 +185,8 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         peer_replication, overlap_staging, nnodes, rdzv_endpoint, rdzv_id, node_id, rdzv_last_call, max_restarts, threads, metrics_port,
         bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
         fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0,
-        restart="process", spare_workers=1, tp=1, node_rank=0, node_timeout=30.0, node_wait=600.0) -> None:
+        restart="process", spare_workers=1, tp=1, node_rank=0, node_timeout=30.0, node_wait=600.0,
+        allow_tier_behind=False) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     torch_version = installed_torch()
     unsupported = torch_problem(torch_version)
@@ -346,6 +351,10 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
             sys.exit(rc if rc > 0 else 1)
         _warn_checkpoint_failures(result)
         click.echo(json.dumps(result, sort_keys=True))
+        behind = _not_durable(result)
+        if behind:
+            click.echo(f"{'warning' if allow_tier_behind else 'error'}: {behind}", err=True)
+            sys.exit(0 if allow_tier_behind else EXIT_NOT_DURABLE)
     finally:
         shutil.rmtree(results, ignore_errors=True)
 
@@ -365,6 +374,18 @@ def _die_with(launcher: int):
             os.kill(os.getpid(), signal.SIGKILL)
 
     return arm
+
+
+def _not_durable(result: dict) -> str | None:
+    """One line when the job's last checkpoint is not durable in every shared tier (the result's
+    ``checkpoints.tiers_behind``: each such tier's newest verified step), else None."""
+    ck = result.get("checkpoints") or {}
+    behind = ck.get("tiers_behind") or {}
+    if not behind:
+        return None
+    where = ", ".join(f"{k} (newest verified step: {s if s is not None else 'none'})" for k, s in sorted(behind.items()))
+    return (f"the steps are done but the last checkpoint, step {ck.get('last_step')}, is not durable in {where}; "
+            "rerun the same command to promote it (or pass --allow-tier-behind)")
 
 
 def _warn_checkpoint_failures(result: dict) -> None:

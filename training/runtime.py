@@ -476,6 +476,8 @@ class Runtime:
         if self.heartbeat is not None:
             self.heartbeat.finished()
         if self.checkpointer is not None:
+            if self.preempted is None:  # finished: its last step durable in every shared tier (issue 38)
+                self.checkpointer.finalize()
             self.checkpointer.flush()
             dist.barrier()  # every rank's replication is done before any peer server stops
             self.checkpointer.close()
@@ -488,7 +490,7 @@ class Runtime:
         self.goodput.persist(finished=True, **(self.checkpointer.job_gauges() if self.checkpointer else {}))
         empty = {"committed": 0, "failed": 0, "promote_failed": {}, "promote_retried": 0, "behind": {},
                  "failed_ranks": [], "last_error": None, "memory_tier_short": False, "restored_older": 0,
-                 "durable": {}}
+                 "durable": {}, "last_step": None, "promoted_last_step": [], "tiers_behind": {}}
         result = {
             "step": self.preempted["step"] if self.preempted else self.cfg.steps,
             "preempted": self.preempted,

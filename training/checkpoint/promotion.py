@@ -59,13 +59,17 @@ class Promoter:
         for t in self._threads:
             t.start()
 
-    def queue(self, marker: Marker, source: DirTier | None = None, *, force: bool = False) -> list[str]:
+    def queue(self, marker: Marker, source: DirTier | None = None, *, force: bool = False,
+              only: set[int] | None = None) -> list[str]:
         """Hand ``marker`` to the promoter for every further tier it is due on (caller holds ``cond``); its
         files are copied from ``source`` (default: the first tier). ``force``: every shared tier whatever its
-        cadence (the job's last step, :meth:`Checkpointer.finalize`). Returns the kinds of the tiers queued."""
+        cadence (the job's last step, :meth:`Checkpointer.finalize`); ``only``: these tiers (indices) alone.
+        Returns the kinds of the tiers queued."""
         direct = self.direct_done.pop(marker.step, False)
         out = []
         for i, tier in enumerate(self.tiers[1:], 1):
+            if only is not None and i not in only:
+                continue
             if (direct and tier is self.direct) or tier is source:
                 if direct and tier is self.direct:
                     self._copied[i] = max(marker.step, self._copied.get(i, 0))
@@ -81,6 +85,11 @@ class Promoter:
                 out.append(tier.kind)
         self._check_lag()
         return out
+
+    def copied(self, i: int) -> int | None:
+        """The newest step this rank copied into tier ``i`` (or wrote there directly), None if none."""
+        with self.cond:
+            return self._copied.get(i)
 
     def lag(self) -> dict[str, int]:
         """Per further tier: saves due there since the newest one this rank copied there (0: up to date)."""
