@@ -140,8 +140,10 @@ class Goodput:
         self._g_lag = Gauge("openpod_checkpoint_tier_lag_saves", "Saves due in a checkpoint tier that this rank "
                             "has not copied there yet (each tier copies on its own thread)", ["tier"],
                             registry=self.registry)
-        Gauge("openpod_checkpoint_tier_lag_bound_saves", "The lag (openpod_checkpoint_tier_lag_saves) past which "
-              "the checkpointer warns", registry=self.registry).set(bound)
+        self._g_lag_bound = Gauge("openpod_checkpoint_tier_lag_bound_saves", "The lag "
+                                  "(openpod_checkpoint_tier_lag_saves) past which the checkpointer warns",
+                                  registry=self.registry)
+        self._g_lag_bound.set(bound)
         self._set_tier_lag()
 
     def _set_tier_lag(self) -> None:
