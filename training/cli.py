@@ -326,7 +326,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
                                             endpoint=rdzv_endpoint, node_timeout=node_timeout,
                                             node_wait=node_wait)
         else:
-            rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple, beats_dir)
+            rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple, beats_dir, max_restarts)
         files = sorted(results.glob("result-*.json"))
         refused = results / "refused.txt"
         if rc != 0 and refused.exists():
@@ -403,7 +403,7 @@ def _warn_checkpoint_failures(result: dict) -> None:
 
 
 def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple: float,
-               beats_dir: Path | None = None) -> tuple[int, bool]:
+               beats_dir: Path | None = None, max_restarts: int = 0) -> tuple[int, bool]:
     """Run torchrun; while it runs, the hang watchdog reads this node's rank heartbeats.
 
     SIGTERM (the kubelet signals only the container's first process, this one) is passed
@@ -441,7 +441,9 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
             quiet = watchdog.quiet()  # before check(), which waits for the stack dumps
             if pids and watchdog.check(pids):
                 click.echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {watchdog.bound():.1f}s); "
-                           f"stacks in {ft_dir}; restarting the workers", err=True)
+                           f"stacks in {ft_dir}; " + (f"restarting the workers (--max-restarts {max_restarts})"
+                                                      if max_restarts > 0 else "stopping the job: --max-restarts 0 "
+                                                      "allows no restart (rerun to resume)"), err=True)
                 clear_state(ft_dir, beats_dir)
     finally:  # the launcher leaves by an exception (Ctrl-C): its torchrun does not outlive it
         if proc.poll() is None:

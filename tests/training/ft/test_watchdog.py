@@ -76,3 +76,23 @@ def test_a_forward_wall_clock_step_does_not_kill_workers(tmp_path, monkeypatch):
     finally:
         p.kill()
         p.wait()
+
+
+def test_the_watchdog_line_says_what_happens_next(tmp_path, capfd):
+    """Issue 38, failed on the old code: with the default --max-restarts 0 the line said "restarting the workers"
+    while the job then failed. A hung worker (here: a stale beat, its pid the supervised process) is killed and the
+    line says the job stops."""
+    import json
+
+    from training import cli
+    from training.ft import clock
+    from training.ft.heartbeat import Beat
+
+    (tmp_path / "rank-0.json").write_text(json.dumps(Beat(0, 3, clock.now() - 100, 0.1).__dict__))
+    cmd = [sys.executable, "-c", "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); "
+           "time.sleep(60)", str(tmp_path / "pid-0")]
+    rc, _ = cli._supervise(cmd, dict(os.environ), tmp_path, floor_s=1.0, multiple=2.0)
+    assert rc != 0
+    line = [ln for ln in capfd.readouterr().err.splitlines() if ln.startswith("watchdog: ")]
+    assert len(line) == 1 and line[0].endswith("stopping the job: --max-restarts 0 allows no restart (rerun to "
+                                               "resume)"), line
