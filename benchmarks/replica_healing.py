@@ -52,6 +52,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from training.ft import clock
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 TIMEOUT_S = 300.0  # each wait (--timeout)
@@ -143,7 +145,7 @@ def measure(fts: list[Path], t_kill: float, fault_step: int, quiet: float = 0.0)
         if again is None and newer:
             again = min(newer) - t_kill
         if progress is None and newer and len(now) >= 2 and min(b["step"] for b in now) > fault_step:
-            progress = time.time() - t_kill
+            progress = clock.now() - t_kill
         time.sleep(0.02)
     return {"training_again_s": again, "new_progress_s": progress}
 
@@ -161,7 +163,7 @@ def run_restart(tmp: Path, a, restart: str = "process", spares: int = 1) -> dict
     time.sleep(0.5)
     pid_files = sorted(ft.rglob("pid-*"))
     survivor = int(next(f for f in pid_files if f.name == "pid-0").read_text())
-    t_kill = time.time()
+    t_kill = clock.now()  # the beats' clock (training/ft/clock.py: the node's boot clock)
     os.kill(int(next(f for f in pid_files if f.name == "pid-1").read_text()), signal.SIGKILL)
     go.touch()
     m = measure([hb], t_kill, a.fault_step)
@@ -235,7 +237,7 @@ def run_replica(tmp: Path, a) -> dict:
              "both replicas at the fault step")
     time.sleep(0.5)
     pid0, pid1 = (int(next(f.rglob("pid-0")).read_text()) for f in fts)
-    t_kill = time.time()
+    t_kill = clock.now()  # the beats' clock (training/ft/clock.py: the node's boot clock)
     os.kill(pid1, signal.SIGKILL)
     go.touch()
     m = measure(hbs, t_kill, a.fault_step)

@@ -154,6 +154,14 @@ METRICS: tuple[Metric, ...] = (
            "training/goodput.py (Goodput.watch_durable)",
            "Unix time a checkpoint last became durable (FSx, S3), over all incarnations; the job's first start "
            "while none has. Exported by jobs that checkpoint"),
+    Metric("openpod_checkpoint_tier_lag_saves", "gauge", "1", ("tier",), JOB_TRAINING,
+           "training/goodput.py (Goodput.watch_tier_lag)",
+           "Saves due in a further checkpoint tier (nvme, fsx, s3) that this rank has not copied there yet; each "
+           "tier copies on its own thread, so a slow one does not hold the others back"),
+    Metric("openpod_checkpoint_tier_lag_bound_saves", "gauge", "1", (), JOB_TRAINING,
+           "training/goodput.py (Goodput.watch_tier_lag)",
+           "The lag (openpod_checkpoint_tier_lag_saves) past which the checkpointer warns "
+           "(checkpoint.tier_lag_saves)"),
     # ------------------------------------------------------------------ Kueue v0.19.2 (per team: cluster_queue == team)
     _kueue("kueue_pending_workloads", "gauge", "1", ("cluster_queue", "status", "replica_role"), 414,
            "Pending workloads per ClusterQueue; status active (in the admission queue) or inadmissible"),

@@ -28,6 +28,7 @@ from training.storage_utils import write_json_atomic
 
 EXIT_USAGE = 2
 EXIT_STOPPED = 143  # 128 + SIGTERM: stopped early on request, the job is not finished
+EXIT_NOT_DURABLE = 4  # the steps ran, but the last checkpoint is not in every shared tier (--allow-tier-behind)
 PARALLELISMS = ("ddp", "fsdp", "hsdp")
 FAULT_TOLERANCE = ("restart", "replica")
 RESTART = ("process", "in-process")
@@ -141,6 +142,9 @@ def main() -> None:
                    "(refused otherwise: it would mix two runs; training/run_guard.py)")
 @click.option("--allow-fresh-start", is_flag=True, default=False,
               help="start from step 0 even if a checkpoint source cannot be read (default: refuse to start)")
+@click.option("--allow-tier-behind", is_flag=True, default=False,
+              help="exit 0 when the steps are done even if the last checkpoint could not be made durable in every "
+                   "shared tier (FSx, S3) [default: say which tier and exit 4; a rerun promotes it]")
 @click.option("--shard-size", type=int, default=0, help="hsdp: ranks per shard group [default: --nproc-per-node]")
 @click.option("--tp", type=int, default=1,
               help="tensor-parallel degree (with --parallelism fsdp): groups of --tp consecutive local ranks split "
@@ -188,7 +192,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
         fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0,
         restart="process", spare_workers=1, tp=1, node_rank=0, node_timeout=30.0, node_wait=600.0,
-        log_every=10, allow_identity_change=False) -> None:
+        log_every=10, allow_identity_change=False, allow_tier_behind=False) -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     torch_version = installed_torch()
     unsupported = torch_problem(torch_version)
@@ -346,7 +350,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
                                             endpoint=rdzv_endpoint, node_timeout=node_timeout,
                                             node_wait=node_wait)
         else:
-            rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple, beats_dir)
+            rc, signalled = _supervise(cmd, env, ft_dir, hang_floor, hang_multiple, beats_dir, max_restarts)
         files = sorted(results.glob("result-*.json"))
         refused = results / "refused.txt"
         if rc != 0 and refused.exists():
@@ -371,6 +375,10 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
             sys.exit(rc if rc > 0 else 1)
         _warn_checkpoint_failures(result)
         click.echo(json.dumps(result, sort_keys=True))
+        behind = _not_durable(result)
+        if behind:
+            click.echo(f"{'warning' if allow_tier_behind else 'error'}: {behind}", err=True)
+            sys.exit(0 if allow_tier_behind else EXIT_NOT_DURABLE)
     finally:
         shutil.rmtree(results, ignore_errors=True)
 
@@ -392,6 +400,18 @@ def _die_with(launcher: int):
     return arm
 
 
+def _not_durable(result: dict) -> str | None:
+    """One line when the job's last checkpoint is not durable in every shared tier (the result's
+    ``checkpoints.tiers_behind``: each such tier's newest verified step), else None."""
+    ck = result.get("checkpoints") or {}
+    behind = ck.get("tiers_behind") or {}
+    if not behind:
+        return None
+    where = ", ".join(f"{k} (newest verified step: {s if s is not None else 'none'})" for k, s in sorted(behind.items()))
+    return (f"the steps are done but the last checkpoint, step {ck.get('last_step')}, is not durable in {where}; "
+            "rerun the same command to promote it (or pass --allow-tier-behind)")
+
+
 def _warn_checkpoint_failures(result: dict) -> None:
     """One line on stderr when any rank's checkpoint writes failed (the result sums every rank's), and each shared
     tier's newest step that every rank's part reached."""
@@ -407,7 +427,7 @@ def _warn_checkpoint_failures(result: dict) -> None:
 
 
 def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple: float,
-               beats_dir: Path | None = None) -> tuple[int, bool]:
+               beats_dir: Path | None = None, max_restarts: int = 0) -> tuple[int, bool]:
     """Run torchrun; while it runs, the hang watchdog reads this node's rank heartbeats.
 
     SIGTERM (the kubelet signals only the container's first process, this one) is passed
@@ -445,7 +465,9 @@ def _supervise(cmd: list[str], env: dict, ft_dir: Path, floor_s: float, multiple
             quiet = watchdog.quiet()  # before check(), which waits for the stack dumps
             if pids and watchdog.check(pids):
                 click.echo(f"watchdog: no rank advanced for {quiet:.1f}s (bound {watchdog.bound():.1f}s); "
-                           f"stacks in {ft_dir}; restarting the workers", err=True)
+                           f"stacks in {ft_dir}; " + (f"restarting the workers (--max-restarts {max_restarts})"
+                                                      if max_restarts > 0 else "stopping the job: --max-restarts 0 "
+                                                      "allows no restart (rerun to resume)"), err=True)
                 clear_state(ft_dir, beats_dir)
     finally:  # the launcher leaves by an exception (Ctrl-C): its torchrun does not outlive it
         if proc.poll() is None:

@@ -78,6 +78,8 @@ class CheckpointConfig:
     #                                  forward/backward; that step's optimizer.step() waits for the copy
     direct_durable: bool = True      # write the first durable tier (after a memory tier) from the staged
     #                                  copy, alongside the memory tier, instead of copying it afterwards
+    tier_lag_saves: int = 2          # a further tier more saves behind than this is warned about (and exported:
+    #                                  openpod_checkpoint_tier_lag_saves); each tier has its own copy thread
 
 
 @dataclass

@@ -15,6 +15,8 @@
     Copying rank ``rank``'s snapshot of ``step`` into tier ``kind`` (any kind, s3
     included) fails with ``OSError(EIO)`` the first ``times`` tries in this process
     (default: every try): a per-rank upload failure, transient or lasting.
+``OPENPOD_FAULT_SLOW_PUT=kind@seconds``
+    Every copy into tier ``kind`` takes ``seconds`` longer (a throttled S3, a busy FSx).
 ``OPENPOD_HANG_AT=step@rank@marker``
     Before ``step``, rank ``rank`` stops advancing (it sleeps in ``hang_forever``, as a
     rank stuck in a collective or a dead-locked data loader would) - once: the hook
@@ -87,7 +89,11 @@ _put_failures: dict[tuple[str, int, int], int] = {}
 
 
 def put_fault(kind: str, step: int, rank: int) -> None:
-    """Raise ``OSError(EIO)`` if ``OPENPOD_FAULT_PUT`` fails this copy (see the module docstring)."""
+    """Raise ``OSError(EIO)`` if ``OPENPOD_FAULT_PUT`` fails this copy; sleep first if ``OPENPOD_FAULT_SLOW_PUT``
+    slows it (see the module docstring)."""
+    for rule in _rules("OPENPOD_FAULT_SLOW_PUT"):
+        if rule[0] == kind:
+            time.sleep(float(rule[1]))
     for rule in _rules("OPENPOD_FAULT_PUT"):
         if rule[0] == kind and rule[1] in ("*", str(step)) and int(rule[2]) == rank:
             n = _put_failures.get((kind, step, rank), 0)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server, write_to_textfile
 
+from training.ft import clock
 from training.storage_utils import atomic_write
 
 log = logging.getLogger("training.goodput")
@@ -36,13 +37,17 @@ LEDGER = "goodput.json"
 
 def process_start_time() -> float:
     """Wall-clock start of this process (Linux /proc), so interpreter and import time count as start-up."""
+    return time.time() - process_age()
+
+
+def process_age() -> float:
+    """Seconds since this process started, on the boot clock (Linux /proc: its start in clock ticks since boot),
+    which no wall-clock step moves; 0.0 where /proc cannot tell."""
     try:
         ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        btime = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                     if line.startswith("btime"))
-        return btime + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, StopIteration, IndexError):
-        return time.time()
+        return max(0.0, clock.now() - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def durable_commits(checkpointer) -> int:
@@ -63,6 +68,11 @@ class Goodput:
         self.rank = rank
         self.dir = Path(run_dir)
         self.started = process_start_time() if started is None else started
+        # The same moment on the boot clock, which start-up is measured on, and the wall-clock offset then: a
+        # wall-clock step later is recorded (``wall_clock_step_s``), never booked as start-up or training.
+        self._boot_started = clock.now() - (process_age() if started is None else max(0.0, time.time() - started))
+        self._wall_offset = time.time() - clock.now()
+        self.wall_clock_step_s = 0.0
         self.seconds = dict.fromkeys(CATEGORIES, 0.0)
         prev = self._read_ledger()
         self.prior = {k: float(prev.get("seconds", {}).get(k, 0.0)) for k in CATEGORIES}
@@ -98,6 +108,8 @@ class Goodput:
                               "1 if this incarnation resumed from an older step than the newest checkpoint seen",
                               registry=self.registry)
         self._g_durable = None  # openpod_checkpoint_last_durable_timestamp_seconds, once watch_durable is called
+        self._tier_lag = None  # callable: {tier kind: saves behind} (watch_tier_lag)
+        self._g_lag = None
         self._set_checkpoint_gauges()
         # Served over HTTP: the ledger's gauges and what only a scrape computes (``serve_also``), e.g. the
         # runtime's openpod_train_straggler_score (training/straggler.py). metrics.prom gets the gauges alone,
@@ -123,6 +135,25 @@ class Goodput:
                                     "Unix time a checkpoint last became durable (the job's first start while none "
                                     "has), over all incarnations", registry=self.registry)
         self._g_durable.set(self.last_durable)
+
+    def watch_tier_lag(self, lag, bound: int) -> None:
+        """Export how many saves each further checkpoint tier is behind this rank's newest save due there
+        (``lag()``: {tier kind: saves}, read at each :meth:`persist`) as ``openpod_checkpoint_tier_lag_saves``,
+        and the bound past which the checkpointer warns as ``openpod_checkpoint_tier_lag_bound_saves``."""
+        self._tier_lag = lag
+        self._g_lag = Gauge("openpod_checkpoint_tier_lag_saves", "Saves due in a checkpoint tier that this rank "
+                            "has not copied there yet (each tier copies on its own thread)", ["tier"],
+                            registry=self.registry)
+        self._g_lag_bound = Gauge("openpod_checkpoint_tier_lag_bound_saves", "The lag "
+                                  "(openpod_checkpoint_tier_lag_saves) past which the checkpointer warns",
+                                  registry=self.registry)
+        self._g_lag_bound.set(bound)
+        self._set_tier_lag()
+
+    def _set_tier_lag(self) -> None:
+        if self._tier_lag is not None:
+            for kind, n in self._tier_lag().items():
+                self._g_lag.labels(tier=kind).set(n)
 
     def close(self) -> None:
         """Stop serving metrics (an in-process restart builds a new Goodput on the same port)."""
@@ -151,7 +182,16 @@ class Goodput:
 
     def training_starts(self) -> None:
         """Everything from process start until now that was not restore is start-up."""
-        self.seconds["startup"] = max(0.0, time.time() - self.started - self.seconds["restore"])
+        self.seconds["startup"] = max(0.0, clock.now() - self._boot_started - self.seconds["restore"])
+        self._note_wall_clock()
+
+    def _note_wall_clock(self) -> None:
+        """Record (log once per step, keep in the ledger) how far the wall clock stepped since this process began."""
+        step = (time.time() - clock.now()) - self._wall_offset
+        if abs(step - self.wall_clock_step_s) > 1.0:
+            log.warning("the wall clock stepped %+.1f s (since this process started: %+.1f s); hang and start-up "
+                        "timers run on the boot clock and are unaffected", step - self.wall_clock_step_s, step)
+            self.wall_clock_step_s = step
 
     def step_done(self, step: int, seconds: float) -> None:
         """``step`` is the 0-based index of the optimizer step just finished."""
@@ -177,6 +217,7 @@ class Goodput:
         ``SaveStats.gauges()`` of this incarnation: save-path failures, and the restore's unreadable sources and
         fall-back apart. One left out (None) keeps its last value: a periodic persist never clears them."""
         self._last_write = time.monotonic()
+        self._note_wall_clock()
         given = {"checkpoint_failures": checkpoint_failures, "restore_source_failures": restore_source_failures,
                  "restored_older": restored_older}
         for k, v in given.items():
@@ -193,6 +234,7 @@ class Goodput:
             self._g_seconds.labels(category=k).set(v)
         self._g_ratio.set(s["goodput"])
         self._set_checkpoint_gauges()
+        self._set_tier_lag()
         if self.rank != 0:
             return
         try:
@@ -201,7 +243,8 @@ class Goodput:
             pass  # reported by the writes below
         ledger = {"seconds": s["seconds"], "high_water_step": self.high_water, "last_alive": time.time(),
                   "finished": finished, "incarnations": self.incarnation, "job_started": self.job_started,
-                  "checkpoint_failures": self.checkpoint_failures, "last_durable": self.last_durable}
+                  "checkpoint_failures": self.checkpoint_failures, "last_durable": self.last_durable,
+                  "wall_clock_step_s": round(self.wall_clock_step_s, 3)}
         self._write("goodput ledger", lambda: atomic_write(self.dir / LEDGER, json.dumps(ledger).encode(),
                                                            fsync=False))
         self._write("metrics file", lambda: write_to_textfile(str(self.dir / "metrics.prom"), self.registry))

@@ -118,6 +118,7 @@ class Runtime:
                 scratch_dir=Path(cfg.run_dir) / "scratch" / f"rank_{self.rank:05d}")
             self.checkpointer.register("lr_schedule", self.lr_schedule)
             self.goodput.watch_durable(lambda ck=self.checkpointer: durable_commits(ck))  # checkpoint age
+            self.goodput.watch_tier_lag(self.checkpointer.promoter.lag, cfg.checkpoint.tier_lag_saves)
         if restarter is not None:
             restarter.on_abort(self.abandon)
         self.ft = None  # replica fault tolerance (training/ft/replica.py), switched by cfg.fault_tolerance
@@ -499,6 +500,8 @@ class Runtime:
         if self.heartbeat is not None:
             self.heartbeat.finished()
         if self.checkpointer is not None:
+            if self.preempted is None:  # finished: its last step durable in every shared tier (issue 38)
+                self.checkpointer.finalize()
             self.checkpointer.flush()
             dist.barrier()  # every rank's replication is done before any peer server stops
             self.checkpointer.close()
@@ -511,7 +514,7 @@ class Runtime:
         self.goodput.persist(finished=True, **(self.checkpointer.job_gauges() if self.checkpointer else {}))
         empty = {"committed": 0, "failed": 0, "promote_failed": {}, "promote_retried": 0, "behind": {},
                  "failed_ranks": [], "last_error": None, "memory_tier_short": False, "restored_older": 0,
-                 "durable": {}}
+                 "durable": {}, "last_step": None, "promoted_last_step": [], "tiers_behind": {}}
         result = {
             "step": self.preempted["step"] if self.preempted else self.cfg.steps,
             "preempted": self.preempted,

@@ -33,6 +33,7 @@ def _collected(collector) -> dict[str, tuple[str, tuple[str, ...]]]:
 def registered(tmp_path_factory):
     g = Goodput(tmp_path_factory.mktemp("run"), rank=1)
     g.watch_durable(lambda: 0)  # the runtime does, for a job that checkpoints
+    g.watch_tier_lag(lambda: {"fsx": 0}, 2)  # likewise
     training = {**_families(g),
                 **_collected(StragglerCollector(tmp_path_factory.mktemp("ft")))}  # registered by the runtime
     return {JOB_DETECTOR: _families(DetectorMetrics()), JOB_CONTROLLER: _families(ControllerMetrics()),

@@ -860,3 +860,49 @@ def test_the_writer_yields_to_training_only_when_it_writes_no_durable_tier(tmp_p
     finally:
         ck.close()
     assert (nice > os.getpriority(os.PRIO_PROCESS, 0)) == niced, nice
+
+
+def test_a_slow_s3_never_holds_fsx_back(tmp_path, moto_s3, bucket, monkeypatch, caplog):
+    """Issue 38, failed on the old code: one copy thread per rank copied each step to FSx, then S3; with S3 at 150
+    KB/s FSx fell up to 36 steps behind. Each tier now copies on its own thread: with S3 stalled (the storage
+    layer's fault hook holds every S3 copy until released), FSx gets every save within 2 s while S3 falls behind,
+    is warned about past the bound, and its lag is what the metric exports."""
+    from training.checkpoint import storage
+
+    released = threading.Event()
+    real = storage.put_fault
+
+    def stalled(kind, step, rank):
+        if kind == "s3":
+            released.wait(30)
+        real(kind, step, rank)
+
+    monkeypatch.setattr(storage, "put_fault", stalled)
+    cfg = dataclasses.replace(tiers(tmp_path, s3=f"s3://{bucket}/job", endpoint=moto_s3), every=1,
+                              direct_durable=False, tier_lag_saves=2)
+    cfg.tiers[-1] = dataclasses.replace(cfg.tiers[-1], every=1)
+    model, opt = make_model()
+    ck = checkpointer(tmp_path, cfg)
+    fsx = DirTier("fsx", tmp_path / "fsx")
+    worst = 0
+    try:
+        with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+            for step in range(1, 7):
+                train(model, opt)
+                ck.save(step, model, opt)
+                ck.wait()
+                deadline = time.monotonic() + 2.0  # FSx's own copy takes milliseconds, whatever S3 is doing
+                while step not in fsx.index() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                worst = max(worst, step - max(fsx.index(), default=0))
+            assert worst <= 2, worst
+            deadline = time.monotonic() + 2.0
+            while ck.promoter.lag()["fsx"] and time.monotonic() < deadline:  # its bookkeeping follows the copy
+                time.sleep(0.01)
+            lag = ck.promoter.lag()
+    finally:
+        released.set()
+    ck.close()
+    assert lag["fsx"] == 0 and lag["s3"] == 6, lag  # S3 has none of the 6 saves due there
+    assert "tier s3:" in caplog.text and "saves behind (bound 2)" in caplog.text
+    assert ck.promoter.lag() == {"nvme": 0, "fsx": 0, "s3": 0}  # close() waits for every copy

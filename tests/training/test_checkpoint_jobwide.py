@@ -2,6 +2,7 @@
 (sharded state: each rank writes its own part there); one rank's copies fail. A step is durable only when every
 rank's part is there, so cadence, retries and retention must keep such a step."""
 
+import dataclasses
 import logging
 
 import pytest
@@ -101,7 +102,9 @@ def test_a_failure_on_rank_1_alone_is_in_the_result_and_the_metrics(tmp_path):
 
     args = train_args(tmp_path, steps=10, every=5, extra=["--parallelism", "fsdp", "--nvme-dir", str(tmp_path / "nv")])
     r = run_cli(args, env=cli_env(OPENPOD_FAULT_PUT="fsx@10@1"))
-    assert r.returncode == 0, failure_text(r)
+    assert r.returncode == 4, failure_text(r)  # its last step is not durable in FSx (issue 38)
+    assert "error: the steps are done but the last checkpoint, step 10, is not durable in fsx (newest verified " \
+           "step: 5)" in r.stderr
     ck = last_json(r.stdout)["checkpoints"]
     assert ck["promote_failed"] == {"fsx": 1} and ck["failed_ranks"] == [1], ck
     assert ck["behind"] == {"fsx": {"1": 10}} and ck["durable"] == {"fsx": 5}, ck
@@ -153,3 +156,61 @@ def test_a_sealed_step_in_a_directory_tier_is_read_from_its_manifest(tmp_path, m
 
     monkeypatch.setattr(storage.Marker, "from_json", classmethod(lambda cls, t: pytest.fail("a marker was read")))
     assert sorted((m.step, m.rank) for m in fsx.markers()) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+
+
+def test_a_step_copied_again_into_a_sealed_tier_verifies_restores_and_is_reported(tmp_path, monkeypatch, caplog):
+    """Issue 38, failed on the old code: a step already sealed in FSx and copied again (a rerun saving it anew)
+    kept its old manifest, so every reader took the old markers for the new files - the step failed its hash
+    check forever, a restore from FSx fell back to an older step, and the result still called it durable. The
+    copy now uncommits the step first and the seal replaces the manifest; the result lists what verifies."""
+    from training.checkpoint import state_sha256
+    from training.checkpoint.storage import verify_dir
+
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch, fsx_every=1)
+    _save(cks, model, opt, [1, 2])
+    assert (tmp_path / "fsx/step_000000002/manifest.json").exists()
+    _save(cks, model, opt, [2])  # the same step, another state: copied again into FSx
+    want = state_sha256(cks[0].state(model, opt))
+    for ck in cks:
+        ck.close()
+    fsx = DirTier("fsx", tmp_path / "fsx")
+    for m in fsx.markers():
+        verify_dir(fsx.snapshot_dir(m.step, m.rank), m, m.key)  # the markers a reader takes, against the files
+    for d in ("shm", "nvme"):  # the restore must come from FSx
+        __import__("shutil").rmtree(tmp_path / d)
+    fresh, opt2 = make_model(seed=99)
+    ck = Checkpointer(cks[0].cfg, rank=0, world_size=2, local_world_size=1, node_id="n0",
+                      scratch_dir=tmp_path / "scratch-r")
+    info = ck.restore(fresh, opt2)
+    assert (info.step, info.source) == (2, f"fsx:{tmp_path}/fsx")
+    assert state_sha256(ck.state(fresh, opt2)) == want
+    ck.close()
+    assert fsx.verify_step(2, 2) is None and cks[0].durable_steps() == {"fsx": 2}
+    blob = tmp_path / "fsx/step_000000002/rank_00001/__0_0.distcp"
+    blob.write_bytes(b"\0" * blob.stat().st_size)  # same size, other bytes: only the hash tells
+    with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+        assert cks[0].durable_steps() == {"fsx": 1}
+    assert "step 2 in fsx" in caplog.text and "fails its blake3 check" in caplog.text
+
+
+def test_a_step_copied_again_into_s3_replaces_its_manifest(tmp_path, moto_s3, bucket):
+    """Issue 38, failed on the old code: the S3 copy of a sealed step put again kept the old manifest."""
+    from training.checkpoint.storage import Marker, S3Tier, describe_dir, verify_dir
+
+    s3 = S3Tier(f"s3://{bucket}/job", endpoint_url=moto_s3)
+    _fake_parts(s3, tmp_path, 10, range(2), 2)
+    assert s3.seal(10, 2)
+    d = tmp_path / "again"
+    d.mkdir()
+    (d / "__0_0.distcp").write_bytes(b"new state" * 9)
+    s3.put(d, Marker(step=10, rank=0, world_size=2, files=describe_dir(d), replicated=False))
+    s3.seal(10, 2)
+    m = next(m for m in s3.markers() if (m.step, m.rank) == (10, 0))
+    verify_dir(s3.materialize(m, tmp_path / "scratch"), m, "s3")  # the marker a reader takes, against the copy
+    assert not s3.seal(10, 2) and s3.verify_step(10, 2) is None  # replaced once, then unchanged
+    from training.checkpoint.storage import manifest_bytes
+
+    old = [dataclasses.replace(m, files={"__0_0.distcp": {"size": 81, "blake3": "0" * 64}})] + [
+        x for x in s3.markers() if (x.step, x.rank) == (10, 1)]
+    s3.s3.put_object(Bucket=bucket, Key="job/step_000000010/manifest.json", Body=manifest_bytes(10, old))
+    assert "another copy's marker" in s3.verify_step(10, 2)  # what the old code left: not durable

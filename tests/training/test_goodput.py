@@ -62,3 +62,20 @@ def test_a_full_disk_under_the_ledger_and_metrics_is_a_warning_not_a_crash(tmp_p
     assert g.summary()["high_water_step"] == 1
     assert caplog.text.count("No space left on device") == 2  # one warning per file, not one per write
     assert "goodput ledger" in caplog.text and "training continues" in caplog.text
+
+
+def test_a_forward_wall_clock_step_is_recorded_not_booked_as_start_up(tmp_path, monkeypatch, caplog):
+    """Issue 38, failed on the old code: start-up was the wall-clock time from the process's start to its first
+    step, so a 600 s step of the wall clock (NTP, a resumed VM) was booked as 600 s of start-up. It is measured on
+    the boot clock now; the step is logged and kept in the ledger."""
+    import logging
+
+    g = Goodput(tmp_path, rank=0, started=time.time())  # as a new incarnation in the same process
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 600.0)  # the clock the code reads, stepped forward
+    with caplog.at_level(logging.WARNING, logger="training.goodput"):
+        g.training_starts()
+        g.persist()
+    assert g.seconds["startup"] < 60, g.seconds
+    assert "the wall clock stepped +600" in caplog.text
+    assert 599 < json.loads((tmp_path / "goodput.json").read_text())["wall_clock_step_s"] < 601

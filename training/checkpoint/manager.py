@@ -26,8 +26,8 @@ from training.checkpoint.reshard import state_layout
 from training.checkpoint.restore import PeerSource, Restorer, RestoreInfo
 from training.checkpoint.staging import HostStager, local_tensor
 from training.checkpoint.stats import SaveStats, gauges_over_ranks, summary_over_ranks
-from training.checkpoint.storage import DirTier
-from training.checkpoint.tiers import TierPolicy, build_tier
+from training.checkpoint.storage import DirTier, Marker
+from training.checkpoint.tiers import SHARED, TierPolicy, build_tier
 from training.checkpoint.writer import SnapshotWriter
 from training.config import CheckpointConfig
 from training.faults import kill_point
@@ -91,6 +91,8 @@ class Checkpointer:
         self._budget_checked = False
         self._local_world_size = local_world_size
         self._replicated = True
+        self.last_step: int | None = None  # the newest step this process saved or restored (finalize)
+        self._catch_up: set[int] = set()  # shared tiers (indices) the last step was queued for after a restore
         self.components: dict[str, object] = {}  # name -> Stateful, see register()
 
         self.peer_server = None
@@ -119,9 +121,55 @@ class Checkpointer:
 
     def job_summary(self) -> dict:
         """The result's ``checkpoints`` section, the same on every rank (collective): every rank's saves and
-        failures summed, the ranks that failed, each tier's ranks behind, and (rank 0's listing) the newest step
-        complete in each shared tier - every rank's part there."""
-        return summary_over_ranks(self.stats, self.rank, self.world_size, self.durable_steps)
+        failures summed, the ranks that failed, each tier's ranks behind, (rank 0's listing) the newest step
+        complete and verified in each shared tier, the job's last step and the shared tiers that do not hold it
+        (``tiers_behind``), and those this process copied it into after finding it missing there (a rerun catching
+        up: ``promoted_last_step``)."""
+        return summary_over_ranks(self.stats, self.rank, self.world_size, self.durable_steps,
+                                  last_step=self.last_step, promoted_last_step=self.caught_up())
+
+    def finalize(self) -> list[str]:
+        """Make the last step (saved or restored here) durable in every shared tier, whatever their cadence, and
+        wait for it: a job is finished only once its last step is in every shared tier (a rerun of a job killed
+        during its final flush finds that step in node memory alone). Each rank copies its own part from the
+        node tier that holds it, into each shared tier that lacks it. Returns the tiers it queued it for."""
+        self.flush()
+        step = self.last_step
+        if step is None or (self._replicated and self.rank != 0):  # replicated: rank 0's part is the step's
+            return []
+        missing = set()
+        for i, tier in enumerate(self.tiers[1:], 1):
+            if tier.kind not in SHARED or self.stats.behind.get(tier.kind) == step:
+                continue  # not shared, or its copy of this very step failed already (after its retries)
+            try:
+                if self.rank in tier.index().get(step, set()):
+                    continue
+            except Exception as e:  # noqa: BLE001 - copy it: the copy's retries say whether the tier is there
+                log.warning("cannot list %s: %s: %s", tier.name, type(e).__name__, e)
+            missing.add(i)
+        src = next((t for t in self.tiers  # node tiers first (the order of the config)
+                    if isinstance(t, DirTier) and t.marker_path(step, self.rank).exists()), None)
+        if not missing or src is None:
+            if missing:
+                log.warning("step %d: no node-local copy of rank %d's part to promote", step, self.rank)
+            return []
+        try:
+            marker = Marker.from_json(src.marker_path(step, self.rank).read_text())
+        except (OSError, ValueError, TypeError) as e:
+            log.warning("step %d: cannot read its marker in %s (%s); not promoted", step, src.name, e)
+            return []
+        with self.promoter.cond:
+            queued = self.promoter.queue(marker, src, force=True, only=missing)
+            self.promoter.cond.notify_all()
+        self._catch_up |= {i for i in missing if self.tiers[i].kind in queued}
+        if queued:
+            log.info("promoting the last step %d to %s before the job ends", step, ", ".join(queued))
+        self.promoter.wait_idle()
+        return queued
+
+    def caught_up(self) -> list[str]:
+        """The shared tiers this process copied its last step into after finding it missing there."""
+        return sorted(self.tiers[i].kind for i in self._catch_up if self.promoter.copied(i) == self.last_step)
 
     def durable_steps(self) -> dict[str, int | None]:
         """Per shared tier: the newest step every rank's part of which is committed there (None: no such step;
@@ -162,6 +210,7 @@ class Checkpointer:
         else:
             staged = self.stager.stage(state)
         self.stats.started += 1
+        self.last_step = step
         if not self._budget_checked:
             self._check_memory_budget()
         replicated = self._replicated = not _has_dtensor(state)  # sharded: each rank's snapshot holds its shards
@@ -267,7 +316,38 @@ class Checkpointer:
     def restore(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> RestoreInfo | None:
         """Load the newest checkpoint every rank can load, verified; None for a fresh start (collective; see
         :meth:`Restorer.restore`: the copies tried, resharding, when it refuses to start fresh)."""
-        return self.restorer.restore(self._sources(), model, optimizer)
+        self._replicated = not _has_dtensor(self.state(model, optimizer))
+        info = self.restorer.restore(self._sources(), model, optimizer)
+        if info is not None:
+            self.last_step = info.step
+            self._promote_restored(info)
+        return info
+
+    def _promote_restored(self, info: RestoreInfo) -> None:
+        """A step restored from this rank's own copy in a directory tier (memory, NVMe, a peer's copy landed in
+        memory, FSx) goes on to the shared tiers it is due in and missing from, as if just saved (a rerun after a
+        kill during promotion)."""
+        src, marker = info.origin or (None, None)
+        if marker is None or marker.rank != self.rank or (self._replicated and self.rank != 0):
+            return
+        if isinstance(src, PeerSource):
+            src = self.first  # fetched into this node's memory tier, committed there
+        if not isinstance(src, DirTier) or not src.marker_path(marker.step, self.rank).exists():
+            return
+        missing = set()
+        for i, tier in enumerate(self.tiers[1:], 1):
+            try:
+                if tier.kind in SHARED and self.rank not in tier.index().get(marker.step, set()):
+                    missing.add(i)
+            except Exception:  # noqa: BLE001 - the copy's retries report an unreachable tier
+                missing.add(i)
+        if missing:
+            with self.promoter.cond:
+                queued = self.promoter.queue(marker, src, only=missing)
+                self.promoter.cond.notify_all()
+            self._catch_up |= {i for i in missing if self.tiers[i].kind in queued}
+            if queued:
+                log.info("restored step %d is in no %s yet: promoting it", marker.step, ", ".join(queued))
 
 
 def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> set[int]:

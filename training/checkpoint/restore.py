@@ -40,6 +40,7 @@ class RestoreInfo:
     source: str                       # tier or peer the state came from
     seconds: float
     meta: dict = field(default_factory=dict)
+    origin: tuple | None = field(default=None, repr=False, compare=False)  # (source, marker) of a direct load
 
 
 class PeerSource:
@@ -262,7 +263,7 @@ class Restorer:
                 if not getattr(src, "verified_on_fetch", False):
                     verify_dir(d, m, where)
                 load_into(SafeFileSystemReader(d), model, optimizer, where, state, self.components)
-                return RestoreInfo(step=step, source=src.name, seconds=0.0, meta=m.meta)
+                return RestoreInfo(step=step, source=src.name, seconds=0.0, meta=m.meta, origin=(src, m))
             except IncompatibleCheckpoint:
                 raise
             except CorruptCheckpoint as e:

@@ -45,13 +45,15 @@ def gauges_over_ranks(stats: SaveStats, world_size: int) -> dict[str, int]:
     return {"checkpoint_failures": failures, "restore_source_failures": src, "restored_older": older}
 
 
-def summary_over_ranks(stats: SaveStats, rank: int, world_size: int, durable_steps) -> dict:
+def summary_over_ranks(stats: SaveStats, rank: int, world_size: int, durable_steps, *, last_step: int | None = None,
+                       promoted_last_step: list[str] = ()) -> dict:
     """The result's ``checkpoints`` section (collective), see :meth:`Checkpointer.job_summary`; ``durable_steps``:
-    called on rank 0 alone for the newest step complete in each shared tier."""
+    called on rank 0 alone for the newest step complete (and verified) in each shared tier."""
     st = stats
     mine = {"committed": st.committed, "failed": st.failed, "promote_failed": dict(st.promote_failed),
             "promote_retried": st.promote_retried, "behind": dict(st.behind), "last_error": st.last_error,
-            "memory_tier_short": st.memory_tier_short, "restored_older": st.restored_older}
+            "memory_tier_short": st.memory_tier_short, "restored_older": st.restored_older,
+            "promoted_last_step": list(promoted_last_step)}
     if rank == 0:
         mine["durable"] = durable_steps()
     every = all_gather(mine, world_size)
@@ -62,7 +64,11 @@ def summary_over_ranks(stats: SaveStats, rank: int, world_size: int, durable_ste
                               None),
            "memory_tier_short": any(r["memory_tier_short"] for r in every),
            "restored_older": max(r["restored_older"] for r in every),
-           "durable": every[0].get("durable", {})}
+           "durable": every[0].get("durable", {}), "last_step": last_step,
+           "promoted_last_step": sorted({k for r in every for k in r["promoted_last_step"]})}
+    # The shared tiers whose newest verified complete step is not the job's last: not durable there.
+    out["tiers_behind"] = {} if last_step is None else {
+        k: s for k, s in out["durable"].items() if s is None or s < last_step}
     for i, r in enumerate(every):
         for kind, n in r["promote_failed"].items():
             out["promote_failed"][kind] = out["promote_failed"].get(kind, 0) + n

@@ -214,6 +214,34 @@ class Tier:
         whether this call wrote it. A rank deleting its part deletes the manifest first."""
         return False
 
+    def step_markers(self, step: int) -> list[Marker]:
+        """The markers a reader takes for ``step`` (its manifest when sealed, else each rank's marker)."""
+        return [m for m in self.markers() if m.step == step]
+
+    def check_copy(self, marker: Marker) -> None:
+        """Raise :class:`CorruptCheckpoint` unless this tier's copy of ``marker``'s files matches it."""
+        raise NotImplementedError
+
+    def verify_step(self, step: int, world_size: int) -> str | None:
+        """None when every part (ranks ``0 .. world_size - 1``) of ``step`` is here as a reader takes it - the
+        markers it reads (a sealed step's from its manifest) against the files; else why not, in a few words. A
+        step re-copied under an old manifest (the marker read no longer the copy's) fails here."""
+        try:
+            got = {m.rank: m for m in self.step_markers(step)}
+        except Exception as e:  # noqa: BLE001 - a report, not the job
+            return f"unreadable ({type(e).__name__}: {e})"
+        missing = [r for r in range(max(world_size, 1)) if r not in got]
+        if missing:
+            return f"rank(s) {', '.join(map(str, missing[:4]))} not committed"
+        for r in range(max(world_size, 1)):
+            try:
+                self.check_copy(got[r])
+            except CorruptCheckpoint as e:
+                return str(e)
+            except Exception as e:  # noqa: BLE001 - an unreadable copy does not verify
+                return f"rank {r}: {type(e).__name__}: {e}"
+        return None
+
     def complete_steps(self, world_size: int) -> list[int]:
         """Steps whose every part (ranks ``0 .. world_size - 1``) is committed here, newest first. Replicated
         state has one part in shared tiers (rank 0's): ``world_size`` 1."""
@@ -300,16 +328,31 @@ class DirTier(Tier):
                     log.warning("skipping checkpoint %s: unreadable commit marker (%s)", e.path, ex)
         return sorted(out, key=lambda m: (m.step, -m.rank), reverse=True)
 
+    def check_copy(self, marker: Marker) -> None:
+        verify_dir(self.snapshot_dir(marker.step, marker.rank), marker, f"{self.name}/{marker.key}")
+
     def seal(self, step: int, world_size: int) -> bool:
+        """See :meth:`Tier.seal`; a manifest that no longer holds every rank's current marker (a part copied
+        again: a rerun re-saving the step) is replaced, atomically (rename)."""
         d = self.root / f"step_{step:09d}"
         names = {e.name for e in _scandir_step(d)}
-        if MANIFEST in names or not all(f"rank_{r:05d}{MARKER_SUFFIX}" in names for r in range(world_size)):
+        if not all(f"rank_{r:05d}{MARKER_SUFFIX}" in names for r in range(world_size)):
             return False
         try:
             markers = [Marker.from_json(self.marker_path(step, r).read_text()) for r in range(world_size)]
         except (FileNotFoundError, ValueError, TypeError):
             return False  # a part deleted or unreadable meanwhile: not complete
-        atomic_write(self.manifest_path(step), manifest_bytes(step, markers), fsync=self.fsync)
+        body = manifest_bytes(step, markers)
+        if MANIFEST in names:
+            try:
+                if self.manifest_path(step).read_bytes() == body:
+                    return False
+            except FileNotFoundError:
+                pass
+        atomic_write(self.manifest_path(step), body, fsync=self.fsync)
+        if not all(self.marker_path(step, r).exists() for r in range(world_size)):
+            self.manifest_path(step).unlink(missing_ok=True)  # a rank began copying its part again meanwhile
+            return False
         return True
 
     def commit(self, marker: Marker) -> None:
@@ -322,8 +365,10 @@ class DirTier(Tier):
         atomic_write(self.marker_path(marker.step, marker.rank), marker.to_json().encode(), fsync=self.fsync)
 
     def prepare(self, step: int, rank: int) -> Path:
-        """An empty snapshot directory (a stale partial one from a crash is removed)."""
+        """An empty snapshot directory (a stale partial one from a crash is removed). The step is uncommitted first
+        (this rank's marker, then the step's manifest): a reader never takes an old marker for the new files."""
         self.marker_path(step, rank).unlink(missing_ok=True)
+        self.manifest_path(step).unlink(missing_ok=True)
         d = self.snapshot_dir(step, rank)
         shutil.rmtree(d, ignore_errors=True)
         for _ in range(3):  # another rank's retention may remove the shared step directory meanwhile
@@ -474,17 +519,48 @@ class S3Tier(Tier):
         return sorted(out, key=lambda m: (m.step, -m.rank), reverse=True)
 
     def seal(self, step: int, world_size: int) -> bool:
+        """See :meth:`Tier.seal`; a manifest that no longer holds every rank's current marker is replaced (a PUT
+        replaces an object whole)."""
         d = f"step_{step:09d}"
         names = {k[len(self._key(d + "/")):] for k in self._list(self._key(d + "/"))[0]}
-        if MANIFEST in names or not all(f"rank_{r:05d}{MARKER_SUFFIX}" in names for r in range(world_size)):
+        if not all(f"rank_{r:05d}{MARKER_SUFFIX}" in names for r in range(world_size)):
             return False
         try:
             markers = [Marker.from_json(self._get(checkpoint_key(step, r) + MARKER_SUFFIX).decode())
                        for r in range(world_size)]
         except (self.s3.exceptions.NoSuchKey, ValueError, TypeError):
             return False
-        self.s3.put_object(Bucket=self.bucket, Key=self._key(f"{d}/{MANIFEST}"), Body=manifest_bytes(step, markers))
+        body = manifest_bytes(step, markers)
+        if MANIFEST in names:
+            try:
+                if self._get(f"{d}/{MANIFEST}") == body:
+                    return False
+            except self.s3.exceptions.NoSuchKey:
+                pass
+        self.s3.put_object(Bucket=self.bucket, Key=self._key(f"{d}/{MANIFEST}"), Body=body)
+        if len(self.s3.list_objects_v2(Bucket=self.bucket, Prefix=self._key(f"{d}/rank_"), Delimiter="/")
+               .get("Contents", [])) < world_size:  # a rank began copying its part again meanwhile
+            self.s3.delete_object(Bucket=self.bucket, Key=self._key(f"{d}/{MANIFEST}"))
+            return False
         return True
+
+    def check_copy(self, marker: Marker) -> None:
+        """The objects' sizes against the marker's (one listing); the hashes were checked as the files were
+        written and are checked again by every restore (a download)."""
+        where = f"s3://{self.bucket}/{self._key(marker.key)}"
+        listing = self.s3.list_objects_v2(Bucket=self.bucket, Prefix=self._key(marker.key + "/"))
+        sizes = {o["Key"].rsplit("/", 1)[-1]: o["Size"] for o in listing.get("Contents", [])}
+        for name, want in marker.files.items():
+            if name not in sizes:
+                raise CorruptCheckpoint(f"{where}: file {name} is missing")
+            if sizes[name] != want["size"]:
+                raise CorruptCheckpoint(f"{where}: file {name} has {sizes[name]} bytes, marker says {want['size']}")
+        try:
+            own = Marker.from_json(self._get(marker.key + MARKER_SUFFIX).decode())
+        except self.s3.exceptions.NoSuchKey:
+            raise CorruptCheckpoint(f"{where}: its commit marker is gone") from None
+        if own.files != marker.files:
+            raise CorruptCheckpoint(f"{where}: the step's manifest holds another copy's marker")
 
     # ------------------------------------------------ multipart uploads: recorded as started, aborted by id
     # boto3's upload_file copies files above 8 MiB as multipart uploads; parts of an upload never completed
@@ -600,6 +676,10 @@ class S3Tier(Tier):
         # and rank (rank 0 also takes those of ranks the job no longer has), and again after a sweep that
         # could not run.
         put_fault(self.kind, marker.step, marker.rank)
+        # Uncommit first (this rank's marker, then the step's manifest): a reader never takes an old marker for
+        # new objects while they are replaced.
+        self.s3.delete_object(Bucket=self.bucket, Key=self._key(marker.key + MARKER_SUFFIX))
+        self.s3.delete_object(Bucket=self.bucket, Key=self._key(f"step_{marker.step:09d}/{MANIFEST}"))
         if marker.rank not in self._swept and self._abort_quietly(
                 marker.rank, world_size=marker.world_size if marker.rank == 0 else None):
             self._swept.add(marker.rank)

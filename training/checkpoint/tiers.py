@@ -70,16 +70,24 @@ class TierPolicy:
         return not (tier.kind in SHARED and replicated and self.rank != 0)
 
     def durable_steps(self, replicated: bool) -> dict[str, int | None]:
-        """Per shared tier: the newest step every rank's part of which is committed there (None: no such step;
-        the tier unreadable is said in the log)."""
+        """Per shared tier: the newest step every rank's part of which is committed there and verifies as a
+        restore reads it (:meth:`Tier.verify_step`; None: no such step). A step that does not verify is said in
+        the log and the next older one is tried; an unreadable tier is said in the log."""
+        world = 1 if replicated else self.world_size
         out: dict[str, int | None] = {}
         for tier in self.tiers:
             if tier.kind not in SHARED:
                 continue
+            out[tier.kind] = None
             try:
-                steps = tier.complete_steps(1 if replicated else self.world_size)
+                steps = tier.complete_steps(world)
             except Exception as e:  # noqa: BLE001 - a report, not the job
                 log.warning("cannot list %s: %s: %s", tier.name, type(e).__name__, e)
-                steps = []
-            out[tier.kind] = steps[0] if steps else None
+                continue
+            for step in steps:
+                why = tier.verify_step(step, world)
+                if why is None:
+                    out[tier.kind] = step
+                    break
+                log.warning("step %d in %s does not verify: %s", step, tier.name, why)
         return out

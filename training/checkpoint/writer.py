@@ -173,12 +173,6 @@ class SnapshotWriter:
             if isinstance(written, BaseException):
                 raise written
             tier.commit(written)
-            self.policy.seal(tier, written)
-            with self.promoter.cond:
-                self.policy.retain(tier, written.replicated)
-            self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
-            self.stats.behind.pop(tier.kind, None)
-            return True
         except (Exception, CheckpointException) as e:
             self.stats.promote_retried += 1
             log.warning("writing step %d to %s failed: %s: %s; copying it from %s instead", step, tier.name,
@@ -188,4 +182,15 @@ class SnapshotWriter:
             except Exception:  # noqa: BLE001 - best effort cleanup
                 pass
             return False
+        # Committed: durable. What follows costs space at worst, never this copy (a failed retention used to
+        # delete the step just committed and leave it to the niced promoter, which a kill could then outrun).
+        self.policy.seal(tier, written)
+        try:
+            with self.promoter.cond:
+                self.policy.retain(tier, written.replicated)
+        except Exception as e:  # noqa: BLE001 - retention costs space, not the copy
+            log.warning("retention in %s failed: %s: %s", tier.name, type(e).__name__, e)
+        self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
+        self.stats.behind.pop(tier.kind, None)
+        return True
 

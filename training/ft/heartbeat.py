@@ -2,7 +2,8 @@
 
 Each rank writes ``<dir>/rank-<r>.json`` ({"rank", "step", "time", "step_time", "started",
 "started_time", "finished"}) atomically after every step (``step`` done at ``time``) and when
-it begins one (``started`` at ``started_time``). The watchdog reads them all; a hang is
+it begins one (``started`` at ``started_time``). Times are the node's boot clock (training/ft/clock.py): a
+wall-clock step never looks like a hang. The watchdog reads them all; a hang is
 declared when no rank has advanced (begun or completed a step) for ``max(floor_s, multiple *
 median recent step time)``;
 :func:`behind` names the ranks that did not begin the step their peers began (the culprits:
@@ -15,9 +16,10 @@ import json
 import logging
 import os
 import statistics
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+from training.ft import clock
 
 log = logging.getLogger("training.ft")
 
@@ -54,12 +56,12 @@ class Heartbeat:
         # Written at once: a new generation's rank (in-process restart) must not be judged by the beat of the
         # process it replaces, which may have begun a step later than the one the job restored.
         # (Its started_time is when this process joined: the watchdog's clock for it until it begins a step.)
-        self._write(Beat(rank, 0, 0.0, 0.0, started_time=time.time(), generation=self.generation))
+        self._write(Beat(rank, 0, 0.0, 0.0, started_time=clock.now(), generation=self.generation))
         self._beat = Beat(rank, 0, 0.0, 0.0, generation=self.generation)
 
     def beat(self, step: int, now: float | None = None, compute_time: float = 0.0) -> Beat:
         """``step`` steps are done; ``compute_time``: what the last one computed before its gradient collective."""
-        now = time.time() if now is None else now
+        now = clock.now() if now is None else now
         step_time = 0.0 if self._last is None else now - self._last
         self._last = now
         return self._write(replace(self._beat, step=step, time=now, step_time=step_time, compute_time=compute_time,
@@ -68,7 +70,7 @@ class Heartbeat:
     def begin(self, step: int, now: float | None = None) -> Beat:
         """This rank begins ``step`` (it got past its data loading and fault hooks). This process's first step
         is a phase of its own (compilation, warm-up) until :meth:`beat`."""
-        now = time.time() if now is None else now
+        now = clock.now() if now is None else now
         first = self._last is None and not self._beat.phase
         return self._write(replace(self._beat, started=step, started_time=now,
                                    **({"phase": "first_step", "phase_time": now} if first else {})))
@@ -77,11 +79,11 @@ class Heartbeat:
     def phase(self, name: str):
         """Say that this rank is in ``name`` (e.g. "restore") until the block ends: the watchdog gives it up to
         :data:`PHASE_LIMIT_S` instead of the step-time bound."""
-        self._write(replace(self._beat, phase=name, phase_time=time.time()))
+        self._write(replace(self._beat, phase=name, phase_time=clock.now()))
         try:
             yield
         finally:
-            self._write(replace(self._beat, phase="", started_time=time.time()))
+            self._write(replace(self._beat, phase="", started_time=clock.now()))
 
     def finished(self) -> Beat:
         """The steps are over (the final flush and exit follow): the watchdog no longer counts this rank -

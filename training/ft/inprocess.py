@@ -44,7 +44,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
-from training.ft import jobbeats
+from training.ft import clock, jobbeats
 from training.ft.heartbeat import forget, read_beats
 from training.ft.watchdog import clear_state
 
@@ -452,7 +452,7 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
     def watch_nodes(nodes: list[jobbeats.NodeBeats]) -> str | None:
         """Declare a node lost whose launcher went silent; why the job must stop, if it must."""
         nonlocal generation
-        now = time.monotonic()
+        now = clock.now()
         note_beats(nodes, now)
         for n in nodes:
             j = n.node
@@ -499,7 +499,7 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                     failed.append((r, rc))
             if len(done) == nproc:
                 if lost:  # a replacement may have joined and finished the job between two polls: say it rejoined
-                    note_beats(jobbeats.gather(store, nnodes), time.monotonic())
+                    note_beats(jobbeats.gather(store, nnodes), clock.now())
                 if nnodes > 1:  # node 0's launcher keeps the store up until every node's workers are done
                     store.set(f"openpod/done/node-{node_rank}", "1")  # its beat stops: not a lost node
                     store.add("nodes-done", 1)
@@ -549,7 +549,7 @@ def supervise_ranks(cmd: list[str], env: dict, *, nproc: int, host: str, max_res
                         return 1, bool(signalled)
                 if judge:
                     # The whole job's beats of the current generation: a culprit on another node is named here too
-                    beats, node_of = jobbeats.current(nodes, int(store.get(GENERATION_KEY)))
+                    beats, node_of = jobbeats.current(nodes, int(store.get(GENERATION_KEY)), seen, node_rank)
                     if watchdog.hung(beats=beats):
                         quiet, bound = watchdog.quiet(beats=beats), watchdog.bound(beats)
                         culprits = watchdog.culprits(beats)

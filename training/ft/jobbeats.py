@@ -11,17 +11,20 @@ node, and only the launcher that runs them kills them.
 
 Beats carry the in-process generation they were written in; only those of the store's current
 generation are judged (a survivor's beat from before a recovery is stale until it writes a new one).
-Times are wall-clock times of the nodes that wrote them: the nodes' clocks must agree to well within
-the hang bound (EKS nodes synchronise with the Amazon Time Sync Service through chrony).
+Times are each node's boot clock (training/ft/clock.py), which no wall-clock step moves and which differs from
+node to node: a reader rebases another node's beats into its own clock (:func:`current`, from when it saw that
+node's publication change), so no two nodes' clocks need agree.
 
 Cost: one ``set`` and one ``multi_get`` of N keys per launcher per second (N nodes).
 """
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 
+from dataclasses import replace
+
+from training.ft import clock
 from training.ft.heartbeat import Beat
 
 KEY = "openpod/beats/node-{}"
@@ -41,7 +44,7 @@ def init(store, nnodes: int) -> None:
 
 
 def publish(store, node: int, beats: list[Beat], now: float | None = None) -> None:
-    store.set(KEY.format(node), json.dumps({"time": time.time() if now is None else now,
+    store.set(KEY.format(node), json.dumps({"time": clock.now() if now is None else now,
                                             "beats": [b.__dict__ for b in beats]}))
 
 
@@ -56,7 +59,23 @@ def gather(store, nnodes: int) -> list[NodeBeats]:
     return out
 
 
-def current(nodes: list[NodeBeats], generation: int) -> tuple[list[Beat], dict[int, int]]:
-    """The beats of ``generation`` from every node, and each of their ranks' node."""
-    beats = [b for n in nodes for b in n.beats if b.generation == generation]
-    return beats, {b.rank: n.node for n in nodes for b in n.beats}
+def current(nodes: list[NodeBeats], generation: int, seen: dict[int, tuple] | None = None,
+            own: int | None = None) -> tuple[list[Beat], dict[int, int]]:
+    """The beats of ``generation`` from every node, and each of their ranks' node. With ``seen`` (node ->
+    (its publication's time, the reader's clock when the reader saw that publication first)), another node's
+    beat times are moved into the reader's clock: a beat ``a`` seconds older than its publication is ``a``
+    seconds older than the moment the reader first saw it. ``own``: the reader's node (its clock already)."""
+    out = []
+    for n in nodes:
+        shift = 0.0
+        if seen is not None and n.node != own and n.time is not None:
+            t, at = seen.get(n.node, (None, None))
+            shift = at - n.time if t == n.time and at is not None else 0.0
+        for b in n.beats:
+            if b.generation != generation:
+                continue
+            if shift:
+                b = replace(b, **{k: getattr(b, k) + shift for k in ("time", "started_time", "phase_time")
+                                  if getattr(b, k) > 0})
+            out.append(b)
+    return out, {b.rank: n.node for n in nodes for b in n.beats}

@@ -14,6 +14,7 @@ import signal
 import time
 from pathlib import Path
 
+from training.ft import clock
 from training.ft.heartbeat import Beat, behind, hang_bound, is_hung, read_beats
 
 _STACK_FILES: dict[Path, object] = {}  # the file faulthandler writes to, kept alive (one per process)
@@ -67,12 +68,12 @@ class Watchdog:
 
     def hung(self, now: float | None = None, beats: list[Beat] | None = None) -> bool:
         """No rank advanced for the bound."""
-        return is_hung(self._beats(beats), time.time() if now is None else now, self.floor_s, self.multiple)
+        return is_hung(self._beats(beats), clock.now() if now is None else now, self.floor_s, self.multiple)
 
     def quiet(self, now: float | None = None, beats: list[Beat] | None = None) -> float:
         """Seconds since a rank last advanced (0 with no beats)."""
         beats = self._beats(beats)
-        return (time.time() if now is None else now) - max(b.advanced for b in beats) if beats else 0.0
+        return (clock.now() if now is None else now) - max(b.advanced for b in beats) if beats else 0.0
 
     def culprits(self, beats: list[Beat] | None = None) -> list[int]:
         """The ranks that did not begin the step their peers began (heartbeat.behind); empty if none lags."""

@@ -86,20 +86,19 @@ def test_a_long_restore_is_not_a_hang_but_a_rank_that_never_begins_is(tmp_path):
     longer than the floor was judged a hang (and killed, in a loop). Now a rank in its restore (or all ranks in
     their first step together, compiling) has up to PHASE_LIMIT_S; a rank that never begins the first step its
     peers began is still a hang."""
-    import time as _time
-
+    from training.ft import clock
     from training.ft.heartbeat import PHASE_LIMIT_S
 
     a, b = Heartbeat(tmp_path, 0), Heartbeat(tmp_path, 1)
-    t0 = _time.time()
+    t0 = clock.now()  # the clock beats carry
     with a.phase("restore"):
         assert not is_hung(read_beats(tmp_path), now=t0 + 600, floor_s=300)  # 600 s restoring, floor 300
         assert is_hung(read_beats(tmp_path), now=t0 + PHASE_LIMIT_S + 60, floor_s=300)
     a.begin(0)
     b.begin(0)
-    assert not is_hung(read_beats(tmp_path), now=_time.time() + 900, floor_s=300)  # compiling together
+    assert not is_hung(read_beats(tmp_path), now=clock.now() + 900, floor_s=300)  # compiling together
     c = Heartbeat(tmp_path, 2)  # a third rank that never begins step 0
-    assert is_hung(read_beats(tmp_path), now=_time.time() + 900, floor_s=300)
+    assert is_hung(read_beats(tmp_path), now=clock.now() + 900, floor_s=300)
     a.beat(1)
     assert read_beats(tmp_path)[0].phase == ""
     del c

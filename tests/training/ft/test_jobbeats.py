@@ -49,3 +49,18 @@ def test_node_timeout_must_be_below_the_hang_floor():
         "fires, got 20.0"]
     assert check_run_args([*base, "--nnodes", "2", "--hang-floor", "21"]) == []
     assert check_run_args([*base, "--nnodes", "1", "--hang-floor", "8"]) == []  # one node: no node is watched
+
+
+def test_another_nodes_beats_are_moved_into_the_readers_clock():
+    """Issue 38: beats carry each node's boot clock (no wall-clock step moves it), which differs from node to node;
+    the reader places a beat as old, before the moment it first saw that node's publication, as it was before
+    the publication. A node that stops publishing keeps its beats' place: they age."""
+    from training.ft.heartbeat import is_hung
+
+    node1 = jobbeats.NodeBeats(1, 1_000_100.0, (Beat(1, 7, 1_000_095.0, 1.0, started=8, started_time=1_000_096.0,
+                                                     generation=0),))
+    node0 = jobbeats.NodeBeats(0, 199.0, (Beat(0, 7, 198.0, 1.0, started=8, started_time=198.5, generation=0),))
+    seen = {1: (1_000_100.0, 200.0)}  # the reader (node 0) saw node 1's publication at 200.0 on its own clock
+    beats, _ = jobbeats.current([node0, node1], 0, seen, own=0)
+    assert [(b.rank, b.time, b.started_time) for b in beats] == [(0, 198.0, 198.5), (1, 195.0, 196.0)]
+    assert not is_hung(beats, now=210.0, floor_s=30) and is_hung(beats, now=240.0, floor_s=30)
