@@ -453,8 +453,8 @@ class Runtime:
                                              meta={"loss": self.last_loss, "world_size": self.world_size})
             self.goodput.add("checkpoint_blocking", blocked)
             self._saved_step = done
-        if self.rank == 0 and self.cfg.log_every and (done % self.cfg.log_every == 0 or done == self.cfg.steps):
-            self._log_progress(done)
+        if self.rank == 0 and self.cfg.log_every and done % self.cfg.log_every == 0:
+            self._log_progress(done)  # reads the loss to the host: one device wait per --log-every steps
 
     def _log_progress(self, done: int) -> None:
         """One line on stderr (rank 0): the step, its loss, the mean step time since the last line, checkpoints."""
@@ -497,6 +497,8 @@ class Runtime:
 
     def finish(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
         """Drain checkpoint I/O, account, and describe the final state (identical on every rank)."""
+        if self.rank == 0 and self.cfg.log_every and self.preempted is None and self.cfg.steps % self.cfg.log_every:
+            self._log_progress(self.cfg.steps)  # the last step's line, outside the steps (it reads the loss)
         if self.heartbeat is not None:
             self.heartbeat.finished()
         if self.checkpointer is not None:

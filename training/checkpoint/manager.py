@@ -316,7 +316,9 @@ class Checkpointer:
     def restore(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> RestoreInfo | None:
         """Load the newest checkpoint every rank can load, verified; None for a fresh start (collective; see
         :meth:`Restorer.restore`: the copies tried, resharding, when it refuses to start fresh)."""
-        self._replicated = not _has_dtensor(self.state(model, optimizer))
+        # sharded (DTensor parameters): each rank's snapshot holds its shards; read off the module, since the
+        # restorer builds the state dict once and a second get_state_dict would double restore's set-up
+        self._replicated = not any(isinstance(t, DTensor) for t in (*model.parameters(), *model.buffers()))
         info = self.restorer.restore(self._sources(), model, optimizer)
         if info is not None:
             self.last_step = info.step
