@@ -117,6 +117,7 @@ COMMANDS = [
     (["schema"], None),
     (["status", "--spec", SPEC], "k8s"),
     (["init", "OUT/team"], None),
+    (["teardown", "--spec", SPEC], "aws"),
 ]
 
 
