@@ -20,7 +20,8 @@ For each, per save (median and min-max of ``--reps``):
   openpod: its optimizer pre-hook), since the update may not run over a copy in progress;
 * time to durable: from the save call until the checkpoint is fsynced on the first
   durable tier (DCP: ``upload_completion`` of a ``FileSystemWriter(sync_files=True)``
-  on disk; openpod: the commit marker of its ``nvme`` tier, before the memory tier's);
+  on disk, from a done-callback; openpod: the return of its ``nvme`` tier's commit - files, directory and
+  marker fsynced - recorded in the writer's thread, before the memory tier's);
 * peak host memory: the process's resident set plus the bytes this run holds in
   ``/dev/shm`` (tmpfs is RAM), sampled every 5 ms during the save, above the level
   before the stager / checkpointer existed, taken after freed heap memory was handed
