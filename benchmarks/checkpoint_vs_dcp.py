@@ -20,13 +20,18 @@ For each, per save (median and min-max of ``--reps``):
   openpod: its optimizer pre-hook), since the update may not run over a copy in progress;
 * time to durable: from the save call until the checkpoint is fsynced on the first
   durable tier (DCP: ``upload_completion`` of a ``FileSystemWriter(sync_files=True)``
-  on disk; openpod: the commit marker of its ``nvme`` tier, before the memory tier's);
+  on disk, from a done-callback; openpod: the return of its ``nvme`` tier's commit - files, directory and
+  marker fsynced - recorded in the writer's thread, before the memory tier's);
 * peak host memory: the process's resident set plus the bytes this run holds in
   ``/dev/shm`` (tmpfs is RAM), sampled every 5 ms during the save, above the level
   before the stager / checkpointer existed, taken after freed heap memory was handed
   back to the OS (so staging copies kept between saves and snapshots kept in the memory
   tier count, and pages an earlier run freed do not hide them);
 * step slowdown: median step time while the save is in flight against quiet steps;
+* disk limit: the same disk's sequential write in the same run, between the saves: a file of the state's bytes
+  written front to back in ``DISK_CHUNK`` pieces from one host buffer, then fsynced (the least any of the four
+  can take to make the state durable there); printed with openpod nvme's time to durable over it (issue 38:
+  within 1.2x);
 * training time lost: per save, the step time above the quiet median summed over the steps
   that ran while the save was in flight - until every copy the save makes is done (DCP: its
   upload; openpod: also the memory tier's copy after the durable commit), so work moved after
@@ -143,12 +148,18 @@ class MemorySampler:
         self.peak = max(self.peak, self.level())
 
 
-def wait_file(path: Path, done: dict, stop: threading.Event) -> None:
-    while not stop.is_set():
-        if path.exists():
-            done["t"] = time.perf_counter()
-            return
-        stop.wait(0.002)
+def on_commit(tier, done: dict) -> None:
+    """Record in ``done[step]`` when ``tier``'s commit of a step returns (its files, directory and marker fsynced):
+    the writer's own thread records it, as DCP's column records its ``upload_completion`` from a done-callback. (A
+    thread polling for the marker every 2 ms ran beside openpod's saves only, taking the GIL from its writer 500
+    times a second.)"""
+    commit = tier.commit
+
+    def timed(marker):
+        commit(marker)
+        done.setdefault(marker.step, time.perf_counter())
+
+    tier.commit = timed
 
 
 class TrainState(Stateful):
@@ -338,14 +349,12 @@ def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int, memory_tier
     host0 = host_allocated()
     ck = Checkpointer(cfg, rank=0, world_size=1, local_world_size=1, node_id="bench", scratch_dir=root / "scratch")
     nvme = next(t for t in ck.tiers if t.kind == "nvme")
+    done: dict = {}
+    on_commit(nvme, done)
     out = []
     try:
         for r in range(reps + 1):
             step = r + 1
-            done: dict = {}
-            stop = threading.Event()
-            watcher = threading.Thread(target=wait_file, args=(nvme.marker_path(step, 0), done, stop), daemon=True)
-            watcher.start()
             with MemorySampler(shm) as mem:
                 t0 = time.perf_counter()
                 call = ck.save(step, model, opt)
@@ -354,18 +363,45 @@ def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int, memory_tier
                 while ck.busy():  # until written everywhere (memory tier included), not only durable
                     steps.append(timed_step(model, opt, batch))  # its optimizer step waits for overlapped staging
                 ck.flush()
-                watcher.join(5.0)
-                stop.set()
-            if "t" not in done:
+            if step not in done or not nvme.marker_path(step, 0).exists():
                 raise RuntimeError(f"openpod save of step {step} never reached the nvme tier: {ck.stats}")
             if r:
-                out.append({"blocking": call + ck.take_waited(), "durable": done["t"] - t0, "mem": mem.peak - base,
+                out.append({"blocking": call + ck.take_waited(), "durable": done[step] - t0, "mem": mem.peak - base,
                             "steps": steps, "staged": ck.stager.nbytes,
                             "pinned": pinned_bytes(ck, host0) if cuda else 0})
     finally:
         ck.close()
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(shm / "mem", ignore_errors=True)
+    return out
+
+
+DISK_CHUNK = 8 << 20  # bytes per write of the disk-limit measurement (training/checkpoint/storage.py's _CHUNK)
+
+
+def disk_limit(root: Path, nbytes: int, reps: int = 1) -> list[float]:
+    """Seconds to write ``nbytes`` sequentially to a new file under ``root`` and fsync it, ``reps`` times: the
+    disk's own limit for making the state durable there, measured beside the saves (same disk, same load)."""
+    root.mkdir(parents=True, exist_ok=True)
+    buf = memoryview(bytearray(nbytes))
+    for i in range(0, nbytes, 4096):  # touched once, so the write copies resident pages
+        buf[i] = 1
+    out = []
+    try:
+        for r in range(reps):
+            p = root / f"disk_limit_{r}"
+            t0 = time.perf_counter()
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                for i in range(0, nbytes, DISK_CHUNK):
+                    os.write(fd, buf[i:i + DISK_CHUNK])
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            out.append(time.perf_counter() - t0)
+            p.unlink()
+    finally:
+        buf.release()
     return out
 
 
@@ -412,9 +448,11 @@ RATIOS = [("nvme/DCP", "openpod_nvme", "dcp"), ("mem+nvme/DCP", "openpod", "dcp"
           ("nvme/titan", "openpod_nvme", "titan")]
 
 
-def report(runs: dict[str, list[dict]], q: float, nbytes: int, cuda: bool) -> dict:
-    """Print the table; returns ``{row: {column: median}}``, ``ratios`` (``{"col/base": {row: ratio}}``) and
-    ``staged`` (openpod's staging buffer over the state's bytes, per openpod column; pinned bytes on CUDA)."""
+def report(runs: dict[str, list[dict]], q: float, nbytes: int, cuda: bool, disk: list[float] = ()) -> dict:
+    """Print the table; returns ``{row: {column: median}}``, ``ratios`` (``{"col/base": {row: ratio}}``),
+    ``staged`` (openpod's staging buffer over the state's bytes, per openpod column; pinned bytes on CUDA) and,
+    given ``disk`` (:func:`disk_limit`'s seconds), ``disk`` (their median) and ``durable_over_disk`` (per column,
+    its median time to durable over it)."""
 
     def lost(r):  # the step time above the quiet median, over the steps the save overlapped
         return sum(r["steps"]) - q * len(r["steps"])
@@ -442,6 +480,14 @@ def report(runs: dict[str, list[dict]], q: float, nbytes: int, cuda: bool) -> di
             cells.append(f"{med[c] / med[b]:.2f}x" if ok else "-")
         print(f"{label + ' (' + unit + ')':38s}" + "".join(f"{spread(v, scale):>24s}" for v in vals.values())
               + "".join(f"{c:>14s}" for c in cells))
+    if disk:
+        d = statistics.median(disk)
+        out["disk"] = d
+        out["durable_over_disk"] = {k: v / d for k, v in out["durable"].items()}
+        print(f"{'disk limit: write + fsync of the state (ms)':38s}{spread(disk, 1e3):>24s}   "
+              f"({nbytes / 2**20 / d:.0f} MiB/s)")
+        print(f"{'time to durable / disk limit':38s}"
+              + "".join(f"{out['durable_over_disk'][k]:>23.2f}x" for k in runs) + "   (target: openpod nvme <= 1.2x)")
     # The staging buffer openpod keeps between saves (one flat buffer, views carved from it): <= 1.05x the state.
     out["staged"] = {k: max(r["pinned" if cuda else "staged"] for r in runs[k]) / nbytes
                      for k in ("openpod_nvme", "openpod")}
@@ -501,13 +547,15 @@ def main(argv=None) -> dict:
         quiet = quiet_steps(model, opt, batch, 5)
         # Alternate the four, so machine noise hits them alike.
         runs: dict[str, list[dict]] = {k: [] for k in HEADS}
+        disk: list[float] = []
         for i in range(reps):
+            disk += disk_limit(base / f"disk{i}", nbytes)
             runs["dcp"] += run_dcp(model, opt, batch, base / f"dcp{i}", shm, 1)
             runs["titan"] += run_titan(model, opt, batch, base / f"titan{i}", shm, 1)
             runs["openpod_nvme"] += run_openpod(model, opt, batch, base / f"opnvme{i}", shm, 1, memory_tier=False)
             runs["openpod"] += run_openpod(model, opt, batch, base / f"openpod{i}", shm, 1)
             quiet += quiet_steps(model, opt, batch, 3)
-        return report(runs, statistics.median(quiet), nbytes, cuda=device.type == "cuda")
+        return report(runs, statistics.median(quiet), nbytes, cuda=device.type == "cuda", disk=disk)
     finally:
         shutil.rmtree(shm, ignore_errors=True)
         if a.dir is None:

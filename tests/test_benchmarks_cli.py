@@ -52,6 +52,9 @@ def test_the_dcp_comparison_has_a_like_for_like_column_and_one_staging_buffer(tm
     # the staging buffer openpod keeps between saves: one flat buffer, within 5 % of the state's bytes
     assert all(1.0 <= r <= 1.05 for r in res["staged"].values()), res["staged"]
     assert "staging buffer / state: openpod nvme" in out
+    # the disk's own limit, measured in the same run, and each column's time to durable over it (issue 38)
+    assert res["disk"] > 0 and "disk limit" in out
+    assert res["durable_over_disk"]["openpod_nvme"] == res["durable"]["openpod_nvme"] / res["disk"]
 
 
 STEP_OVERHEAD_WITH_SLOW_SYNC = """
@@ -149,3 +152,32 @@ def test_the_recovery_benchmark_leaves_no_process_behind_when_it_times_out(tmp_p
     while any(_alive(p) for p in started) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in started if _alive(p)]
+
+
+def test_the_dcp_comparison_runs_no_polling_thread_beside_openpods_saves(tmp_path, monkeypatch):
+    """Failed on the old code: openpod's time to durable was taken by a thread polling for the nvme marker every
+    2 ms, beside openpod's saves only (DCP's column takes its time from a done-callback), taking the GIL from
+    openpod's writer 500 times a second. Now the tier's commit records it, in the writer's own thread."""
+    import threading
+
+    import torch
+
+    from benchmarks import checkpoint_vs_dcp as b
+
+    started = []
+
+    class Counting(threading.Thread):
+        def __init__(self, *a, target=None, **kw):
+            if getattr(target, "__module__", None) == b.__name__:  # the benchmark's own threads
+                started.append(target.__name__)
+            super().__init__(*a, target=target, **kw)
+
+    monkeypatch.setattr(b.threading, "Thread", Counting)
+    model, opt = b.build_model("tiny", 1, torch.device("cpu"), False)
+    batch = torch.randint(256, (1, 17))
+    b.train_step(model, opt, batch)
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    out = b.run_openpod(model, opt, batch, tmp_path / "op", shm, 1, memory_tier=False)
+    assert started and set(started) == {"_run"}, started  # only the memory samplers (one per save)
+    assert len(out) == 1 and out[0]["durable"] > 0
