@@ -181,6 +181,17 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                    Q(f"max(openpod_checkpoint_restore_source_failures{{{JOB}}})", "unreadable restore sources")),
                   kind="stat"),
             )),
+            ("Checkpoint tiers", (
+                P("Saves each tier is behind, and the bound",
+                  (Q(f"max by (tier) (openpod_checkpoint_tier_lag_saves{{{JOB}}})", "{{tier}}"),
+                   Q(f"max(openpod_checkpoint_tier_lag_bound_saves{{{JOB}}})", "bound")),
+                  description="OpenpodCheckpointTierLagging fires when a tier stays above the bound."),
+                P("Tiers lacking the last step at the job's end",
+                  (Q(f"max by (tier) (max_over_time(openpod_checkpoint_final_step_not_durable{{{JOB}}}[1h]))",
+                     "{{tier}}"),), kind="stat",
+                  description="1: the job ended (exit 4) with its last step missing there "
+                              "(OpenpodJobEndedNotDurable); a rerun promotes it."),
+            )),
             ("Health", (
                 P("Last durable checkpoint age",
                   (Q(f"time() - min(openpod_checkpoint_last_durable_timestamp_seconds{{{JOB}}})", "age"),), unit="s",

@@ -131,8 +131,8 @@ ROWS: tuple[FailureMode, ...] = (
     F("S3", "stops", "access denied, throttled", "openpod_checkpoint_failures (tier promotions)",
       ("OpenpodCheckpointSaveFailing",)),
     F("S3", "slows", "promotion to S3 falls behind",
-      "openpod_checkpoint_last_durable_timestamp_seconds (any durable tier)", ("OpenpodCheckpointTooOld",),
-      ),
+      "openpod_checkpoint_last_durable_timestamp_seconds (any durable tier), openpod_checkpoint_tier_lag_saves"
+      "{tier=\"s3\"}", ("OpenpodCheckpointTooOld", "OpenpodCheckpointTierLagging")),
     F("S3", "lies", "an object unreadable or corrupt at restore", "openpod_checkpoint_restored_older",
       ("OpenpodCheckpointRestoredOlder",)),
     F("S3", "fills", "bucket grows without bound", "S3 storage metrics (CloudWatch AWS/S3 BucketSizeBytes)",
@@ -176,9 +176,12 @@ ROWS: tuple[FailureMode, ...] = (
     F("checkpoints", "lies", "the newest checkpoint cannot be restored; a source unreadable",
       "openpod_checkpoint_restored_older, openpod_checkpoint_restore_source_failures",
       ("OpenpodCheckpointRestoredOlder", "OpenpodCheckpointSourceUnreadable")),
-    F("checkpoints", "slows", "a tier lags the one below it (node memory -> FSx -> S3)", "none",
-      not_covered="the runtime exports no per-tier lag (only the last durable time); a lagging S3 tier behind a "
-      "current FSx one is not seen"),
+    F("checkpoints", "slows", "a tier lags the one below it (node memory -> FSx -> S3)",
+      "openpod_checkpoint_tier_lag_saves{tier} against openpod_checkpoint_tier_lag_bound_saves (training runtime, "
+      "training/checkpoint/promotion.py Promoter.lag)", ("OpenpodCheckpointTierLagging",)),
+    F("checkpoints", "lies", "a finished job's last step is not durable in every shared tier (launcher exit 4)",
+      "openpod_checkpoint_final_step_not_durable{tier} (training runtime, set at the job's end)",
+      ("OpenpodJobEndedNotDurable",)),
     F("training job", "leaks", "host memory of a training process grows", "the agent's memory-pressure finding",
       ("OpenpodNodeFindingRepeated",)),
     # ------------------------------------------------------------------ node agent

@@ -162,6 +162,11 @@ METRICS: tuple[Metric, ...] = (
            "training/goodput.py (Goodput.watch_tier_lag)",
            "The lag (openpod_checkpoint_tier_lag_saves) past which the checkpointer warns "
            "(checkpoint.tier_lag_saves)"),
+    Metric("openpod_checkpoint_final_step_not_durable", "gauge", "1", ("tier",), JOB_TRAINING,
+           "training/goodput.py (Goodput.finished_not_durable)",
+           "Set once, at the end of a job that checkpoints: 1 for each shared tier (fsx, s3) that lacks the job's "
+           "last step (the launcher then exits 4 unless --allow-tier-behind), 0 for the others; a job ending so "
+           "waits for one scrape to read it (at most 65 s: a finished pod is not scraped)"),
     # ------------------------------------------------------------------ Kueue v0.19.2 (per team: cluster_queue == team)
     _kueue("kueue_pending_workloads", "gauge", "1", ("cluster_queue", "status", "replica_role"), 414,
            "Pending workloads per ClusterQueue; status active (in the admission queue) or inadmissible"),

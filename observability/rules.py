@@ -399,6 +399,35 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "Check OpenpodCheckpointSaveFailing and the job's checkpoint cadence and tiers (`--checkpoint-every`, "
               "the durable tier's interval); a job that only keeps node memory copies loses them with the node.",
               job),
+        Alert("OpenpodCheckpointTierLagging",
+              f"max by (namespace, training_job, tier) "
+              f"(max_over_time(openpod_checkpoint_tier_lag_saves{{{TRN}}}[{GAP}])) "
+              f"> on (namespace, training_job) group_left () "
+              f"max {BY_JOB} (max_over_time(openpod_checkpoint_tier_lag_bound_saves{{{TRN}}}[{GAP}]))",
+              f"{t.tier_lag_minutes}m", "warning",
+              "Job {{ $labels.namespace }}/{{ $labels.training_job }}: checkpoint tier {{ $labels.tier }} is "
+              "{{ $value }} saves behind",
+              f"For {t.tier_lag_minutes} minutes the tier has been further behind the job's newest saves than its "
+              "bound (checkpoint.tier_lag_saves): its copies are slower than the saves (or keep failing), so a "
+              "restore from it would replay more than planned. Each tier copies on its own thread, so the "
+              f"others go on. A scrape gap or a lag dipping to the bound for less than {GAP} does not restart the "
+              "wait; a restart of the job does (its copies start again from its newest step).",
+              "The job's log names the tier (`checkpoint tier ... is N saves behind`); check OpenpodCheckpointSaveFailing "
+              "(copies failing), then the tier's speed: S3 throttling or the node's network, FSx throughput "
+              "capacity; if its copies cannot keep up, promote less often to it (`--fsx-every`, `--s3-every`).", (*job, "tier")),
+        Alert("OpenpodJobEndedNotDurable",
+              f"max by (namespace, training_job, tier) "
+              f"(max_over_time(openpod_checkpoint_final_step_not_durable{{{TRN}}}[1h])) > 0", "0m", "warning",
+              "Job {{ $labels.namespace }}/{{ $labels.training_job }} ended with its last checkpoint missing from "
+              "{{ $labels.tier }}",
+              "The job ran all its steps, but its last step is not durable in this shared tier (its copies there "
+              "failed or the tier was unreachable at the end): the launcher exited 4 (or 0 with "
+              "--allow-tier-behind), and the step lives only in node memory, NVMe or the other tiers until a "
+              "rerun promotes it. Read once at the job's end, so it fires for the hour after.",
+              "The job's log has the line `the steps are done but the last checkpoint, step N, is not durable in "
+              "...`; fix the tier (OpenpodCheckpointSaveFailing names the failures: S3 permissions or throttling, "
+              "FSx full or unmounted), then rerun the same command (the JobSet's restart does so): it promotes the "
+              "step and exits 0. Before the nodes go, the step is still in their memory tier.", (*job, "tier")),
         Alert("OpenpodCheckpointRestoredOlder",
               f"max {BY_JOB} (openpod_checkpoint_restored_older{{{TRN}}}) > 0 "
               f"unless max {BY_JOB} (openpod_checkpoint_restored_older{{{TRN}}} offset 1h) > 0", "0m", "warning",

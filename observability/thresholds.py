@@ -44,6 +44,9 @@ class AlertThresholds(BaseModel):
         10, ge=1, description="runs of one node agent check that failed on a node within 30 minutes")
     checkpoint_age_minutes: int = Field(
         120, ge=1, description="a running job whose last durable checkpoint is older than this")
+    tier_lag_minutes: int = Field(
+        15, ge=1, description="a job's checkpoint tier more saves behind than the job's bound "
+        "(checkpoint.tier_lag_saves) this long")
     scrape_down_minutes: int = Field(
         10, ge=1, description="a scrape target the rules depend on down, or its job gone, this long")
     job_restarts_per_hour: int = Field(3, ge=1, description="restarts of a training job within an hour")

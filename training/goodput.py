@@ -13,6 +13,9 @@ so ``increase()`` sees each one whenever it is scraped); ``openpod_checkpoint_re
 ``openpod_checkpoint_restored_older`` describe this incarnation's restore and hold until the next one;
 ``openpod_checkpoint_last_durable_timestamp_seconds`` is when a checkpoint last became durable (the job's
 first start while none has), carried over restarts by the ledger.
+``openpod_checkpoint_final_step_not_durable{tier}`` says, at the end of a job, which shared tiers lack its last
+step (the launcher's exit 4); the pod is not scraped once it ends, so :meth:`finished_not_durable` holds the
+process until one scrape has read it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +37,27 @@ log = logging.getLogger("training.goodput")
 
 CATEGORIES = ("productive", "startup", "restore", "checkpoint_blocking", "replayed", "rescheduling")
 LEDGER = "goodput.json"
+# How long a job that ends with a shared tier behind waits for a scrape to read that (the scrape interval is 30 s,
+# observability/scrape.py prometheus_config; twice that, and a margin). Only that ending waits.
+FINAL_SCRAPE_WAIT_S = 65.0
+
+
+class _Scrapes:
+    """A collector with no families that counts the scrapes of the metrics port (so a process about to end can
+    wait for one)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.cond = threading.Condition()
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        with self.cond:
+            self.count += 1
+            self.cond.notify_all()
+        return []
 
 
 def process_start_time() -> float:
@@ -108,6 +133,9 @@ class Goodput:
                               "1 if this incarnation resumed from an older step than the newest checkpoint seen",
                               registry=self.registry)
         self._g_durable = None  # openpod_checkpoint_last_durable_timestamp_seconds, once watch_durable is called
+        self._g_final = Gauge("openpod_checkpoint_final_step_not_durable", "At the end of the job: 1 for each "
+                              "shared tier that lacks its last step, 0 for the others", ["tier"],
+                              registry=self.registry)
         self._tier_lag = None  # callable: {tier kind: saves behind} (watch_tier_lag)
         self._g_lag = None
         self._set_checkpoint_gauges()
@@ -116,6 +144,8 @@ class Goodput:
         # so writing it never runs a scrape-time collector on the training step.
         self.served = CollectorRegistry()
         self.served.register(self.registry)
+        self._scrapes = _Scrapes()
+        self.served.register(self._scrapes)
         if metrics_port is not None and (rank == 0 if serve is None else serve):
             self._http = start_http_server(metrics_port, addr="0.0.0.0", registry=self.served)
 
@@ -154,6 +184,25 @@ class Goodput:
         if self._tier_lag is not None:
             for kind, n in self._tier_lag().items():
                 self._g_lag.labels(tier=kind).set(n)
+
+    def finished_not_durable(self, durable: dict, behind: dict, wait_s: float = FINAL_SCRAPE_WAIT_S) -> bool:
+        """At the end of the job: export, per shared tier (``durable``'s keys), whether it lacks the last step
+        (``behind``: the result's ``checkpoints.tiers_behind``), and write it out; with a tier behind and the
+        metrics port served here, wait up to ``wait_s`` for one scrape to read it (a finished pod is not scraped).
+        Returns whether a scrape read it (False when nothing was waited for)."""
+        for kind in sorted(set(durable) | set(behind)):
+            self._g_final.labels(tier=kind).set(1 if kind in behind else 0)
+        with self._scrapes.cond:
+            seen = self._scrapes.count
+        self.persist(finished=True)
+        if not behind or self._http is None:
+            return False
+        with self._scrapes.cond:
+            self._scrapes.cond.wait_for(lambda: self._scrapes.count > seen, timeout=wait_s)
+            read = self._scrapes.count > seen
+        if not read:
+            log.warning("no scrape read openpod_checkpoint_final_step_not_durable within %.0f s", wait_s)
+        return read
 
     def close(self) -> None:
         """Stop serving metrics (an in-process restart builds a new Goodput on the same port)."""

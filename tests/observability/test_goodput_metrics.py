@@ -77,3 +77,54 @@ def test_each_restart_of_the_job_adds_one_incarnation(tmp_path):
         g = Goodput(tmp_path, rank=0, started=time.time())
         assert _value(g, "openpod_training_incarnations") == n
         g.persist()   # the incarnation dies before its first step
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        return sk.getsockname()[1]
+
+
+def test_a_job_ending_with_a_tier_behind_says_so_and_waits_for_one_scrape(tmp_path):
+    """The end of a job whose last step is not in S3 (the launcher's exit 4) is a series a scrape reads before the
+    process ends (a finished pod is not scraped): failed on the old code, which exported nothing about it."""
+    import threading
+    import urllib.request
+
+    port = _free_port()
+    g = Goodput(tmp_path, rank=0, metrics_port=port)
+    try:
+        body = []
+        scraper = threading.Timer(0.3, lambda: body.append(
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()))
+        scraper.start()
+        t0 = time.monotonic()
+        assert g.finished_not_durable({"fsx": 10, "s3": 8}, {"s3": 8}, wait_s=10) is True
+        assert time.monotonic() - t0 < 5     # returned at the scrape, not at the timeout
+        scraper.join()
+        assert 'openpod_checkpoint_final_step_not_durable{tier="s3"} 1.0' in body[0]
+        assert 'openpod_checkpoint_final_step_not_durable{tier="fsx"} 0.0' in body[0]
+        assert 'openpod_checkpoint_final_step_not_durable{tier="s3"} 1.0' in (tmp_path / "metrics.prom").read_text()
+        # durable everywhere: exported as 0, and no wait
+        t0 = time.monotonic()
+        assert g.finished_not_durable({"fsx": 10, "s3": 10}, {}, wait_s=10) is False
+        assert time.monotonic() - t0 < 2 and 'tier="s3"} 0.0' in (tmp_path / "metrics.prom").read_text()
+    finally:
+        g.close()
+
+
+def test_a_tier_behind_with_nobody_scraping_waits_at_most_its_bound(tmp_path):
+    g = Goodput(tmp_path, rank=0, metrics_port=_free_port())
+    try:
+        t0 = time.monotonic()
+        assert g.finished_not_durable({"s3": None}, {"s3": None}, wait_s=0.3) is False
+        assert 0.25 < time.monotonic() - t0 < 3
+    finally:
+        g.close()
+    # a rank that does not serve the port never waits
+    other = Goodput(tmp_path, rank=1)
+    t0 = time.monotonic()
+    assert other.finished_not_durable({"s3": None}, {"s3": None}, wait_s=30) is False
+    assert time.monotonic() - t0 < 2

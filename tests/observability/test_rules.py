@@ -320,6 +320,34 @@ CASES = [
             "0x29 1800x30 3600x30 5400x30 7200x30"),
           s("openpod_checkpoint_last_durable_timestamp_seconds", {**TRAIN, "training_job": "young"},
             "_x70 4200x70")]),
+    # S3 slower than the saves on one node (the other ranks export 0): its lag saw-tooths over the bound (2),
+    # dipping to it for a minute after each copy, with a 3-minute scrape gap; one alert per job and tier.
+    Case("OpenpodCheckpointTierLagging", "25m",
+         [s("openpod_checkpoint_tier_lag_saves", {**TRAIN, "tier": "s3"}, "0 1 2 " + "3 4 2 " * 2 + "_x3 "
+            + "3 4 2 " * 8),
+          s("openpod_checkpoint_tier_lag_saves", {**TRAIN, "tier": "fsx"}, "0 1 " * 16),
+          s("openpod_checkpoint_tier_lag_saves", {**TRAIN, "pod": "llm-node-1-0", "tier": "s3"}, "0x35"),
+          s("openpod_checkpoint_tier_lag_bound_saves", TRAIN, "2x35"),
+          s("openpod_checkpoint_tier_lag_bound_saves", {**TRAIN, "pod": "llm-node-1-0"}, "2x35")],
+         [{**JOB, "tier": "s3"}], ["Job team-a/llm: checkpoint tier s3 is 4 saves behind"], also_at=("32m",)),
+    Case("OpenpodCheckpointTierLagging", "40m",
+         # one slow copy: 8 minutes over the bound, then caught up; a job whose bound is higher than its lag
+         [s("openpod_checkpoint_tier_lag_saves", {**TRAIN, "tier": "s3"}, "0 1 2 3 4 5 6 7 8 9 10 0 " + "1 2 " * 15),
+          s("openpod_checkpoint_tier_lag_bound_saves", TRAIN, "2x45"),
+          s("openpod_checkpoint_tier_lag_saves", {**TRAIN, "training_job": "big", "tier": "s3"}, "5x45"),
+          s("openpod_checkpoint_tier_lag_bound_saves", {**TRAIN, "training_job": "big"}, "8x45")]),
+    # The job's end, read by one scrape of each node's pod before the pods end (then stale: not scraped).
+    Case("OpenpodJobEndedNotDurable", "10m",
+         [s("openpod_checkpoint_final_step_not_durable", {**TRAIN, "pod": f"llm-node-{i}-0", "tier": t},
+            f"_x5 {int(t == 's3')} stale") for i in range(2) for t in ("fsx", "s3")],
+         [{**JOB, "tier": "s3"}], ["Job team-a/llm ended with its last checkpoint missing from s3"],
+         also_at=("50m",)),
+    Case("OpenpodJobEndedNotDurable", "70m",
+         [s("openpod_checkpoint_final_step_not_durable", {**TRAIN, "tier": "s3"}, "_x5 1 stale"),   # over an hour ago
+          s("openpod_checkpoint_final_step_not_durable", {**TRAIN, "training_job": "ok", "tier": "s3"},
+            "_x60 0 stale"),                                                                     # durable everywhere
+          s("openpod_checkpoint_final_step_not_durable", {**TRAIN, "training_job": "ok", "tier": "fsx"},
+            "_x60 0 stale")]),
     Case("OpenpodCheckpointSaveFailing", "35m",
          [s("openpod_checkpoint_failures", TRAIN, "2x40"),                                # old failures only
           s("openpod_checkpoint_failures", {**TRAIN, "training_job": "ok"}, "0x40")]),

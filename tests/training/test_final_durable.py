@@ -41,11 +41,17 @@ def test_a_kill_during_the_final_flush_is_promoted_by_the_rerun(tmp_path, moto_s
     assert line == ["error: the steps are done but the last checkpoint, step 10, is not durable in s3 (newest "
                     f"verified step: {s3_had if s3_had else 'none'}); rerun the same command to promote it (or pass "
                     "--allow-tier-behind)"], line
+    # and for on-call (OpenpodJobEndedNotDurable): the job's metrics say which tier lacks its last step
+    prom = (tmp_path / "ck" / "run" / "metrics.prom").read_text()
+    assert 'openpod_checkpoint_final_step_not_durable{tier="s3"} 1.0' in prom, prom
+    assert 'openpod_checkpoint_final_step_not_durable{tier="fsx"} 0.0' in prom, prom
 
     r = run_cli(args)
     assert r.returncode == 0, failure_text(r)
     ck = last_json(r.stdout)["checkpoints"]
     assert ck["promoted_last_step"] == ["s3"] and ck["durable"] == {"fsx": 10, "s3": 10}, ck
+    assert 'openpod_checkpoint_final_step_not_durable{tier="s3"} 0.0' in (
+        tmp_path / "ck" / "run" / "metrics.prom").read_text()
     assert ck["tiers_behind"] == {}, ck
     assert _shared_steps(tmp_path, bucket, moto_s3)[1][0] == 10
 
