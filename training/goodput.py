@@ -179,6 +179,8 @@ class Goodput:
                                   registry=self.registry)
         self._g_lag_bound.set(bound)
         self._set_tier_lag()
+        for kind in sorted(set(lag()) & {"fsx", "s3"}):  # the shared tiers: 0 while the job runs (nothing missing
+            self._g_final.labels(tier=kind).set(0)      # yet; training/checkpoint/tiers.py SHARED), so the series exists before the end sets it
 
     def _set_tier_lag(self) -> None:
         if self._tier_lag is not None:
