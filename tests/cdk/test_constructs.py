@@ -26,14 +26,19 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.xdist_group("cdk-synth")
 
 
-@pytest.fixture(scope="module")
-def env():
+def probe_env():
+    """A stack in us-east-2 with a two-zone network, an imported cluster and a node role."""
     app = cdk.App()
     stack = cdk.Stack(app, "Probe", env=cdk.Environment(region="us-east-2"))
     net = Network(stack, "Net", availability_zones=["us-east-2a", "us-east-2b"])
     cluster = eks.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="probe", vpc=net.vpc)
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
     return stack, net, cluster, role
+
+
+@pytest.fixture(scope="module")
+def env():
+    return probe_env()
 
 
 def _group(env, id, **props):

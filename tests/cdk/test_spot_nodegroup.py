@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import aws_cdk as cdk
 import pytest
-from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
 
 from infra.spec.groups import CapacityType
 from openpod_core import instance_types as it
 from platform_constructs.instance_group import InstanceGroup
-from platform_constructs.network import Network
+from tests.cdk.test_constructs import probe_env
 
 pytestmark = pytest.mark.xdist_group("cdk-synth")
 
 
-def _env():
-    app = cdk.App()
-    stack = cdk.Stack(app, "Probe", env=cdk.Environment(region="us-east-2"))
-    net = Network(stack, "Net", availability_zones=["us-east-2a", "us-east-2b"])
-    cluster = eks.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="probe", vpc=net.vpc)
-    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
-    return stack, net, cluster, role
-
-
 def test_spot_group_is_a_spot_node_group_of_every_type():
-    stack, net, cluster, role = _env()
+    stack, net, cluster, role = probe_env()
     g = InstanceGroup(stack, "Spot", cluster=cluster, node_role=role, group_name="spot",
                       instance_type=it.get("g5.12xlarge"), subnets=net.private_subnets("us-east-2a"),
                       security_groups=["sg-1"], max_size=2, capacity_type=CapacityType.SPOT,

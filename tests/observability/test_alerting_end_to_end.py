@@ -52,16 +52,35 @@ def _seconds_for_minutes(text: str) -> str:
     return re.sub(r"(?<![\w.])(\d+)([mh])\b", lambda m: m.group(1) + {"m": "s", "h": "m"}[m.group(2)], text)
 
 
-def _rules() -> dict:
-    groups = rule_groups(THRESHOLDS)
+def compressed_rule_groups(thresholds: AlertThresholds) -> dict:
+    """The platform's rule groups with every duration compressed 60x and evaluated each second."""
+    groups = rule_groups(thresholds)
     for g in groups["groups"]:
         g["interval"] = "1s"
         for r in g["rules"]:
             r["expr"] = _seconds_for_minutes(r["expr"])
             if "for" in r:
                 r["for"] = _seconds_for_minutes(r["for"])
+    return groups
+
+
+def _rules() -> dict:
+    groups = compressed_rule_groups(THRESHOLDS)
     groups["groups"][1]["rules"].append(LEGACY_RULE)
     return groups
+
+
+def file_sd_jobs(tmp_path, targets: dict) -> list[dict]:
+    """The platform's scrape jobs that ``targets`` names ({job: file_sd target groups}), each reading its
+    targets from a file instead of Kubernetes discovery (its relabelling kept)."""
+    jobs = []
+    for job in scrape_configs():
+        if job["job_name"] in targets:
+            path = tmp_path / f"{job['job_name']}.json"
+            path.write_text(json.dumps(targets[job["job_name"]]))
+            jobs.append({k: v for k, v in job.items() if k != "kubernetes_sd_configs"}
+                        | {"file_sd_configs": [{"files": [str(path)]}]})
+    return jobs
 
 
 # kube-state-metrics' exposition for one node gone NotReady, in its format
@@ -160,13 +179,7 @@ def test_one_hung_job_on_64_nodes_is_one_notification(prometheus_bin, alertmanag
         # kube-state-metrics runs on a system node: with honor_labels its series keep the node they describe
         JOB_KSM: _pod_target(web.server_port, MONITORING_NAMESPACE, "kube-state-metrics-0", "sys-1", {APP: KSM_APP}),
     }
-    jobs = []
-    for job in scrape_configs():
-        if job["job_name"] in targets:
-            path = tmp_path / f"{job['job_name']}.json"
-            path.write_text(json.dumps(targets[job["job_name"]]))
-            jobs.append({k: v for k, v in job.items() if k != "kubernetes_sd_configs"}
-                        | {"file_sd_configs": [{"files": [str(path)]}]})
+    jobs = file_sd_jobs(tmp_path, targets)
     am_port, prom_port = free_port(), free_port()
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(_rules(), sort_keys=False))
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(

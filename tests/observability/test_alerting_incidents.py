@@ -27,13 +27,12 @@ from prometheus_client import start_http_server
 from node_agent.metrics import ControllerMetrics, DetectorMetrics
 from observability import routing
 from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_KSM, JOB_TRAINING
-from observability.rules import AlertThresholds, rule_groups
+from observability.rules import AlertThresholds
 from observability.scrape import (APP, CONTROLLER_APP, DCGM_APP, DETECTOR_APP, KSM_APP, MONITORING_NAMESPACE,
                                   OPENPOD_NAMESPACE, TEAM)
-from observability.scrape import scrape_configs
 from tests.conftest import free_port
 from tests.observability.conftest import stop_process
-from tests.observability.test_alerting_end_to_end import _daemon, _ready, _seconds_for_minutes
+from tests.observability.test_alerting_end_to_end import _daemon, _ready, compressed_rule_groups, file_sd_jobs
 from tests.observability.test_prometheus_scrape import _pod_target
 from training.goodput import Goodput
 
@@ -154,20 +153,8 @@ def test_unlisted_incidents_are_one_notification_each_and_a_fleet_event_is_one(p
         JOB_DCGM: _pod_target(servers["dcgm"].server_port, MONITORING_NAMESPACE, "dcgm-exporter-n3", "n3",
                               {APP: DCGM_APP}),
     }
-    jobs = []
-    for job in scrape_configs():
-        if job["job_name"] in targets:
-            path = tmp_path / f"{job['job_name']}.json"
-            path.write_text(json.dumps(targets[job["job_name"]]))
-            jobs.append({k: v for k, v in job.items() if k != "kubernetes_sd_configs"}
-                        | {"file_sd_configs": [{"files": [str(path)]}]})
-    groups = rule_groups(THRESHOLDS)
-    for g in groups["groups"]:
-        g["interval"] = "1s"
-        for r in g["rules"]:
-            r["expr"] = _seconds_for_minutes(r["expr"])
-            if "for" in r:
-                r["for"] = _seconds_for_minutes(r["for"])
+    jobs = file_sd_jobs(tmp_path, targets)
+    groups = compressed_rule_groups(THRESHOLDS)
     am_port, prom_port = free_port(), free_port()
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(groups, sort_keys=False))
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(
