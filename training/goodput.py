@@ -166,10 +166,12 @@ class Goodput:
                                     "has), over all incarnations", registry=self.registry)
         self._g_durable.set(self.last_durable)
 
-    def watch_tier_lag(self, lag, bound: int) -> None:
+    def watch_tier_lag(self, lag, bound: int, shared: tuple[str, ...] = ()) -> None:
         """Export how many saves each further checkpoint tier is behind this rank's newest save due there
         (``lag()``: {tier kind: saves}, read at each :meth:`persist`) as ``openpod_checkpoint_tier_lag_saves``,
-        and the bound past which the checkpointer warns as ``openpod_checkpoint_tier_lag_bound_saves``."""
+        and the bound past which the checkpointer warns as ``openpod_checkpoint_tier_lag_bound_saves``. The
+        ``shared`` tier kinds among them get ``openpod_checkpoint_final_step_not_durable`` 0 while the job runs
+        (nothing missing yet), so that series exists before the end sets it."""
         self._tier_lag = lag
         self._g_lag = Gauge("openpod_checkpoint_tier_lag_saves", "Saves due in a checkpoint tier that this rank "
                             "has not copied there yet (each tier copies on its own thread)", ["tier"],
@@ -179,8 +181,8 @@ class Goodput:
                                   registry=self.registry)
         self._g_lag_bound.set(bound)
         self._set_tier_lag()
-        for kind in sorted(set(lag()) & {"fsx", "s3"}):  # the shared tiers: 0 while the job runs (nothing missing
-            self._g_final.labels(tier=kind).set(0)      # yet; training/checkpoint/tiers.py SHARED), so the series exists before the end sets it
+        for kind in sorted(set(lag()) & set(shared)):
+            self._g_final.labels(tier=kind).set(0)
 
     def _set_tier_lag(self) -> None:
         if self._tier_lag is not None:

@@ -35,7 +35,7 @@ import torch
 import torch.distributed as dist
 
 from training import faults
-from training.checkpoint import Checkpointer, RestoreInfo, state_sha256
+from training.checkpoint import SHARED, Checkpointer, RestoreInfo, state_sha256
 from training.config import RunConfig
 from training.data import SampleOrder, StepPlan, TokenShards, plan_step
 from training.goodput import Goodput, durable_commits
@@ -118,7 +118,7 @@ class Runtime:
                 scratch_dir=Path(cfg.run_dir) / "scratch" / f"rank_{self.rank:05d}")
             self.checkpointer.register("lr_schedule", self.lr_schedule)
             self.goodput.watch_durable(lambda ck=self.checkpointer: durable_commits(ck))  # checkpoint age
-            self.goodput.watch_tier_lag(self.checkpointer.promoter.lag, cfg.checkpoint.tier_lag_saves)
+            self.goodput.watch_tier_lag(self.checkpointer.promoter.lag, cfg.checkpoint.tier_lag_saves, SHARED)
         if restarter is not None:
             restarter.on_abort(self.abandon)
         self.ft = None  # replica fault tolerance (training/ft/replica.py), switched by cfg.fault_tolerance

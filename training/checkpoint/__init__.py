@@ -15,7 +15,7 @@ _WHERE = {
     "IncompatibleCheckpoint": "restore", "RefusedFreshStart": "restore", "RestoreInfo": "restore",
     "HostStager": "staging", "state_sha256": "staging",
     "CorruptCheckpoint": "storage", "DirTier": "storage", "Marker": "storage", "S3Tier": "storage",
-    "build_tier": "tiers",
+    "SHARED": "tiers", "build_tier": "tiers",
 }
 
 __all__ = sorted(_WHERE)
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from training.checkpoint.restore import IncompatibleCheckpoint, RefusedFreshStart, RestoreInfo
     from training.checkpoint.staging import HostStager, state_sha256
     from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker, S3Tier
-    from training.checkpoint.tiers import build_tier
+    from training.checkpoint.tiers import SHARED, build_tier
 
 
 def __getattr__(name: str):
