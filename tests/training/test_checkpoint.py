@@ -148,6 +148,10 @@ def test_full_disk_fails_that_save_not_the_next(tmp_path, monkeypatch, caplog):
         for s in (2, 4, 6):
             train(model, opt)
             ck.save(s, model, opt)
+            ck.wait()
+            # each tier keeps only its newest due step waiting: on a loaded machine step 6 replaced step 4 in
+            # fsx's queue before fsx's copy of step 2 ended (then fsx@6 failed, leaving [2]); one save at a time
+            ck.promoter.wait_idle()
         ck.close()
     assert ck.stats.committed == 2 and ck.stats.failed == 1
     # Failed on the old code: the failed promotion to FSx was counted nowhere (0 failures exported).
