@@ -32,6 +32,8 @@ class Promoter:
     (S3) never holds a faster one (FSx) back. Each tier holds at most one step waiting (the newest due there: a
     newer one replaces it) and one being copied, so none falls further behind than one copy's duration; how far
     each is behind (:meth:`lag`, in saves) is exported as a metric and warned about past ``cfg.tier_lag_saves``.
+    The newest step a newer one replaced is the tier's fallback, kept in the first tier: when the newer step's copy
+    fails (after its retries), the tier gets the fallback instead of staying at an older step.
     The writer hands steps over with :meth:`queue` and prunes the first tier with :meth:`retain_first`, both under
     :attr:`cond`, the lock that also orders its commits against :meth:`abandon`."""
 
@@ -46,6 +48,9 @@ class Promoter:
         # Which steps are due is decided from the step number alone, the same on every rank; a busy tier's
         # pending step is replaced only with a newer step due on that same tier.
         self._pending: dict[int, Marker] = {}
+        # Per further tier: the newest step due there that a newer pending one replaced, newer than the tier's
+        # newest copy; pinned in the first tier and queued if the step that replaced it fails to copy.
+        self._fallback: dict[int, Marker] = {}
         self._from: dict[int, DirTier] = {}  # step -> the tier its pending copies are read from
         self._closing = False
         self.abandoned = False  # abandon(): the memory tier now belongs to the next generation
@@ -79,6 +84,9 @@ class Promoter:
             if force and tier.kind in SHARED and not (marker.replicated and self.rank != 0):
                 due = True
             if due and (i not in self._pending or self._pending[i].step <= marker.step):
+                old = self._pending.get(i)
+                if old is not None and old.step < marker.step and old.step > self._copied.get(i, 0):
+                    self._fallback[i] = old  # the newest replaced step: what the tier gets if this one fails
                 self._pending[i] = marker
                 self._from[marker.step] = source or self.first
                 self._due[i] = max(marker.step, self._due.get(i, 0))
@@ -116,11 +124,16 @@ class Promoter:
     def retain_first(self, keep: int | None = None) -> None:
         """Apply the first tier's retention (caller holds ``cond``); a failure costs space, not the job.
         ``keep``: fewer than the tier's own, to make room before a newer step is written into it."""
-        pinned = set(self._pinned) | {m.step for m in self._pending.values()}  # steps still to be copied from here
+        pinned = self._wanted()  # steps still to be copied from here (or that may be)
         try:
             self.first.retain(self.rank, pinned, keep=keep)
         except OSError as e:
             log.warning("retention in %s failed: %s", self.first.name, e)
+
+    def _wanted(self) -> set[int]:
+        """Steps a copy reads now, waits to read, or may read (a fallback); caller holds ``cond``."""
+        return (set(self._pinned) | {m.step for m in self._pending.values()}
+                | {m.step for m in self._fallback.values()})
 
     def busy(self) -> bool:
         """True while a step waits to be copied or is being copied."""
@@ -147,6 +160,7 @@ class Promoter:
             self.abandoned = True
             self._closing = True
             self._pending = {}
+            self._fallback = {}
             self.cond.notify_all()
 
     def _promote_loop(self, i: int) -> None:
@@ -161,17 +175,19 @@ class Promoter:
                 source = self._from.get(marker.step, self.first)
                 self._pinned[marker.step] = self._pinned.get(marker.step, 0) + 1
                 self._promoting.add(i)
+            ok = False
             try:
                 kill_point("during_promote", marker.step, self.rank)
-                if self._copy(self.tiers[i], source.snapshot_dir(marker.step, marker.rank), marker):
-                    with self.cond:
-                        self._copied[i] = max(marker.step, self._copied.get(i, 0))
+                ok = self._copy(self.tiers[i], source.snapshot_dir(marker.step, marker.rank), marker)
             finally:
                 with self.cond:
+                    if ok:
+                        self._copied[i] = max(marker.step, self._copied.get(i, 0))
+                    self._after_copy(i, marker, ok)
                     n = self._pinned.pop(marker.step) - 1
                     if n:
                         self._pinned[marker.step] = n
-                    wanted = set(self._pinned) | {m.step for m in self._pending.values()}
+                    wanted = self._wanted()
                     for old in [st for st in self._from if st not in wanted]:  # no copy reads it any more
                         del self._from[old]
                     # A save committed during this promotion could not drop this step
@@ -180,6 +196,21 @@ class Promoter:
                     self._promoting.discard(i)
                     self._check_lag()
                     self.cond.notify_all()
+
+    def _after_copy(self, i: int, marker: Marker, ok: bool) -> None:
+        """Tier ``i``'s copy of ``marker`` ended (caller holds ``cond``): a fallback no newer than the tier's copy is
+        dropped; when the copy failed and nothing newer waits, the fallback is queued instead, so one failed copy
+        does not leave the tier at whatever older step it had."""
+        fb = self._fallback.get(i)
+        if fb is None:
+            return
+        if fb.step <= self._copied.get(i, 0):
+            del self._fallback[i]
+        elif not ok and i not in self._pending and not self.abandoned and fb.step != marker.step:
+            del self._fallback[i]
+            self._pending[i] = fb
+            log.warning("%s falls back to step %d after step %d's copy failed", self.tiers[i].name, fb.step,
+                        marker.step)
 
     def _copy(self, tier: Tier, src: Path, marker: Marker) -> bool:
         """Copy one committed snapshot into ``tier``, tried ``cfg.promote_attempts`` times: a step is durable in a
@@ -212,7 +243,8 @@ class Promoter:
                         log.warning("making room in %s failed: %s", tier.name, re)
                 time.sleep(self.cfg.promote_retry_s * attempt)
         self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
-        self.stats.behind.pop(tier.kind, None)
+        if self.stats.behind.get(tier.kind, 0) <= marker.step:  # a fallback leaves the failed newer step behind
+            self.stats.behind.pop(tier.kind, None)
         self.policy.seal(tier, marker)
         try:
             self.policy.retain(tier, marker.replicated)
