@@ -511,7 +511,8 @@ def test_a_memory_tier_larger_than_its_file_system_is_reported_at_the_first_save
 def test_one_serialization_and_one_hash_feed_the_memory_and_the_durable_tier(tmp_path, monkeypatch):
     """Time to durable: the memory tier and the first durable tier (nvme) are filled by one DCP write - each
     tensor serialized once and each byte hashed once - and nvme's files are fsynced before its marker.
-    Failed on the old code: two DCP writes serialized every tensor twice and hashed every byte twice."""
+    Failed on the old code: two DCP writes serialized every tensor twice and hashed every byte twice. (DCP's own
+    torch.save layout; the raw layout's counterpart is in test_checkpoint_rawfmt.py.)"""
     import os
 
     import training.checkpoint.storage as storage
@@ -541,7 +542,7 @@ def test_one_serialization_and_one_hash_feed_the_memory_and_the_durable_tier(tmp
         fsynced.add((st.st_dev, st.st_ino))
         return real_fsync(fd)
 
-    cfg = dataclasses.replace(tiers(tmp_path), overlap_staging=False)
+    cfg = dataclasses.replace(tiers(tmp_path), overlap_staging=False, layout="torch-save")
     model, opt = make_model()
     train(model, opt)
     ck = checkpointer(tmp_path, cfg)

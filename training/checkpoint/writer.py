@@ -9,12 +9,12 @@ import time
 from concurrent.futures import Future
 
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import FileSystemWriter
 from torch.distributed.checkpoint.api import CheckpointException
 
 from training.checkpoint.hashing import Destination, TeeFileSystem
 from training.checkpoint.peer import PeerClient
 from training.checkpoint.promotion import Promoter
+from training.checkpoint.rawfmt import writer_for
 from training.checkpoint.staging import HostStager
 from training.checkpoint.stats import SaveStats
 from training.checkpoint.storage import DirTier, Marker
@@ -148,7 +148,8 @@ class SnapshotWriter:
         fs = None
         if dests:
             fs = TeeFileSystem(list(dests.values()), step=step, rank=self.rank, stable=self.stager.spans())
-            writer = FileSystemWriter(fs.primary, sync_files=False, thread_count=self.cfg.write_threads)
+            # raw layout: each tensor's staged bytes in one write (rawfmt.py); torch-save: DCP's own per-tensor zip
+            writer = writer_for(self.cfg.layout)(fs.primary, sync_files=False, thread_count=self.cfg.write_threads)
             writer.fs = fs
             try:
                 dcp.save(staged, storage_writer=writer, no_dist=True)
