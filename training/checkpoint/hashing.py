@@ -121,7 +121,8 @@ class _TeeStream(io.RawIOBase):
     """A write stream: the destinations are written here; the follower hashes and keeps deferred chunks.
 
     torch.save hands over each tensor as a few dozen small writes (zip headers, pickle) and one large
-    one (the tensor's bytes): small ones are gathered here and passed on together.
+    one (the tensor's bytes): small ones are gathered here and passed on together. The raw layout
+    (rawfmt.py) writes each tensor's staged bytes once: passed on by reference whatever their size.
     """
 
     def __init__(self, fs: "TeeFileSystem", files: list[_File], record: list | None, digest: dict):
@@ -132,7 +133,7 @@ class _TeeStream(io.RawIOBase):
     def write(self, b) -> int:
         mv = memoryview(b).cast("B")
         n = len(mv)
-        if n < SMALL_WRITE:
+        if n < SMALL_WRITE and not self._fs._stable(mv):  # a raw tensor item's staged bytes go on as they lie
             self._small += mv
             if len(self._small) >= GATHER:
                 self._pass_on(self._small)

@@ -81,29 +81,46 @@ def _bytes_of(t: torch.Tensor) -> memoryview:
     return memoryview(t.reshape(-1).view(torch.uint8).numpy())
 
 
-def _write_raw(stream, t: torch.Tensor, item, storage_key: str) -> WriteResult:
+PIECE = 8 << 20  # bytes per write of a run (the disk-limit measurement's chunk): writeback starts behind it
+MAX_GAP = 4096   # a run of staged tensors continues over at most this much padding
+
+
+def _result(item, t: torch.Tensor, storage_key: str, offset: int) -> WriteResult:
+    n = t.numel() * t.element_size()
+    return WriteResult(index=item.index, size_in_bytes=n,
+                       storage_data=_StorageInfo(storage_key, offset, n,
+                                                 transform_descriptors=[descriptor(t.dtype, t.shape)]))
+
+
+def _checked(item, t: torch.Tensor) -> torch.Tensor:
     t = t.detach()
     if t.device.type != "cpu":
         raise ValueError(f"{item.index.fqn}: the raw layout writes CPU tensors (got {t.device})")
     chunk = item.tensor_data
     if chunk is not None and tuple(t.shape) != tuple(chunk.chunk.sizes):
         raise ValueError(f"{item.index.fqn}: tensor of shape {tuple(t.shape)} for a chunk of {tuple(chunk.chunk.sizes)}")
-    if not t.is_contiguous():  # raw bytes are row-major: a copy of this tensor alone (staged ones are contiguous)
-        t = t.contiguous()
-    offset = stream.tell()
-    n = t.numel() * t.element_size()
-    if n:
-        stream.write(_bytes_of(t))
-    if stream.tell() - offset != n:
-        raise OSError(f"{item.index.fqn}: {stream.tell() - offset} of {n} bytes written")
-    return WriteResult(index=item.index, size_in_bytes=n,
-                       storage_data=_StorageInfo(storage_key, offset, n,
-                                                 transform_descriptors=[descriptor(t.dtype, t.shape)]))
+    return t
+
+
+def _write(stream, mv: memoryview) -> None:
+    for i in range(0, len(mv), PIECE):
+        stream.write(mv[i:i + PIECE])
 
 
 class RawFileSystemWriter(FileSystemWriter):
     """DCP's ``FileSystemWriter`` writing tensor items raw (see the module docstring); files, buckets, threads,
-    ``BYTE_IO`` items and ``finish`` (the ``.metadata``) as DCP's (filesystem.py:680-790)."""
+    ``BYTE_IO`` items and ``finish`` (the ``.metadata``) as DCP's (filesystem.py:680-790).
+
+    ``buffers``: flat uint8 CPU tensors holding staged tensors (``HostStager.buffers``). Tensors that lie in one,
+    in address order with at most ``MAX_GAP`` bytes of padding between them, are written as one run - the
+    buffer's bytes from the first to the last, in ``PIECE``-sized writes - each item at its offset in the run:
+    the state in a few large writes, as fast as the disk takes them. The padding must hold nothing private (the
+    stager's is zeros). Any other tensor is written alone (a non-contiguous one as its row-major copy)."""
+
+    def __init__(self, *args, buffers: list[torch.Tensor] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.buffers = [b for b in buffers if b.numel() and b.dtype == torch.uint8 and b.dim() == 1
+                        and b.device.type == "cpu" and b.is_contiguous()]
 
     def write_data(self, plan, planner) -> Future:
         prefix: _StoragePrefix = plan.storage_data
@@ -131,6 +148,31 @@ class RawFileSystemWriter(FileSystemWriter):
         fut.set_result(out)
         return fut
 
+    def _runs(self, tensors: list) -> tuple[list, list]:
+        """(runs, alone): runs of (item, tensor, address) lying in one of ``buffers``; the other (item, tensor)."""
+        spans = [(b.data_ptr(), b.data_ptr() + b.numel(), b) for b in self.buffers]
+        inside: dict[int, list] = {}
+        alone = []
+        for item, t in tensors:
+            a, n = t.data_ptr(), t.numel() * t.element_size()
+            i = next((i for i, (s, e, _) in enumerate(spans) if s <= a and a + n <= e), None)
+            if i is None or n == 0 or not t.is_contiguous():
+                alone.append((item, t))
+            else:
+                inside.setdefault(i, []).append((a, n, item, t))
+        runs = []
+        for i, members in inside.items():
+            members.sort(key=lambda m: m[0])
+            run, end = [], None
+            for a, n, item, t in members:
+                if run and not (end <= a <= end + MAX_GAP):  # overlapping or far apart: a new run
+                    runs.append((spans[i], run))
+                    run = []
+                run.append((a, n, item, t))
+                end = a + n
+            runs.append((spans[i], run))
+        return runs, alone
+
     def _write_files(self, files: queue.Queue, results: queue.Queue, planner, errors: list) -> None:
         try:
             while not errors:
@@ -139,14 +181,23 @@ class RawFileSystemWriter(FileSystemWriter):
                 except queue.Empty:
                     return
                 out = []
+                tensors = [(i, _checked(i, planner.resolve_data(i))) for i in items
+                           if i.type != WriteItemType.BYTE_IO]
+                runs, alone = self._runs(tensors)
                 with self.fs.create_stream(path, "wb") as stream:
-                    for item in sorted(items, key=lambda i: i.type != WriteItemType.BYTE_IO):  # as DCP: bytes first
-                        data = planner.resolve_data(item)
+                    for item in items:  # as DCP: non-tensor items first
                         if item.type == WriteItemType.BYTE_IO:
-                            out.append(_write_item(self.transforms, stream, data, item, name,
+                            out.append(_write_item(self.transforms, stream, planner.resolve_data(item), item, name,
                                                    SerializationFormat.TORCH_SAVE))
-                        else:
-                            out.append(_write_raw(stream, data, item, name))
+                    for (start, _, buf), run in runs:
+                        base, first, last = stream.tell(), run[0][0], run[-1][0] + run[-1][1]
+                        _write(stream, memoryview(buf.numpy())[first - start:last - start])
+                        out += [_result(item, t, name, base + a - first) for a, _, item, t in run]
+                    for item, t in alone:
+                        offset = stream.tell()
+                        if t.numel():  # raw bytes are row-major: a non-contiguous tensor is copied (alone)
+                            _write(stream, _bytes_of(t.contiguous()))
+                        out.append(_result(item, t, name, offset))
                     if self.sync_files:
                         try:
                             os.fsync(stream.fileno())
