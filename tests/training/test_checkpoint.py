@@ -597,8 +597,10 @@ def test_durable_files_are_flushed_while_they_are_written_and_memory_files_never
     import os
 
     import training.checkpoint.hashing as hashing
+    import training.checkpoint.rawfmt as rawfmt
 
     monkeypatch.setattr(hashing, "FLUSH_CHUNK", 128 << 10)
+    monkeypatch.setattr(rawfmt, "PIECE", 64 << 10)  # the raw layout's writes, scaled down with it
     flushed, first_flush = [], threading.Event()
     real_fdatasync, real_write = hashing._fdatasync, hashing._File.write
 
@@ -633,11 +635,13 @@ def test_a_failed_background_flush_fails_the_durable_copy_not_the_save(tmp_path,
     import errno
 
     import training.checkpoint.hashing as hashing
+    import training.checkpoint.rawfmt as rawfmt
 
     def failing_fdatasync(fd):
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(hashing, "FLUSH_CHUNK", 128 << 10)
+    monkeypatch.setattr(rawfmt, "PIECE", 64 << 10)  # the raw layout's writes, scaled down with it
     monkeypatch.setattr(hashing, "_fdatasync", failing_fdatasync)
     cfg = tiers(tmp_path)
     with caplog.at_level(logging.WARNING, logger="training.checkpoint"):

@@ -262,3 +262,34 @@ def test_the_stock_writer_is_what_torch_save_layout_uses(tmp_path):
 
     assert writer_for("torch-save") is FileSystemWriter and writer_for("raw") is RawFileSystemWriter
     assert UnsafeCheckpoint.__mro__[1] is CorruptCheckpoint
+
+
+def test_a_state_of_the_same_shapes_in_another_dtype_gets_its_own_plan_and_metadata(tmp_path):
+    """DCP's plan cache is keyed by the planner's class name and compares plans without dtypes: an fp32 save, then
+    a bf16 one of the same shapes in the same process, got the fp32 metadata (the raw reader then refused every
+    item). The writer keys it by the staged layout."""
+    for i, dtype in enumerate((torch.float32, torch.bfloat16, torch.float32)):
+        _, h = _save(tmp_path / str(i), dtype=dtype)
+        info, h2 = _restore(tmp_path / str(i), dtype=dtype, tier="nvme")
+        assert info.step == 2 and h2 == h, dtype
+
+
+def test_a_run_of_staged_tensors_is_written_in_few_writes_with_zero_padding(tmp_path, monkeypatch):
+    from training.checkpoint import hashing, rawfmt
+
+    writes = []
+    real = hashing._TeeStream.write
+    monkeypatch.setattr(hashing._TeeStream, "write", lambda self, b: writes.append(len(memoryview(b).cast("B")))
+                        or real(self, b))
+    monkeypatch.setattr(rawfmt, "PIECE", 64 << 10)
+    _save(tmp_path)
+    monkeypatch.undo()
+    f = tmp_path / "nvme/n0" / SNAP / "__0_0.distcp"
+    md = load_metadata(f.parent / ".metadata")
+    items = sorted((v.offset, v.length) for v in md.storage_data.values() if v.transform_descriptors)
+    big = [n for n in writes if n > 4096]
+    assert len(big) <= f.stat().st_size // (64 << 10) + 2 < len(items), (len(big), len(items))
+    data, end = f.read_bytes(), items[0][0]
+    for o, n in items:  # between two items: the stager's alignment padding, zeros
+        assert o >= end and not any(data[end:o]), (end, o)
+        end = o + n

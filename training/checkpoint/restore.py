@@ -101,7 +101,11 @@ def load_into(reader, model, optimizer, where: str, state: dict, components: dic
         else:
             dcp.load(state, storage_reader=reader, no_dist=True)
     except CheckpointException as e:  # a corrupt item: its one-line error, not DCP's traceback text
-        raise first_failure(e) from None
+        exc = first_failure(e)
+        if isinstance(exc, CorruptCheckpoint):  # named by the copy (tier and step), not the reader's directory
+            msg = str(exc)
+            raise type(exc)(where + msg.removeprefix(str(reader.path))) from None
+        raise exc from None
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
     for name, c in components.items():
         if name in state:
