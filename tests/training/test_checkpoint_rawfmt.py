@@ -293,3 +293,19 @@ def test_a_run_of_staged_tensors_is_written_in_few_writes_with_zero_padding(tmp_
     for o, n in items:  # between two items: the stager's alignment padding, zeros
         assert o >= end and not any(data[end:o]), (end, o)
         end = o + n
+
+
+def test_the_cli_flag_picks_the_layout_and_refuses_another_in_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from training.cli import main
+    from training.config import DataConfig, RunConfig
+
+    r = CliRunner().invoke(main, ["run", "--steps", "1", "--checkpoint-dir", str(tmp_path / "ck"),
+                                  "--checkpoint-layout", "zip"])
+    assert r.exit_code == 2 and "Invalid value for '--checkpoint-layout': 'zip' is not one of 'raw', 'torch-save'" \
+        in r.output
+    assert "--checkpoint-layout [raw|torch-save]" in CliRunner().invoke(main, ["run", "--help"]).output
+    d = json.loads(RunConfig(model="tiny", steps=1, seed=0, run_dir="r", data=DataConfig("x")).to_json())
+    d["checkpoint"].pop("layout")  # a run's config written before the layout existed
+    assert RunConfig.from_dict(d).checkpoint.layout == "raw"
