@@ -9,7 +9,8 @@ those are *deferred*, written by :meth:`TeeFileSystem.fill` once the durable cop
 is committed, so the memory copy is not on the way to durable. Tensor bytes are
 kept by reference - they point into the staged host buffers, which stay untouched
 until the save is done - anything else as a copy (zip headers and pickles: a few
-KiB per tensor). So the bytes are serialized once, hashed once, never read back,
+KiB per tensor with DCP's torch.save layout; with the raw layout, rawfmt.py, only
+the non-tensor items). So the bytes are serialized once, hashed once, never read back,
 and hashing runs next to the disk write instead of after it. Durable files are
 also flushed behind the writer (``fdatasync`` of every ``FLUSH_CHUNK`` on a thread
 of their own), so the commit's fsync waits for the last chunk only, not for the
