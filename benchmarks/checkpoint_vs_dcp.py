@@ -89,7 +89,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.checkpoint.stateful import Stateful
 
 from benchmarks.training_checkpoint import state_bytes, train_step
-from benchmarks.vs_dcp_report import HEADS, report, summarize
+from benchmarks._vs_dcp_report import HEADS, report, summarize
 from training.checkpoint import Checkpointer
 from training.config import MODELS, CheckpointConfig, ModelConfig, TierConfig
 

@@ -1,4 +1,5 @@
-"""The report of ``benchmarks.checkpoint_vs_dcp``: one run's table (each column's median [min-max] and the ratios
+"""The report of ``benchmarks.checkpoint_vs_dcp`` (a helper, not a benchmark: ``python -m benchmarks`` skips
+``_`` modules): one run's table (each column's median [min-max] and the ratios
 of medians) and, over ``--runs``, the median [min-max] of each run's ratios."""
 
 from __future__ import annotations
