@@ -1,7 +1,8 @@
 """openpod's Checkpointer against torch's own ``dcp.async_save`` (two ways), side by side in one run.
 
     python -m benchmarks.checkpoint_vs_dcp [--quick] [--model medium | --state-gib 1|7] [--sharded]
-                                           [--device auto|cpu|cuda] [--reps 3] [--dir DIR]
+                                           [--device auto|cpu|cuda] [--reps 3] [--dir DIR] [--runs 5]
+                                           [--layout raw|torch-save]
 
 All four save the same model + AdamW state while the same training loop keeps stepping, alternating, with model
 and batch on the accelerator when there is one (``--device auto``): DCP's ``async_save`` with its
@@ -10,7 +11,9 @@ once and refilled per save, then written by ``dcp.async_save`` (below); and open
 ``openpod nvme`` writes the one disk tier DCP writes (like for like), ``openpod memory+nvme`` also keeps the
 snapshot in a memory tier in ``/dev/shm`` (RAM the others do not hold; it makes restores from node memory
 possible). The targets (issue 22) are for the like-for-like column. Also printed: openpod's staging buffer (the
-stager's ``nbytes``; on CUDA the page-locked bytes) over the state's bytes, at most 1.05x.
+stager's ``nbytes``; on CUDA the page-locked bytes) over the state's bytes, at most 1.05x. ``--runs N`` repeats
+the whole comparison and ends with the median [min-max] over the runs of each run's ratios, with the load average
+at each run's start; ``--layout`` picks openpod's checkpoint layout (raw, the default, or DCP's torch-save).
 ``--sharded`` wraps the model in FSDP2 (``fully_shard`` on a one-rank mesh: the state holds DTensors, as every
 fsdp/hsdp job's does). ``--state-gib 1`` and ``7`` pick models of 1.3 and 7.1 GiB of state.
 For each, per save (median and min-max of ``--reps``):
@@ -86,6 +89,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.checkpoint.stateful import Stateful
 
 from benchmarks.training_checkpoint import state_bytes, train_step
+from benchmarks._vs_dcp_report import HEADS, report, summarize
 from training.checkpoint import Checkpointer
 from training.config import MODELS, CheckpointConfig, ModelConfig, TierConfig
 
@@ -336,13 +340,14 @@ def host_allocated() -> int:
     return torch.cuda.host_memory_stats().get("allocated_bytes.current", 0)
 
 
-def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int, memory_tier: bool = True) -> list[dict]:
+def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int, memory_tier: bool = True,
+                layout: str = "raw") -> list[dict]:
     """openpod's ``Checkpointer``: a memory tier (``/dev/shm``) then ``nvme`` (``memory_tier``), or ``nvme`` alone -
     the one tier DCP writes to, like for like."""
     tiers = [TierConfig("nvme", str(root / "nvme"), keep=1)]
     if memory_tier:
         tiers.insert(0, TierConfig("memory", str(shm / "mem"), keep=1))
-    cfg = CheckpointConfig(every=1, peer_replication=False, write_threads=1, tiers=tiers)
+    cfg = CheckpointConfig(every=1, peer_replication=False, write_threads=1, tiers=tiers, layout=layout)
     cuda = next(model.parameters()).is_cuda
     release_freed()
     base = MemorySampler(shm).level()  # before the checkpointer holds any buffer or memory-tier snapshot
@@ -435,73 +440,6 @@ def init_one_rank(device: torch.device) -> None:
                             rank=0, world_size=1)
 
 
-def spread(values: list[float], scale: float) -> str:
-    """``median [min-max]`` of ``values`` times ``scale``."""
-    return f"{statistics.median(values) * scale:.1f} [{min(values) * scale:.1f}-{max(values) * scale:.1f}]"
-
-
-HEADS = {"dcp": "DCP DefaultStager", "titan": "torchtitan pinned", "openpod_nvme": "openpod nvme",
-         "openpod": "openpod memory+nvme"}
-# (column, baseline) of the printed ratios: ``openpod nvme`` writes the one tier DCP writes (like for like);
-# ``openpod memory+nvme`` also keeps a snapshot in /dev/shm for restores from node memory, which DCP does not.
-RATIOS = [("nvme/DCP", "openpod_nvme", "dcp"), ("mem+nvme/DCP", "openpod", "dcp"),
-          ("nvme/titan", "openpod_nvme", "titan")]
-
-
-def report(runs: dict[str, list[dict]], q: float, nbytes: int, cuda: bool, disk: list[float] = ()) -> dict:
-    """Print the table; returns ``{row: {column: median}}``, ``ratios`` (``{"col/base": {row: ratio}}``),
-    ``staged`` (openpod's staging buffer over the state's bytes, per openpod column; pinned bytes on CUDA) and,
-    given ``disk`` (:func:`disk_limit`'s seconds), ``disk`` (their median) and ``durable_over_disk`` (per column,
-    its median time to durable over it)."""
-
-    def lost(r):  # the step time above the quiet median, over the steps the save overlapped
-        return sum(r["steps"]) - q * len(r["steps"])
-
-    def slow(r):
-        return (statistics.median(r["steps"]) / q - 1) if r["steps"] else 0.0
-
-    rows = [("blocking", "blocking (save call + staging wait)", lambda r: r["blocking"], 1e3, "ms"),
-            ("durable", "time to durable (fsynced on disk)", lambda r: r["durable"], 1e3, "ms"),
-            ("memory", "peak host memory incl. /dev/shm", lambda r: r["mem"], 1 / 2**20, "MiB"),
-            ("slowdown", "step slowdown while the save runs", slow, 100, "%"),
-            ("lost", "training time lost per save", lost, 1e3, "ms")]
-    names = [n for n, _, _ in RATIOS]
-    print()
-    print(f"{'':38s}" + "".join(f"{HEADS[k]:>24s}" for k in runs) + "".join(f"{n:>14s}" for n in names))
-    out: dict = {"ratios": {n: {} for n in names}}
-    for key, label, f, scale, unit in rows:
-        vals = {k: [f(r) for r in v] for k, v in runs.items()}
-        med = {k: statistics.median(v) for k, v in vals.items()}
-        out[key] = med
-        cells = []
-        for n, c, b in RATIOS:
-            ok = med[b] > 0 and med[c] > 0
-            out["ratios"][n][key] = med[c] / med[b] if ok else None
-            cells.append(f"{med[c] / med[b]:.2f}x" if ok else "-")
-        print(f"{label + ' (' + unit + ')':38s}" + "".join(f"{spread(v, scale):>24s}" for v in vals.values())
-              + "".join(f"{c:>14s}" for c in cells))
-    if disk:
-        d = statistics.median(disk)
-        out["disk"] = d
-        out["durable_over_disk"] = {k: v / d for k, v in out["durable"].items()}
-        print(f"{'disk limit: write + fsync of the state (ms)':38s}{spread(disk, 1e3):>24s}   "
-              f"({nbytes / 2**20 / d:.0f} MiB/s)")
-        print(f"{'time to durable / disk limit':38s}"
-              + "".join(f"{out['durable_over_disk'][k]:>23.2f}x" for k in runs) + "   (target: openpod nvme <= 1.2x)")
-    # The staging buffer openpod keeps between saves (one flat buffer, views carved from it): <= 1.05x the state.
-    out["staged"] = {k: max(r["pinned" if cuda else "staged"] for r in runs[k]) / nbytes
-                     for k in ("openpod_nvme", "openpod")}
-    what = "pinned host memory (registered staging buffer + caching host allocator)" if cuda else "staging buffer"
-    print(f"openpod's {what} / state: " + ", ".join(f"{HEADS[k]} {v:.3f}x" for k, v in out["staged"].items())
-          + " (target <= 1.05x)")
-    if cuda:  # the baselines' pinned copies, for comparison (the caching host allocator rounds blocks up)
-        out["pinned"] = {k: max(r["pinned"] for r in v) / nbytes for k, v in runs.items()}
-        print("pinned host memory / state: " + ", ".join(f"{HEADS[k]} {v:.3f}x" for k, v in out["pinned"].items()))
-    print(f"(median quiet step {q * 1e3:.1f} ms; state {nbytes / 2**20:.0f} MiB; targets: blocking and time to "
-          f"durable <= DCP's, memory <= DCP's - like for like, openpod nvme against DCP)")
-    return out
-
-
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a ~40 MB state and 6 repetitions (for `make bench`)")
@@ -514,6 +452,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--reps", type=int, default=None)
     ap.add_argument("--dir", default=None, help="disk directory for the durable tiers")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the training loop")
+    ap.add_argument("--runs", type=int, default=1, help="whole comparisons in a row, then a summary of their ratios")
+    ap.add_argument("--layout", default="raw", choices=["raw", "torch-save"], help="openpod's checkpoint layout")
     a = ap.parse_args(argv)
     if a.model and a.state_gib:
         ap.error("--model and --state-gib pick the same thing: give one")
@@ -544,18 +484,27 @@ def main(argv=None) -> dict:
         print(f"model {name}{' (FSDP2)' if a.sharded else ''} on {device.type} ({where}): model + AdamW state "
               f"{nbytes / 2**30:.3f} GiB; torch {torch.__version__}, threads {a.threads}; {reps} saves each "
               f"(median [min-max]), after one warm-up save")
-        quiet = quiet_steps(model, opt, batch, 5)
-        # Alternate the four, so machine noise hits them alike.
-        runs: dict[str, list[dict]] = {k: [] for k in HEADS}
-        disk: list[float] = []
-        for i in range(reps):
-            disk += disk_limit(base / f"disk{i}", nbytes)
-            runs["dcp"] += run_dcp(model, opt, batch, base / f"dcp{i}", shm, 1)
-            runs["titan"] += run_titan(model, opt, batch, base / f"titan{i}", shm, 1)
-            runs["openpod_nvme"] += run_openpod(model, opt, batch, base / f"opnvme{i}", shm, 1, memory_tier=False)
-            runs["openpod"] += run_openpod(model, opt, batch, base / f"openpod{i}", shm, 1)
-            quiet += quiet_steps(model, opt, batch, 3)
-        return report(runs, statistics.median(quiet), nbytes, cuda=device.type == "cuda", disk=disk)
+        outs, loads = [], []
+        for k in range(a.runs):
+            loads.append(os.getloadavg()[0])
+            if a.runs > 1:
+                print(f"\nrun {k + 1} of {a.runs} (load average {loads[-1]:.2f}); openpod layout {a.layout}")
+            quiet = quiet_steps(model, opt, batch, 5)
+            # Alternate the four, so machine noise hits them alike.
+            runs: dict[str, list[dict]] = {k: [] for k in HEADS}
+            disk: list[float] = []
+            for i in range(reps):
+                disk += disk_limit(base / f"disk{i}", nbytes)
+                runs["dcp"] += run_dcp(model, opt, batch, base / f"dcp{i}", shm, 1)
+                runs["titan"] += run_titan(model, opt, batch, base / f"titan{i}", shm, 1)
+                runs["openpod_nvme"] += run_openpod(model, opt, batch, base / f"opnvme{i}", shm, 1, memory_tier=False,
+                                                    layout=a.layout)
+                runs["openpod"] += run_openpod(model, opt, batch, base / f"openpod{i}", shm, 1, layout=a.layout)
+                quiet += quiet_steps(model, opt, batch, 3)
+            outs.append(report(runs, statistics.median(quiet), nbytes, cuda=device.type == "cuda", disk=disk))
+        if a.runs > 1:
+            outs[-1]["summary"] = summarize(outs, loads)
+        return outs[-1]
     finally:
         shutil.rmtree(shm, ignore_errors=True)
         if a.dir is None:

@@ -57,6 +57,21 @@ def test_the_dcp_comparison_has_a_like_for_like_column_and_one_staging_buffer(tm
     assert res["durable_over_disk"]["openpod_nvme"] == res["durable"]["openpod_nvme"] / res["disk"]
 
 
+def test_the_dcp_comparison_summarizes_the_ratios_of_several_runs_with_their_load(tmp_path, capsys):
+    """Issue 38: the targets are medians [min-max] over runs of each run's ratio, with the load average stated;
+    --runs prints them (the runs' ratios, each run's load) so a rerun on a quiet machine needs nothing else."""
+    from benchmarks import checkpoint_vs_dcp
+
+    res = checkpoint_vs_dcp.main(["--quick", "--model", "tiny", "--reps", "1", "--device", "cpu", "--runs", "2",
+                                  "--layout", "raw", "--dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "summary of 2 runs: median [min-max] of each run's ratio of medians; 1-minute load average" in out
+    got = res["summary"]
+    for row in ("openpod nvme / DCP: time to durable", "openpod nvme / DCP: peak host memory",
+                "time to durable / disk limit: openpod nvme"):
+        assert len(got[row]) == 2 and row in out, row
+
+
 STEP_OVERHEAD_WITH_SLOW_SYNC = """
 import sys, time
 import benchmarks.step_overhead as b

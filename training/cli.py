@@ -121,6 +121,10 @@ def main() -> None:
 @click.option("--overlap-staging/--no-overlap-staging", default=True,
               help="copy the state to host memory while the next step's forward/backward runs "
                    "(its optimizer step waits for the copy); off: save() blocks for the whole copy")
+@click.option("--checkpoint-layout", type=click.Choice(["raw", "torch-save"]), default="raw",
+              help="tensor bytes on disk: raw (each tensor written as it lies in memory, one write; read by "
+                   "openpod's restore and export); torch-save (DCP's own layout, a torch.save per tensor: slower, "
+                   "but stock dcp.load(FileSystemReader) reads it)")
 @click.option("--nnodes", default="1", help="nodes, or MIN:MAX for an elastic job")
 @click.option("--rdzv-endpoint", default=None, help="host:port of the c10d rendezvous [default: local free port]")
 @click.option("--rdzv-id", default=None, help="job id shared by all agents [default: from CHECKPOINT_DIR]")
@@ -192,7 +196,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
         bind_host, parallelism, allow_fresh_start, shard_size, hang_floor, hang_multiple, stop_timeout,
         fault_tolerance, replica_id, replicas, min_replicas, lighthouse, data_cache_gib=None, lighthouse_wait=600.0,
         restart="process", spare_workers=1, tp=1, node_rank=0, node_timeout=30.0, node_wait=600.0,
-        log_every=10, allow_identity_change=False, allow_tier_behind=False) -> None:
+        log_every=10, allow_identity_change=False, allow_tier_behind=False, checkpoint_layout="raw") -> None:
     """Train the reference model; resume from the newest complete checkpoint if there is one."""
     torch_version = installed_torch()
     unsupported = torch_problem(torch_version)
@@ -262,6 +266,7 @@ def run(model, steps, checkpoint_every, checkpoint_dir, nproc_per_node, seed, gl
                     checkpoint=CheckpointConfig(enabled=checkpoint_every > 0, every=checkpoint_every, tiers=tiers,
                                                 peer_replication=peer_replication, peer_host=bind_host,
                                                 overlap_staging=overlap_staging,
+                                                layout=checkpoint_layout,
                                                 allow_fresh_start=allow_fresh_start))
     from training.data import ensure_dataset  # imports torch: only once the arguments are valid
 

@@ -70,6 +70,9 @@ class CheckpointConfig:
     peer_replication: bool = True    # send each snapshot to a buddy rank on another node
     peer_host: str = "127.0.0.1"     # address the peer server binds and advertises
     write_threads: int = 1           # DCP FileSystemWriter threads
+    layout: str = "raw"              # tensor items on disk: raw (their bytes at known offsets, one write each; read
+    #                                  by openpod's reader) | torch-save (DCP's own: a torch.save per tensor, loadable
+    #                                  by stock dcp.load(FileSystemReader)); training/checkpoint/rawfmt.py
     allow_fresh_start: bool = False  # start from step 0 even though a checkpoint source could not be read
     source_attempts: int = 3         # tries per checkpoint source at restore (1 s, 2 s, ... between them)
     promote_attempts: int = 3        # tries per copy into a further tier (promote_retry_s x 1, 2, ... between)

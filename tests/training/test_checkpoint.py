@@ -511,7 +511,8 @@ def test_a_memory_tier_larger_than_its_file_system_is_reported_at_the_first_save
 def test_one_serialization_and_one_hash_feed_the_memory_and_the_durable_tier(tmp_path, monkeypatch):
     """Time to durable: the memory tier and the first durable tier (nvme) are filled by one DCP write - each
     tensor serialized once and each byte hashed once - and nvme's files are fsynced before its marker.
-    Failed on the old code: two DCP writes serialized every tensor twice and hashed every byte twice."""
+    Failed on the old code: two DCP writes serialized every tensor twice and hashed every byte twice. (DCP's own
+    torch.save layout; the raw layout's counterpart is in test_checkpoint_rawfmt.py.)"""
     import os
 
     import training.checkpoint.storage as storage
@@ -541,7 +542,7 @@ def test_one_serialization_and_one_hash_feed_the_memory_and_the_durable_tier(tmp
         fsynced.add((st.st_dev, st.st_ino))
         return real_fsync(fd)
 
-    cfg = dataclasses.replace(tiers(tmp_path), overlap_staging=False)
+    cfg = dataclasses.replace(tiers(tmp_path), overlap_staging=False, layout="torch-save")
     model, opt = make_model()
     train(model, opt)
     ck = checkpointer(tmp_path, cfg)
@@ -596,8 +597,10 @@ def test_durable_files_are_flushed_while_they_are_written_and_memory_files_never
     import os
 
     import training.checkpoint.hashing as hashing
+    import training.checkpoint.rawfmt as rawfmt
 
     monkeypatch.setattr(hashing, "FLUSH_CHUNK", 128 << 10)
+    monkeypatch.setattr(rawfmt, "PIECE", 64 << 10)  # the raw layout's writes, scaled down with it
     flushed, first_flush = [], threading.Event()
     real_fdatasync, real_write = hashing._fdatasync, hashing._File.write
 
@@ -632,11 +635,13 @@ def test_a_failed_background_flush_fails_the_durable_copy_not_the_save(tmp_path,
     import errno
 
     import training.checkpoint.hashing as hashing
+    import training.checkpoint.rawfmt as rawfmt
 
     def failing_fdatasync(fd):
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(hashing, "FLUSH_CHUNK", 128 << 10)
+    monkeypatch.setattr(rawfmt, "PIECE", 64 << 10)  # the raw layout's writes, scaled down with it
     monkeypatch.setattr(hashing, "_fdatasync", failing_fdatasync)
     cfg = tiers(tmp_path)
     with caplog.at_level(logging.WARNING, logger="training.checkpoint"):

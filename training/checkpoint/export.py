@@ -81,12 +81,14 @@ def read_model(dirs: list[Path]) -> dict[str, torch.Tensor]:
     """Every ``model.*`` tensor of the snapshot(s) in ``dirs``, full size; ExportError if a tensor's saved
     chunks do not cover it."""
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
     from training.checkpoint.reshard import MergedShardsReader
-    from training.checkpoint.safe_load import SafeFileSystemReader
+    from training.checkpoint.safe_load import SafeFileSystemReader, first_failure
 
-    # the restore's reader: .metadata through the restricted unpickler, items with weights_only=True
+    # the restore's reader: .metadata through the restricted unpickler, raw items with readinto (checked against
+    # the metadata), items of DCP's torch.save layout and non-tensor items with weights_only=True
     reader = MergedShardsReader(dirs) if len(dirs) > 1 else SafeFileSystemReader(dirs[0])
     md = reader.read_metadata()
     out: dict[str, torch.Tensor] = {}
@@ -103,7 +105,10 @@ def read_model(dirs: list[Path]) -> dict[str, torch.Tensor]:
         reader.reset()
     with warnings.catch_warnings():  # "torch.distributed is disabled ...": one process reading, as intended
         warnings.simplefilter("ignore", UserWarning)
-        dcp.load(out, storage_reader=reader, no_dist=True)
+        try:
+            dcp.load(out, storage_reader=reader, no_dist=True)
+        except CheckpointException as e:  # a corrupt item: its one-line error (a BaseException: never a traceback)
+            raise first_failure(e) from None
     return {k[len("model."):]: v for k, v in out.items()}
 
 

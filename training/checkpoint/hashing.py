@@ -9,7 +9,8 @@ those are *deferred*, written by :meth:`TeeFileSystem.fill` once the durable cop
 is committed, so the memory copy is not on the way to durable. Tensor bytes are
 kept by reference - they point into the staged host buffers, which stay untouched
 until the save is done - anything else as a copy (zip headers and pickles: a few
-KiB per tensor). So the bytes are serialized once, hashed once, never read back,
+KiB per tensor with DCP's torch.save layout; with the raw layout, rawfmt.py, only
+the non-tensor items). So the bytes are serialized once, hashed once, never read back,
 and hashing runs next to the disk write instead of after it. Durable files are
 also flushed behind the writer (``fdatasync`` of every ``FLUSH_CHUNK`` on a thread
 of their own), so the commit's fsync waits for the last chunk only, not for the
@@ -121,7 +122,8 @@ class _TeeStream(io.RawIOBase):
     """A write stream: the destinations are written here; the follower hashes and keeps deferred chunks.
 
     torch.save hands over each tensor as a few dozen small writes (zip headers, pickle) and one large
-    one (the tensor's bytes): small ones are gathered here and passed on together.
+    one (the tensor's bytes): small ones are gathered here and passed on together. The raw layout
+    (rawfmt.py) writes each tensor's staged bytes once: passed on by reference whatever their size.
     """
 
     def __init__(self, fs: "TeeFileSystem", files: list[_File], record: list | None, digest: dict):
@@ -132,7 +134,7 @@ class _TeeStream(io.RawIOBase):
     def write(self, b) -> int:
         mv = memoryview(b).cast("B")
         n = len(mv)
-        if n < SMALL_WRITE:
+        if n < SMALL_WRITE and not self._fs._stable(mv):  # a raw tensor item's staged bytes go on as they lie
             self._small += mv
             if len(self._small) >= GATHER:
                 self._pass_on(self._small)

@@ -18,7 +18,7 @@ from training.checkpoint import legacy
 from training.checkpoint.collective import all_gather, all_ok
 from training.checkpoint.peer import PeerClient
 from training.checkpoint.reshard import MergedShardsReader, directly_loadable, shard_sets, state_layout
-from training.checkpoint.safe_load import SafeFileSystemReader
+from training.checkpoint.safe_load import SafeFileSystemReader, first_failure
 from training.checkpoint.stats import SaveStats
 from training.checkpoint.storage import CorruptCheckpoint, DirTier, Marker, verify_dir
 from training.config import CheckpointConfig
@@ -95,10 +95,17 @@ def load_into(reader, model, optimizer, where: str, state: dict, components: dic
             state.pop(name)
     if hasattr(reader, "reset"):
         reader.reset()
-    if fused:
-        legacy.load_fused_qkv(state, reader, metadata)
-    else:
-        dcp.load(state, storage_reader=reader, no_dist=True)
+    try:
+        if fused:
+            legacy.load_fused_qkv(state, reader, metadata)
+        else:
+            dcp.load(state, storage_reader=reader, no_dist=True)
+    except CheckpointException as e:  # a corrupt item: its one-line error, not DCP's traceback text
+        exc = first_failure(e)
+        if isinstance(exc, CorruptCheckpoint):  # named by the copy (tier and step), not the reader's directory
+            msg = str(exc)
+            raise type(exc)(where + msg.removeprefix(str(reader.path))) from None
+        raise exc from None
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
     for name, c in components.items():
         if name in state:

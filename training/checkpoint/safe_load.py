@@ -15,12 +15,17 @@ checkpoint is untrusted input: a teammate, a rogue peer or a leaking file system
   unpickler) and the planner gets the loaded value, never the bytes (its own ``load_bytes`` would
   load them again with ``weights_only=False``).
 
+Tensor items written in openpod's raw layout (``training/checkpoint/rawfmt.py``) are read with ``readinto``
+after their descriptor, length and range are checked against the metadata and the file; items written the
+old way (``torch.save``, DCP's layout) load as before, with ``torch.load(weights_only=True)``.
+
 Anything else raises :class:`UnsafeCheckpoint`, a :class:`CorruptCheckpoint`, so the restore
 skips that copy by name and goes on with the next verified one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import pickle
 from pathlib import Path
@@ -28,9 +33,12 @@ from pathlib import Path
 import torch
 from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint._traverse import set_element  # what DefaultLoadPlanner.load_bytes uses
+from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.checkpoint.metadata import Metadata
+from torch.futures import Future
 
+from training.checkpoint import rawfmt
 from training.checkpoint.names import check_file_name
 from training.checkpoint.storage import CorruptCheckpoint
 
@@ -102,6 +110,7 @@ def load_metadata(path: Path, where: str | None = None) -> Metadata:
             check_file_name(rel)
         except ValueError as e:
             raise UnsafeCheckpoint(f"{where}: storage entry {getattr(key, 'fqn', key)!r}: {e}") from None
+        rawfmt.check_descriptors(info, f"{where}: storage entry {getattr(key, 'fqn', key)!r}")
     return md
 
 
@@ -148,5 +157,27 @@ class SafeFileSystemReader(FileSystemReader):
         md.storage_meta.load_id = self.load_id
         return md
 
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args, **kwargs) -> None:
+        super().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
+        self._metadata = metadata  # what raw items are checked against
+
     def read_data(self, plan, planner):
-        return super().read_data(plan, _BytesChecked(planner, str(self.path)))
+        checked = _BytesChecked(planner, str(self.path))
+        raw = [r for r in plan.items if rawfmt.is_raw(self.storage_data[r.storage_index])]
+        if len(raw) < len(plan.items):  # items written by torch.save (DCP's layout) and non-tensor items
+            rest = [r for r in plan.items if not rawfmt.is_raw(self.storage_data[r.storage_index])]
+            super().read_data(dataclasses.replace(plan, items=rest), checked)
+        if raw:
+            rawfmt.read_raw(lambda rel: self.fs.concat_path(self.path, rel), self.storage_data,
+                            getattr(self, "_metadata", None), raw, planner, str(self.path))
+        done: Future = Future()
+        done.set_result(None)
+        return done
+
+
+def first_failure(e: CheckpointException) -> BaseException:
+    """The exception a rank's ``read_data`` raised, out of DCP's ``CheckpointException`` (whose text is a
+    traceback per rank, torch 2.13.0 distributed/checkpoint/api.py:41-48): a CorruptCheckpoint stays one line."""
+    for exc, _trace in getattr(e, "failures", {}).values():
+        return exc if isinstance(exc, Exception) else e
+    return e

@@ -71,6 +71,7 @@ class HostStager:
     def __init__(self, pin: bool | None = None) -> None:
         self.pin = torch.cuda.is_available() if pin is None else pin
         self._flat: torch.Tensor | None = None  # uint8, every staging view lies in it
+        self.layout_key = ""  # a digest of the staged paths, shapes and dtypes
         self._layout: tuple | None = None
         self._views: dict[str, torch.Tensor] = {}
         self._unpin: weakref.finalize | None = None
@@ -101,10 +102,15 @@ class HostStager:
         sizes = [math.prod(shape) * torch.empty((), dtype=dtype).element_size() for _, shape, dtype in layout]
         offsets, total = carve(sizes)
         flat = torch.empty(total, dtype=torch.uint8, device="cpu")
+        end = 0
+        for o, n in zip(offsets, sizes):  # the alignment padding is zeros: the raw layout writes runs of views
+            flat[end:o].zero_()           # with the padding between them (rawfmt.py), never stale bytes
+            end = o + n
         if self.pin and total:
             # unpinned on close(), on the next layout, or when the stager is collected (before the buffer is freed)
             self._unpin = weakref.finalize(self, pin_in_place(flat))
         self._flat, self._layout = flat, layout
+        self.layout_key = hashlib.sha256(repr(layout).encode()).hexdigest()[:16]
         self._views = {path: _view(flat, o, n, dtype, shape)
                        for (path, shape, dtype), o, n in zip(layout, offsets, sizes)}
 
@@ -113,6 +119,7 @@ class HostStager:
         if self._unpin is not None:
             self._unpin()
         self._flat, self._layout, self._views, self._unpin = None, None, {}, None
+        self.layout_key = ""
 
     def ready_event(self):
         """Marks, on the caller's CUDA stream, the point deferred copies must wait for (None on CPU).
@@ -151,6 +158,10 @@ class HostStager:
     def spans(self) -> list[tuple[int, int]]:
         """``(address, nbytes)`` of the staging buffer (unchanged while a save of it is in flight)."""
         return [] if self._flat is None else [(self._flat.data_ptr(), self._flat.numel())]
+
+    def buffers(self) -> list[torch.Tensor]:
+        """The staging buffer (uint8, flat), for writers that write runs of staged tensors in one piece."""
+        return [] if self._flat is None else [self._flat]
 
     @property
     def nbytes(self) -> int:
