@@ -214,3 +214,24 @@ def test_a_step_copied_again_into_s3_replaces_its_manifest(tmp_path, moto_s3, bu
         x for x in s3.markers() if (x.step, x.rank) == (10, 1)]
     s3.s3.put_object(Bucket=bucket, Key="job/step_000000010/manifest.json", Body=manifest_bytes(10, old))
     assert "another copy's marker" in s3.verify_step(10, 2)  # what the old code left: not durable
+
+
+def test_the_final_flush_copies_again_a_last_step_whose_shared_copy_does_not_verify(tmp_path, monkeypatch):
+    """Issue 38, found by benchmarks/chaos_checkpoint.py (re-seal family), failed on the old code: the last step's
+    FSx copy was damaged after the job ended (one rank's file truncated); the rerun found the rank's part listed
+    in FSx and did not copy it again, so it exited 4 ("rerun the same command to promote it") - and so did every
+    rerun. The final flush now copies again a part whose copy there does not match the node's."""
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch, fsx_every=1)
+    _save(cks, model, opt, [1, 2])
+    for ck in cks:
+        ck.wait()
+        ck.promoter.wait_idle()
+    assert cks[0].durable_steps() == {"fsx": 2}
+    blob = tmp_path / "fsx/step_000000002/rank_00001/__0_0.distcp"
+    blob.write_bytes(blob.read_bytes()[:100])
+    assert cks[0].durable_steps() == {"fsx": 1}
+    assert [ck.finalize() for ck in cks] == [[], ["fsx"]]  # rank 1's part alone is copied again
+    assert cks[0].durable_steps() == {"fsx": 2}
+    for ck in cks:
+        ck.close()
+    assert DirTier("fsx", tmp_path / "fsx").verify_step(2, 2) is None

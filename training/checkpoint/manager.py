@@ -137,26 +137,36 @@ class Checkpointer:
         step = self.last_step
         if step is None or (self._replicated and self.rank != 0):  # replicated: rank 0's part is the step's
             return []
-        missing = set()
-        for i, tier in enumerate(self.tiers[1:], 1):
-            if tier.kind not in SHARED or self.stats.behind.get(tier.kind) == step:
-                continue  # not shared, or its copy of this very step failed already (after its retries)
-            try:
-                if self.rank in tier.index().get(step, set()):
-                    continue
-            except Exception as e:  # noqa: BLE001 - copy it: the copy's retries say whether the tier is there
-                log.warning("cannot list %s: %s: %s", tier.name, type(e).__name__, e)
-            missing.add(i)
         src = next((t for t in self.tiers  # node tiers first (the order of the config)
                     if isinstance(t, DirTier) and t.marker_path(step, self.rank).exists()), None)
-        if not missing or src is None:
+        marker = None
+        if src is not None:
+            try:
+                marker = Marker.from_json(src.marker_path(step, self.rank).read_text())
+            except (OSError, ValueError, TypeError) as e:
+                log.warning("step %d: cannot read its marker in %s (%s); not promoted", step, src.name, e)
+                return []
+        missing = set()
+        for i, tier in enumerate(self.tiers[1:], 1):
+            if tier.kind not in SHARED or self.stats.behind.get(tier.kind) == step or tier is src:
+                continue  # not shared, its copy of this very step failed already (after its retries), or the source
+            try:
+                listed = self.rank in tier.index().get(step, set())
+            except Exception as e:  # noqa: BLE001 - copy it: the copy's retries say whether the tier is there
+                log.warning("cannot list %s: %s: %s", tier.name, type(e).__name__, e)
+                listed = False
+            if listed and marker is not None:
+                try:  # there as the source holds it? A damaged copy (or another save's) is copied again
+                    tier.check_copy(marker)
+                except Exception as e:  # noqa: BLE001 - whatever the reason, it is not the source's part
+                    log.warning("step %d: rank %d's part in %s is not the one in %s (%s: %s); copying it again",
+                                step, self.rank, tier.name, src.name, type(e).__name__, e)
+                    listed = False
+            if not listed:
+                missing.add(i)
+        if not missing or marker is None:
             if missing:
                 log.warning("step %d: no node-local copy of rank %d's part to promote", step, self.rank)
-            return []
-        try:
-            marker = Marker.from_json(src.marker_path(step, self.rank).read_text())
-        except (OSError, ValueError, TypeError) as e:
-            log.warning("step %d: cannot read its marker in %s (%s); not promoted", step, src.name, e)
             return []
         with self.promoter.cond:
             queued = self.promoter.queue(marker, src, force=True, only=missing)
