@@ -235,3 +235,31 @@ def test_the_final_flush_copies_again_a_last_step_whose_shared_copy_does_not_ver
     for ck in cks:
         ck.close()
     assert DirTier("fsx", tmp_path / "fsx").verify_step(2, 2) is None
+
+
+def test_the_final_flush_copies_a_last_step_restored_from_s3_into_fsx(tmp_path, moto_s3, bucket):
+    """Issue 38, found by benchmarks/chaos_checkpoint.py (re-seal family), failed on the old code: a finished job's
+    last step survived in S3 alone (node memory, NVMe and FSx lost it); the rerun restored it from S3 and exited 4
+    ("rerun the same command to promote it") - and so did every rerun: only a part in a node directory was ever
+    copied on. The final flush now fetches the part again into node memory and copies it into FSx."""
+    import shutil
+
+    from tests.training.test_checkpoint import checkpointer, tiers
+
+    cfg = tiers(tmp_path, s3=f"s3://{bucket}/job", endpoint=moto_s3)
+    cfg = dataclasses.replace(cfg, every=1, tiers=[dataclasses.replace(t, every=1) for t in cfg.tiers])
+    model, opt = make_model()
+    ck = checkpointer(tmp_path, cfg)
+    for s in (1, 2):
+        train(model, opt)
+        ck.save(s, model, opt)
+    ck.close()
+    for d in ("shm", "nvme", "fsx"):
+        shutil.rmtree(tmp_path / d)
+    fresh, opt2 = make_model(seed=99)
+    ck = checkpointer(tmp_path, cfg)
+    info = ck.restore(fresh, opt2)
+    assert (info.step, info.source) == (2, f"s3:s3://{bucket}/job")
+    assert ck.finalize() == ["fsx"]
+    assert ck.durable_steps() == {"fsx": 2, "s3": 2}
+    ck.close()

@@ -7,6 +7,7 @@ save (``writer``), the promoter (``promotion``), the restore path (``restore``) 
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 import warnings
@@ -26,7 +27,7 @@ from training.checkpoint.reshard import state_layout
 from training.checkpoint.restore import PeerSource, Restorer, RestoreInfo
 from training.checkpoint.staging import HostStager, local_tensor
 from training.checkpoint.stats import SaveStats, gauges_over_ranks, summary_over_ranks
-from training.checkpoint.storage import DirTier, Marker
+from training.checkpoint.storage import DirTier, Marker, verify_dir
 from training.checkpoint.tiers import SHARED, TierPolicy, build_tier
 from training.checkpoint.writer import SnapshotWriter
 from training.config import CheckpointConfig
@@ -62,6 +63,7 @@ class Checkpointer:
             raise ValueError("the first checkpoint tier must be a directory (memory, nvme or fsx)")
         self.first: DirTier = self.tiers[0]
         self.scratch = Path(scratch_dir)
+        self._restored_origin = None  # (source, marker) of the step restored by this process (RestoreInfo.origin)
         self.stager = HostStager()
         self.stats = SaveStats()
         self._inflight: Future | None = None
@@ -139,16 +141,18 @@ class Checkpointer:
             return []
         src = next((t for t in self.tiers  # node tiers first (the order of the config)
                     if isinstance(t, DirTier) and t.marker_path(step, self.rank).exists()), None)
-        marker = None
+        marker, origin = None, None
         if src is not None:
             try:
                 marker = Marker.from_json(src.marker_path(step, self.rank).read_text())
             except (OSError, ValueError, TypeError) as e:
                 log.warning("step %d: cannot read its marker in %s (%s); not promoted", step, src.name, e)
                 return []
+        else:  # restored from S3 (no directory holds it here)? Fetched again below if a shared tier lacks it
+            origin, marker = self._remote_origin(step)
         missing = set()
         for i, tier in enumerate(self.tiers[1:], 1):
-            if tier.kind not in SHARED or self.stats.behind.get(tier.kind) == step or tier is src:
+            if tier.kind not in SHARED or self.stats.behind.get(tier.kind) == step or tier in (src, origin):
                 continue  # not shared, its copy of this very step failed already (after its retries), or the source
             try:
                 listed = self.rank in tier.index().get(step, set())
@@ -164,7 +168,9 @@ class Checkpointer:
                     listed = False
             if not listed:
                 missing.add(i)
-        if not missing or marker is None:
+        if missing and src is None and origin is not None:
+            src = self._land(origin, marker)
+        if not missing or src is None:
             if missing:
                 log.warning("step %d: no node-local copy of rank %d's part to promote", step, self.rank)
             return []
@@ -176,6 +182,31 @@ class Checkpointer:
             log.info("promoting the last step %d to %s before the job ends", step, ", ".join(queued))
         self.promoter.wait_idle()
         return queued
+
+    def _remote_origin(self, step: int) -> tuple:
+        """(tier, marker) of this rank's part of ``step`` if this process restored it from a tier with no local
+        directory (S3), else (None, None)."""
+        tier, marker = self._restored_origin or (None, None)
+        if marker is None or marker.step != step or marker.rank != self.rank or isinstance(tier, (DirTier,
+                                                                                                PeerSource)):
+            return None, None
+        return tier, marker
+
+    def _land(self, tier, marker: Marker) -> DirTier | None:
+        """Fetch this rank's part from ``tier`` again, verified, into the first tier (committed there): the source
+        for the shared tiers that lack it (a rerun of a finished job whose FSx lost the step S3 kept)."""
+        landing = self.scratch / "landing"
+        try:
+            d = tier.materialize(marker, landing)
+            verify_dir(d, marker, f"{tier.name}/{marker.key}")
+            self.first.put(d, marker)
+        except Exception as e:  # noqa: BLE001 - the tier stays behind, and the result says so
+            log.warning("step %d: fetching rank %d's part from %s to promote it failed: %s: %s", marker.step,
+                        self.rank, tier.name, type(e).__name__, e)
+            return None
+        finally:
+            shutil.rmtree(landing, ignore_errors=True)
+        return self.first
 
     def caught_up(self) -> list[str]:
         """The shared tiers this process copied its last step into after finding it missing there."""
@@ -330,6 +361,7 @@ class Checkpointer:
         # restorer builds the state dict once and a second get_state_dict would double restore's set-up
         self._replicated = not any(isinstance(t, DTensor) for t in (*model.parameters(), *model.buffers()))
         info = self.restorer.restore(self._sources(), model, optimizer)
+        self._restored_origin = info.origin if info is not None else None
         if info is not None:
             self.last_step = info.step
             self._promote_restored(info)
