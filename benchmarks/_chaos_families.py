@@ -33,9 +33,11 @@ PROFILES = {  # steps, checkpoint every, FSx every n-th, S3 every n-th checkpoin
 LAG_BOUND_SAVES = 2  # CheckpointConfig.tier_lag_saves' default (training/config.py)
 
 VARIANTS = {  # family -> [(variant key, what the row says)]
-    "final flush": [("point", "kill point at the last step (before/after its commit, in its promotion), rerun"),
-                    ("sigkill", "SIGKILL at a random moment between the last step's memory commit and the "
-                                "job's exit (as timed in the uninterrupted run), rerun (1 in 3 without node memory)")],
+    "final flush": [("point", "kill point at the last step (before/after its commit, in its promotion), rerun "
+                              "(1 in 3 without node memory)"),
+                    ("sigkill", "SIGKILL at a random moment in the first 40% of the time from the last step's memory "
+                                "commit to the job's exit (as timed in the uninterrupted run: the copies), rerun (1 "
+                                "in 3 without node memory)")],
     "re-seal": [("damaged", "the last step's FSx or S3 copy damaged after the job ended, rerun"),
                 ("resave", "the last step damaged in every tier: the rerun saves it again over its sealed "
                            "FSx and S3 copies")],
@@ -82,7 +84,7 @@ def draw(key: str, rng: random.Random) -> dict:
         return {"point": rng.choice(["before_commit", "after_commit", "during_promote"]),
                 "rank": rng.choice([None, 0, 1]), "lose_memory": rng.random() < 1 / 3}
     if key == "sigkill":
-        return {"at": round(rng.uniform(0.0, 1.0), 2), "lose_memory": rng.random() < 1 / 3}
+        return {"at": round(rng.uniform(0.0, 0.4), 2), "lose_memory": rng.random() < 1 / 3}
     if key == "damaged":  # S3's listing check is sizes (hashes at each download; S3 checks its own bytes): no flip
         tier = rng.choice(["fsx", "s3"])
         return {"tier": tier, "rank": rng.choice([0, 1]), "file": rng.choice(["__0_0.distcp", ".metadata"]),
