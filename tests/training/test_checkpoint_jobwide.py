@@ -263,3 +263,33 @@ def test_the_final_flush_copies_a_last_step_restored_from_s3_into_fsx(tmp_path, 
     assert ck.finalize() == ["fsx"]
     assert ck.durable_steps() == {"fsx": 2, "s3": 2}
     ck.close()
+
+
+def test_the_final_flush_copies_another_ranks_replicated_part_when_this_ranks_was_never_committed(tmp_path):
+    """Issue 38, found by benchmarks/chaos_checkpoint.py (final-flush family, ddp), failed on the old code: rank 0
+    was killed before committing its part of the last step (replicated state) while rank 1 committed its own;
+    the rerun restored the step from rank 1's part, but only rank 0 copies replicated state on, and only its own
+    part - "no node-local copy of rank 0's part to promote", exit 4 on every rerun. The final flush now copies
+    the restored part as rank 0's."""
+    import shutil
+
+    cfg = CheckpointConfig(every=1, peer_replication=False,
+                           tiers=[TierConfig("memory", str(tmp_path / "shm")), TierConfig("nvme", str(tmp_path / "nvme")),
+                                  TierConfig("fsx", str(tmp_path / "fsx"))])
+    cks = [Checkpointer(cfg, rank=r, world_size=2, local_world_size=1, node_id="n0",
+                        scratch_dir=tmp_path / f"scratch{r}") for r in range(2)]
+    model, opt = make_model()
+    _save(cks, model, opt, [1, 2])
+    for ck in cks:
+        ck.close()
+    for d in ("shm/n0", "nvme/n0"):
+        for p in (tmp_path / d / "step_000000002").glob("rank_00000*"):  # rank 0's part of step 2: never committed
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    shutil.rmtree(tmp_path / "fsx/step_000000002")
+    fresh, opt2 = make_model(seed=99)
+    ck = Checkpointer(cfg, rank=0, world_size=2, local_world_size=1, node_id="n0", scratch_dir=tmp_path / "s")
+    info = ck.restore(fresh, opt2)
+    assert info.step == 2
+    assert ck.finalize() == ["fsx"]
+    assert ck.durable_steps() == {"fsx": 2}
+    ck.close()

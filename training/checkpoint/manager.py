@@ -6,6 +6,7 @@ save (``writer``), the promoter (``promotion``), the restore path (``restore``) 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import threading
@@ -148,8 +149,9 @@ class Checkpointer:
             except (OSError, ValueError, TypeError) as e:
                 log.warning("step %d: cannot read its marker in %s (%s); not promoted", step, src.name, e)
                 return []
-        else:  # restored from S3 (no directory holds it here)? Fetched again below if a shared tier lacks it
-            origin, marker = self._remote_origin(step)
+        else:  # restored from S3 or another rank's replicated part? Copied below if a shared tier lacks it
+            origin, restored = self._remote_origin(step)
+            marker = dataclasses.replace(restored, rank=self.rank) if restored is not None else None
         missing = set()
         for i, tier in enumerate(self.tiers[1:], 1):
             if tier.kind not in SHARED or self.stats.behind.get(tier.kind) == step or tier in (src, origin):
@@ -164,12 +166,12 @@ class Checkpointer:
                     tier.check_copy(marker)
                 except Exception as e:  # noqa: BLE001 - whatever the reason, it is not the source's part
                     log.warning("step %d: rank %d's part in %s is not the one in %s (%s: %s); copying it again",
-                                step, self.rank, tier.name, src.name, type(e).__name__, e)
+                                step, self.rank, tier.name, (src or origin).name, type(e).__name__, e)
                     listed = False
             if not listed:
                 missing.add(i)
         if missing and src is None and origin is not None:
-            src = self._land(origin, marker)
+            src = self._land(origin, restored)
         if not missing or src is None:
             if missing:
                 log.warning("step %d: no node-local copy of rank %d's part to promote", step, self.rank)
@@ -184,25 +186,28 @@ class Checkpointer:
         return queued
 
     def _remote_origin(self, step: int) -> tuple:
-        """(tier, marker) of this rank's part of ``step`` if this process restored it from a tier with no local
-        directory (S3), else (None, None)."""
+        """(tier, marker) of the part of ``step`` this process restored, where no node directory holds this rank's
+        own part: one fetched from S3, or - replicated state, where any rank's part is the step - another rank's
+        part in a node tier (this rank was killed before committing its own). Else (None, None)."""
         tier, marker = self._restored_origin or (None, None)
-        if marker is None or marker.step != step or marker.rank != self.rank or isinstance(tier, (DirTier,
-                                                                                                PeerSource)):
+        if marker is None or marker.step != step or isinstance(tier, PeerSource):
             return None, None
-        return tier, marker
+        if marker.rank != self.rank:
+            return (tier, marker) if self._replicated and marker.replicated else (None, None)
+        return (None, None) if isinstance(tier, DirTier) else (tier, marker)
 
     def _land(self, tier, marker: Marker) -> DirTier | None:
-        """Fetch this rank's part from ``tier`` again, verified, into the first tier (committed there): the source
-        for the shared tiers that lack it (a rerun of a finished job whose FSx lost the step S3 kept)."""
+        """Copy the restored part ``marker`` from ``tier`` (fetched again, verified) into the first tier as this
+        rank's, committed there: the source for the shared tiers that lack the step (a rerun of a finished job
+        whose FSx lost the step S3 kept, or whose rank was killed before committing its replicated part)."""
         landing = self.scratch / "landing"
         try:
             d = tier.materialize(marker, landing)
             verify_dir(d, marker, f"{tier.name}/{marker.key}")
-            self.first.put(d, marker)
+            self.first.put(d, dataclasses.replace(marker, rank=self.rank))
         except Exception as e:  # noqa: BLE001 - the tier stays behind, and the result says so
-            log.warning("step %d: fetching rank %d's part from %s to promote it failed: %s: %s", marker.step,
-                        self.rank, tier.name, type(e).__name__, e)
+            log.warning("step %d: copying the restored part from %s to promote it failed: %s: %s", marker.step,
+                        tier.name, type(e).__name__, e)
             return None
         finally:
             shutil.rmtree(landing, ignore_errors=True)
