@@ -2,7 +2,8 @@
 throttled S3 and wall-clock steps. Each family is a class of scenarios; a trial draws its parameters from a
 generator seeded with (seed, variant, index), so a trial is reproduced alone. A trial's verdict: ``exact``
 (``state_sha256`` and loss equal to the uninterrupted run's, and every check of its family held), ``refused``
-(exit 4 with one line naming the tier behind - allowed for the final flush), ``wrong`` (another state, or a
+(exit 4 with one line naming the tier behind, and the rerun that line asks for promotes it - allowed for the
+final flush), ``wrong`` (another state, or a
 check failed: a tier claimed durable that does not verify, a last step missing from a shared tier after exit 0)
 or ``crash`` (any other exit, or a time-out). None of these families changes what is computed, so the
 equal-loss class (a hash allowed to differ, docs/training.md) stays empty unless something is wrong."""
@@ -285,7 +286,15 @@ def final_flush(ctx, t: Trial) -> Outcome:
         o.data.update(restored=f"{job.out['restored_step']}@{(job.out['restored_from'] or 'fresh').split(':')[0]}",
                       promoted_last_step=job.out["checkpoints"].get("promoted_last_step"))
     o.verdict = judge(job, ctx.base("base", t.parallelism), o, may_refuse=True)
-    if o.verdict == "exact" and not durable_everywhere(ctx, tmp, t.parallelism, last, job, o):
+    if o.verdict == "refused":  # the line says "rerun the same command": no fault lasts here, so that must promote
+        again = run_job(tmp, args, env_with(), "run3")
+        if judge(again, ctx.base("base", t.parallelism), o) == "exact" and durable_everywhere(
+                ctx, tmp, t.parallelism, last, again, o):
+            o.notes.append("the rerun as told promoted it")
+        else:
+            o.notes.append(f"the rerun as told: exit {again.rc}")
+            o.verdict = "wrong"
+    elif o.verdict == "exact" and not durable_everywhere(ctx, tmp, t.parallelism, last, job, o):
         o.verdict = "wrong"
     return o
 
