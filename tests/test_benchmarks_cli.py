@@ -196,3 +196,66 @@ def test_the_dcp_comparison_runs_no_polling_thread_beside_openpods_saves(tmp_pat
     out = b.run_openpod(model, opt, batch, tmp_path / "op", shm, 1, memory_tier=False)
     assert started and set(started) == {"_run"}, started  # only the memory samplers (one per save)
     assert len(out) == 1 and out[0]["durable"] > 0
+
+
+def test_the_chaos_families_plan_is_seeded_and_covers_every_variant(monkeypatch, capsys):
+    """Issue 38: `chaos_checkpoint --dry-run` prints the family trials it would run (no job, no S3 server): every
+    variant of each family, the parameters drawn from the seed alone, fsdp and ddp alternating."""
+    import sys
+
+    from benchmarks import _chaos_families as fam
+    from benchmarks import chaos_checkpoint
+
+    monkeypatch.setattr(sys, "argv", ["chaos_checkpoint", "--dry-run", "--trials", "2", "--families",
+                                      "final,reseal,throttle,clock"])
+    chaos_checkpoint.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 * sum(len(v) for v in fam.VARIANTS.values()) == 16
+    assert sum(" ddp " in ln for ln in lines) == 8
+    a = fam.plan(0, 2, list(fam.VARIANTS))
+    assert [t.params for t in a] == [t.params for t in fam.plan(0, 2, list(fam.VARIANTS))]
+    assert [t.params for t in a] != [t.params for t in fam.plan(1, 2, list(fam.VARIANTS))]
+    monkeypatch.setattr(sys, "argv", ["chaos_checkpoint", "--dry-run", "--families", "legacy,nope"])
+    with pytest.raises(SystemExit):
+        chaos_checkpoint.main()
+    assert "--families: unknown nope" in capsys.readouterr().err
+
+
+def test_the_chaos_stand_ins_throttle_and_step_the_clock(tmp_path):
+    """The throttled S3 link passes uploads at its rate (60 KB at 200 KB/s: >= 0.3 s) and replies at once; the
+    clock hook steps time.time() in a new Python process once its trigger file exists, not the monotonic clock."""
+    import os
+    import socket
+    import sys
+    import threading
+    import time
+
+    from benchmarks._chaos_net import ThrottledProxy, clock_hook_dir
+
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def echo_size():
+        c, _ = srv.accept()
+        n = 0
+        while n < 60_000:
+            n += len(c.recv(65536))
+        c.sendall(b"done")
+        c.close()
+
+    threading.Thread(target=echo_size, daemon=True).start()
+    proxy = ThrottledProxy(srv.getsockname()[1], 200_000)
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", proxy.port)) as c:
+        c.sendall(b"x" * 60_000)
+        assert c.recv(4) == b"done"
+    assert 0.29 < time.monotonic() - t0 < 5
+    proxy.close()
+    srv.close()
+
+    trigger = tmp_path / "stepped"
+    code = ("import os, sys, time; a, m = time.time(), time.monotonic(); open(sys.argv[1], 'w').close(); "
+            "time.sleep(0.12); print(round(time.time() - a), round(time.monotonic() - m))")
+    env = {**os.environ, "PYTHONPATH": str(clock_hook_dir(tmp_path)), "CHAOS_CLOCK_STEP": f"{trigger}@600"}
+    out = subprocess.run([sys.executable, "-c", code, str(trigger)], env=env, capture_output=True, text=True,
+                         timeout=30)
+    assert out.stdout.split() == ["600", "0"], out.stderr

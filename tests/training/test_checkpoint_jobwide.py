@@ -214,3 +214,82 @@ def test_a_step_copied_again_into_s3_replaces_its_manifest(tmp_path, moto_s3, bu
         x for x in s3.markers() if (x.step, x.rank) == (10, 1)]
     s3.s3.put_object(Bucket=bucket, Key="job/step_000000010/manifest.json", Body=manifest_bytes(10, old))
     assert "another copy's marker" in s3.verify_step(10, 2)  # what the old code left: not durable
+
+
+def test_the_final_flush_copies_again_a_last_step_whose_shared_copy_does_not_verify(tmp_path, monkeypatch):
+    """Issue 38, found by benchmarks/chaos_checkpoint.py (re-seal family), failed on the old code: the last step's
+    FSx copy was damaged after the job ended (one rank's file truncated); the rerun found the rank's part listed
+    in FSx and did not copy it again, so it exited 4 ("rerun the same command to promote it") - and so did every
+    rerun. The final flush now copies again a part whose copy there does not match the node's."""
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch, fsx_every=1)
+    _save(cks, model, opt, [1, 2])
+    for ck in cks:
+        ck.wait()
+        ck.promoter.wait_idle()
+    assert cks[0].durable_steps() == {"fsx": 2}
+    blob = tmp_path / "fsx/step_000000002/rank_00001/__0_0.distcp"
+    blob.write_bytes(blob.read_bytes()[:100])
+    assert cks[0].durable_steps() == {"fsx": 1}
+    assert [ck.finalize() for ck in cks] == [[], ["fsx"]]  # rank 1's part alone is copied again
+    assert cks[0].durable_steps() == {"fsx": 2}
+    for ck in cks:
+        ck.close()
+    assert DirTier("fsx", tmp_path / "fsx").verify_step(2, 2) is None
+
+
+def test_the_final_flush_copies_a_last_step_restored_from_s3_into_fsx(tmp_path, moto_s3, bucket):
+    """Issue 38, found by benchmarks/chaos_checkpoint.py (re-seal family), failed on the old code: a finished job's
+    last step survived in S3 alone (node memory, NVMe and FSx lost it); the rerun restored it from S3 and exited 4
+    ("rerun the same command to promote it") - and so did every rerun: only a part in a node directory was ever
+    copied on. The final flush now fetches the part again into node memory and copies it into FSx."""
+    import shutil
+
+    from tests.training.test_checkpoint import checkpointer, tiers
+
+    cfg = tiers(tmp_path, s3=f"s3://{bucket}/job", endpoint=moto_s3)
+    cfg = dataclasses.replace(cfg, every=1, tiers=[dataclasses.replace(t, every=1) for t in cfg.tiers])
+    model, opt = make_model()
+    ck = checkpointer(tmp_path, cfg)
+    for s in (1, 2):
+        train(model, opt)
+        ck.save(s, model, opt)
+    ck.close()
+    for d in ("shm", "nvme", "fsx"):
+        shutil.rmtree(tmp_path / d)
+    fresh, opt2 = make_model(seed=99)
+    ck = checkpointer(tmp_path, cfg)
+    info = ck.restore(fresh, opt2)
+    assert (info.step, info.source) == (2, f"s3:s3://{bucket}/job")
+    assert ck.finalize() == ["fsx"]
+    assert ck.durable_steps() == {"fsx": 2, "s3": 2}
+    ck.close()
+
+
+def test_the_final_flush_copies_another_ranks_replicated_part_when_this_ranks_was_never_committed(tmp_path):
+    """Issue 38, found by benchmarks/chaos_checkpoint.py (final-flush family, ddp), failed on the old code: rank 0
+    was killed before committing its part of the last step (replicated state) while rank 1 committed its own;
+    the rerun restored the step from rank 1's part, but only rank 0 copies replicated state on, and only its own
+    part - "no node-local copy of rank 0's part to promote", exit 4 on every rerun. The final flush now copies
+    the restored part as rank 0's."""
+    import shutil
+
+    cfg = CheckpointConfig(every=1, peer_replication=False,
+                           tiers=[TierConfig("memory", str(tmp_path / "shm")), TierConfig("nvme", str(tmp_path / "nvme")),
+                                  TierConfig("fsx", str(tmp_path / "fsx"))])
+    cks = [Checkpointer(cfg, rank=r, world_size=2, local_world_size=1, node_id="n0",
+                        scratch_dir=tmp_path / f"scratch{r}") for r in range(2)]
+    model, opt = make_model()
+    _save(cks, model, opt, [1, 2])
+    for ck in cks:
+        ck.close()
+    for d in ("shm/n0", "nvme/n0"):
+        for p in (tmp_path / d / "step_000000002").glob("rank_00000*"):  # rank 0's part of step 2: never committed
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    shutil.rmtree(tmp_path / "fsx/step_000000002")
+    fresh, opt2 = make_model(seed=99)
+    ck = Checkpointer(cfg, rank=0, world_size=2, local_world_size=1, node_id="n0", scratch_dir=tmp_path / "s")
+    info = ck.restore(fresh, opt2)
+    assert info.step == 2
+    assert ck.finalize() == ["fsx"]
+    assert ck.durable_steps() == {"fsx": 2}
+    ck.close()
