@@ -58,10 +58,11 @@ class HostStager:
     """Copies a (nested) state dict into one host buffer allocated once and reused.
 
     Every tensor of the state gets a view carved from a single flat buffer (``carve``), so staging memory is
-    the state's size plus at most ``ALIGN`` bytes per tensor. With CUDA the buffer is page-locked in place
-    (``pin_in_place``) so device-to-host copies run at full bandwidth and overlap; on CPU the copy is a plain
-    memcpy. The buffer is reused while the state's layout (paths, shapes, dtypes) stays the same, and only
-    one save is in flight, so staging memory is bounded by one copy of the state.
+    the state's size plus at most ``ALIGN`` bytes per tensor (and a page, to align the buffer). With CUDA the
+    buffer is page-locked in place (``pin_in_place``) so device-to-host copies run at full bandwidth and
+    overlap; on CPU the copy is a plain memcpy. The buffer is reused while the state's layout (paths, shapes,
+    dtypes) stays the same, and only one save is in flight, so staging memory is bounded by one copy of the
+    state.
 
     ``plan`` may defer the copy of chosen tensors: it returns the staged structure
     and the list of copies still to do, which ``copy`` performs later (from the
