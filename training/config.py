@@ -79,6 +79,8 @@ class CheckpointConfig:
     promote_retry_s: float = 0.5
     overlap_staging: bool = True     # copy parameters/optimizer state to host during the next step's
     #                                  forward/backward; that step's optimizer.step() waits for the copy
+    o_direct: bool = True            # write the nvme tier's large staged runs with O_DIRECT (no page-cache copy);
+    #                                  buffered where the file system refuses it; training/checkpoint/hashing.py
     direct_durable: bool = True      # write the first durable tier (after a memory tier) from the staged
     #                                  copy, alongside the memory tier, instead of copying it afterwards
     tier_lag_saves: int = 2          # a further tier more saves behind than this is warned about (and exported:

@@ -37,6 +37,7 @@ from torch.distributed.checkpoint.planner import WriteItemType
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
+from training.checkpoint.hashing import DIO_ALIGN
 from training.checkpoint.storage import CorruptCheckpoint
 
 TAG, VERSION = "openpod.raw", 1
@@ -102,8 +103,13 @@ def _checked(item, t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def _write(stream, mv: memoryview) -> None:
-    for i in range(0, len(mv), PIECE):
+def _write(stream, mv: memoryview, address: int = 0) -> None:
+    """``mv`` (lying at ``address``) in ``PIECE``-sized writes cut at multiples of ``DIO_ALIGN`` in memory: each
+    piece but the first and last is whole blocks, which an O_DIRECT destination writes as they lie (hashing.py)."""
+    cut = -address % DIO_ALIGN
+    if cut:
+        stream.write(mv[:cut])
+    for i in range(cut, len(mv), PIECE):
         stream.write(mv[i:i + PIECE])
 
 
@@ -190,8 +196,14 @@ class RawFileSystemWriter(FileSystemWriter):
                             out.append(_write_item(self.transforms, stream, planner.resolve_data(item), item, name,
                                                    SerializationFormat.TORCH_SAVE))
                     for (start, _, buf), run in runs:
-                        base, first, last = stream.tell(), run[0][0], run[-1][0] + run[-1][1]
-                        _write(stream, memoryview(buf.numpy())[first - start:last - start])
+                        first, last = run[0][0], run[-1][0] + run[-1][1]
+                        # zeros: the run's offset in the file agrees with its offset in the (page-aligned)
+                        # buffer modulo the disk's block, which an O_DIRECT destination needs (hashing.py)
+                        pad = (first - start - stream.tell()) % DIO_ALIGN
+                        if pad:
+                            stream.write(bytes(pad))
+                        base = stream.tell()
+                        _write(stream, memoryview(buf.numpy())[first - start:last - start], first)
                         out += [_result(item, t, name, base + a - first) for a, _, item, t in run]
                     for item, t in alone:
                         offset = stream.tell()

@@ -18,6 +18,7 @@ def local_tensor(t: torch.Tensor) -> torch.Tensor:
 
 
 ALIGN = 64  # bytes: each staged tensor starts on its own cache line in the flat buffer
+PAGE = 4096  # the flat buffer starts on a page (hashing.DIO_ALIGN)
 
 
 def carve(sizes: list[int], align: int = ALIGN) -> tuple[list[int], int]:
@@ -57,10 +58,11 @@ class HostStager:
     """Copies a (nested) state dict into one host buffer allocated once and reused.
 
     Every tensor of the state gets a view carved from a single flat buffer (``carve``), so staging memory is
-    the state's size plus at most ``ALIGN`` bytes per tensor. With CUDA the buffer is page-locked in place
-    (``pin_in_place``) so device-to-host copies run at full bandwidth and overlap; on CPU the copy is a plain
-    memcpy. The buffer is reused while the state's layout (paths, shapes, dtypes) stays the same, and only
-    one save is in flight, so staging memory is bounded by one copy of the state.
+    the state's size plus at most ``ALIGN`` bytes per tensor (and a page, to align the buffer). With CUDA the
+    buffer is page-locked in place (``pin_in_place``) so device-to-host copies run at full bandwidth and
+    overlap; on CPU the copy is a plain memcpy. The buffer is reused while the state's layout (paths, shapes,
+    dtypes) stays the same, and only one save is in flight, so staging memory is bounded by one copy of the
+    state.
 
     ``plan`` may defer the copy of chosen tensors: it returns the staged structure
     and the list of copies still to do, which ``copy`` performs later (from the
@@ -101,7 +103,12 @@ class HostStager:
         self.close()
         sizes = [math.prod(shape) * torch.empty((), dtype=dtype).element_size() for _, shape, dtype in layout]
         offsets, total = carve(sizes)
-        flat = torch.empty(total, dtype=torch.uint8, device="cpu")
+        # page-aligned: a staged tensor's address and its offset in the buffer agree modulo the page, so the raw
+        # layout's runs can go to the disk with O_DIRECT (rawfmt.py, hashing.py) and files do not depend on where
+        # the allocator put the buffer
+        whole = torch.empty(total + PAGE, dtype=torch.uint8, device="cpu")
+        skip = -whole.data_ptr() % PAGE
+        flat = whole[skip:skip + total]
         end = 0
         for o, n in zip(offsets, sizes):  # the alignment padding is zeros: the raw layout writes runs of views
             flat[end:o].zero_()           # with the padding between them (rawfmt.py), never stale bytes

@@ -156,6 +156,7 @@ class SnapshotWriter:
         for i, t in enumerate(tiers):
             try:
                 dests[i] = Destination(t.kind, t.prepare(step, self.rank), durable=t.fsync, step=step)
+                dests[i].o_direct = self.cfg.o_direct and t.kind == "nvme"  # the local disk only
             except Exception as e:  # noqa: BLE001 - this tier fails, the others are written
                 errors[i] = e
         out: dict[int, Marker | Destination] = {}

@@ -1,0 +1,136 @@
+"""Issue 38 item 7: the nvme tier's staged runs written with O_DIRECT (training/checkpoint/hashing.py ``_File``) -
+the same bytes, hashes and commit as buffered writes, buffered where the file system refuses O_DIRECT, the
+unaligned head and tail of a chunk buffered around its direct middle."""
+
+import errno
+import json
+import mmap
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training.checkpoint import hashing
+from training.checkpoint.hashing import DIO_ALIGN, Destination, _File, open_direct
+from training.checkpoint.storage import HASH, hash_file
+from tests.training.test_checkpoint import make_model, train
+from tests.training.test_checkpoint_rawfmt import SNAP, _cfg, _ck
+
+
+def _save(root, *, layout="raw", o_direct=True, monkeypatch=None):
+    """One save of the tiny model into memory/nvme/fsx tiers under ``root``; the destinations written."""
+    dests, real = [], hashing.TeeFileSystem.__init__
+
+    def init(self, ds, **kw):
+        dests.extend(ds)
+        real(self, ds, **kw)
+
+    monkeypatch.setattr(hashing.TeeFileSystem, "__init__", init)
+    model, opt = make_model()
+    train(model, opt)
+    cfg = _cfg(root, layout)
+    cfg.o_direct = o_direct
+    ck = _ck(root, cfg)
+    ck.save(2, model, opt)
+    ck.close()
+    monkeypatch.setattr(hashing.TeeFileSystem, "__init__", real)
+    return {d.kind: d for d in dests}
+
+
+def _snapshot(root, tier="nvme"):
+    """The data files of the committed snapshot and the marker's entries for them (the ``.metadata`` pickle
+    holds the save's own id and path, different in every save); each entry checked against its file."""
+    d = root / {"nvme": "nvme/n0", "memory": "shm/n0", "fsx": "fsx"}[tier] / SNAP
+    marker = json.loads((d.parent / "rank_00000.commit.json").read_text())["files"]
+    for name, entry in marker.items():
+        assert entry == {"size": (d / name).stat().st_size, HASH: hash_file(d / name)}, name
+    return ({p.name: p.read_bytes() for p in sorted(d.iterdir()) if p.name != ".metadata"},
+            {k: v for k, v in marker.items() if k != ".metadata"})
+
+
+@pytest.mark.parametrize("layout", ["raw", "torch-save"])
+def test_direct_and_buffered_saves_write_the_same_bytes_and_manifest(tmp_path, monkeypatch, layout):
+    on = _save(tmp_path / "on", layout=layout, monkeypatch=monkeypatch)
+    off = _save(tmp_path / "off", layout=layout, o_direct=False, monkeypatch=monkeypatch)
+    assert on["nvme"].o_direct and not on["memory"].o_direct
+    assert not off["nvme"].o_direct and off["nvme"].direct_bytes == 0
+    if layout == "raw":  # the staged runs went to the disk directly: nearly all the file
+        size = (tmp_path / "on/nvme/n0" / SNAP / "__0_0.distcp").stat().st_size
+        assert on["nvme"].direct_bytes > size * 0.9, (on["nvme"].direct_bytes, size)
+    for tier in ("nvme", "memory", "fsx"):
+        assert _snapshot(tmp_path / "on", tier) == _snapshot(tmp_path / "off", tier), tier
+
+
+def test_a_file_system_refusing_o_direct_gets_buffered_writes(tmp_path, monkeypatch):
+    """tmpfs before Linux 6.6 (and some FUSE and network file systems) refuse O_DIRECT at open with EINVAL;
+    others accept the open and refuse the write. Both: the same checkpoint, written buffered."""
+    real_open = os.open
+
+    def refusing_open(path, flags, *a):
+        if flags & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *a)
+
+    monkeypatch.setattr(hashing.os, "open", refusing_open)
+    at_open = _save(tmp_path / "open", monkeypatch=monkeypatch)
+    monkeypatch.setattr(hashing.os, "open", real_open)
+    monkeypatch.setattr(hashing.os, "pwrite", lambda *a: (_ for _ in ()).throw(OSError(errno.EINVAL, "Invalid")))
+    at_write = _save(tmp_path / "write", monkeypatch=monkeypatch)
+    monkeypatch.undo()
+    _save(tmp_path / "off", o_direct=False, monkeypatch=monkeypatch)
+    assert at_open["nvme"].direct_bytes == at_write["nvme"].direct_bytes == 0
+    assert at_open["nvme"].error is None and at_write["nvme"].error is None
+    assert _snapshot(tmp_path / "open") == _snapshot(tmp_path / "off") == _snapshot(tmp_path / "write")
+
+
+def test_dev_shm_takes_the_save_whether_or_not_it_accepts_o_direct(tmp_path, monkeypatch):
+    """tmpfs accepts O_DIRECT since Linux 6.6 and refuses it (EINVAL) before: either way, the same files."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    root = Path(tempfile.mkdtemp(prefix="odirect-", dir="/dev/shm"))
+    try:
+        shm = _save(root, monkeypatch=monkeypatch)
+        _save(tmp_path, o_direct=False, monkeypatch=monkeypatch)
+        assert shm["nvme"].error is None
+        assert _snapshot(root) == _snapshot(tmp_path)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _aligned(n):
+    buf = mmap.mmap(-1, n + 2 * DIO_ALIGN)  # page-aligned
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    arr[:] = np.random.default_rng(0).integers(0, 256, arr.size, dtype=np.uint8)
+    return buf, memoryview(buf)
+
+
+@pytest.mark.parametrize("lead, skew, blocks", [
+    (0, 0, 3),      # aligned chunk at an aligned offset: its whole blocks direct, the tail buffered
+    (100, 100, 2),  # head buffered up to the next block, then two whole blocks direct, the tail buffered
+    (100, 7, 0),    # file offset and address disagree modulo the block: all buffered
+])
+def test_a_chunk_is_written_direct_in_whole_blocks_with_its_head_and_tail_buffered(tmp_path, lead, skew, blocks):
+    buf, mv = _aligned(4 * DIO_ALIGN)
+    path = tmp_path / "f"
+    dest = Destination("nvme", tmp_path, durable=True, step=0)
+    fh = open(path, "wb")
+    dfd = open_direct(path)
+    if dfd is None:
+        pytest.skip("this file system refuses O_DIRECT")
+    f = _File(dest, fh, dfd)
+    prefix = bytes(range(256))[:skew] if skew else b""
+    if prefix:
+        f.write(memoryview(prefix))
+    chunk = mv[lead:lead + 3 * DIO_ALIGN + 123]  # ends off the block grid: the tail goes buffered
+    f.write(chunk)
+    f.write(memoryview(b"end"))
+    f.close_direct()
+    fh.close()
+    want = prefix + bytes(chunk) + b"end"
+    assert path.read_bytes() == want and f.pos == len(want)
+    assert dest.direct_bytes == blocks * DIO_ALIGN
+    del chunk, mv
+    buf.close()
