@@ -200,7 +200,10 @@ class _TeeStream(io.RawIOBase):
     def write(self, b) -> int:
         mv = memoryview(b).cast("B")
         n = len(mv)
-        if n < SMALL_WRITE and not self._fs._stable(mv):  # a raw tensor item's staged bytes go on as they lie
+        # Small writes are gathered (a copy), except the raw layout's pieces of the staging buffer, which go on as
+        # they lie. Those are writable views; torch.save's writes (zip records, a small tensor's bytes) are
+        # read-only and gathered without the address lookup (~2 us, ~11,000 of them per save of `small`).
+        if n < SMALL_WRITE and (mv.readonly or not self._fs._stable(mv)):
             self._small += mv
             if len(self._small) >= GATHER:
                 self._pass_on(self._small)
@@ -330,7 +333,7 @@ class TeeFileSystem(FileSystem):
     def _stable(self, mv: memoryview) -> bool:
         if not self._starts or len(mv) == 0:
             return False
-        addr = np.frombuffer(mv, dtype=np.uint8).ctypes.data
+        addr = _address(mv)
         i = bisect_right(self._starts, addr) - 1
         return i >= 0 and addr + len(mv) <= self._ends[i]
 
