@@ -23,7 +23,7 @@ from pathlib import Path
 import click
 
 from training import nccl_env
-from training.config import MODELS, CheckpointConfig, DataConfig, FaultToleranceConfig, RunConfig, TierConfig
+from training.config import LAYOUTS, MODELS, CheckpointConfig, DataConfig, FaultToleranceConfig, RunConfig, TierConfig
 from training.storage_utils import write_json_atomic
 
 EXIT_USAGE = 2
@@ -121,7 +121,7 @@ def main() -> None:
 @click.option("--overlap-staging/--no-overlap-staging", default=True,
               help="copy the state to host memory while the next step's forward/backward runs "
                    "(its optimizer step waits for the copy); off: save() blocks for the whole copy")
-@click.option("--checkpoint-layout", type=click.Choice(["raw", "torch-save"]), default="raw",
+@click.option("--checkpoint-layout", type=click.Choice(LAYOUTS), default="raw",
               help="tensor bytes on disk: raw (each tensor written as it lies in memory, one write; read by "
                    "openpod's restore and export); torch-save (DCP's own layout, a torch.save per tensor: slower, "
                    "but stock dcp.load(FileSystemReader) reads it)")

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+LAYOUTS = ("raw", "torch-save")  # CheckpointConfig.layout / --checkpoint-layout (training/checkpoint/rawfmt.py)
+
 
 @dataclass(frozen=True)
 class ModelConfig:

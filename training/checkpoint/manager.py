@@ -31,7 +31,7 @@ from training.checkpoint.stats import SaveStats, gauges_over_ranks, summary_over
 from training.checkpoint.storage import DirTier, Marker, verify_dir
 from training.checkpoint.tiers import SHARED, TierPolicy, build_tier
 from training.checkpoint.writer import SnapshotWriter
-from training.checkpoint.rawfmt import LAYOUTS
+from training.checkpoint.rawfmt import check_layout
 from training.config import CheckpointConfig
 from training.faults import kill_point
 
@@ -59,8 +59,7 @@ class Checkpointer:
                  node_id: str, scratch_dir: str | Path):
         if not cfg.tiers:
             raise ValueError("checkpoint.tiers is empty: configure at least one tier")
-        if cfg.layout not in LAYOUTS:
-            raise ValueError(f"checkpoint.layout: {cfg.layout!r} is not one of {', '.join(LAYOUTS)}")
+        check_layout(cfg.layout)
         self.cfg, self.rank, self.world_size = cfg, rank, world_size
         self.tiers = [build_tier(t, node_id) for t in cfg.tiers]
         if not isinstance(self.tiers[0], DirTier):

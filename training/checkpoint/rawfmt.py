@@ -39,14 +39,15 @@ from torch.futures import Future
 
 from training.checkpoint.hashing import DIO_ALIGN
 from training.checkpoint.storage import CorruptCheckpoint
+from training.config import LAYOUTS
 
 TAG, VERSION = "openpod.raw", 1
-LAYOUTS = ("raw", "torch-save")  # CheckpointConfig.layout / --checkpoint-layout
 
 
 def check_layout(layout: str) -> str:
+    """``layout`` if it is one of ``LAYOUTS``, else a ValueError naming the field (``checkpoint.layout``)."""
     if layout not in LAYOUTS:
-        raise ValueError(f"checkpoint layout {layout!r} is not one of {', '.join(LAYOUTS)}")
+        raise ValueError(f"checkpoint.layout: {layout!r} is not one of {', '.join(LAYOUTS)}")
     return layout
 
 
