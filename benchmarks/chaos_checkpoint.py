@@ -24,7 +24,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file, too
 from benchmarks import _chaos_families as fam  # noqa: E402
-from benchmarks._chaos_families import env_with, free_port  # noqa: E402
+from benchmarks._chaos_families import env_with, free_port, kill_group  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = {"final": "final flush", "reseal": "re-seal", "throttle": "throttled S3", "clock": "clock step"}
@@ -61,11 +60,7 @@ def killed_run(tmp: Path, delay: float) -> None:
     p = subprocess.Popen(args_for(tmp), cwd=ROOT, env=env_with(), stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
     time.sleep(delay)
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    p.wait()
+    kill_group(p)
 
 
 SCENARIOS = {
