@@ -86,12 +86,12 @@ class Destination:
     ``deferred``: written by :meth:`TeeFileSystem.fill` after the stream (set by the file system for
     the non-durable destinations when a durable one is written)."""
 
-    def __init__(self, kind: str, root: Path, *, durable: bool, step: int):
+    def __init__(self, kind: str, root: Path, *, durable: bool, step: int, o_direct: bool = False):
         self.kind, self.root, self.durable = kind, Path(root), durable
         self.quota = enospc_quota(kind, step)  # the OPENPOD_FAULT_ENOSPC hook (training/faults.py)
         self.deferred = False
         self.error: BaseException | None = None
-        self.o_direct = False  # write this durable destination's large aligned chunks with O_DIRECT (_File)
+        self.o_direct = o_direct  # write this durable destination's large aligned chunks with O_DIRECT (_File)
         self.direct_bytes = 0  # bytes written with O_DIRECT so far
 
     def charge(self, n: int) -> None:

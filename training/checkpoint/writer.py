@@ -155,8 +155,8 @@ class SnapshotWriter:
         dests: dict[int, Destination] = {}
         for i, t in enumerate(tiers):
             try:
-                dests[i] = Destination(t.kind, t.prepare(step, self.rank), durable=t.fsync, step=step)
-                dests[i].o_direct = self.cfg.o_direct and t.kind == "nvme"  # the local disk only
+                dests[i] = Destination(t.kind, t.prepare(step, self.rank), durable=t.fsync, step=step,
+                                       o_direct=self.cfg.o_direct and t.kind == "nvme")  # the local disk only
             except Exception as e:  # noqa: BLE001 - this tier fails, the others are written
                 errors[i] = e
         out: dict[int, Marker | Destination] = {}
