@@ -163,9 +163,10 @@ class SafeFileSystemReader(FileSystemReader):
 
     def read_data(self, plan, planner):
         checked = _BytesChecked(planner, str(self.path))
-        raw = [r for r in plan.items if rawfmt.is_raw(self.storage_data[r.storage_index])]
-        if len(raw) < len(plan.items):  # items written by torch.save (DCP's layout) and non-tensor items
-            rest = [r for r in plan.items if not rawfmt.is_raw(self.storage_data[r.storage_index])]
+        raw, rest = [], []  # rest: items written by torch.save (DCP's layout) and non-tensor items
+        for r in plan.items:
+            (raw if rawfmt.is_raw(self.storage_data[r.storage_index]) else rest).append(r)
+        if rest:
             super().read_data(dataclasses.replace(plan, items=rest), checked)
         if raw:
             rawfmt.read_raw(lambda rel: self.fs.concat_path(self.path, rel), self.storage_data,
