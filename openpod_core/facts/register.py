@@ -6,6 +6,7 @@ from __future__ import annotations
 from openpod_core.facts import (
     admission,
     capacity,
+    checkpoint_io,
     device_plugins,
     eks_addons,
     instances,
@@ -23,7 +24,8 @@ from openpod_core.facts import (
 from openpod_core.facts.record import Fact
 
 TABLES = (training_image, instances, eks_addons, device_plugins, capacity, updates, scheduling, references,
-          observability, trust, network_boundary, remediation_iam, lifecycle, admission, kernel_log)
+          observability, trust, network_boundary, remediation_iam, lifecycle, admission, kernel_log,
+          checkpoint_io)
 FACTS: tuple[Fact, ...] = tuple(f for table in TABLES for f in table.FACTS)
 
 _BY_KEY = {f.key: f for f in FACTS}
