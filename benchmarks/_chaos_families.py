@@ -15,7 +15,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks._chaos_net import LagWatch, ThrottledProxy
+from benchmarks._ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 LAST = {"base": 20, "lag": 40, "long": 60}
@@ -105,12 +105,6 @@ def draw(key: str, rng: random.Random) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------- running jobs
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def env_with(pythonpath: str = str(ROOT), **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENPOD_", "CHAOS_"))}
     env.update(PYTHONPATH=pythonpath, OMP_NUM_THREADS="1", AWS_ACCESS_KEY_ID="chaos", AWS_SECRET_ACCESS_KEY="chaos",

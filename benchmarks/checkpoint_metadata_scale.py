@@ -19,18 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
 
+from benchmarks._ports import free_port
 from training.checkpoint.storage import MARKER_SUFFIX, Marker, S3Tier, checkpoint_key
-
-
-def free_port() -> int:
-    with closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def populate(tier: S3Tier, world: int, steps: list[int], partial: int) -> None:

@@ -45,13 +45,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._ports import free_port
 from training.ft import clock
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,12 +91,6 @@ class Children:
 
 
 CHILDREN = Children()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def env(**extra: str) -> dict:

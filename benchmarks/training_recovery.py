@@ -31,18 +31,13 @@ from pathlib import Path
 
 import torch
 
+from benchmarks._ports import free_port
 from benchmarks.training_checkpoint import build, train_step
 from training.checkpoint import Checkpointer, DirTier
 from training.checkpoint.restore import PeerSource
 from training.checkpoint.peer import PeerClient
 from training.checkpoint.storage import S3Tier
 from training.config import MODELS, CheckpointConfig, TierConfig
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_moto() -> tuple[subprocess.Popen, str]:
