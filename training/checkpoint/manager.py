@@ -259,26 +259,34 @@ class Checkpointer:
             staged = self.stager.stage(state)
         self.stats.started += 1
         self.last_step = step
-        if not self._budget_checked:
-            self._check_memory_budget()
         replicated = self._replicated = not _has_dtensor(state)  # sharded: each rank's snapshot holds its shards
+        if not self._budget_checked:
+            self._check_memory_budget(replicated)
         meta = {**(meta or {}), "layout": state_layout(state)}  # restore: same mesh, or reshard
         self._inflight = self._writer.submit(self.snapshot_writer.persist, step, staged, meta, copying, replicated)
         return time.perf_counter() - t0
 
-    def _check_memory_budget(self) -> None:
-        """Once, at the first save: warn (and count) when the memory tier cannot hold its steady state."""
+    def _check_memory_budget(self, replicated: bool) -> None:
+        """Once, at the first save: warn (and count) when the memory tier cannot hold what it may have to."""
         self._budget_checked = True
         if self.first.kind != "memory":
             return
         from training.checkpoint import budget
 
+        # Buddy copies arrive only from another node (buddy_of: none on a single node). Copies read the memory
+        # tier for every further tier but the one the writer fills beside it; replicated state goes to the
+        # shared tiers from rank 0 alone (on the first node).
+        peer = self.buddy is not None
+        copied = [t for t in self.tiers[1:] if t is not self._direct]
+        ranks = max(1, self._local_world_size)
+        to_shared = (1 if self.rank < ranks else 0) if replicated else ranks
+        pinned = (ranks * budget.pinned_steps(self.first.keep, [t.every for t in copied if t.kind not in SHARED])
+                  + to_shared * budget.pinned_steps(self.first.keep, [t.every for t in copied if t.kind in SHARED]))
         b = budget.check(self.first.root, self.stager.nbytes, keep=self.first.keep,
-                         local_ranks=self._local_world_size, peer=self.peer_server is not None)
+                         local_ranks=self._local_world_size, peer=peer, pinned=pinned)
         if not b.fits:
             self.stats.memory_tier_short = True
-            log.warning("%s", b.message(self.first.root, self.first.keep, self._local_world_size,
-                                        self.peer_server is not None))
+            log.warning("%s", b.message(self.first.root, self.first.keep, self._local_world_size, peer, pinned))
 
     def save_durably(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                      meta: dict | None = None) -> str | None:
