@@ -505,7 +505,8 @@ def test_a_memory_tier_larger_than_its_file_system_is_reported_at_the_first_save
     ok.save(1, model, opt)
     ok.close()
     assert not ok.stats.memory_tier_short
-    assert memory_tier_need(100, keep=2, local_ranks=8, peer=True) == 100 * (2 + 1 + 2) * 8
+    assert memory_tier_need(100, keep=2, local_ranks=8, peer=True) == 100 * (2 + 1 + 3) * 8  # 1 buddy copy in flight
+    assert memory_tier_need(100, keep=2, local_ranks=8, peer=False, pinned=3) == 100 * ((2 + 1) * 8 + 3)
 
 
 def test_one_serialization_and_one_hash_feed_the_memory_and_the_durable_tier(tmp_path, monkeypatch):

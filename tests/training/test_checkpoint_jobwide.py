@@ -293,3 +293,95 @@ def test_the_final_flush_copies_another_ranks_replicated_part_when_this_ranks_wa
     assert ck.finalize() == ["fsx"]
     assert ck.durable_steps() == {"fsx": 2}
     ck.close()
+
+
+class _ThreadRanks:
+    """The restore's collectives across ranks run as threads of this process (each thread's rank in ``local``)."""
+
+    def __init__(self, n):
+        import threading
+
+        self.barrier, self.slots, self.local = threading.Barrier(n, timeout=30), [None] * n, threading.local()
+
+    def all_gather(self, obj, world_size):
+        self.slots[self.local.rank] = obj
+        self.barrier.wait()
+        out = list(self.slots)
+        self.barrier.wait()
+        return out
+
+    def all_ok(self, ok, world_size):
+        return all(self.all_gather(ok, world_size))
+
+    def run(self, fns):
+        import threading
+
+        out = [None] * len(fns)
+
+        def one(r):
+            self.local.rank = r
+            out[r] = fns[r]()
+
+        threads = [threading.Thread(target=one, args=(r,)) for r in range(len(fns))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        return out
+
+
+def test_a_newest_step_copied_by_some_ranks_alone_leaves_fsx_one_job_wide_step(tmp_path, monkeypatch, caplog):
+    """Sharded, FSx copying step 2 while steps 4 and 6 are saved (6 replaces 4 in the queue: 4 is the fallback).
+    Rank 1's copy of step 6 fails, rank 0's succeeds: rank 1 falls back to 4, rank 0 has no need to. FSx then
+    holds rank 0's 6 and rank 1's 4, neither a step; the newest step every rank holds there, 2, is kept and
+    verifies, the result reports it, and a restore from FSx takes step 2 on both ranks - never rank 0's 6 with
+    rank 1's 4. (Checked on the code before this test: it held; the test keeps it so.)"""
+    from training.checkpoint import restore, storage
+
+    entered, release = __import__("threading").Event(), __import__("threading").Event()
+    real = storage.put_fault
+
+    def put_fault(kind, step, rank):
+        if kind == "fsx" and step == 2:
+            entered.set()
+            assert release.wait(30)
+        real(kind, step, rank)
+
+    monkeypatch.setattr(storage, "put_fault", put_fault)
+    monkeypatch.setenv("OPENPOD_FAULT_PUT", "fsx@6@1")
+    cks, (model, opt) = _ranks(tmp_path, monkeypatch, fsx_every=1, attempts=1, keep=1)
+    for ck in cks:
+        ck.cfg.direct_durable = False
+    with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+        train(model, opt)
+        for ck in cks:
+            ck.save(2, model, opt)
+            ck.wait()
+        assert entered.wait(30)
+        for s in (4, 6):
+            train(model, opt)
+            for ck in cks:
+                ck.save(s, model, opt)
+                ck.wait()
+        release.set()
+        for ck in cks:
+            ck.flush()
+    assert "falls back to step 4 after step 6's copy failed" in caplog.text
+    fsx = DirTier("fsx", tmp_path / "fsx")
+    assert fsx.index() == {2: {0, 1}, 4: {1}, 6: {0}}
+    assert fsx.complete_steps(2) == [2] and fsx.verify_step(2, 2) is None
+    assert [ck.durable_steps() for ck in cks] == [{"fsx": 2}] * 2
+    for ck in cks:
+        ck.close()
+    for d in ("shm", "nvme"):  # the nodes are gone: the restore comes from FSx
+        __import__("shutil").rmtree(tmp_path / d)
+    group = _ThreadRanks(2)
+    monkeypatch.setattr(restore, "all_gather", group.all_gather)
+    monkeypatch.setattr(restore, "all_ok", group.all_ok)
+    fresh = [Checkpointer(cks[0].cfg, rank=r, world_size=2, local_world_size=1, node_id=f"n{r}",
+                          scratch_dir=tmp_path / f"scratch-r{r}") for r in range(2)]
+    models = [make_model(seed=99) for _ in range(2)]
+    infos = group.run([lambda r=r: fresh[r].restore(*models[r]) for r in range(2)])
+    assert [(i.step, i.source) for i in infos] == [(2, f"fsx:{tmp_path}/fsx")] * 2
+    for ck in fresh:
+        ck.close()

@@ -85,3 +85,49 @@ def test_killing_the_launcher_alone_ends_torchrun_and_its_workers(tmp_path):
                  f"torchrun to die with the launcher (left: {out})", timeout=30)
     finally:
         kill_group(p)
+
+
+def _budget_warning(tmp_path, monkeypatch, caplog, *, snapshots_fit, tiers, peer=False, keep=1):
+    """The memory tier's warning at the first save, its file system made to hold ``snapshots_fit`` snapshots."""
+    import logging
+
+    from training.checkpoint import Checkpointer, budget
+    from training.config import CheckpointConfig, TierConfig
+    from tests.training.test_checkpoint import make_model, train
+
+    model, opt = make_model()
+    snapshot = sum(t.numel() * t.element_size() for t in list(model.parameters()) * 3)  # params + 2 Adam moments
+    real = budget.shutil.disk_usage
+    monkeypatch.setattr(budget.shutil, "disk_usage", lambda p: real(p)._replace(total=int(snapshot * snapshots_fit)))
+    cfg = CheckpointConfig(every=1, peer_replication=peer, direct_durable=False, tiers=[
+        TierConfig("memory", str(tmp_path / "shm"), keep=keep),
+        *(TierConfig(kind, str(tmp_path / kind), every=every) for kind, every in tiers)])
+    ck = Checkpointer(cfg, rank=0, world_size=1, local_world_size=1, node_id="n0", scratch_dir=tmp_path / "scratch")
+    train(model, opt)
+    with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+        ck.save(1, model, opt)
+        ck.flush()
+    ck.close()
+    return ck.stats.memory_tier_short, [r.getMessage() for r in caplog.records if "need about" in r.getMessage()]
+
+
+def test_the_memory_budget_counts_the_steps_pinned_for_the_further_tiers_copies(tmp_path, monkeypatch, caplog):
+    """Memory keeps 1 step; NVMe (every 4th save) and FSx (every save) are copied from it. Besides the step kept
+    and the one being written, a lagging FSx pins the step it copies and its fallback (the step the waiting one
+    replaced: older than memory's one step), and a lagging NVMe the step it copies, the one waiting (due every 4th
+    save: older than memory's newest) and its fallback: 7 snapshots. On the old code 2 were counted: a /dev/shm of
+    6.5 snapshots passed the check and filled up once the tiers lagged."""
+    short, msgs = _budget_warning(tmp_path, monkeypatch, caplog, snapshots_fit=6.5, tiers=[("nvme", 4), ("fsx", 1)])
+    assert short
+    (msg,) = msgs
+    assert ("1 local rank(s) x (1 snapshot(s) + 1 being written) + 5 snapshot(s) pinned for copies to further "
+            "tiers need about") in msg
+
+
+def test_the_memory_budget_counts_no_buddy_copies_on_a_single_node(tmp_path, monkeypatch, caplog):
+    """Peer replication on, one node: no buddy sends this node a copy (``buddy_of`` is None). On the old code the
+    check counted 2 buddy copies and warned about a /dev/shm of 4.5 snapshots, which holds the 2 kept, the one
+    being written and the one FSx's copy may pin."""
+    short, msgs = _budget_warning(tmp_path, monkeypatch, caplog, snapshots_fit=4.5, tiers=[("fsx", 1)], peer=True,
+                                  keep=2)
+    assert not short and msgs == []

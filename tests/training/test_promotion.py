@@ -106,3 +106,34 @@ def test_an_empty_tier_gets_the_newest_step_first_and_the_older_one_if_that_fail
         else:
             assert _steps(base / "fsx") == [2] and ck.stats.behind == {"fsx": 40}
             assert ck.promoter.lag() == {"fsx": 19}  # saves every 2 steps: 38 steps = 19 saves
+
+
+def test_a_fallback_read_from_the_direct_nvme_tier_is_kept_there_until_it_is_copied(tmp_path, monkeypatch, caplog,
+                                                                                      fsx_puts):
+    """Memory, NVMe written beside it (direct) and FSx, NVMe keeping one step. Step 4 does not fit in memory, so
+    FSx is to get it from NVMe; while FSx copies step 2, step 6 replaces step 4 there and step 4 becomes FSx's
+    fallback, read from NVMe. Step 6's copy fails. On the old code NVMe's retention (keep 1) deleted step 4 when
+    step 6 was committed there: the fallback found nothing to copy and FSx stayed at step 2. Now NVMe keeps step 4
+    until its copy is done, then drops it."""
+    hold, entered, release = fsx_puts
+    hold.append(2)
+    monkeypatch.setenv("OPENPOD_FAULT_ENOSPC", "memory@4")
+    monkeypatch.setenv("OPENPOD_FAULT_PUT", "fsx@6@0")
+    cfg = CheckpointConfig(every=2, peer_replication=False, direct_durable=True, promote_retry_s=0.01,
+                           tiers=[TierConfig("memory", str(tmp_path / "shm"), keep=1),
+                                  TierConfig("nvme", str(tmp_path / "nvme"), keep=1),
+                                  TierConfig("fsx", str(tmp_path / "fsx"), keep=2)])
+    ck = Checkpointer(cfg, rank=0, world_size=1, local_world_size=1, node_id="n0", scratch_dir=tmp_path / "scratch")
+    model, opt = make_model()
+    with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+        _save(ck, model, opt, [2])
+        assert entered.wait(30)  # FSx's copy of step 2 is under way
+        _save(ck, model, opt, [4, 6])
+        assert _steps(tmp_path / "nvme/n0") == [6, 4]  # 4 may be needed by FSx: kept past NVMe's keep
+        release.set()
+        ck.flush()
+    assert "falls back to step 4 after step 6's copy failed" in caplog.text
+    assert _steps(tmp_path / "fsx") == [4, 2]
+    assert ck.stats.behind == {"fsx": 6}
+    assert _steps(tmp_path / "nvme/n0") == [6]  # the pin is gone once step 4 is in FSx
+    ck.close()

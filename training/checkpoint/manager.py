@@ -6,9 +6,7 @@ save (``writer``), the promoter (``promotion``), the restore path (``restore``) 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import shutil
 import threading
 import time
 import warnings
@@ -22,13 +20,14 @@ from torch.distributed.checkpoint.state_dict import get_state_dict
 from torch.distributed.tensor import DTensor
 
 from training.checkpoint.collective import all_gather, all_ok
+from training.checkpoint.final_flush import promote_last_step
 from training.checkpoint.peer import PeerServer, buddy_of
 from training.checkpoint.promotion import Promoter, background_priority
 from training.checkpoint.reshard import state_layout
 from training.checkpoint.restore import PeerSource, Restorer, RestoreInfo
 from training.checkpoint.staging import HostStager, local_tensor
 from training.checkpoint.stats import SaveStats, gauges_over_ranks, summary_over_ranks
-from training.checkpoint.storage import DirTier, Marker, verify_dir
+from training.checkpoint.storage import DirTier
 from training.checkpoint.tiers import SHARED, TierPolicy, build_tier
 from training.checkpoint.writer import SnapshotWriter
 from training.checkpoint.rawfmt import check_layout
@@ -137,83 +136,12 @@ class Checkpointer:
         """Make the last step (saved or restored here) durable in every shared tier, whatever their cadence, and
         wait for it: a job is finished only once its last step is in every shared tier (a rerun of a job killed
         during its final flush finds that step in node memory alone). Each rank copies its own part from the
-        node tier that holds it, into each shared tier that lacks it. Returns the tiers it queued it for."""
+        node tier that holds it, into each shared tier that lacks it (``final_flush.py``). Returns the tiers it
+        queued it for."""
         self.flush()
-        step = self.last_step
-        if step is None or (self._replicated and self.rank != 0):  # replicated: rank 0's part is the step's
-            return []
-        src = next((t for t in self.tiers  # node tiers first (the order of the config)
-                    if isinstance(t, DirTier) and t.marker_path(step, self.rank).exists()), None)
-        marker, origin = None, None
-        if src is not None:
-            try:
-                marker = Marker.from_json(src.marker_path(step, self.rank).read_text())
-            except (OSError, ValueError, TypeError) as e:
-                log.warning("step %d: cannot read its marker in %s (%s); not promoted", step, src.name, e)
-                return []
-        else:  # restored from S3 or another rank's replicated part? Copied below if a shared tier lacks it
-            origin, restored = self._remote_origin(step)
-            marker = dataclasses.replace(restored, rank=self.rank) if restored is not None else None
-        missing = set()
-        for i, tier in enumerate(self.tiers[1:], 1):
-            if tier.kind not in SHARED or self.stats.behind.get(tier.kind) == step or tier in (src, origin):
-                continue  # not shared, its copy of this very step failed already (after its retries), or the source
-            try:
-                listed = self.rank in tier.index().get(step, set())
-            except Exception as e:  # noqa: BLE001 - copy it: the copy's retries say whether the tier is there
-                log.warning("cannot list %s: %s: %s", tier.name, type(e).__name__, e)
-                listed = False
-            if listed and marker is not None:
-                try:  # there as the source holds it? A damaged copy (or another save's) is copied again
-                    tier.check_copy(marker)
-                except Exception as e:  # noqa: BLE001 - whatever the reason, it is not the source's part
-                    log.warning("step %d: rank %d's part in %s is not the one in %s (%s: %s); copying it again",
-                                step, self.rank, tier.name, (src or origin).name, type(e).__name__, e)
-                    listed = False
-            if not listed:
-                missing.add(i)
-        if missing and src is None and origin is not None:
-            src = self._land(origin, restored)
-        if not missing or src is None:
-            if missing:
-                log.warning("step %d: no node-local copy of rank %d's part to promote", step, self.rank)
-            return []
-        with self.promoter.cond:
-            queued = self.promoter.queue(marker, src, force=True, only=missing)
-            self.promoter.cond.notify_all()
-        self._catch_up |= {i for i in missing if self.tiers[i].kind in queued}
-        if queued:
-            log.info("promoting the last step %d to %s before the job ends", step, ", ".join(queued))
-        self.promoter.wait_idle()
-        return queued
-
-    def _remote_origin(self, step: int) -> tuple:
-        """(tier, marker) of the part of ``step`` this process restored, where no node directory holds this rank's
-        own part: one fetched from S3, or - replicated state, where any rank's part is the step - another rank's
-        part in a node tier (this rank was killed before committing its own). Else (None, None)."""
-        tier, marker = self._restored_origin or (None, None)
-        if marker is None or marker.step != step or isinstance(tier, PeerSource):
-            return None, None
-        if marker.rank != self.rank:
-            return (tier, marker) if self._replicated and marker.replicated else (None, None)
-        return (None, None) if isinstance(tier, DirTier) else (tier, marker)
-
-    def _land(self, tier, marker: Marker) -> DirTier | None:
-        """Copy the restored part ``marker`` from ``tier`` (fetched again, verified) into the first tier as this
-        rank's, committed there: the source for the shared tiers that lack the step (a rerun of a finished job
-        whose FSx lost the step S3 kept, or whose rank was killed before committing its replicated part)."""
-        landing = self.scratch / "landing"
-        try:
-            d = tier.materialize(marker, landing)
-            verify_dir(d, marker, f"{tier.name}/{marker.key}")
-            self.first.put(d, dataclasses.replace(marker, rank=self.rank))
-        except Exception as e:  # noqa: BLE001 - the tier stays behind, and the result says so
-            log.warning("step %d: copying the restored part from %s to promote it failed: %s: %s", marker.step,
-                        tier.name, type(e).__name__, e)
-            return None
-        finally:
-            shutil.rmtree(landing, ignore_errors=True)
-        return self.first
+        return promote_last_step(
+            self.last_step, rank=self.rank, replicated=self._replicated, tiers=self.tiers, promoter=self.promoter,
+            stats=self.stats, scratch=self.scratch, restored=self._restored_origin, catch_up=self._catch_up)
 
     def caught_up(self) -> list[str]:
         """The shared tiers this process copied its last step into after finding it missing there."""
@@ -259,26 +187,34 @@ class Checkpointer:
             staged = self.stager.stage(state)
         self.stats.started += 1
         self.last_step = step
-        if not self._budget_checked:
-            self._check_memory_budget()
         replicated = self._replicated = not _has_dtensor(state)  # sharded: each rank's snapshot holds its shards
+        if not self._budget_checked:
+            self._check_memory_budget(replicated)
         meta = {**(meta or {}), "layout": state_layout(state)}  # restore: same mesh, or reshard
         self._inflight = self._writer.submit(self.snapshot_writer.persist, step, staged, meta, copying, replicated)
         return time.perf_counter() - t0
 
-    def _check_memory_budget(self) -> None:
-        """Once, at the first save: warn (and count) when the memory tier cannot hold its steady state."""
+    def _check_memory_budget(self, replicated: bool) -> None:
+        """Once, at the first save: warn (and count) when the memory tier cannot hold what it may have to."""
         self._budget_checked = True
         if self.first.kind != "memory":
             return
         from training.checkpoint import budget
 
+        # Buddy copies arrive only from another node (buddy_of: none on a single node). Copies read the memory
+        # tier for every further tier but the one the writer fills beside it; replicated state goes to the
+        # shared tiers from rank 0 alone (on the first node).
+        peer = self.buddy is not None
+        copied = [t for t in self.tiers[1:] if t is not self._direct]
+        ranks = max(1, self._local_world_size)
+        to_shared = (1 if self.rank < ranks else 0) if replicated else ranks
+        pinned = (ranks * budget.pinned_steps(self.first.keep, [t.every for t in copied if t.kind not in SHARED])
+                  + to_shared * budget.pinned_steps(self.first.keep, [t.every for t in copied if t.kind in SHARED]))
         b = budget.check(self.first.root, self.stager.nbytes, keep=self.first.keep,
-                         local_ranks=self._local_world_size, peer=self.peer_server is not None)
+                         local_ranks=self._local_world_size, peer=peer, pinned=pinned)
         if not b.fits:
             self.stats.memory_tier_short = True
-            log.warning("%s", b.message(self.first.root, self.first.keep, self._local_world_size,
-                                        self.peer_server is not None))
+            log.warning("%s", b.message(self.first.root, self.first.keep, self._local_world_size, peer, pinned))
 
     def save_durably(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                      meta: dict | None = None) -> str | None:

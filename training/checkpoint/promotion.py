@@ -130,10 +130,30 @@ class Promoter:
         except OSError as e:
             log.warning("retention in %s failed: %s", self.first.name, e)
 
+    def _retain_direct(self) -> None:
+        """Apply the direct tier's retention once a step copies read from it no longer needs it (holds ``cond``)."""
+        try:
+            self.policy.retain(self.direct, False, pinned=self.pins(self.direct))
+        except OSError as e:
+            log.warning("retention in %s failed: %s", self.direct.name, e)
+
     def _wanted(self) -> set[int]:
         """Steps a copy reads now, waits to read, or may read (a fallback); caller holds ``cond``."""
         return (set(self._pinned) | {m.step for m in self._pending.values()}
                 | {m.step for m in self._fallback.values()})
+
+    def pins(self, tier: Tier) -> set[int]:
+        """Steps a copy reads from ``tier`` now, waits to read or may read (a fallback): its retention keeps them
+        (caller holds ``cond``). The first tier is the source of most copies (:meth:`retain_first`); the writer's
+        direct tier is one when the memory tier failed a save, and its own retention ran on its own keep, deleting
+        a fallback's source before the fallback was copied."""
+        return {s for s in self._wanted() if self._from.get(s, self.first) is tier}
+
+    def _retain(self, tier: Tier, replicated: bool, keep: int | None = None) -> None:
+        """Apply ``tier``'s retention (after a copy into it), keeping the steps copies read from it."""
+        with self.cond:
+            pinned = self.pins(tier)
+        self.policy.retain(tier, replicated, keep=keep, pinned=pinned)
 
     def busy(self) -> bool:
         """True while a step waits to be copied or is being copied."""
@@ -193,6 +213,8 @@ class Promoter:
                     # A save committed during this promotion could not drop this step
                     # (it was pinned); drop it now if it fell out of the first tier's window.
                     self.retain_first()
+                    if source is self.direct and source is not self.first and marker.step not in wanted:
+                        self._retain_direct()  # the direct tier's pin on this step is gone
                     self._promoting.discard(i)
                     self._check_lag()
                     self.cond.notify_all()
@@ -238,7 +260,7 @@ class Promoter:
                 self.stats.promote_retried += 1
                 if isinstance(e, OSError) and e.errno == errno.ENOSPC:
                     try:
-                        self.policy.retain(tier, marker.replicated, keep=max(1, tier.keep - 1))
+                        self._retain(tier, marker.replicated, keep=max(1, tier.keep - 1))
                     except Exception as re:  # noqa: BLE001 - the retry says whether it helped
                         log.warning("making room in %s failed: %s", tier.name, re)
                 time.sleep(self.cfg.promote_retry_s * attempt)
@@ -247,7 +269,7 @@ class Promoter:
             self.stats.behind.pop(tier.kind, None)
         self.policy.seal(tier, marker)
         try:
-            self.policy.retain(tier, marker.replicated)
+            self._retain(tier, marker.replicated)
         except Exception as e:  # noqa: BLE001 - retention costs space, not the copy
             log.warning("retention in %s failed: %s", tier.name, e)
         return True

@@ -60,8 +60,9 @@ class TierPolicy:
             log.warning("writing the manifest of step %d in %s failed: %s: %s", marker.step, tier.name,
                         type(e).__name__, e)
 
-    def retain(self, tier: Tier, replicated: bool, keep: int | None = None) -> None:
-        tier.retain(self.rank, keep=keep, world_size=self.job_world(tier, replicated))
+    def retain(self, tier: Tier, replicated: bool, keep: int | None = None, pinned: set[int] = frozenset()) -> None:
+        """``tier``'s retention for this rank; ``pinned``: steps kept whatever the keep (copies read them)."""
+        tier.retain(self.rank, pinned, keep=keep, world_size=self.job_world(tier, replicated))
 
     def due_in(self, tier: Tier, step: int, replicated: bool) -> bool:
         """Whether the promoter would copy this step to ``tier`` (cadence; one copy of replicated state in shared tiers)."""

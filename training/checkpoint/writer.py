@@ -226,7 +226,7 @@ class SnapshotWriter:
         self.policy.seal(tier, written)
         try:
             with self.promoter.cond:
-                self.policy.retain(tier, written.replicated)
+                self.policy.retain(tier, written.replicated, pinned=self.promoter.pins(tier))
         except Exception as e:  # noqa: BLE001 - retention costs space, not the copy
             log.warning("retention in %s failed: %s: %s", tier.name, type(e).__name__, e)
         self.stats.promoted[tier.kind] = self.stats.promoted.get(tier.kind, 0) + 1
