@@ -263,7 +263,8 @@ class Checkpointer:
             self._check_memory_budget()
         replicated = self._replicated = not _has_dtensor(state)  # sharded: each rank's snapshot holds its shards
         meta = {**(meta or {}), "layout": state_layout(state)}  # restore: same mesh, or reshard
-        self._inflight = self._writer.submit(self.snapshot_writer.persist, step, staged, meta, copying, replicated)
+        self._inflight = self._writer.submit(self.snapshot_writer.persist, step, staged, meta, copying, replicated,
+                                             self.stager.landing if copying is not None else None)
         return time.perf_counter() - t0
 
     def _check_memory_budget(self) -> None:
