@@ -159,7 +159,8 @@ class SnapshotWriter:
         _trim_heap()  # after the step is durable and queued: neither waits for it
 
     def _write(self, tiers: list[DirTier], step: int, staged: dict, meta: dict, replicated: bool,
-               landing: Landing | None = None) -> tuple[TeeFileSystem | None, list[Marker | Destination | BaseException]]:
+               landing: Landing | None = None
+               ) -> tuple[TeeFileSystem | None, list[Marker | Destination | BaseException]]:
         """One DCP write of ``staged`` into a new snapshot directory in each of ``tiers``: every tensor is
         serialized once and every byte hashed once, while it is written (no read back); with ``landing``, each
         staged byte once it has landed (planning and the first pieces overlap the staging copy). Returns the file
@@ -184,7 +185,8 @@ class SnapshotWriter:
             writer = writer_for(self.cfg.layout)(fs.primary, sync_files=False, thread_count=self.cfg.write_threads,
                                                  **extra)
             writer.fs = fs
-            planner = SavePlanner(self.stager.layout_key, landed=None if raw or landing is None else landing.wait_tensor)
+            planner = SavePlanner(self.stager.layout_key,
+                                  landed=None if raw or landing is None else landing.wait_tensor)
             try:
                 dcp.save(staged, storage_writer=writer, planner=planner, no_dist=True)
             except (Exception, CheckpointException) as e:
