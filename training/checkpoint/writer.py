@@ -4,6 +4,7 @@ with ``direct_durable``, the first durable tier beside it), committed, sent to t
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import logging
 import time
 from concurrent.futures import Future, wait as futures_wait
@@ -12,6 +13,8 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+from torch.distributed.checkpoint.planner import SavePlan
+from torch.distributed.tensor import DTensor
 
 from training.checkpoint.hashing import Destination, TeeFileSystem
 from training.checkpoint.peer import PeerClient
@@ -54,16 +57,55 @@ class SavePlanner(DefaultSavePlanner):
     layout, a save of the same layout as the last skips the global plan and its validation (about 20 of ~75
     ms of the writer's CPU per save of `small`, cProfile 2026-11-29)."""
 
+    # The local plan of the last save per cache key, with the structure it was made for (``_structure``): a save
+    # of the same structure reuses it instead of making a write item per tensor again (2-16 ms of the writer's
+    # time per save of `small`, 2026-11-29), and DCP's cache then finds it unchanged as before.
+    _local_plans: dict[str, tuple[tuple, SavePlan]] = {}
+
     def __init__(self, layout_key: str, landed=None):
         super().__init__(enable_plan_caching=bool(layout_key))
         self._cached_plans_key = f"{type(self).__name__}:{layout_key}"
         self.landed = landed  # Landing.wait_tensor: DCP's torch-save writer resolves a tensor just before writing it
+
+    def create_local_plan(self) -> SavePlan:
+        structure = _structure(self.state_dict, self.is_coordinator) if self._enable_plan_caching else None
+        hit = SavePlanner._local_plans.get(self._cached_plans_key)
+        if structure is None or hit is None or hit[0] != structure:
+            plan = super().create_local_plan()
+            if structure is not None:
+                SavePlanner._local_plans[self._cached_plans_key] = (structure, self.plan)
+            return plan
+        # DefaultSavePlanner.create_local_plan (torch 2.13.0 default_planner.py:107-131) with the plan it would make
+        self.plan = dataclasses.replace(hit[1], planner_data=self.mappings)
+        if self._cached_plans_key in SavePlanner._cached_save_plan:  # unchanged: no plan to send
+            return SavePlan([], usable=False)
+        self._pending_local_plan = self.plan
+        return self.plan
 
     def resolve_data(self, write_item):
         obj = super().resolve_data(write_item)
         if self.landed is not None and isinstance(obj, torch.Tensor):
             self.landed(obj)  # its staging copy has landed
         return obj
+
+
+def _structure(state_dict: dict, is_coordinator: bool) -> tuple | None:
+    """What DCP's local save plan of a flattened state dict depends on (its ``_create_write_items``, torch 2.13.0
+    planner_helpers.py:394-420): each key, a plain tensor's dtype, shape and properties, a DTensor's spec
+    (mesh, placements, global shape and dtype) and its local shape, a non-tensor's mere presence. None for
+    anything else (a ShardedTensor, a tensor subclass): that state is planned afresh."""
+    out = []
+    for fqn, obj in state_dict.items():
+        if type(obj) is torch.Tensor:  # TensorProperties.create_from_tensor (metadata.py:102-110)
+            out.append((fqn, obj.dtype, tuple(obj.shape), obj.requires_grad, obj.layout, obj.is_pinned()))
+        elif type(obj) is DTensor:
+            t = obj._local_tensor
+            out.append((fqn, obj._spec, tuple(t.shape), t.dtype, t.requires_grad, t.layout, t.is_pinned()))
+        elif isinstance(obj, torch.Tensor) or hasattr(obj, "__create_write_items__") or hasattr(obj, "local_shards"):
+            return None
+        else:
+            out.append((fqn,))
+    return (is_coordinator, *out)
 
 
 class SnapshotWriter:
