@@ -369,14 +369,25 @@ def test_a_save_of_an_unchanged_structure_reuses_its_local_plan_and_a_changed_on
     ck.save(6, model, opt)
     ck.flush()
     assert len(made) == 2 and made[1] == made[0] + 1, made
+    # a save that fails after its local plan, before DCP cached it: the next save of that structure must not
+    # take DCP's cached plan (of the structure before) for it
+    comp.state["late"] = 3
+    real_global = SavePlanner.create_global_plan
+    monkeypatch.setattr(SavePlanner, "create_global_plan", lambda self, plans: 1 / 0)
+    ck.save(8, model, opt)
+    ck.flush()
+    assert ck.stats.failed == 1
+    monkeypatch.setattr(SavePlanner, "create_global_plan", real_global)
+    ck.save(10, model, opt)
+    ck.flush()
     ck.close()
-    back = _Counter({"epoch": 0, "seen": 0})  # DCP loads into the keys the component has
+    back = _Counter({"epoch": 0, "seen": 0, "late": 0})  # DCP loads into the keys the component has
     model2, opt2 = make_model(seed=99)
     ck2 = _ck(tmp_path, cfg)
     ck2.register("sched", back)
     info = ck2.restore(model2, opt2)
     ck2.close()
-    assert info.step == 6 and back.state == {"epoch": 1, "seen": 7}
+    assert info.step == 10 and back.state == {"epoch": 1, "seen": 7, "late": 3}
     from training.checkpoint.writer import _structure
 
     sd = {"w": torch.zeros(2, 3), "n": 1}

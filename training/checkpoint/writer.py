@@ -77,9 +77,11 @@ class SavePlanner(DefaultSavePlanner):
             return plan
         # DefaultSavePlanner.create_local_plan (torch 2.13.0 default_planner.py:107-131) with the plan it would make
         self.plan = dataclasses.replace(hit[1], planner_data=self.mappings)
-        if self._cached_plans_key in SavePlanner._cached_save_plan:  # unchanged: no plan to send
-            return SavePlan([], usable=False)
-        self._pending_local_plan = self.plan
+        if SavePlanner._cached_save_plan.get(self._cached_plans_key) is hit[1]:
+            return SavePlan([], usable=False)  # DCP's cache holds this very plan (its global plan and metadata)
+        # DCP's cache holds another plan (a save failed before DCP cached this one): plan globally again
+        SavePlanner._local_plans[self._cached_plans_key] = (structure, self.plan)
+        self._pending_local_plan = self.plan  # cached by DCP once the global plan succeeds (finish_plan)
         return self.plan
 
     def resolve_data(self, write_item):
