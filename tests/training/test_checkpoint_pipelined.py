@@ -43,6 +43,7 @@ def _save(root, monkeypatch, layout, overlap=True):
     monkeypatch.setattr(HostStager, "copy", copy)
     monkeypatch.setattr(hashing._File, "write", write)
     monkeypatch.setattr(rawfmt, "PIECE", 16 << 10)  # the tiny model's run in several pieces
+    monkeypatch.setattr(staging, "ADVANCE_EVERY", 16 << 10)  # and its landing in as many steps
     model, opt = make_model()
     train(model, opt)
     cfg = _cfg(root, layout)
@@ -123,6 +124,7 @@ def test_the_landing_of_a_plan_starts_at_its_first_deferred_view_and_the_copy_ad
     staged, pending = stager.plan(state, defer=lambda t: t.numel() != 10)  # "buf" is copied at once
     landing = stager.landing
     assert not landing.complete and landing._upto == staged["a"].data_ptr() - landing.base == 0
+    monkeypatch.setattr(staging, "ADVANCE_EVERY", 1)  # after each tensor (by default: each MiB or more)
     marks, real = [], Landing.advance
     monkeypatch.setattr(Landing, "advance", lambda self, upto: (marks.append(upto), real(self, upto))[1])
     stager.copy(pending)

@@ -19,6 +19,7 @@ def local_tensor(t: torch.Tensor) -> torch.Tensor:
 
 
 LANDED_EVERY = 32 << 20  # CUDA: bytes of device-to-host copies between two progress marks (events)
+ADVANCE_EVERY = 1 << 20  # CPU: the landing is advanced once at least this much more of the buffer is filled
 ALIGN = 64  # bytes: each staged tensor starts on its own cache line in the flat buffer
 PAGE = 4096  # the flat buffer starts on a page (hashing.DIO_ALIGN)
 
@@ -230,9 +231,12 @@ class HostStager:
                 low = min(low, pending[i][0].data_ptr() - base)
             marks[i - 1] = low
         if ready is None:
+            last = 0
             for (buf, t), mark in zip(pending, marks):
                 buf.copy_(t)
-                landing.advance(mark)
+                if mark - last >= ADVANCE_EVERY:  # not after each of thousands of small tensors
+                    landing.advance(mark)
+                    last = mark
             return
         event, device = ready
         with torch.cuda.device(device):
