@@ -19,10 +19,11 @@ RATIOS = [("nvme/DCP", "openpod_nvme", "dcp"), ("mem+nvme/DCP", "openpod", "dcp"
           ("nvme/titan", "openpod_nvme", "titan")]
 
 
-def report(runs: dict[str, list[dict]], q: float, nbytes: int, cuda: bool, disk: list[float] = ()) -> dict:
+def report(runs: dict[str, list[dict]], q: float, nbytes: int, cuda: bool, disk: list[dict] = ()) -> dict:
     """Print the table; returns ``{row: {column: median}}``, ``ratios`` (``{"col/base": {row: ratio}}``),
     ``staged`` (openpod's staging buffer over the state's bytes, per openpod column; pinned bytes on CUDA) and,
-    given ``disk`` (:func:`disk_limit`'s seconds), ``disk`` (their median) and ``durable_over_disk`` (per column,
+    given ``disk`` (:func:`disk_limit`'s records), ``disk`` (the median of each rep's faster way), ``disk_buffered``
+    and ``disk_direct`` (each way's median) and ``durable_over_disk`` (per column,
     its median time to durable over it)."""
 
     def lost(r):  # the step time above the quiet median, over the steps the save overlapped
@@ -52,10 +53,16 @@ def report(runs: dict[str, list[dict]], q: float, nbytes: int, cuda: bool, disk:
         print(f"{label + ' (' + unit + ')':38s}" + "".join(f"{spread(v, scale):>24s}" for v in vals.values())
               + "".join(f"{c:>14s}" for c in cells))
     if disk:
-        d = statistics.median(disk)
+        limits = [x["limit"] for x in disk]
+        d = statistics.median(limits)
         out["disk"] = d
         out["durable_over_disk"] = {k: v / d for k, v in out["durable"].items()}
-        print(f"{'disk limit: write + fsync of the state (ms)':38s}{spread(disk, 1e3):>24s}   "
+        for way in ("buffered", "direct"):
+            got = [x[way] for x in disk if way in x]
+            if got:
+                out[f"disk_{way}"] = statistics.median(got)
+                print(f"{'disk: write + fsync, ' + way + ' (ms)':38s}{spread(got, 1e3):>24s}")
+        print(f"{'disk limit: the faster of the two (ms)':38s}{spread(limits, 1e3):>24s}   "
               f"({nbytes / 2**20 / d:.0f} MiB/s)")
         print(f"{'time to durable / disk limit':38s}"
               + "".join(f"{out['durable_over_disk'][k]:>23.2f}x" for k in runs) + "   (target: openpod nvme <= 1.2x)")

@@ -32,9 +32,9 @@ For each, per save (median and min-max of ``--reps``):
   tier count, and pages an earlier run freed do not hide them);
 * step slowdown: median step time while the save is in flight against quiet steps;
 * disk limit: the same disk's sequential write in the same run, between the saves: a file of the state's bytes
-  written front to back in ``DISK_CHUNK`` pieces from one host buffer, then fsynced (the least any of the four
-  can take to make the state durable there); printed with openpod nvme's time to durable over it (issue 38:
-  within 1.2x);
+  written front to back in ``DISK_CHUNK`` pieces from one page-aligned host buffer, then fsynced, once buffered
+  and once with ``O_DIRECT`` (both printed), the faster of the two taken (the least any of the four can take to
+  make the state durable there); printed with openpod nvme's time to durable over it (issue 38: within 1.2x);
 * training time lost: per save, the step time above the quiet median summed over the steps
   that ran while the save was in flight - until every copy the save makes is done (DCP: its
   upload; openpod: also the memory tier's copy after the durable commit), so work moved after
@@ -382,31 +382,59 @@ def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int, memory_tier
 
 
 DISK_CHUNK = 8 << 20  # bytes per write of the disk-limit measurement (training/checkpoint/storage.py's _CHUNK)
+DIO_ALIGN = 4096  # O_DIRECT: offset, address and length in multiples of this (training/checkpoint/hashing.py)
 
 
-def disk_limit(root: Path, nbytes: int, reps: int = 1) -> list[float]:
-    """Seconds to write ``nbytes`` sequentially to a new file under ``root`` and fsync it, ``reps`` times: the
-    disk's own limit for making the state durable there, measured beside the saves (same disk, same load)."""
+def _write_through(fd: int, buf: memoryview, nbytes: int, direct_fd: int | None) -> None:
+    """``buf[:nbytes]`` front to back in ``DISK_CHUNK`` writes; the whole blocks through ``direct_fd`` when given
+    (O_DIRECT), the tail buffered through ``fd``."""
+    body = nbytes // DIO_ALIGN * DIO_ALIGN if direct_fd is not None else 0
+    for i in range(0, body, DISK_CHUNK):
+        os.pwrite(direct_fd, buf[i:min(i + DISK_CHUNK, body)], i)
+    for i in range(body, nbytes, DISK_CHUNK):
+        os.pwrite(fd, buf[i:min(i + DISK_CHUNK, nbytes)], i)
+
+
+def disk_limit(root: Path, nbytes: int, reps: int = 1) -> list[dict]:
+    """The disk's own limit for making ``nbytes`` durable under ``root``, measured beside the saves (same disk,
+    same load), ``reps`` times: per rep, seconds to write a new file sequentially from one page-aligned, resident
+    host buffer in ``DISK_CHUNK`` writes and fsync it, buffered (``"buffered"``) and with O_DIRECT for its whole
+    blocks (``"direct"``; absent where the file system refuses O_DIRECT), and ``"limit"``, the faster of the two:
+    the least a program can take to make the state durable there (openpod's nvme tier writes O_DIRECT too)."""
+    import mmap
+
     root.mkdir(parents=True, exist_ok=True)
-    buf = memoryview(bytearray(nbytes))
+    m = mmap.mmap(-1, max(nbytes, 1))  # page-aligned (O_DIRECT needs an aligned address)
+    buf = memoryview(m)
     for i in range(0, nbytes, 4096):  # touched once, so the write copies resident pages
         buf[i] = 1
     out = []
     try:
         for r in range(reps):
-            p = root / f"disk_limit_{r}"
-            t0 = time.perf_counter()
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                for i in range(0, nbytes, DISK_CHUNK):
-                    os.write(fd, buf[i:i + DISK_CHUNK])
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            out.append(time.perf_counter() - t0)
-            p.unlink()
+            got = {}
+            for way in ("buffered", "direct")[::1 if r % 2 == 0 else -1]:  # alternating which goes first
+                p = root / f"disk_limit_{r}_{way}"
+                t0 = time.perf_counter()
+                fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                dfd = None
+                try:
+                    if way == "direct":
+                        try:
+                            dfd = os.open(p, os.O_WRONLY | os.O_DIRECT)
+                        except (OSError, AttributeError):  # EINVAL: a file system refusing O_DIRECT; not Linux
+                            continue
+                    _write_through(fd, buf, nbytes, dfd)
+                    os.fsync(fd)
+                    got[way] = time.perf_counter() - t0
+                finally:
+                    if dfd is not None:
+                        os.close(dfd)
+                    os.close(fd)
+                    p.unlink()
+            out.append(dict(got, limit=min(got.values())))
     finally:
         buf.release()
+        m.close()
     return out
 
 
@@ -492,7 +520,7 @@ def main(argv=None) -> dict:
             quiet = quiet_steps(model, opt, batch, 5)
             # Alternate the four, so machine noise hits them alike.
             runs: dict[str, list[dict]] = {k: [] for k in HEADS}
-            disk: list[float] = []
+            disk: list[dict] = []
             for i in range(reps):
                 disk += disk_limit(base / f"disk{i}", nbytes)
                 runs["dcp"] += run_dcp(model, opt, batch, base / f"dcp{i}", shm, 1)

@@ -29,6 +29,16 @@ FACTS: tuple[Fact, ...] = (
         "fp32 then a bf16 save of the same shapes got the first save's metadata",
     ),
     Fact(
+        "dcp.local-plan-every-save", "DefaultSavePlanner.create_local_plan makes the local save plan afresh on every "
+        "save (a write item per tensor: its chunk, and TensorProperties from the tensor - dtype, layout, "
+        "requires_grad, is_pinned) and, with plan caching, sends none when it equals the cached one; the local "
+        "plan is cached only in finish_plan, once the global plan succeeded",
+        "pytorch/pytorch@v2.13.0:torch/distributed/checkpoint/default_planner.py:107-133,255-272,531-555; "
+        "planner_helpers.py:394-407; metadata.py:102-110 (installed wheel)", "2026-11-29",
+        "training/checkpoint/writer.py SavePlanner reuses the plan of an unchanged structure, and says 'unchanged' "
+        "only when DCP's cache holds that very plan (a save failing between the two left DCP's older plan cached)",
+    ),
+    Fact(
         "linux.o-direct-alignment", "O_DIRECT I/O may need the user buffer's address, the length and the file offset "
         "aligned (to the file system's logical block size); misaligned direct I/O fails with EINVAL",
         "https://man7.org/linux/man-pages/man2/open.2.html (NOTES, O_DIRECT)", "2026-11-29",

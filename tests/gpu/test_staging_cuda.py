@@ -68,3 +68,29 @@ def test_pinned_staging_memory_is_within_5_percent_of_the_state(cuda_mesh):
         grew = torch.cuda.host_memory_stats().get("allocated_bytes.current", 0) - before
         assert grew <= 0.05 * want, f"{grew} bytes from the caching host allocator for a {want}-byte state"
 
+
+
+def test_the_landing_of_deferred_device_copies_advances_by_events_and_the_bytes_are_there(monkeypatch):
+    """The writer writes each piece of the staging buffer once ``Landing`` says its bytes are in host memory: on
+    CUDA the copies are queued on the side stream with an event every ``LANDED_EVERY`` bytes, and a mark is
+    advanced only once its event completed - what a waiter then reads is the device's bytes."""
+    from training.checkpoint import staging
+    from training.checkpoint.staging import HostStager
+
+    monkeypatch.setattr(staging, "LANDED_EVERY", 4 << 20)
+    torch.manual_seed(0)
+    state = {f"t{i}": torch.randn(1 << 20, device="cuda") for i in range(6)}  # 4 MiB each
+    stager = HostStager()
+    staged, pending = stager.plan(state, defer=lambda t: True)
+    landing, seen = stager.landing, []
+    real = staging.Landing.advance
+
+    def advance(self, upto):
+        done = [k for k, v in staged.items() if v.data_ptr() + v.numel() * 4 <= self.base + upto]
+        seen.append((upto, all(torch.equal(staged[k], state[k].cpu()) for k in done)))
+        real(self, upto)
+
+    monkeypatch.setattr(staging.Landing, "advance", advance)
+    stager.copy(pending, stager.ready_event())
+    assert landing.complete and len(seen) >= 6 and all(ok for _, ok in seen), seen
+    assert [u for u, _ in seen] == sorted(u for u, _ in seen)

@@ -594,7 +594,8 @@ def test_durable_files_are_flushed_while_they_are_written_and_memory_files_never
     """Time to durable: the first durable tier's files are fdatasync'ed in the background while DCP still writes
     them, so the commit's fsync waits for the tail only (on the benchmark machine it took 0.37-0.43 s per
     0.33 GiB at the end, with the page cache already clean). The memory tier is never flushed. Failed on the
-    old code, which flushed nothing before the commit."""
+    old code, which flushed nothing before the commit. Buffered writes (``o_direct`` off): bytes written with
+    O_DIRECT leave no dirty pages to flush (test_checkpoint_odirect.py)."""
     import os
 
     import training.checkpoint.hashing as hashing
@@ -617,7 +618,7 @@ def test_durable_files_are_flushed_while_they_are_written_and_memory_files_never
 
     monkeypatch.setattr(hashing, "_fdatasync", recording_fdatasync)
     monkeypatch.setattr(hashing._File, "write", write)
-    cfg = dataclasses.replace(tiers(tmp_path), overlap_staging=False)
+    cfg = dataclasses.replace(tiers(tmp_path), overlap_staging=False, o_direct=False)
     ck, h = saved(tmp_path, cfg)
     assert ck.stats.committed == 1 and ck.stats.promoted.get("nvme") == 1
     d = tmp_path / "nvme/n0/step_000000002/rank_00000"
@@ -644,7 +645,7 @@ def test_a_failed_background_flush_fails_the_durable_copy_not_the_save(tmp_path,
     monkeypatch.setattr(hashing, "FLUSH_CHUNK", 128 << 10)
     monkeypatch.setattr(rawfmt, "PIECE", 64 << 10)  # the raw layout's writes, scaled down with it
     monkeypatch.setattr(hashing, "_fdatasync", failing_fdatasync)
-    cfg = tiers(tmp_path)
+    cfg = dataclasses.replace(tiers(tmp_path), o_direct=False)  # buffered: flushed behind (O_DIRECT bytes are not)
     with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
         ck, h = saved(tmp_path, cfg)
     assert ck.stats.committed == 1 and ck.stats.failed == 0

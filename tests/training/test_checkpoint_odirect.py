@@ -134,3 +134,23 @@ def test_a_chunk_is_written_direct_in_whole_blocks_with_its_head_and_tail_buffer
     assert dest.direct_bytes == blocks * DIO_ALIGN
     del chunk, mv
     buf.close()
+
+
+def test_bytes_written_with_o_direct_are_not_flushed_behind_the_writer_but_fsynced_at_commit(tmp_path, monkeypatch):
+    """The flush behind the writer (an fdatasync every FLUSH_CHUNK bytes) is for dirty pages in the page cache;
+    O_DIRECT bytes leave none, and on this VM an fdatasync beside the direct writes made 338 MiB take 193 ms
+    instead of 167 ms (median of 5). Failed on the old code, which counted direct bytes too and flushed them."""
+    flushed, fsynced = [], []
+    monkeypatch.setattr(hashing, "FLUSH_CHUNK", 256 << 10)  # the file: 1.6 MB, of which ~24 KB buffered
+    monkeypatch.setattr(hashing, "_fdatasync", lambda fd: flushed.append(os.readlink(f"/proc/self/fd/{fd}")))
+    from training.checkpoint import rawfmt, storage
+
+    monkeypatch.setattr(rawfmt, "PIECE", 8 << 10)
+    real_fsync_file = storage.fsync_file
+    monkeypatch.setattr(storage, "fsync_file", lambda p: (fsynced.append(str(p)), real_fsync_file(p))[1])
+    dests = _save(tmp_path, monkeypatch=monkeypatch)
+    if not dests["nvme"].direct_bytes:
+        pytest.skip("this file system refuses O_DIRECT")
+    data = str(tmp_path / "nvme/n0" / SNAP / "__0_0.distcp")
+    assert data not in flushed, flushed  # its bytes went to the disk directly
+    assert data in fsynced  # and the commit made them durable

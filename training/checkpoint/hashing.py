@@ -129,6 +129,7 @@ class _File:
     def __init__(self, dest: Destination, fh, dfd: int | None = None):
         self.dest, self.fh, self.dfd = dest, fh, dfd
         self.pos = self.synced = self.flushed = 0
+        self.direct = 0  # bytes of this file written with O_DIRECT (no page cache to flush behind)
 
     def write(self, mv) -> None:
         self.dest.charge(len(mv))
@@ -160,6 +161,7 @@ class _File:
                 raise
             self.close_direct()
         self.dest.direct_bytes += done
+        self.direct += done
         if done:
             self.fh.seek(at + done)
         self.fh.write(mv[head + done:])
@@ -386,14 +388,14 @@ class TeeFileSystem(FileSystem):
         (unless a flush is running: the next one covers these bytes too). The flusher gets its own
         descriptor, as the follower closes the file at the stream's end."""
         if (self._flusher is None or self._flush_busy or not f.dest.durable or f.dest.error is not None
-                or f.pos - f.flushed < FLUSH_CHUNK):
-            return
+                or f.pos - f.direct - f.flushed < FLUSH_CHUNK):
+            return  # counting buffered bytes only: O_DIRECT ones left no dirty pages (flushing them slowed its writes)
         try:
             fd = os.dup(f.fh.fileno())
         except OSError:  # no descriptor to spare (EMFILE): the commit's fsync flushes it all, as before
             return
         self._flush_busy = True
-        f.flushed = f.pos
+        f.flushed = f.pos - f.direct
         self._flushq.put((f.dest, fd))
 
     def _flush_loop(self) -> None:

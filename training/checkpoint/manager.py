@@ -191,7 +191,8 @@ class Checkpointer:
         if not self._budget_checked:
             self._check_memory_budget(replicated)
         meta = {**(meta or {}), "layout": state_layout(state)}  # restore: same mesh, or reshard
-        self._inflight = self._writer.submit(self.snapshot_writer.persist, step, staged, meta, copying, replicated)
+        self._inflight = self._writer.submit(self.snapshot_writer.persist, step, staged, meta, copying, replicated,
+                                             self.stager.landing if copying is not None else None)
         return time.perf_counter() - t0
 
     def _check_memory_budget(self, replicated: bool) -> None:

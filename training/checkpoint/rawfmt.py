@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 import queue
+import sys
 import threading
 from io import UnsupportedOperation
 
@@ -104,13 +105,18 @@ def _checked(item, t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def _write(stream, mv: memoryview, address: int = 0) -> None:
+def _write(stream, mv: memoryview, address: int = 0, landed=None) -> None:
     """``mv`` (lying at ``address``) in ``PIECE``-sized writes cut at multiples of ``DIO_ALIGN`` in memory: each
-    piece but the first and last is whole blocks, which an O_DIRECT destination writes as they lie (hashing.py)."""
-    cut = -address % DIO_ALIGN
+    piece but the first and last is whole blocks, which an O_DIRECT destination writes as they lie (hashing.py).
+    ``landed(end)``: returns once the bytes below address ``end`` are staged (each piece waits for its own)."""
+    cut = min(-address % DIO_ALIGN, len(mv))
     if cut:
+        if landed is not None:
+            landed(address + cut)
         stream.write(mv[:cut])
     for i in range(cut, len(mv), PIECE):
+        if landed is not None:
+            landed(address + min(i + PIECE, len(mv)))
         stream.write(mv[i:i + PIECE])
 
 
@@ -122,12 +128,17 @@ class RawFileSystemWriter(FileSystemWriter):
     in address order with at most ``MAX_GAP`` bytes of padding between them, are written as one run - the
     buffer's bytes from the first to the last, in ``PIECE``-sized writes - each item at its offset in the run:
     the state in a few large writes, as fast as the disk takes them. The padding must hold nothing private (the
-    stager's is zeros). Any other tensor is written alone (a non-contiguous one as its row-major copy)."""
+    stager's is zeros). Any other tensor is written alone (a non-contiguous one as its row-major copy).
 
-    def __init__(self, *args, buffers: list[torch.Tensor] = (), **kwargs):
+    ``landed``: a wait for staged bytes (``staging.Landing.wait``: returns once the bytes below an address have
+    landed in the buffer; raises if the copy failed). Each piece of a run waits for its own bytes, so the disk
+    writes the first tensors while the later ones are being staged; a tensor written alone waits for all."""
+
+    def __init__(self, *args, buffers: list[torch.Tensor] = (), landed=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.buffers = [b for b in buffers if b.numel() and b.dtype == torch.uint8 and b.dim() == 1
                         and b.device.type == "cpu" and b.is_contiguous()]
+        self.landed = landed
 
     def write_data(self, plan, planner) -> Future:
         prefix: _StoragePrefix = plan.storage_data
@@ -204,8 +215,10 @@ class RawFileSystemWriter(FileSystemWriter):
                         if pad:
                             stream.write(bytes(pad))
                         base = stream.tell()
-                        _write(stream, memoryview(buf.numpy())[first - start:last - start], first)
+                        _write(stream, memoryview(buf.numpy())[first - start:last - start], first, self.landed)
                         out += [_result(item, t, name, base + a - first) for a, _, item, t in run]
+                    if alone and self.landed is not None:
+                        self.landed(sys.maxsize)  # staged wherever it lies: once the whole copy has landed
                     for item, t in alone:
                         offset = stream.tell()
                         if t.numel():  # raw bytes are row-major: a non-contiguous tensor is copied (alone)

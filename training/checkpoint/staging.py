@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
+import threading
 import weakref
 from typing import Any, Callable
 
@@ -17,6 +18,8 @@ def local_tensor(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if isinstance(t, DTensor) else t
 
 
+LANDED_EVERY = 32 << 20  # CUDA: bytes of device-to-host copies between two progress marks (events)
+ADVANCE_EVERY = 1 << 20  # CPU: the landing is advanced once at least this much more of the buffer is filled
 ALIGN = 64  # bytes: each staged tensor starts on its own cache line in the flat buffer
 PAGE = 4096  # the flat buffer starts on a page (hashing.DIO_ALIGN)
 
@@ -54,6 +57,59 @@ def _view(flat: torch.Tensor, offset: int, nbytes: int, dtype: torch.dtype, shap
     return torch.frombuffer(flat.numpy(), dtype=dtype, count=count, offset=offset).view(shape)
 
 
+class Landing:
+    """How far one save's deferred staging copy has filled the staging buffer: every byte below ``upto`` bytes
+    into it holds this save's state. The copy advances it tensor by tensor (in buffer order); the writer waits
+    for the bytes it is about to write (:meth:`wait`), so the disk starts on the first tensors while the later
+    ones are still being copied. A failed copy fails every wait."""
+
+    def __init__(self, base: int, total: int, upto: int):
+        self.base, self.total = base, total
+        self._cond = threading.Condition()
+        self._upto = upto
+        self._wants: list[int] = []  # what each waiting writer thread waits for
+        self.error: BaseException | None = None
+
+    @classmethod
+    def done(cls) -> "Landing":
+        """A landing with nothing left to copy."""
+        return cls(0, 0, 0)
+
+    @property
+    def complete(self) -> bool:
+        return self._upto >= self.total
+
+    def advance(self, upto: int) -> None:
+        with self._cond:
+            self._upto = max(self._upto, upto)
+            if self._wants and self._upto >= min(self._wants):  # wake a writer only once its bytes are there
+                self._cond.notify_all()
+
+    def fail(self, e: BaseException) -> None:
+        with self._cond:
+            self.error = e
+            self._cond.notify_all()
+
+    def wait(self, end: int) -> None:
+        """Return once the buffer's bytes below address ``end`` have landed (at once for an address below the
+        buffer, after the whole copy for one beyond it); raise if the copy failed."""
+        offset = min(end - self.base, self.total) if self.base < end else 0
+        with self._cond:
+            if self._upto < offset and self.error is None:
+                self._wants.append(offset)
+                try:
+                    while self._upto < offset and self.error is None:
+                        self._cond.wait()
+                finally:
+                    self._wants.remove(offset)
+        if self.error is not None and self._upto < offset:
+            raise RuntimeError(f"staging copy failed: {type(self.error).__name__}: {self.error}") from self.error
+
+    def wait_tensor(self, t: torch.Tensor) -> None:
+        """:meth:`wait` for the bytes of CPU tensor ``t`` (a view of the staging buffer)."""
+        self.wait(t.data_ptr() + t.numel() * t.element_size())
+
+
 class HostStager:
     """Copies a (nested) state dict into one host buffer allocated once and reused.
 
@@ -67,7 +123,8 @@ class HostStager:
     ``plan`` may defer the copy of chosen tensors: it returns the staged structure
     and the list of copies still to do, which ``copy`` performs later (from the
     checkpointer's stager thread, while the training loop's next forward/backward
-    runs). Everything not deferred is copied before ``plan`` returns.
+    runs). Everything not deferred is copied before ``plan`` returns. ``landing`` tracks how far that later
+    copy has got (:class:`Landing`), so the writer can write what has landed while the rest is copied.
     """
 
     def __init__(self, pin: bool | None = None) -> None:
@@ -78,6 +135,7 @@ class HostStager:
         self._views: dict[str, torch.Tensor] = {}
         self._unpin: weakref.finalize | None = None
         self._stream = None  # the side stream of overlapped copies (CUDA)
+        self.landing = Landing.done()  # the last plan's deferred copy (copy() advances it)
 
     def stage(self, state: Any) -> Any:
         """Copy all of ``state`` now; returns the host copy."""
@@ -96,7 +154,17 @@ class HostStager:
         out = self._stage(state, "", defer, pending)
         if self.pin:
             torch.cuda.synchronize()
+        self.landing = self._landing(pending)
         return out, pending
+
+    def _landing(self, pending: list) -> Landing:
+        """The landing of ``pending``'s copy: before it, the buffer is filled up to the first deferred view
+        (everything else was copied by ``plan``)."""
+        starts = [buf.data_ptr() for buf, _ in pending if buf.numel()]  # an empty view lies outside the buffer
+        if not starts or self._flat is None:
+            return Landing.done()
+        base = self._flat.data_ptr()
+        return Landing(base, self._flat.numel(), min(starts) - base)
 
     def _allocate(self, layout: tuple) -> None:
         """One flat buffer for ``layout``, carved into a view per tensor (the previous buffer is released)."""
@@ -147,19 +215,49 @@ class HostStager:
         device-to-host copies overlap the next step's kernels instead of queueing
         behind them on the default stream.
         """
+        landing = self.landing
+        try:
+            self._copy(pending, ready, landing)
+        except BaseException as e:
+            landing.fail(e)
+            raise
+        landing.advance(landing.total)
+
+    def _copy(self, pending: list, ready, landing: Landing) -> None:
+        # after the i-th copy, the buffer is filled up to the lowest deferred view not copied yet
+        base, marks, low = landing.base, [landing.total] * len(pending), landing.total
+        for i in range(len(pending) - 1, 0, -1):
+            if pending[i][0].numel():
+                low = min(low, pending[i][0].data_ptr() - base)
+            marks[i - 1] = low
         if ready is None:
-            for buf, t in pending:
+            last = 0
+            for (buf, t), mark in zip(pending, marks):
                 buf.copy_(t)
+                if mark - last >= ADVANCE_EVERY:  # not after each of thousands of small tensors
+                    landing.advance(mark)
+                    last = mark
             return
         event, device = ready
         with torch.cuda.device(device):
             if self._stream is None:
                 self._stream = torch.cuda.Stream()
             stream = self._stream
+            landed = []  # (event, mark) about every LANDED_EVERY bytes: the writer starts on what has landed
             with torch.cuda.stream(stream):
                 stream.wait_event(event)
-                for buf, t in pending:
+                since = 0
+                for (buf, t), mark in zip(pending, marks):
                     buf.copy_(t, non_blocking=True)
+                    since += buf.numel() * buf.element_size()
+                    if since >= LANDED_EVERY:
+                        ev = torch.cuda.Event()
+                        ev.record(stream)
+                        landed.append((ev, mark))
+                        since = 0
+            for ev, mark in landed:
+                ev.synchronize()
+                landing.advance(mark)
             stream.synchronize()
 
     def spans(self) -> list[tuple[int, int]]:

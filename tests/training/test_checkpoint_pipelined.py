@@ -1,0 +1,134 @@
+"""Issue 38 item 7: the writer writes each piece of the staging buffer as soon as the staging copy has filled it
+(``staging.Landing``), instead of starting once the whole copy is done - the same files, the same commit."""
+
+import threading
+import time
+
+import pytest
+import torch
+
+from training.checkpoint import hashing, rawfmt, staging
+from training.checkpoint.staging import HostStager, Landing
+from tests.training.test_checkpoint import make_model, train
+from tests.training.test_checkpoint_odirect import _snapshot
+from tests.training.test_checkpoint_rawfmt import _cfg, _ck, _restore
+
+
+class _SlowPending(list):
+    """The deferred copies, handed out one every few ms (a copy slower than the writer)."""
+
+    def __iter__(self):
+        for x in list.__iter__(self):
+            time.sleep(0.004)
+            yield x
+
+
+def _save(root, monkeypatch, layout, overlap=True):
+    """One save of the tiny model (memory, nvme, fsx tiers) with a slow staging copy; returns when the copy
+    ended and when the nvme tier's first data file got its first bytes (perf_counter)."""
+    seen = {}
+    real_copy, real_write = HostStager.copy, hashing._File.write
+
+    def copy(self, pending, ready=None):
+        try:
+            return real_copy(self, _SlowPending(pending), ready)
+        finally:
+            seen["copied"] = time.perf_counter()
+
+    def write(self, mv):
+        if self.dest.kind == "nvme" and self.fh.name.endswith(".distcp"):
+            seen.setdefault("first_write", time.perf_counter())
+        return real_write(self, mv)
+
+    monkeypatch.setattr(HostStager, "copy", copy)
+    monkeypatch.setattr(hashing._File, "write", write)
+    monkeypatch.setattr(rawfmt, "PIECE", 16 << 10)  # the tiny model's run in several pieces
+    monkeypatch.setattr(staging, "ADVANCE_EVERY", 16 << 10)  # and its landing in as many steps
+    model, opt = make_model()
+    train(model, opt)
+    cfg = _cfg(root, layout)
+    cfg.overlap_staging = overlap
+    ck = _ck(root, cfg)
+    ck.save(2, model, opt)
+    ck.close()
+    monkeypatch.undo()
+    assert ck.stats.committed == 1 and ck.stats.failed == 0, ck.stats
+    return seen
+
+
+@pytest.mark.parametrize("layout", ["raw", "torch-save"])
+def test_the_write_starts_before_the_staging_copy_ends_and_writes_the_same_files(tmp_path, monkeypatch, layout):
+    """Failed on the old code: the writer waited for the whole staging copy before DCP planned or wrote a byte
+    (first nvme write after the copy ended)."""
+    seen = _save(tmp_path / "pipe", monkeypatch, layout)
+    assert seen["first_write"] < seen["copied"], "the writer waited for the whole staging copy"
+    _save(tmp_path / "eager", monkeypatch, layout, overlap=False)  # no deferred copy: nothing to wait for
+    for tier in ("nvme", "memory", "fsx"):
+        assert _snapshot(tmp_path / "pipe", tier) == _snapshot(tmp_path / "eager", tier), tier
+    info, _ = _restore(tmp_path / "pipe", layout, tier="nvme")
+    assert info.step == 2
+
+
+def test_a_staging_copy_that_fails_midway_fails_the_save_and_commits_nothing(tmp_path, monkeypatch):
+    real = HostStager._copy
+
+    def failing(self, pending, ready, landing):
+        real(self, pending[: len(pending) // 2], ready, landing)  # half of it landed, then the copy fails
+        raise RuntimeError("device lost")
+
+    monkeypatch.setattr(HostStager, "_copy", failing)
+    model, opt = make_model()
+    train(model, opt)
+    ck = _ck(tmp_path, _cfg(tmp_path))
+    ck.save(2, model, opt)
+    ck.flush()
+    assert ck.stats.failed == 1 and ck.stats.committed == 0 and "device lost" in ck.stats.last_error
+    assert not list(tmp_path.rglob("*.commit.json"))
+    monkeypatch.undo()
+    train(model, opt)
+    ck.save(4, model, opt)  # the next save reuses the buffer and commits
+    ck.close()
+    assert ck.stats.committed == 1 and [m.step for t in ck.tiers for m in t.markers()] == [4, 4, 4]
+
+
+def test_a_landing_wakes_each_waiter_once_its_bytes_are_there_and_fails_them_with_the_copy():
+    flat = torch.zeros(1 << 16, dtype=torch.uint8)
+    base = flat.data_ptr()
+    landing = Landing(base, flat.numel(), 1024)
+    landing.wait(base + 1024)  # landed already
+    landing.wait(base - 10)  # not in the buffer
+    got = []
+    waiters = [threading.Thread(target=lambda end=end: (landing.wait(base + end), got.append(end)))
+               for end in (4096, 1 << 16)]
+    for t in waiters:
+        t.start()
+    time.sleep(0.05)
+    assert got == []
+    landing.advance(8192)
+    waiters[0].join(5)
+    assert got == [4096]
+    landing.advance(flat.numel())
+    waiters[1].join(5)
+    assert got == [4096, 1 << 16] and landing.complete
+    assert Landing.done().complete
+    failed = Landing(base, flat.numel(), 0)
+    failed.fail(OSError("gone"))
+    with pytest.raises(RuntimeError, match="staging copy failed: OSError: gone"):
+        failed.wait(base + 1)
+    failed.wait(base)  # nothing of it needed
+
+
+def test_the_landing_of_a_plan_starts_at_its_first_deferred_view_and_the_copy_advances_it_in_order(monkeypatch):
+    state = {"a": torch.ones(100), "b": torch.full((300,), 2.0), "buf": torch.zeros(10), "c": torch.full((50,), 3.0)}
+    stager = HostStager(pin=False)
+    staged, pending = stager.plan(state, defer=lambda t: t.numel() != 10)  # "buf" is copied at once
+    landing = stager.landing
+    assert not landing.complete and landing._upto == staged["a"].data_ptr() - landing.base == 0
+    monkeypatch.setattr(staging, "ADVANCE_EVERY", 1)  # after each tensor (by default: each MiB or more)
+    marks, real = [], Landing.advance
+    monkeypatch.setattr(Landing, "advance", lambda self, upto: (marks.append(upto), real(self, upto))[1])
+    stager.copy(pending)
+    starts = [staged[k].data_ptr() - landing.base for k in ("b", "c")]
+    assert marks == starts + [landing.total, landing.total] and landing.complete
+    assert all(torch.equal(staged[k], state[k]) for k in state)
+    assert staging.HostStager(pin=False).landing.complete  # nothing planned: nothing to wait for
