@@ -135,6 +135,30 @@ def test_each_staged_tensor_owns_exactly_its_bytes_so_dcp_writes_it_without_a_co
         torch.testing.assert_close(back["model"][k], v, rtol=0, atol=0)
 
 
+def test_each_staged_tensor_is_one_tensor_on_the_shared_buffer_not_a_view_of_another(monkeypatch):
+    """The stager keeps a tensor per staged leaf for as long as its buffer. Each was a ``view`` of a tensor made
+    from a numpy array of its own (``flat.numpy()`` per leaf): two tensors, autograd view metadata and a numpy
+    array - 1.1 KiB of heap per leaf (0.32 MiB for `small`'s 276, 0.60 MiB for `medium`'s 532) against 0.4 KiB
+    now, beside DCP's 0.4 KiB per tensor of its staged copy (issue 38 item 7: peak memory <= DCP's). Failed on the
+    old code (each leaf had a ``_base``; one numpy array per leaf)."""
+    state, _ = _model_state()
+    arrays = []
+    real_numpy = torch.Tensor.numpy
+    monkeypatch.setattr(torch.Tensor, "numpy", lambda self, *a, **kw: arrays.append(1) or real_numpy(self, *a, **kw))
+    stager = HostStager(pin=False)
+    staged = stager.stage(state)
+    monkeypatch.undo()
+    views = []
+    staging._leaves(staged, "", views)
+    assert len(views) > 10 and len(arrays) == 1
+    ((start, size),) = stager.spans()
+    for path, v in views:
+        assert v._base is None, path
+        assert v.untyped_storage().nbytes() == v.numel() * v.element_size(), path
+        assert v.numel() == 0 or start <= v.data_ptr() < start + size, path
+    assert state_sha256(staged) == state_sha256(state)
+
+
 def test_the_checkpointer_hashes_staged_tensor_bytes_by_reference(tmp_path, monkeypatch):
     """The writer's hash follower takes a chunk by reference when it lies in the staging buffer, else copies it
     (training/checkpoint/hashing.py). With DCP's clone (above) no tensor byte lay there: every byte was copied

@@ -40,11 +40,12 @@ def _libc_malloc_trim():
 _malloc_trim = _libc_malloc_trim()
 
 
-def _trim_heap() -> None:
-    """Hand the heap memory a save freed back to the OS (glibc's malloc_trim: every arena). Once a freed block
-    was mmapped, glibc raises its mmap and trim thresholds (mallopt(3)), and memory freed in each thread's arena
-    then stays resident up to twice that: the save's threads kept 1.04x-1.20x of DCP's peak memory on `medium`
-    (benchmarks/checkpoint_vs_dcp.py, 2026-11-28), 0.98x with this trim after each save."""
+def trim_heap() -> None:
+    """Hand freed heap memory back to the OS (glibc's malloc_trim: every arena). Once a freed block was mmapped,
+    glibc raises its mmap and trim thresholds (mallopt(3)), and memory freed in each thread's arena then stays
+    resident up to twice that: the save's threads kept 1.04x-1.20x of DCP's peak memory on `medium`
+    (benchmarks/checkpoint_vs_dcp.py, 2026-11-28), 0.98x with this trim after each save. The checkpointer also
+    calls it before the first optimizer update after a save (``Checkpointer._before_optimizer_step``)."""
     if _malloc_trim is not None:
         _malloc_trim(0)
 
@@ -200,7 +201,7 @@ class SnapshotWriter:
         with self.promoter.cond:
             self.promoter.queue(marker)
             self.promoter.cond.notify_all()
-        _trim_heap()  # after the step is durable and queued: neither waits for it
+        trim_heap()  # after the step is durable and queued: neither waits for it
 
     def _write(self, tiers: list[DirTier], step: int, staged: dict, meta: dict, replicated: bool,
                landing: Landing | None = None
