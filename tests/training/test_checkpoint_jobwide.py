@@ -250,9 +250,7 @@ def test_the_final_flush_copies_a_last_step_restored_from_s3_into_fsx(tmp_path, 
     cfg = dataclasses.replace(cfg, every=1, tiers=[dataclasses.replace(t, every=1) for t in cfg.tiers])
     model, opt = make_model()
     ck = checkpointer(tmp_path, cfg)
-    for s in (1, 2):
-        train(model, opt)
-        ck.save(s, model, opt)
+    _save([ck], model, opt, (1, 2))
     ck.close()
     for d in ("shm", "nvme", "fsx"):
         shutil.rmtree(tmp_path / d)

@@ -16,8 +16,8 @@ import pytest
 from training.checkpoint import hashing
 from training.checkpoint.hashing import DIO_ALIGN, Destination, _File, open_direct
 from training.checkpoint.storage import HASH, hash_file
-from tests.training.test_checkpoint import make_model, train
-from tests.training.test_checkpoint_rawfmt import SNAP, _cfg, _ck
+from tests.training.test_checkpoint import make_model
+from tests.training.test_checkpoint_rawfmt import SNAP, _save_step
 
 
 def _save(root, *, layout="raw", o_direct=True, monkeypatch=None):
@@ -29,13 +29,7 @@ def _save(root, *, layout="raw", o_direct=True, monkeypatch=None):
         real(self, ds, **kw)
 
     monkeypatch.setattr(hashing.TeeFileSystem, "__init__", init)
-    model, opt = make_model()
-    train(model, opt)
-    cfg = _cfg(root, layout)
-    cfg.o_direct = o_direct
-    ck = _ck(root, cfg)
-    ck.save(2, model, opt)
-    ck.close()
+    _save_step(root, *make_model(), layout, o_direct=o_direct).close()
     monkeypatch.setattr(hashing.TeeFileSystem, "__init__", real)
     return {d.kind: d for d in dests}
 

@@ -11,7 +11,7 @@ from training.checkpoint import hashing, rawfmt, staging
 from training.checkpoint.staging import HostStager, Landing
 from tests.training.test_checkpoint import make_model, train
 from tests.training.test_checkpoint_odirect import _snapshot
-from tests.training.test_checkpoint_rawfmt import _cfg, _ck, _restore
+from tests.training.test_checkpoint_rawfmt import _restore, _save_step
 
 
 class _SlowPending(list):
@@ -44,12 +44,7 @@ def _save(root, monkeypatch, layout, overlap=True):
     monkeypatch.setattr(hashing._File, "write", write)
     monkeypatch.setattr(rawfmt, "PIECE", 16 << 10)  # the tiny model's run in several pieces
     monkeypatch.setattr(staging, "ADVANCE_EVERY", 16 << 10)  # and its landing in as many steps
-    model, opt = make_model()
-    train(model, opt)
-    cfg = _cfg(root, layout)
-    cfg.overlap_staging = overlap
-    ck = _ck(root, cfg)
-    ck.save(2, model, opt)
+    ck = _save_step(root, *make_model(), layout, overlap_staging=overlap)
     ck.close()
     monkeypatch.undo()
     assert ck.stats.committed == 1 and ck.stats.failed == 0, ck.stats
@@ -62,7 +57,8 @@ def test_the_write_starts_before_the_staging_copy_ends_and_writes_the_same_files
     (first nvme write after the copy ended)."""
     seen = _save(tmp_path / "pipe", monkeypatch, layout)
     assert seen["first_write"] < seen["copied"], "the writer waited for the whole staging copy"
-    _save(tmp_path / "eager", monkeypatch, layout, overlap=False)  # no deferred copy: nothing to wait for
+    eager = _save(tmp_path / "eager", monkeypatch, layout, overlap=False)  # no deferred copy: nothing to wait for
+    assert "copied" not in eager and "first_write" in eager  # the baseline really is the eager path
     for tier in ("nvme", "memory", "fsx"):
         assert _snapshot(tmp_path / "pipe", tier) == _snapshot(tmp_path / "eager", tier), tier
     info, _ = _restore(tmp_path / "pipe", layout, tier="nvme")
@@ -78,9 +74,7 @@ def test_a_staging_copy_that_fails_midway_fails_the_save_and_commits_nothing(tmp
 
     monkeypatch.setattr(HostStager, "_copy", failing)
     model, opt = make_model()
-    train(model, opt)
-    ck = _ck(tmp_path, _cfg(tmp_path))
-    ck.save(2, model, opt)
+    ck = _save_step(tmp_path, model, opt)
     ck.flush()
     assert ck.stats.failed == 1 and ck.stats.committed == 0 and "device lost" in ck.stats.last_error
     assert not list(tmp_path.rglob("*.commit.json"))

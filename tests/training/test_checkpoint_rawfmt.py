@@ -31,13 +31,20 @@ def _ck(tmp_path, cfg):
     return Checkpointer(cfg, rank=0, world_size=1, local_world_size=1, node_id="n0", scratch_dir=tmp_path / "scr")
 
 
+def _save_step(root, model, opt, layout="raw", **fields) -> Checkpointer:
+    """``model`` trained one more step and saved as step 2 with :func:`_cfg` (``fields`` set on it); the
+    checkpointer, still open."""
+    train(model, opt)
+    ck = _ck(root, dataclasses.replace(_cfg(root, layout), **fields))
+    ck.save(2, model, opt)
+    return ck
+
+
 def _save(tmp_path, layout="raw", dtype=torch.float32):
     model, opt = make_model()
     model.to(dtype)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    train(model, opt)
-    ck = _ck(tmp_path, _cfg(tmp_path, layout))
-    ck.save(2, model, opt)
+    ck = _save_step(tmp_path, model, opt, layout)
     h = state_sha256(ck.state(model, opt))
     ck.close()
     return model, h
