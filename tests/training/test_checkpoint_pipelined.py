@@ -126,3 +126,46 @@ def test_the_landing_of_a_plan_starts_at_its_first_deferred_view_and_the_copy_ad
     assert marks == starts + [landing.total, landing.total] and landing.complete
     assert all(torch.equal(staged[k], state[k]) for k in state)
     assert staging.HostStager(pin=False).landing.complete  # nothing planned: nothing to wait for
+
+
+def test_the_data_file_is_written_from_the_saves_start_and_its_metadata_beside_it(tmp_path, monkeypatch):
+    """Failed on the old code: the raw data file got its first byte only once DCP had planned (write_data), and
+    DCP pickled the ``.metadata`` only after the last data byte - both serial parts of every save's time to
+    durable. The staging buffer is now written from the save's start (``rawfmt.BufferHead``) and the metadata
+    while the data is still being written; the files and the commit are the same."""
+    from training.checkpoint.writer import SavePlanner
+
+    data_started, planned, metadata_started = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+    real_plan, real_write = SavePlanner.create_local_plan, hashing._File.write
+
+    def create_local_plan(self):
+        seen["data before plan"] = data_started.wait(5)
+        try:
+            return real_plan(self)
+        finally:
+            planned.set()
+
+    def write(self, mv):
+        if self.dest.kind == "nvme" and self.fh.name.endswith(".distcp"):
+            data_started.set()
+            if planned.is_set() and "metadata before data end" not in seen:
+                seen["metadata before data end"] = metadata_started.wait(5)
+        elif self.fh.name.endswith(".metadata.tmp"):
+            metadata_started.set()
+        return real_write(self, mv)
+
+    monkeypatch.setattr(SavePlanner, "create_local_plan", create_local_plan)
+    monkeypatch.setattr(hashing._File, "write", write)
+    monkeypatch.setattr(rawfmt, "PIECE", 16 << 10)  # the tiny model's buffer in several pieces
+    ck = _save_step(tmp_path / "head", *make_model())
+    ck.close()
+    monkeypatch.undo()
+    assert ck.stats.committed == 1 and ck.stats.failed == 0, ck.stats
+    assert seen == {"data before plan": True, "metadata before data end": True}
+    monkeypatch.setattr(rawfmt, "PIECE", 16 << 10)
+    eager = _save_step(tmp_path / "eager", *make_model(), overlap_staging=False)
+    eager.close()
+    for tier in ("nvme", "memory", "fsx"):
+        assert _snapshot(tmp_path / "head", tier) == _snapshot(tmp_path / "eager", tier), tier
+    assert _restore(tmp_path / "head", tier="nvme")[0].step == 2

@@ -449,9 +449,10 @@ class TeeFileSystem(FileSystem):
     def _rel(self, path) -> str:
         return str(Path(path).relative_to(self.primary))
 
-    def _each(self, path, op, *, deferred: bool = True) -> None:
+    def _each(self, path, op, *, deferred: bool = True, drain: bool = True) -> None:
         """``op(path in dest)`` for every live destination (``deferred``: those too); a failure drops it."""
-        self.drain()  # the follower has finished with what is renamed or removed
+        if drain:
+            self.drain()  # the follower has finished with what is renamed or removed
         rel = self._rel(path)
         for d in self.live() if deferred else self._written():
             try:
@@ -513,7 +514,8 @@ class TeeFileSystem(FileSystem):
         self.raise_if_none_left()
 
     def mkdir(self, path) -> None:
-        self._each(path, lambda p: p.mkdir(parents=True, exist_ok=True))
+        # no drain: a directory made beside files being written (rawfmt.BufferHead writes while DCP plans)
+        self._each(path, lambda p: p.mkdir(parents=True, exist_ok=True), drain=False)
 
     def rename(self, path, new_path) -> None:
         rel, rel_new = self._rel(path), self._rel(new_path)
@@ -538,7 +540,6 @@ class TeeFileSystem(FileSystem):
         return written[0]
 
     def exists(self, path) -> bool:
-        self.drain()
         rel = self._rel(path)
         with self._lock:
             if rel in self._records:

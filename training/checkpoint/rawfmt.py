@@ -5,7 +5,9 @@ DCP's ``FileSystemWriter`` writes every tensor item with its own ``torch.save`` 
 64,668 stream writes per save of the benchmark's ``small`` state, ~67% of the writer's time (docs/training.md,
 issue 38). :class:`RawFileSystemWriter` is that writer with one change: a tensor item is its contiguous CPU
 bytes, written straight from the staged buffer (no copy, no pickle), and its ``_StorageInfo`` carries a
-descriptor ``openpod.raw/1:<dtype>:<shape>`` in ``transform_descriptors``. DCP stays the engine - planner,
+descriptor ``openpod.raw/1:<dtype>:<shape>`` in ``transform_descriptors``. The staging buffer holding them is
+written whole at the head of the data file from the moment the save starts (:class:`BufferHead`), piece by piece
+as the staging copy fills it, while DCP is still planning. DCP stays the engine - planner,
 ``Metadata``, the ``StorageWriter`` interface; non-tensor (``BYTE_IO``) items are written by DCP's own
 ``_write_item`` as before. Stock ``dcp.load(FileSystemReader)`` refuses such an item ("Unknown extension
 name='openpod.raw'", ``_extension.py:212-218``) instead of misreading it: openpod's
@@ -21,6 +23,7 @@ exactly those bytes and the range must lie inside the file; anything else is a o
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import queue
@@ -84,8 +87,8 @@ def _bytes_of(t: torch.Tensor) -> memoryview:
     return memoryview(t.reshape(-1).view(torch.uint8).numpy())
 
 
-PIECE = 8 << 20  # bytes per write of a run (the disk-limit measurement's chunk): writeback starts behind it
-MAX_GAP = 4096   # a run of staged tensors continues over at most this much padding
+PIECE = 8 << 20  # bytes per write of the staging buffer (the disk-limit measurement's chunk): writeback starts behind it
+DATA_FILE = f"__0_0{DEFAULT_SUFFIX}"  # DCP's name of a one-rank plan's first data file (filesystem.py:684-699)
 
 
 def _result(item, t: torch.Tensor, storage_key: str, offset: int) -> WriteResult:
@@ -120,45 +123,111 @@ def _write(stream, mv: memoryview, address: int = 0, landed=None) -> None:
         stream.write(mv[i:i + PIECE])
 
 
+class _Cancelled(Exception):
+    pass
+
+
+class BufferHead:
+    """The staging buffer written at the head of a save's data file (``DATA_FILE``) from the moment the save
+    starts, on a thread of its own: each ``PIECE`` as soon as the staging copy has filled it (``landed``, as in
+    :func:`_write`), while DCP is still planning. The buffer is written whole from its first byte (it is
+    page-aligned, so file offset and address agree modulo the disk's block and the pieces go out with O_DIRECT);
+    a staged tensor's item is its bytes at its offset in the buffer, and the alignment padding between tensors
+    (zeros, ``staging.carve``) is written with them. :class:`RawFileSystemWriter` hands over what follows the
+    buffer (:meth:`then`) and returns at once, so DCP writes the ``.metadata`` while the data is still being
+    written; the save waits for the file (:meth:`wait`) before it is closed and committed, or :meth:`cancel`
+    ends it early when the save fails first."""
+
+    def __init__(self, fs, directory, buf: torch.Tensor, landed=None):
+        self.name, self.buf = DATA_FILE, buf
+        self._base, self._end = buf.data_ptr(), buf.data_ptr() + buf.numel()
+        self._path, self._fs, self._landed = fs.concat_path(directory, DATA_FILE), fs, landed
+        self._rest: queue.Queue = queue.Queue(maxsize=1)
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="ckpt-head-writer", daemon=True)
+        self._thread.start()
+
+    @property
+    def end(self) -> int:
+        """The data file's offset right after the buffer."""
+        return self._end - self._base
+
+    def offset(self, t: torch.Tensor) -> int | None:
+        """``t``'s offset in the data file if it is a contiguous tensor lying in the buffer, else None."""
+        a, n = t.data_ptr(), t.numel() * t.element_size()
+        if n and t.is_contiguous() and self._base <= a and a + n <= self._end:
+            return a - self._base
+        return None
+
+    def _run(self) -> None:
+        try:
+            with self._fs.create_stream(self._path, "wb") as stream:
+                _write(stream, memoryview(self.buf.numpy()), self._base, self._landed)
+                rest = self._rest.get()
+                if rest is None:
+                    raise _Cancelled()
+                rest(stream)
+        except BaseException as e:  # noqa: BLE001 - raised by wait() in the writer's thread
+            self.error = e
+
+    def then(self, rest) -> None:
+        """After the buffer, ``rest(stream)`` writes the file's end (on the head's thread); the file is closed after."""
+        self._rest.put(rest)
+
+    def wait(self) -> None:
+        """Return once the file is written and closed; raise what failed it."""
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def cancel(self) -> None:
+        """End the file after the buffer if no end was handed over (a save that failed first); wait for it."""
+        with contextlib.suppress(queue.Full):
+            self._rest.put_nowait(None)
+        self._thread.join()
+
+
 class RawFileSystemWriter(FileSystemWriter):
-    """DCP's ``FileSystemWriter`` writing tensor items raw (see the module docstring); files, buckets, threads,
-    ``BYTE_IO`` items and ``finish`` (the ``.metadata``) as DCP's (filesystem.py:680-790).
+    """DCP's ``FileSystemWriter`` writing tensor items raw (see the module docstring); ``BYTE_IO`` items and
+    ``finish`` (the ``.metadata``) as DCP's (filesystem.py:680-790).
 
-    ``buffers``: flat uint8 CPU tensors holding staged tensors (``HostStager.buffers``). Tensors that lie in one,
-    in address order with at most ``MAX_GAP`` bytes of padding between them, are written as one run - the
-    buffer's bytes from the first to the last, in ``PIECE``-sized writes - each item at its offset in the run:
-    the state in a few large writes, as fast as the disk takes them. The padding must hold nothing private (the
-    stager's is zeros). Any other tensor is written alone (a non-contiguous one as its row-major copy).
+    ``head``: a :class:`BufferHead` already writing the staging buffer: every tensor lying in it is recorded at
+    its offset there, and the other items (``BYTE_IO``, then tensors written alone) follow the buffer in the same
+    file - the state reaches the disk in a few large writes, the first before DCP has planned. ``write_data``
+    returns before that file is written (its results are known): the caller waits for ``head``. Without it each
+    tensor is written alone (a non-contiguous one as its row-major copy), into DCP's files and threads.
+    ``landed``: a wait for staged bytes (``staging.Landing.wait``): a tensor written alone waits for the whole
+    staging copy."""
 
-    ``landed``: a wait for staged bytes (``staging.Landing.wait``: returns once the bytes below an address have
-    landed in the buffer; raises if the copy failed). Each piece of a run waits for its own bytes, so the disk
-    writes the first tensors while the later ones are being staged; a tensor written alone waits for all."""
-
-    def __init__(self, *args, buffers: list[torch.Tensor] = (), landed=None, **kwargs):
+    def __init__(self, *args, head: BufferHead | None = None, landed=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.buffers = [b for b in buffers if b.numel() and b.dtype == torch.uint8 and b.dim() == 1
-                        and b.device.type == "cpu" and b.is_contiguous()]
-        self.landed = landed
+        if head is not None and self.sync_files:
+            raise ValueError("RawFileSystemWriter: a head's file is closed after write_data returns and fsynced by "
+                             "the caller's commit: give sync_files=False with head")
+        self.head, self.landed = head, landed
 
     def write_data(self, plan, planner) -> Future:
         prefix: _StoragePrefix = plan.storage_data
-        files: queue.Queue = queue.Queue()
-        buckets = (_split_by_size_and_type(self.thread_count, plan.items) if self.single_file_per_rank
-                   else [[item] for item in plan.items])
-        for i, bucket in enumerate(buckets):
-            name = f"{prefix.prefix}{i}{DEFAULT_SUFFIX}"
-            files.put((self.fs.concat_path(self.path, name), name, bucket))
         results: queue.Queue = queue.Queue()
         errors: list[BaseException] = []
-        threads = [threading.Thread(target=self._write_files, args=(files, results, planner, errors),
-                                    name="ckpt-raw-writer", daemon=True) for _ in range(1, self.thread_count)]
-        for t in threads:
-            t.start()
-        self._write_files(files, results, planner, errors)
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+        if self.head is not None:
+            self._write_head(plan.items, planner, results)
+        else:
+            files: queue.Queue = queue.Queue()
+            buckets = (_split_by_size_and_type(self.thread_count, plan.items) if self.single_file_per_rank
+                       else [[item] for item in plan.items])
+            for i, bucket in enumerate(buckets):
+                name = f"{prefix.prefix}{i}{DEFAULT_SUFFIX}"
+                files.put((self.fs.concat_path(self.path, name), name, bucket))
+            threads = [threading.Thread(target=self._write_files, args=(files, results, planner, errors),
+                                        name="ckpt-raw-writer", daemon=True) for _ in range(1, self.thread_count)]
+            for t in threads:
+                t.start()
+            self._write_files(files, results, planner, errors)
+            for t in threads:
+                t.join()
+            if errors:
+                raise errors[0]
         out = []
         while not results.empty():
             out += results.get_nowait()
@@ -166,32 +235,42 @@ class RawFileSystemWriter(FileSystemWriter):
         fut.set_result(out)
         return fut
 
-    def _runs(self, tensors: list) -> tuple[list, list]:
-        """(runs, alone): runs of (item, tensor, address) lying in one of ``buffers``; the other (item, tensor)."""
-        spans = [(b.data_ptr(), b.data_ptr() + b.numel(), b) for b in self.buffers]
-        inside: dict[int, list] = {}
-        alone = []
-        for item, t in tensors:
-            a, n = t.data_ptr(), t.numel() * t.element_size()
-            i = next((i for i, (s, e, _) in enumerate(spans) if s <= a and a + n <= e), None)
-            if i is None or n == 0 or not t.is_contiguous():
-                alone.append((item, t))
-            else:
-                inside.setdefault(i, []).append((a, n, item, t))
-        runs = []
-        for i, members in inside.items():
-            members.sort(key=lambda m: m[0])
-            run, end = [], None
-            for a, n, item, t in members:
-                if run and not (end <= a <= end + MAX_GAP):  # overlapping or far apart: a new run
-                    runs.append((spans[i], run))
-                    run = []
-                run.append((a, n, item, t))
-                end = a + n
-            runs.append((spans[i], run))
-        return runs, alone
+    def _write_head(self, items: list, planner, results: queue.Queue) -> None:
+        """Every item's result in the head's file, handing its end to the head without waiting for it: the tensors
+        in the buffer at their offsets there, then the ``BYTE_IO`` items (serialized now), then the tensors
+        written alone (each once the whole staging copy has landed)."""
+        head, out, byte_io, alone = self.head, [], [], []
+        end = head.end
+        for item in items:
+            if item.type == WriteItemType.BYTE_IO:
+                data = planner.resolve_data(item).getbuffer()
+                byte_io.append((end, data))
+                out.append(WriteResult(index=item.index, size_in_bytes=len(data),  # as _write_item (filesystem.py:
+                                       storage_data=_StorageInfo(head.name, end, len(data))))  # 328-369)
+                end += len(data)
+        for item in items:
+            if item.type == WriteItemType.BYTE_IO:
+                continue
+            t = _checked(item, planner.resolve_data(item))
+            at = head.offset(t)
+            if at is None:
+                alone.append((end, t.contiguous()))  # raw bytes are row-major: a non-contiguous tensor is copied
+                at, end = end, end + t.numel() * t.element_size()
+            out.append(_result(item, t, head.name, at))
+
+        def rest(stream) -> None:
+            if alone and self.landed is not None:
+                self.landed(sys.maxsize)  # staged wherever it lies: once the whole copy has landed
+            for at, data in byte_io + [(at, _bytes_of(t)) for at, t in alone if t.numel()]:
+                if stream.tell() != at:
+                    raise RuntimeError(f"{head.name}: at offset {stream.tell()}, {at} planned")
+                _write(stream, data)
+
+        head.then(rest)
+        results.put(out)
 
     def _write_files(self, files: queue.Queue, results: queue.Queue, planner, errors: list) -> None:
+        """Without a head: per file, its ``BYTE_IO`` items as DCP writes them, then each tensor item alone."""
         try:
             while not errors:
                 try:
@@ -199,29 +278,18 @@ class RawFileSystemWriter(FileSystemWriter):
                 except queue.Empty:
                     return
                 out = []
-                tensors = [(i, _checked(i, planner.resolve_data(i))) for i in items
-                           if i.type != WriteItemType.BYTE_IO]
-                runs, alone = self._runs(tensors)
                 with self.fs.create_stream(path, "wb") as stream:
                     for item in items:  # as DCP: non-tensor items first
                         if item.type == WriteItemType.BYTE_IO:
                             out.append(_write_item(self.transforms, stream, planner.resolve_data(item), item, name,
                                                    SerializationFormat.TORCH_SAVE))
-                    for (start, _, buf), run in runs:
-                        first, last = run[0][0], run[-1][0] + run[-1][1]
-                        # zeros: the run's offset in the file agrees with its offset in the (page-aligned)
-                        # buffer modulo the disk's block, which an O_DIRECT destination needs (hashing.py)
-                        pad = (first - start - stream.tell()) % DIO_ALIGN
-                        if pad:
-                            stream.write(bytes(pad))
-                        base = stream.tell()
-                        _write(stream, memoryview(buf.numpy())[first - start:last - start], first, self.landed)
-                        out += [_result(item, t, name, base + a - first) for a, _, item, t in run]
-                    if alone and self.landed is not None:
+                    tensors = [i for i in items if i.type != WriteItemType.BYTE_IO]
+                    if tensors and self.landed is not None:
                         self.landed(sys.maxsize)  # staged wherever it lies: once the whole copy has landed
-                    for item, t in alone:
+                    for item in tensors:
+                        t = _checked(item, planner.resolve_data(item))
                         offset = stream.tell()
-                        if t.numel():  # raw bytes are row-major: a non-contiguous tensor is copied (alone)
+                        if t.numel():  # raw bytes are row-major: a non-contiguous tensor is copied
                             _write(stream, _bytes_of(t.contiguous()))
                         out.append(_result(item, t, name, offset))
                     if self.sync_files:
@@ -313,5 +381,5 @@ def check_descriptors(info, where: str) -> None:
         raise CorruptCheckpoint(f"{where}: raw item at offset {info.offset!r}, length {info.length!r}")
 
 
-__all__ = ["LAYOUTS", "RawFileSystemWriter", "check_layout", "descriptor", "is_raw", "parse", "read_raw",
+__all__ = ["LAYOUTS", "BufferHead", "RawFileSystemWriter", "check_layout", "descriptor", "is_raw", "parse", "read_raw",
            "writer_for", "check_descriptors"]

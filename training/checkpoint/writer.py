@@ -19,7 +19,7 @@ from torch.distributed.tensor import DTensor
 from training.checkpoint.hashing import Destination, TeeFileSystem
 from training.checkpoint.peer import PeerClient
 from training.checkpoint.promotion import Promoter
-from training.checkpoint.rawfmt import writer_for
+from training.checkpoint.rawfmt import BufferHead, writer_for
 from training.checkpoint.staging import HostStager, Landing
 from training.checkpoint.stats import SaveStats
 from training.checkpoint.storage import DirTier, Marker
@@ -224,20 +224,29 @@ class SnapshotWriter:
         fs = None
         if dests:
             fs = TeeFileSystem(list(dests.values()), step=step, rank=self.rank, stable=self.stager.spans())
-            # raw layout: the staged buffer's bytes in a few large writes (rawfmt.py); torch-save: DCP's own zip per tensor
-            raw = self.cfg.layout == "raw"
-            extra = {"buffers": self.stager.buffers(), "landed": landing and landing.wait} if raw else {}
-            writer = writer_for(self.cfg.layout)(fs.primary, sync_files=False, thread_count=self.cfg.write_threads,
-                                                 **extra)
-            writer.fs = fs
-            planner = SavePlanner(self.stager.layout_key,
-                                  landed=None if raw or landing is None else landing.wait_tensor)
+            # raw layout: the staged buffer's bytes in a few large writes from now on, while DCP plans (rawfmt.py);
+            # torch-save: DCP's own zip per tensor
+            raw, head = self.cfg.layout == "raw", None
             try:
-                dcp.save(staged, storage_writer=writer, planner=planner, no_dist=True)
+                extra = {}
+                if raw:
+                    flat = self.stager.buffers()
+                    head = BufferHead(fs, fs.primary, flat[0], landing and landing.wait) if flat else None
+                    extra = {"head": head, "landed": landing and landing.wait}
+                writer = writer_for(self.cfg.layout)(fs.primary, sync_files=False,
+                                                     thread_count=self.cfg.write_threads, **extra)
+                writer.fs = fs
+                planner = SavePlanner(self.stager.layout_key,
+                                      landed=None if raw or landing is None else landing.wait_tensor)
+                dcp.save(staged, storage_writer=writer, planner=planner, no_dist=True)  # .metadata beside the data
+                if head is not None:
+                    head.wait()  # the data file is written
             except (Exception, CheckpointException) as e:
                 for i, d in dests.items():
                     errors[i] = d.error or e
             finally:
+                if head is not None:
+                    head.cancel()  # a save that failed before the head's file was finished: it stops writing
                 fs.close()
             for i, d in dests.items():
                 if i in errors or d.error is not None:
