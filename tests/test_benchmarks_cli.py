@@ -4,6 +4,7 @@ checkpoint benchmark against DCP (issue 22: a like-for-like column, the staging 
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 
@@ -56,6 +57,9 @@ def test_the_dcp_comparison_has_a_like_for_like_column_and_one_staging_buffer(tm
     assert res["disk"] > 0 and "disk limit" in out
     assert "disk: write + fsync, buffered" in out and res["disk"] <= res["disk_buffered"]
     assert res["durable_over_disk"]["openpod_nvme"] == res["durable"]["openpod_nvme"] / res["disk"]
+    # and beside the training loop (the disk as a save made during training has it), reported next to it
+    assert res["disk_loaded"] > 0 and "disk limit beside the training loop" in out
+    assert res["durable_over_loaded_disk"]["openpod_nvme"] == res["durable"]["openpod_nvme"] / res["disk_loaded"]
 
 
 def test_the_disk_limit_is_the_faster_of_a_buffered_and_an_o_direct_write(tmp_path):
@@ -70,6 +74,9 @@ def test_the_disk_limit_is_the_faster_of_a_buffered_and_an_o_direct_write(tmp_pa
         assert rep["buffered"] > 0 and rep["limit"] == min(v for k, v in rep.items() if k != "limit")
         assert set(rep) <= {"buffered", "direct", "limit"}
     assert not list((tmp_path / "d").iterdir())  # its files are removed
+    steps = []
+    got = checkpoint_vs_dcp.disk_limit(tmp_path / "d", 3 * 4096 + 100, beside=lambda: steps.append(time.sleep(0.001)))
+    assert got[0]["loaded"] > 0 and steps  # the loop ran beside the writes
 
 
 def test_the_dcp_comparison_summarizes_the_ratios_of_several_runs_with_their_load(tmp_path, capsys):
