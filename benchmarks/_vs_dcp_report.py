@@ -22,9 +22,9 @@ RATIOS = [("nvme/DCP", "openpod_nvme", "dcp"), ("mem+nvme/DCP", "openpod", "dcp"
 def report(runs: dict[str, list[dict]], q: float, nbytes: int, cuda: bool, disk: list[dict] = ()) -> dict:
     """Print the table; returns ``{row: {column: median}}``, ``ratios`` (``{"col/base": {row: ratio}}``),
     ``staged`` (openpod's staging buffer over the state's bytes, per openpod column; pinned bytes on CUDA) and,
-    given ``disk`` (:func:`disk_limit`'s records), ``disk`` (the median of each rep's faster way), ``disk_buffered``
-    and ``disk_direct`` (each way's median) and ``durable_over_disk`` (per column,
-    its median time to durable over it)."""
+    given ``disk`` (:func:`disk_limit`'s records), ``disk`` (the median of each rep's fastest way), ``disk_<way>``
+    (each way's median), ``durable_over_disk`` (per column, its median time to durable over it) and, where the
+    records have it, ``disk_loaded`` and ``durable_over_loaded_disk`` (the same beside the training loop)."""
 
     def lost(r):  # the step time above the quiet median, over the steps the save overlapped
         return sum(r["steps"]) - q * len(r["steps"])
@@ -57,12 +57,12 @@ def report(runs: dict[str, list[dict]], q: float, nbytes: int, cuda: bool, disk:
         d = statistics.median(limits)
         out["disk"] = d
         out["durable_over_disk"] = {k: v / d for k, v in out["durable"].items()}
-        for way in ("buffered", "direct"):
+        for way in [w for w in disk[0] if w not in ("limit", "loaded")]:
             got = [x[way] for x in disk if way in x]
             if got:
                 out[f"disk_{way}"] = statistics.median(got)
                 print(f"{'disk: write + fsync, ' + way + ' (ms)':38s}{spread(got, 1e3):>24s}")
-        print(f"{'disk limit: the faster of the two (ms)':38s}{spread(limits, 1e3):>24s}   "
+        print(f"{'disk limit: the fastest of those (ms)':38s}{spread(limits, 1e3):>24s}   "
               f"({nbytes / 2**20 / d:.0f} MiB/s)")
         print(f"{'time to durable / disk limit':38s}"
               + "".join(f"{out['durable_over_disk'][k]:>23.2f}x" for k in runs) + "   (target: openpod nvme <= 1.2x)")

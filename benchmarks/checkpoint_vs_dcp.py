@@ -32,10 +32,10 @@ For each, per save (median and min-max of ``--reps``):
   tier count, and pages an earlier run freed do not hide them);
 * step slowdown: median step time while the save is in flight against quiet steps;
 * disk limit: the same disk's sequential write in the same run, between the saves: a file of the state's bytes
-  written front to back in ``DISK_CHUNK`` pieces from one page-aligned host buffer, then fsynced, once buffered
-  and once with ``O_DIRECT`` (both printed), the faster of the two taken (the least any of the four can take to
-  make the state durable there); printed with openpod nvme's time to durable over it (issue 38: within 1.2x);
-  and the same two writes again while the training loop steps on another thread (``disk limit beside the training
+  written front to back in ``DISK_CHUNK`` pieces from one page-aligned host buffer, then fsynced, once buffered,
+  once with ``O_DIRECT`` and once with ``O_DIRECT`` writes ``DEPTH`` at a time into a preallocated file (each
+  printed), the fastest taken (the least any of the four can take to make the state durable there); printed with openpod nvme's time to durable over it (issue 38: within 1.2x);
+  and the same writes again while the training loop steps on another thread (``disk limit beside the training
   loop``), the disk as any save made during training can have it on this machine, with each column's time to
   durable over that too;
 * training time lost: per save, the step time above the quiet median summed over the steps
@@ -92,6 +92,7 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 from torch.distributed.checkpoint.stateful import Stateful
 
 from benchmarks.training_checkpoint import state_bytes, train_step
+from benchmarks._disk_limit import disk_limit
 from benchmarks._vs_dcp_report import HEADS, report, summarize
 from training.checkpoint import Checkpointer
 from training.config import MODELS, CheckpointConfig, ModelConfig, TierConfig
@@ -381,100 +382,6 @@ def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int, memory_tier
         ck.close()
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(shm / "mem", ignore_errors=True)
-    return out
-
-
-DISK_CHUNK = 8 << 20  # bytes per write of the disk-limit measurement (training/checkpoint/storage.py's _CHUNK)
-DIO_ALIGN = 4096  # O_DIRECT: offset, address and length in multiples of this (training/checkpoint/hashing.py)
-
-
-def _write_through(fd: int, buf: memoryview, nbytes: int, direct_fd: int | None) -> None:
-    """``buf[:nbytes]`` front to back in ``DISK_CHUNK`` writes; the whole blocks through ``direct_fd`` when given
-    (O_DIRECT), the tail buffered through ``fd``."""
-    body = nbytes // DIO_ALIGN * DIO_ALIGN if direct_fd is not None else 0
-    for i in range(0, body, DISK_CHUNK):
-        os.pwrite(direct_fd, buf[i:min(i + DISK_CHUNK, body)], i)
-    for i in range(body, nbytes, DISK_CHUNK):
-        os.pwrite(fd, buf[i:min(i + DISK_CHUNK, nbytes)], i)
-
-
-def _write_ways(root: Path, buf: memoryview, nbytes: int, first: int) -> dict:
-    """Seconds to write ``buf[:nbytes]`` to a new file under ``root`` and fsync it, ``"buffered"`` and ``"direct"``
-    (O_DIRECT for the whole blocks; absent where the file system refuses it), ``first`` picking which goes first."""
-    got = {}
-    for way in ("buffered", "direct")[::1 if first % 2 == 0 else -1]:  # alternating which goes first
-        p = root / f"disk_limit_{first}_{way}"
-        t0 = time.perf_counter()
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        dfd = None
-        try:
-            if way == "direct":
-                try:
-                    dfd = os.open(p, os.O_WRONLY | os.O_DIRECT)
-                except (OSError, AttributeError):  # EINVAL: a file system refusing O_DIRECT; not Linux
-                    continue
-            _write_through(fd, buf, nbytes, dfd)
-            os.fsync(fd)
-            got[way] = time.perf_counter() - t0
-        finally:
-            if dfd is not None:
-                os.close(dfd)
-            os.close(fd)
-            p.unlink()
-    return got
-
-
-class _Looping:
-    """``step()`` called over and over on a thread of its own inside the ``with`` block (entered once the first
-    call has returned, so the loop is running when the block starts)."""
-
-    def __init__(self, step):
-        self.step, self._stop, self._ran = step, threading.Event(), threading.Event()
-        self._t = threading.Thread(target=self._run, name="disk-limit-loop", daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.step()
-            self._ran.set()
-
-    def __enter__(self) -> "_Looping":
-        self._t.start()
-        self._ran.wait()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._t.join()
-
-
-def disk_limit(root: Path, nbytes: int, reps: int = 1, beside=None) -> list[dict]:
-    """The disk's own limit for making ``nbytes`` durable under ``root``, measured beside the saves (same disk,
-    same load), ``reps`` times: per rep, seconds to write a new file sequentially from one page-aligned, resident
-    host buffer in ``DISK_CHUNK`` writes and fsync it, buffered (``"buffered"``) and with O_DIRECT for its whole
-    blocks (``"direct"``; absent where the file system refuses O_DIRECT), and ``"limit"``, the faster of the two:
-    the least a program can take to make the state durable there (openpod's nvme tier writes O_DIRECT too).
-    ``beside``: one training step; given, ``"loaded"`` is the faster of the same two writes made while that step
-    runs over and over on another thread - the disk as a save made during training can have it (on this
-    project's 2-vCPU VM an O_DIRECT write took 1.16x as long beside the training loop, 2026-11-29)."""
-    import mmap
-
-    root.mkdir(parents=True, exist_ok=True)
-    m = mmap.mmap(-1, max(nbytes, 1))  # page-aligned (O_DIRECT needs an aligned address)
-    buf = memoryview(m)
-    for i in range(0, nbytes, 4096):  # touched once, so the write copies resident pages
-        buf[i] = 1
-    out = []
-    try:
-        for r in range(reps):
-            got = _write_ways(root, buf, nbytes, r)
-            rec = dict(got, limit=min(got.values()))
-            if beside is not None:
-                with _Looping(beside):
-                    rec["loaded"] = min(_write_ways(root, buf, nbytes, r + 1).values())
-            out.append(rec)
-    finally:
-        buf.release()
-        m.close()
     return out
 
 

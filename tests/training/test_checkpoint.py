@@ -611,10 +611,10 @@ def test_durable_files_are_flushed_while_they_are_written_and_memory_files_never
         first_flush.set()
         return real_fdatasync(fd)
 
-    def write(self, mv):  # the writer goes on only once a flush ran, so the test does not race the flusher
+    def write(self, mv, *stable):  # the writer goes on only once a flush ran, so the test does not race the flusher
         if self.dest.kind == "nvme" and self.pos >= 2 * hashing.FLUSH_CHUNK:
             first_flush.wait(10)
-        return real_write(self, mv)
+        return real_write(self, mv, *stable)
 
     monkeypatch.setattr(hashing, "_fdatasync", recording_fdatasync)
     monkeypatch.setattr(hashing._File, "write", write)

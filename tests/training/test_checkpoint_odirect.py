@@ -3,10 +3,12 @@ the same bytes, hashes and commit as buffered writes, buffered where the file sy
 unaligned head and tail of a chunk buffered around its direct middle."""
 
 import errno
+import fcntl
 import json
 import mmap
 import os
 import shutil
+import threading
 import tempfile
 from pathlib import Path
 
@@ -71,7 +73,14 @@ def test_a_file_system_refusing_o_direct_gets_buffered_writes(tmp_path, monkeypa
     monkeypatch.setattr(hashing.os, "open", refusing_open)
     at_open = _save(tmp_path / "open", monkeypatch=monkeypatch)
     monkeypatch.setattr(hashing.os, "open", real_open)
-    monkeypatch.setattr(hashing.os, "pwrite", lambda *a: (_ for _ in ()).throw(OSError(errno.EINVAL, "Invalid")))
+    real_pwrite = os.pwrite
+
+    def refusing_pwrite(fd, *a):  # the direct descriptor's writes only: buffered ones are taken
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            raise OSError(errno.EINVAL, "Invalid")
+        return real_pwrite(fd, *a)
+
+    monkeypatch.setattr(hashing.os, "pwrite", refusing_pwrite)
     at_write = _save(tmp_path / "write", monkeypatch=monkeypatch)
     monkeypatch.undo()
     _save(tmp_path / "off", o_direct=False, monkeypatch=monkeypatch)
@@ -148,3 +157,73 @@ def test_bytes_written_with_o_direct_are_not_flushed_behind_the_writer_but_fsync
     data = str(tmp_path / "nvme/n0" / SNAP / "__0_0.distcp")
     assert data not in flushed, flushed  # its bytes went to the disk directly
     assert data in fsynced  # and the commit made them durable
+
+
+def _direct_file(tmp_path):
+    """A durable nvme destination's ``_File`` with an O_DIRECT descriptor; skips where the file system refuses it."""
+    path = tmp_path / "f"
+    dest = Destination("nvme", tmp_path, durable=True, step=0)
+    fh = open(path, "wb")
+    dfd = open_direct(path)
+    if dfd is None:
+        fh.close()
+        pytest.skip("this file system refuses O_DIRECT")
+    return path, dest, _File(dest, fh, dfd)
+
+
+def test_direct_writes_of_stable_memory_run_side_by_side_into_a_preallocated_file(tmp_path, monkeypatch):
+    """Failed on the old code: one direct write at a time, each waited for before the next was issued - with the
+    training loop and the save's copy and hash on both vCPUs, the disk sat idle while the writer waited to be
+    scheduled again (338 MiB: 216 ms against 174 ms quiet; two in flight into a preallocated file: 179 ms)."""
+    from training.checkpoint import dio
+
+    real, second_started, overlapped = os.pwrite, threading.Event(), []
+
+    def pwrite(fd, mv, at):
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            if at == 0:  # the first piece waits (a slow disk) until the second is issued beside it
+                overlapped.append(second_started.wait(5))
+            else:
+                second_started.set()
+        return real(fd, mv, at)
+
+    buf, mv = _aligned(4 * DIO_ALIGN)
+    path, dest, f = _direct_file(tmp_path)
+    monkeypatch.setattr(dio.os, "pwrite", pwrite)
+    f.reserve(4 * DIO_ALIGN)
+    assert path.stat().st_size == 4 * DIO_ALIGN  # allocated up front: direct writes below the size run side by side
+    f.write(mv[:2 * DIO_ALIGN], stable=True)
+    f.write(mv[2 * DIO_ALIGN:4 * DIO_ALIGN], stable=True)
+    f.close_direct()
+    f.fh.close()
+    monkeypatch.undo()
+    assert overlapped == [True] and dest.direct_bytes == 4 * DIO_ALIGN
+    assert path.read_bytes() == bytes(mv[:4 * DIO_ALIGN])
+    del mv
+    buf.close()
+
+
+def test_unstable_memory_is_written_before_write_returns_and_a_failed_write_in_flight_fails_at_close(tmp_path,
+                                                                                                     monkeypatch):
+    """Memory that may change once ``write`` returns (not the staging buffer) is never left in flight; a direct
+    write that fails in flight (ENOSPC) is raised when the file's direct writes are closed, before any commit."""
+    from training.checkpoint import dio
+
+    real, calls = os.pwrite, []
+
+    def pwrite(fd, mv, at):
+        calls.append(at)
+        if at == 2 * DIO_ALIGN and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, mv, at)
+
+    buf, mv = _aligned(4 * DIO_ALIGN)
+    path, dest, f = _direct_file(tmp_path)
+    monkeypatch.setattr(dio.os, "pwrite", pwrite)
+    f.write(mv[:2 * DIO_ALIGN])  # not stable: written when write returns
+    assert calls == [0] and not f._inflight
+    f.write(mv[2 * DIO_ALIGN:4 * DIO_ALIGN], stable=True)
+    with pytest.raises(OSError, match="No space left"):
+        f.close_direct()
+    f.fh.close()
+    assert f.dfd is None  # closed even so

@@ -35,10 +35,10 @@ def _save(root, monkeypatch, layout, overlap=True):
         finally:
             seen["copied"] = time.perf_counter()
 
-    def write(self, mv):
+    def write(self, mv, *stable):
         if self.dest.kind == "nvme" and self.fh.name.endswith(".distcp"):
             seen.setdefault("first_write", time.perf_counter())
-        return real_write(self, mv)
+        return real_write(self, mv, *stable)
 
     monkeypatch.setattr(HostStager, "copy", copy)
     monkeypatch.setattr(hashing._File, "write", write)
@@ -146,14 +146,14 @@ def test_the_data_file_is_written_from_the_saves_start_and_its_metadata_beside_i
         finally:
             planned.set()
 
-    def write(self, mv):
+    def write(self, mv, *stable):
         if self.dest.kind == "nvme" and self.fh.name.endswith(".distcp"):
             data_started.set()
             if planned.is_set() and "metadata before data end" not in seen:
                 seen["metadata before data end"] = metadata_started.wait(5)
         elif self.fh.name.endswith(".metadata.tmp"):
             metadata_started.set()
-        return real_write(self, mv)
+        return real_write(self, mv, *stable)
 
     monkeypatch.setattr(SavePlanner, "create_local_plan", create_local_plan)
     monkeypatch.setattr(hashing._File, "write", write)

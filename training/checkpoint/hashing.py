@@ -20,13 +20,12 @@ fails only when none is left. The nvme tier's large chunks whose address and fil
 offset agree modulo ``DIO_ALIGN`` (the raw layout's runs of the page-aligned staging
 buffer) go out with ``O_DIRECT`` in whole blocks, without the page cache's copy; their
 unaligned head and tail, everything else and any file system refusing ``O_DIRECT``
-get buffered writes (``_File``).
+get buffered writes (``dio._File``, which keeps a few direct writes of stable memory in flight).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import io
 import os
@@ -36,31 +35,17 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import Iterator
 
-import numpy as np
 import torch.serialization
 from torch.distributed.checkpoint.filesystem import FileSystem
 
 from training.checkpoint import storage
+from training.checkpoint.dio import DIO_ALIGN, _address, _File, open_direct  # noqa: F401 - DIO_ALIGN: imported from here
 from training.checkpoint.storage import HASH, hash_file
 from training.faults import enospc_quota, kill_armed, kill_point
 
-WRITEBACK_CHUNK = 16 << 20  # start writeback of a durable file every this many bytes
-FLUSH_CHUNK = 32 << 20      # and flush it to stable storage (fdatasync, in the background) every this many
+FLUSH_CHUNK = 32 << 20      # flush a durable file to stable storage (fdatasync, in the background) every this many
 SMALL_WRITE = 64 << 10      # writes below this size are gathered ...
 GATHER = 1 << 20            # ... and passed on once this many bytes are gathered
-_SYNC_FILE_RANGE_WRITE = 2  # linux/fs.h
-
-
-def _libc_sync_file_range():
-    try:
-        f = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):  # not Linux/glibc: the commit's fsync does all the work
-        return None
-    f.argtypes = [ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint]
-    return f
-
-
-_sync_file_range = _libc_sync_file_range()
 _fdatasync = getattr(os, "fdatasync", os.fsync)  # (where os has no fdatasync: fsync)
 
 # torch.save computes a CRC32 of every record it writes (torch 2.13.0 torch/serialization.py:172-197, read
@@ -99,93 +84,6 @@ class Destination:
             self.quota.charge(n)
 
 
-DIO_ALIGN = 4096  # O_DIRECT: file offset, memory address and length of a direct write are multiples of this
-
-
-def open_direct(path) -> int | None:
-    """A second, ``O_DIRECT`` descriptor on a file just created, or None where the file system refuses it
-    (EINVAL: tmpfs before Linux 6.6, some FUSE and network file systems) or the platform has no O_DIRECT."""
-    flag = getattr(os, "O_DIRECT", 0)
-    if not flag:
-        return None
-    try:
-        return os.open(path, os.O_WRONLY | flag)
-    except OSError as e:
-        if e.errno in (errno.EINVAL, errno.EOPNOTSUPP):
-            return None
-        raise
-
-
-def _address(mv: memoryview) -> int:
-    return np.frombuffer(mv, dtype=np.uint8).ctypes.data
-
-
-class _File:
-    """One destination's file. ``dfd``: an ``O_DIRECT`` descriptor on it (durable local disk only,
-    ``CheckpointConfig.o_direct``): the block-aligned middle of a large chunk whose address and file offset
-    agree modulo ``DIO_ALIGN`` (the raw layout's runs) goes from memory to the disk without the page cache's
-    copy; the rest - head, tail, small or misaligned chunks - is written buffered, as before."""
-
-    def __init__(self, dest: Destination, fh, dfd: int | None = None):
-        self.dest, self.fh, self.dfd = dest, fh, dfd
-        self.pos = self.synced = self.flushed = 0
-        self.direct = 0  # bytes of this file written with O_DIRECT (no page cache to flush behind)
-
-    def write(self, mv) -> None:
-        self.dest.charge(len(mv))
-        n = len(mv)
-        if self.dfd is not None and n >= 2 * DIO_ALIGN and isinstance(mv, memoryview):
-            head = -_address(mv) % DIO_ALIGN
-            body = (n - head) // DIO_ALIGN * DIO_ALIGN
-            if (self.pos + head) % DIO_ALIGN == 0 and body:
-                self._direct(mv, head, body)
-                self.pos += n
-                return
-        self.fh.write(mv)
-        self.pos += n
-
-    def _direct(self, mv: memoryview, head: int, body: int) -> None:
-        """``mv[:head]`` buffered, ``mv[head:head+body]`` with O_DIRECT, the rest buffered. Where the file
-        system refuses the direct write (EINVAL), this file goes on buffered."""
-        self.fh.write(mv[:head])
-        self.fh.flush()  # the buffered bytes reach the kernel before the direct write beyond them
-        at, done = self.pos + head, 0
-        try:
-            while done < body:
-                got = os.pwrite(self.dfd, mv[head + done:head + body], at + done)
-                done += max(got, 0)
-                if got <= 0 or got % DIO_ALIGN:  # a short write off the block grid: the rest goes buffered
-                    break
-        except OSError as e:
-            if e.errno not in (errno.EINVAL, errno.EOPNOTSUPP) or done:
-                raise
-            self.close_direct()
-        self.dest.direct_bytes += done
-        self.direct += done
-        if done:
-            self.fh.seek(at + done)
-        self.fh.write(mv[head + done:])
-
-    def close_direct(self) -> None:
-        if self.dfd is not None:
-            fd, self.dfd = self.dfd, None
-            os.close(fd)
-
-    def start_writeback(self, *, at_least: int = WRITEBACK_CHUNK) -> None:
-        """Start writing what has been written so far to the device (asynchronous; it may wait for room in
-        the device's queue, so the follower calls it, not DCP's writer): the disk works while the rest is
-        serialized, and the fsync at commit has only the tail left."""
-        upto = self.pos  # bytes up to here have been handed to the kernel (buffered writes pass large chunks)
-        if not (self.dest.durable and _sync_file_range is not None) or self.dest.error is not None:
-            return
-        if upto - self.synced < max(at_least, 1):
-            return
-        if _sync_file_range(self.fh.fileno(), self.synced, upto - self.synced, _SYNC_FILE_RANGE_WRITE):
-            self.synced = 1 << 62  # not supported here (errno set): leave it all to the fsync
-        else:
-            self.synced = upto
-
-
 class _TeeStream(io.RawIOBase):
     """A write stream: the destinations are written here; the follower hashes and keeps deferred chunks.
 
@@ -218,13 +116,23 @@ class _TeeStream(io.RawIOBase):
         self._pos += n
         return n
 
-    def _pass_on(self, chunk) -> None:
-        n = len(chunk)
-        self._fs.follow(self._record, self._d, chunk, self._files)
+    def reserve(self, nbytes: int) -> None:
+        """The stream will hold at least ``nbytes``: its durable files allocate them now (``dio._File.reserve``)."""
         for f in self._files:
             if f.dest.error is None:
                 try:
-                    f.write(chunk)
+                    f.reserve(nbytes)
+                except OSError as e:
+                    self._fs.fail(f.dest, e)
+
+    def _pass_on(self, chunk) -> None:
+        n = len(chunk)
+        stable = isinstance(chunk, memoryview) and self._fs._stable(chunk)
+        self._fs.follow(self._record, self._d, chunk, self._files, stable=stable)
+        for f in self._files:
+            if f.dest.error is None:
+                try:
+                    f.write(chunk, stable)
                 except OSError as e:
                     self._fs.fail(f.dest, e)
         self._fs.raise_if_none_left()
@@ -339,11 +247,13 @@ class TeeFileSystem(FileSystem):
         i = bisect_right(self._starts, addr) - 1
         return i >= 0 and addr + len(mv) <= self._ends[i]
 
-    def follow(self, record: list | None, digest: dict, chunk, written: list[_File] = ()) -> None:
+    def follow(self, record: list | None, digest: dict, chunk, written: list[_File] = (), *,
+               stable: bool | None = None) -> None:
         """Queue ``chunk`` for the hash and, if ``record`` is given, the deferred destinations (by reference
         if it lies in a stable buffer or is a gathered bytearray, which the stream never reuses; else as a
-        copy); ``written``: the files the writer wrote it to, whose writeback the follower starts."""
-        if isinstance(chunk, memoryview) and not self._stable(chunk):
+        copy); ``written``: the files the writer wrote it to, whose writeback the follower starts. ``stable``:
+        whether it lies in a stable buffer, if the caller knows."""
+        if isinstance(chunk, memoryview) and not (self._stable(chunk) if stable is None else stable):
             chunk = bytes(chunk)
         self._q.put((record, digest, chunk, written))
 

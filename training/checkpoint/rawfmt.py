@@ -41,7 +41,7 @@ from torch.distributed.checkpoint.planner import WriteItemType
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
-from training.checkpoint.hashing import DIO_ALIGN
+from training.checkpoint.dio import DIO_ALIGN
 from training.checkpoint.storage import CorruptCheckpoint
 from training.config import LAYOUTS
 
@@ -162,6 +162,7 @@ class BufferHead:
     def _run(self) -> None:
         try:
             with self._fs.create_stream(self._path, "wb") as stream:
+                stream.reserve(self.buf.numel())  # allocated up front: its direct writes run side by side (dio.py)
                 _write(stream, memoryview(self.buf.numpy()), self._base, self._landed)
                 rest = self._rest.get()
                 if rest is None:
