@@ -169,3 +169,26 @@ def test_the_data_file_is_written_from_the_saves_start_and_its_metadata_beside_i
     for tier in ("nvme", "memory", "fsx"):
         assert _snapshot(tmp_path / "head", tier) == _snapshot(tmp_path / "eager", tier), tier
     assert _restore(tmp_path / "head", tier="nvme")[0].step == 2
+
+
+def test_the_deferred_staging_copy_is_a_few_calls_not_one_per_tensor(monkeypatch):
+    """Failed on the old code: one ``copy_`` per tensor (276 for the benchmark's `small`), each handing the GIL back
+    and winning it again from the training loop and the save's threads - 28-35 ms beside the loop for a copy of
+    4 ms quiet. Now one call per ``ADVANCE_EVERY`` bytes, the landing advanced after each."""
+    model, opt = make_model()
+    train(model, opt)
+    state = {"model": model.state_dict(), "optim": opt.state_dict()}
+    stager = HostStager(pin=False)
+    staged, pending = stager.plan(state, defer=lambda t: t.numel() > 1)
+    calls, marks = [], []
+    real_copy, real_foreach, real_advance = torch.Tensor.copy_, torch._foreach_copy_, Landing.advance
+    monkeypatch.setattr(torch.Tensor, "copy_", lambda self, *a, **k: (calls.append(1), real_copy(self, *a, **k))[1])
+    monkeypatch.setattr(torch, "_foreach_copy_", lambda *a, **k: (calls.append(len(a[0])), real_foreach(*a, **k))[1])
+    monkeypatch.setattr(Landing, "advance", lambda self, upto: (marks.append(upto), real_advance(self, upto))[1])
+    monkeypatch.setattr(staging, "ADVANCE_EVERY", stager.nbytes // 3)
+    stager.copy(pending)
+    monkeypatch.undo()
+    assert len(pending) > 10 and len(calls) <= 4 and sum(calls) == len(pending), (len(pending), calls)
+    assert marks == sorted(marks) and len(marks) >= 3 and stager.landing.complete
+    flat = {k: v for k, v in model.state_dict().items()}
+    assert all(torch.equal(staged["model"][k], v) for k, v in flat.items())

@@ -81,23 +81,24 @@ def test_a_raw_save_runs_no_torch_save_per_tensor_and_writes_each_tensor_once_by
     torch.save serializes only the non-tensor items (DCP's planner's BYTE_IO)."""
     from training.checkpoint import hashing
 
-    saved, copied = [], []
+    saved, copied, by_ref = [], [], []
     real_save, real_follow = torch.save, hashing.TeeFileSystem.follow
 
     def counting_save(obj, f, *a, **kw):
         saved.append(type(obj).__name__)
         return real_save(obj, f, *a, **kw)
 
-    def follow(self, record, digest, chunk, written=()):
-        if isinstance(chunk, memoryview) and not self._stable(chunk):
-            copied.append(len(chunk))
-        return real_follow(self, record, digest, chunk, written)
+    def follow(self, record, digest, chunk, written=(), **kw):
+        if isinstance(chunk, memoryview):
+            (by_ref if self._stable(chunk) else copied).append(len(chunk))
+        return real_follow(self, record, digest, chunk, written, **kw)
 
     monkeypatch.setattr(torch, "save", counting_save)
     monkeypatch.setattr(hashing.TeeFileSystem, "follow", follow)
     _save(tmp_path)
     monkeypatch.undo()
-    assert "Tensor" not in saved and copied == []
+    assert "Tensor" not in saved and copied == [] and by_ref  # (a save that failed would follow nothing)
+    assert DirTier("nvme", tmp_path / "nvme/n0").index() == {2: {0}}
     _, h = _save(tmp_path / "again")
     assert _restore(tmp_path / "again")[1] == h
 

@@ -170,13 +170,13 @@ def test_the_checkpointer_hashes_staged_tensor_bytes_by_reference(tmp_path, monk
     copied, by_ref = [0], [0]
     real_follow = hashing.TeeFileSystem.follow
 
-    def follow(self, record, digest, chunk, written=()):
+    def follow(self, record, digest, chunk, written=(), **kw):
         if isinstance(chunk, memoryview):
             if self._stable(chunk):
                 by_ref[0] += len(chunk)
             else:
                 copied[0] += len(chunk)
-        return real_follow(self, record, digest, chunk, written)
+        return real_follow(self, record, digest, chunk, written, **kw)
 
     monkeypatch.setattr(hashing.TeeFileSystem, "follow", follow)
     from training.config import MODELS
