@@ -2,8 +2,8 @@
 
 The raw layout's runs of the page-aligned staging buffer (rawfmt.py) agree with their file offset modulo
 ``DIO_ALIGN``; their whole blocks go from memory to the disk with ``O_DIRECT``, without the page cache's copy, the
-unaligned head and tail buffered around them. Up to ``DEPTH`` such writes per file are in flight on a small
-shared pool of threads: a save runs beside the training loop, and with both vCPUs of this project's benchmark VM
+unaligned head and tail buffered around them. Up to ``DEPTH`` such writes per file are in flight on the save's
+worker threads (``workers``): a save runs beside the training loop, and with both vCPUs of this project's benchmark VM
 busy a single writer came back from each 8 MiB write to find no CPU free, leaving the disk idle in between (338 MiB:
 216 ms beside the loop, the copy and the hash, 174 ms quiet; two in flight into a preallocated file, 179 ms -
 2026-11-29, ``docs/training.md``). Writes in flight only ever cover stable memory (the staging buffer, unchanged
@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import threading
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
+
+from training.checkpoint import workers
 
 DIO_ALIGN = 4096  # O_DIRECT: file offset, memory address and length of a direct write are multiples of this
 DEPTH = 2  # O_DIRECT writes in flight per file
@@ -60,19 +63,6 @@ def open_direct(path) -> int | None:
 
 def _address(mv: memoryview) -> int:
     return np.frombuffer(mv, dtype=np.uint8).ctypes.data
-
-
-_pool: tuple[int, ThreadPoolExecutor] | None = None
-_pool_lock = threading.Lock()
-
-
-def _io_pool() -> ThreadPoolExecutor:
-    """The process's direct-write threads (made again in a forked child, whose copy has no threads)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid():
-            _pool = (os.getpid(), ThreadPoolExecutor(2 * DEPTH, thread_name_prefix="ckpt-dio"))
-        return _pool[1]
 
 
 class _File:
@@ -120,7 +110,7 @@ class _File:
         while len(self._inflight) >= DEPTH or (self._inflight and not stable):
             self._inflight.popleft().result()  # raises what failed it
         if stable:
-            self._inflight.append(_io_pool().submit(self._pwrite, mv[head:head + body], at))
+            self._inflight.append(workers.run(functools.partial(self._pwrite, mv[head:head + body], at), "ckpt-dio"))
         else:
             self._pwrite(mv[head:head + body], at)
         self.fh.seek(at + body)

@@ -38,7 +38,7 @@ from typing import Iterator
 import torch.serialization
 from torch.distributed.checkpoint.filesystem import FileSystem
 
-from training.checkpoint import storage
+from training.checkpoint import storage, workers
 from training.checkpoint.dio import DIO_ALIGN, _address, _File, open_direct  # noqa: F401 - DIO_ALIGN: imported from here
 from training.checkpoint.storage import HASH, hash_file
 from training.faults import enospc_quota, kill_armed, kill_point
@@ -205,8 +205,7 @@ class TeeFileSystem(FileSystem):
         spans = sorted((a, a + n) for a, n in stable if n > 0)
         self._starts, self._ends = [a for a, _ in spans], [e for _, e in spans]
         self._q: queue.Queue = queue.Queue()
-        self._follower = threading.Thread(target=self._follow_loop, name="ckpt-follower", daemon=True)
-        self._follower.start()
+        self._follower = workers.run(self._follow_loop, "ckpt-follower")
         # Flushes durable files behind the writer: the commit's fsync then waits for the tail, not the whole
         # file. (Measured on this project's benchmark machine, a virtual disk: sync_file_range's writeback left
         # the page cache clean, yet the commit's fsync of 0.33 GiB still took 0.37-0.43 s; see
@@ -215,8 +214,7 @@ class TeeFileSystem(FileSystem):
         self._flush_busy = False
         self._flusher = None
         if any(d.durable for d in dests):
-            self._flusher = threading.Thread(target=self._flush_loop, name="ckpt-flusher", daemon=True)
-            self._flusher.start()
+            self._flusher = workers.run(self._flush_loop, "ckpt-flusher")
 
     # ------------------------------------------------------------ failures
     def fail(self, dest: Destination, e: BaseException) -> None:
@@ -331,10 +329,10 @@ class TeeFileSystem(FileSystem):
         """Finish the follower's work and stop it (the stable buffers must stay until :meth:`fill`)."""
         self._q.join()
         self._q.put(None)
-        self._follower.join()
+        self._follower.result()
         if self._flusher is not None:  # a running flush has finished (its error, if any, is recorded)
             self._flushq.put(None)
-            self._flusher.join()
+            self._flusher.result()
 
     def fill(self) -> None:
         """Write the deferred destinations' files from the kept chunks (after :meth:`close`; the stable

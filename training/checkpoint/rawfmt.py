@@ -41,6 +41,7 @@ from torch.distributed.checkpoint.planner import WriteItemType
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
+from training.checkpoint import workers
 from training.checkpoint.dio import DIO_ALIGN
 from training.checkpoint.storage import CorruptCheckpoint
 from training.config import LAYOUTS
@@ -144,8 +145,7 @@ class BufferHead:
         self._path, self._fs, self._landed = fs.concat_path(directory, DATA_FILE), fs, landed
         self._rest: queue.Queue = queue.Queue(maxsize=1)
         self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="ckpt-head-writer", daemon=True)
-        self._thread.start()
+        self._done = workers.run(self._run, "ckpt-head-writer")
 
     @property
     def end(self) -> int:
@@ -177,7 +177,7 @@ class BufferHead:
 
     def wait(self) -> None:
         """Return once the file is written and closed; raise what failed it."""
-        self._thread.join()
+        self._done.result()
         if self.error is not None:
             raise self.error
 
@@ -185,7 +185,7 @@ class BufferHead:
         """End the file after the buffer if no end was handed over (a save that failed first); wait for it."""
         with contextlib.suppress(queue.Full):
             self._rest.put_nowait(None)
-        self._thread.join()
+        self._done.result()
 
 
 class RawFileSystemWriter(FileSystemWriter):
