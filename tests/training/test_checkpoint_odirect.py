@@ -227,3 +227,38 @@ def test_unstable_memory_is_written_before_write_returns_and_a_failed_write_in_f
         f.close_direct()
     f.fh.close()
     assert f.dfd is None  # closed even so
+
+
+def test_a_direct_write_failing_in_flight_fails_the_durable_copy_not_the_save(tmp_path, monkeypatch, caplog):
+    """A direct write of the data file that fails after write() returned (EIO, on the worker thread) drops that
+    tier's copy before its commit, as a failed buffered write does: the memory tier is committed, training goes
+    on, and the step is copied into nvme from memory (a retry, counted)."""
+    import dataclasses
+    import logging
+
+    from training.checkpoint import dio, rawfmt
+    from training.checkpoint.storage import DirTier
+    from tests.training.test_checkpoint import restore, saved, tiers
+
+    real = os.pwrite
+    failed = []
+
+    def pwrite(fd, mv, at):
+        if at >= 64 << 10 and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT and not failed:
+            failed.append(at)
+            raise OSError(errno.EIO, "Input/output error")
+        return real(fd, mv, at)
+
+    monkeypatch.setattr(rawfmt, "PIECE", 64 << 10)  # the tiny model's buffer in several direct writes
+    monkeypatch.setattr(dio.os, "pwrite", pwrite)
+    cfg = tiers(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="training.checkpoint"):
+        ck, h = saved(tmp_path, cfg)
+    monkeypatch.undo()
+    if not failed:
+        pytest.skip("this file system refuses O_DIRECT: no direct write to fail")
+    assert ck.stats.committed == 1 and ck.stats.failed == 0 and ck.stats.promote_retried == 1, ck.stats
+    assert "writing step 2 to nvme" in caplog.text and "Input/output error" in caplog.text
+    assert [m.step for m in DirTier("nvme", tmp_path / "nvme/n0").markers()] == [2]
+    info, h2 = restore(tmp_path, dataclasses.replace(cfg, tiers=[cfg.tiers[1]]))
+    assert info.step == 2 and h2 == h

@@ -264,12 +264,11 @@ class TeeFileSystem(FileSystem):
                 record, digest, chunk, written = item
                 if digest is None:  # end of a stream: close its files (see start_writeback)
                     for f in written:
-                        try:
-                            f.close_direct()
-                            f.start_writeback(at_least=1)
-                            f.fh.close()
-                        except OSError as e:
-                            self.fail(f.dest, e)
+                        for step in (f.close_direct, lambda: f.start_writeback(at_least=1), f.fh.close):
+                            try:  # the file is closed even when a direct write in flight failed
+                                step()
+                            except OSError as e:
+                                self.fail(f.dest, e)
                     continue
                 digest["h"].update(chunk)
                 if record is not None:

@@ -263,14 +263,15 @@ class RawFileSystemWriter(FileSystemWriter):
             t = _checked(item, planner.resolve_data(item))
             at = head.offset(t)
             if at is None:
-                alone.append((end, t.contiguous()))  # raw bytes are row-major: a non-contiguous tensor is copied
+                alone.append((end, t))
                 at, end = end, end + t.numel() * t.element_size()
             out.append(_result(item, t, head.name, at))
 
         def rest(stream) -> None:
             if alone and self.landed is not None:
                 self.landed(sys.maxsize)  # staged wherever it lies: once the whole copy has landed
-            for at, data in byte_io + [(at, _bytes_of(t)) for at, t in alone if t.numel()]:
+            # raw bytes are row-major: a non-contiguous tensor is copied, once its bytes have landed
+            for at, data in byte_io + [(at, _bytes_of(t.contiguous())) for at, t in alone if t.numel()]:
                 if stream.tell() != at:
                     raise RuntimeError(f"{head.name}: at offset {stream.tell()}, {at} planned")
                 _write(stream, data)

@@ -21,7 +21,7 @@ def local_tensor(t: torch.Tensor) -> torch.Tensor:
 LANDED_EVERY = 32 << 20  # CUDA: bytes of device-to-host copies between two progress marks (events)
 ADVANCE_EVERY = 4 << 20  # CPU: tensors copied in one call, then the landing advanced, per this many bytes
 ALIGN = 64  # bytes: each staged tensor starts on its own cache line in the flat buffer
-PAGE = 4096  # the flat buffer starts on a page (hashing.DIO_ALIGN)
+PAGE = 4096  # the flat buffer starts on a page (dio.DIO_ALIGN)
 
 
 def carve(sizes: list[int], align: int = ALIGN) -> tuple[list[int], int]:
