@@ -282,3 +282,20 @@ def test_the_chaos_stand_ins_throttle_and_step_the_clock(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(trigger)], env=env, capture_output=True, text=True,
                          timeout=30)
     assert out.stdout.split() == ["600", "0"], out.stderr
+
+
+def test_a_chaos_run_that_exits_4_for_a_tier_left_behind_is_compared_not_called_different(tmp_path, monkeypatch):
+    """Failed on the old code: a scenario whose tier fails the last step on every try ends, by design (issue 38
+    item 2), with the result printed and exit 4 - the chaos table called it 'DIFFERS (exit 4)' without comparing
+    the state (3 of the 8 scenarios, every run since item 2)."""
+    from benchmarks import chaos_checkpoint
+
+    done = subprocess.CompletedProcess([], 4, stdout='{"state_sha256": "abc"}\n', stderr="error: fsx is behind\n")
+    monkeypatch.setattr(chaos_checkpoint.subprocess, "run", lambda *a, **k: done)
+    monkeypatch.setitem(chaos_checkpoint.S3, "url", "http://127.0.0.1:1")
+    rc, out, _ = chaos_checkpoint.run(tmp_path)
+    assert chaos_checkpoint.verdict(rc, out, "abc").startswith("bit-identical, exit 4")
+    assert chaos_checkpoint.verdict(rc, out, "other") == "DIFFERS (exit 4)"
+    assert chaos_checkpoint.verdict(0, out, "abc") == "bit-identical"
+    done.returncode = 1
+    assert chaos_checkpoint.run(tmp_path)[1] is None  # a failed job's output is not a result
