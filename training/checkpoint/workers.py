@@ -42,13 +42,18 @@ def _work(inbox: queue.SimpleQueue) -> None:
     me = threading.current_thread()
     while True:
         fn, fut, name = inbox.get()
-        me.name = name
-        if fut.set_running_or_notify_cancel():
+        result = error = None
+        if fut.set_running_or_notify_cancel():  # (not cancelled)
+            me.name = name
             try:
-                fut.set_result(fn())
+                result = fn()
             except BaseException as e:  # noqa: BLE001 - the caller's to raise
-                fut.set_exception(e)
-        me.name = "ckpt-worker"
-        del fn, fut  # nothing of the job is kept while idle
-        with _lock:
+                error = e
+            me.name = "ckpt-worker"
+        with _lock:  # idle before the caller hears of the result: a caller that goes on finds this thread free
             _idle.append(inbox)
+        if fut.running() and error is not None:
+            fut.set_exception(error)
+        elif fut.running():
+            fut.set_result(result)
+        del fn, fut, result, error  # nothing of the job is kept while idle
