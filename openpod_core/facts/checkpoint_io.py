@@ -69,7 +69,7 @@ FACTS: tuple[Fact, ...] = (
         "https://lore.kernel.org/linux-ext4/20221226062015.3479416-1-yi.zhang@huaweicloud.com/ ('ext4: dio take "
         "shared inode lock when overwriting preallocated blocks', fs/ext4/file.c ext4_dio_write_checks and "
         "ext4_overwrite_io)", "2026-11-29",
-        "training/checkpoint/dio.py preallocates the data file (fallocate) so its two direct writes in flight run "
+        "training/checkpoint/dio.py preallocates the data file (fallocate) so its direct writes in flight run "
         "side by side; measured on this VM's ext4 (Linux 6.18), 338 MiB beside the training loop, the copy and the "
         "hash: 231 ms with two in flight into a growing file, 179 ms into a preallocated one, 216 ms one at a time",
     ),
