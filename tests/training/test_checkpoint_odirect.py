@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from training.checkpoint import hashing
-from training.checkpoint.hashing import DIO_ALIGN, Destination, _File, open_direct
+from training.checkpoint.dio import DIO_ALIGN, _File, open_direct
+from training.checkpoint.hashing import Destination
 from training.checkpoint.storage import HASH, hash_file
 from tests.training.test_checkpoint import make_model
 from tests.training.test_checkpoint_rawfmt import SNAP, _save_step

@@ -39,7 +39,7 @@ import torch.serialization
 from torch.distributed.checkpoint.filesystem import FileSystem
 
 from training.checkpoint import storage, workers
-from training.checkpoint.dio import DIO_ALIGN, _address, _File, open_direct  # noqa: F401 - DIO_ALIGN: imported from here
+from training.checkpoint.dio import _address, _File, open_direct
 from training.checkpoint.storage import HASH, hash_file
 from training.faults import enospc_quota, kill_armed, kill_point
 
