@@ -111,6 +111,18 @@ def _aligned(n):
     return buf, memoryview(buf)
 
 
+def _direct_file(tmp_path):
+    """A durable nvme destination's ``_File`` with an O_DIRECT descriptor; skips where the file system refuses it."""
+    path = tmp_path / "f"
+    dest = Destination("nvme", tmp_path, durable=True, step=0)
+    fh = open(path, "wb")
+    dfd = open_direct(path)
+    if dfd is None:
+        fh.close()
+        pytest.skip("this file system refuses O_DIRECT")
+    return path, dest, _File(dest, fh, dfd)
+
+
 @pytest.mark.parametrize("lead, skew, blocks", [
     (0, 0, 3),      # aligned chunk at an aligned offset: its whole blocks direct, the tail buffered
     (100, 100, 2),  # head buffered up to the next block, then two whole blocks direct, the tail buffered
@@ -118,13 +130,7 @@ def _aligned(n):
 ])
 def test_a_chunk_is_written_direct_in_whole_blocks_with_its_head_and_tail_buffered(tmp_path, lead, skew, blocks):
     buf, mv = _aligned(4 * DIO_ALIGN)
-    path = tmp_path / "f"
-    dest = Destination("nvme", tmp_path, durable=True, step=0)
-    fh = open(path, "wb")
-    dfd = open_direct(path)
-    if dfd is None:
-        pytest.skip("this file system refuses O_DIRECT")
-    f = _File(dest, fh, dfd)
+    path, dest, f = _direct_file(tmp_path)
     prefix = bytes(range(256))[:skew] if skew else b""
     if prefix:
         f.write(memoryview(prefix))
@@ -132,7 +138,7 @@ def test_a_chunk_is_written_direct_in_whole_blocks_with_its_head_and_tail_buffer
     f.write(chunk)
     f.write(memoryview(b"end"))
     f.close_direct()
-    fh.close()
+    f.fh.close()
     want = prefix + bytes(chunk) + b"end"
     assert path.read_bytes() == want and f.pos == len(want)
     assert dest.direct_bytes == blocks * DIO_ALIGN
@@ -158,18 +164,6 @@ def test_bytes_written_with_o_direct_are_not_flushed_behind_the_writer_but_fsync
     data = str(tmp_path / "nvme/n0" / SNAP / "__0_0.distcp")
     assert data not in flushed, flushed  # its bytes went to the disk directly
     assert data in fsynced  # and the commit made them durable
-
-
-def _direct_file(tmp_path):
-    """A durable nvme destination's ``_File`` with an O_DIRECT descriptor; skips where the file system refuses it."""
-    path = tmp_path / "f"
-    dest = Destination("nvme", tmp_path, durable=True, step=0)
-    fh = open(path, "wb")
-    dfd = open_direct(path)
-    if dfd is None:
-        fh.close()
-        pytest.skip("this file system refuses O_DIRECT")
-    return path, dest, _File(dest, fh, dfd)
 
 
 def test_direct_writes_of_stable_memory_run_side_by_side_into_a_preallocated_file(tmp_path, monkeypatch):

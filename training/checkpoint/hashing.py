@@ -246,12 +246,12 @@ class TeeFileSystem(FileSystem):
         return i >= 0 and addr + len(mv) <= self._ends[i]
 
     def follow(self, record: list | None, digest: dict, chunk, written: list[_File] = (), *,
-               stable: bool | None = None) -> None:
+               stable: bool = False) -> None:
         """Queue ``chunk`` for the hash and, if ``record`` is given, the deferred destinations (by reference
         if it lies in a stable buffer or is a gathered bytearray, which the stream never reuses; else as a
         copy); ``written``: the files the writer wrote it to, whose writeback the follower starts. ``stable``:
-        whether it lies in a stable buffer, if the caller knows."""
-        if isinstance(chunk, memoryview) and not (self._stable(chunk) if stable is None else stable):
+        whether it lies in a stable buffer (``_stable``, looked up once by the stream)."""
+        if isinstance(chunk, memoryview) and not stable:
             chunk = bytes(chunk)
         self._q.put((record, digest, chunk, written))
 

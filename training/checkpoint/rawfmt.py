@@ -111,7 +111,7 @@ def _checked(item, t: torch.Tensor) -> torch.Tensor:
 
 def _write(stream, mv: memoryview, address: int = 0, landed=None) -> None:
     """``mv`` (lying at ``address``) in ``PIECE``-sized writes cut at multiples of ``DIO_ALIGN`` in memory: each
-    piece but the first and last is whole blocks, which an O_DIRECT destination writes as they lie (hashing.py).
+    piece but the first and last is whole blocks, which an O_DIRECT destination writes as they lie (dio.py).
     ``landed(end)``: returns once the bytes below address ``end`` are staged (each piece waits for its own)."""
     cut = min(-address % DIO_ALIGN, len(mv))
     if cut:
@@ -216,35 +216,37 @@ class RawFileSystemWriter(FileSystemWriter):
         self.head, self.landed = head, landed
 
     def write_data(self, plan, planner) -> Future:
+        fut: Future = Future()
+        fut.set_result(self._write_head(plan.items, planner) if self.head is not None
+                       else self._write_alone(plan, planner))
+        return fut
+
+    def _write_alone(self, plan, planner) -> list[WriteResult]:
+        """Without a head: DCP's files and threads, each tensor item written alone (:meth:`_write_files`)."""
         prefix: _StoragePrefix = plan.storage_data
+        files: queue.Queue = queue.Queue()
         results: queue.Queue = queue.Queue()
         errors: list[BaseException] = []
-        if self.head is not None:
-            self._write_head(plan.items, planner, results)
-        else:
-            files: queue.Queue = queue.Queue()
-            buckets = (_split_by_size_and_type(self.thread_count, plan.items) if self.single_file_per_rank
-                       else [[item] for item in plan.items])
-            for i, bucket in enumerate(buckets):
-                name = f"{prefix.prefix}{i}{DEFAULT_SUFFIX}"
-                files.put((self.fs.concat_path(self.path, name), name, bucket))
-            threads = [threading.Thread(target=self._write_files, args=(files, results, planner, errors),
-                                        name="ckpt-raw-writer", daemon=True) for _ in range(1, self.thread_count)]
-            for t in threads:
-                t.start()
-            self._write_files(files, results, planner, errors)
-            for t in threads:
-                t.join()
-            if errors:
-                raise errors[0]
+        buckets = (_split_by_size_and_type(self.thread_count, plan.items) if self.single_file_per_rank
+                   else [[item] for item in plan.items])
+        for i, bucket in enumerate(buckets):
+            name = f"{prefix.prefix}{i}{DEFAULT_SUFFIX}"
+            files.put((self.fs.concat_path(self.path, name), name, bucket))
+        threads = [threading.Thread(target=self._write_files, args=(files, results, planner, errors),
+                                    name="ckpt-raw-writer", daemon=True) for _ in range(1, self.thread_count)]
+        for t in threads:
+            t.start()
+        self._write_files(files, results, planner, errors)
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
         out = []
         while not results.empty():
             out += results.get_nowait()
-        fut: Future = Future()
-        fut.set_result(out)
-        return fut
+        return out
 
-    def _write_head(self, items: list, planner, results: queue.Queue) -> None:
+    def _write_head(self, items: list, planner) -> list[WriteResult]:
         """Every item's result in the head's file, handing its end to the head without waiting for it: the tensors
         in the buffer at their offsets there, then the ``BYTE_IO`` items (serialized now), then the tensors
         written alone (each once the whole staging copy has landed)."""
@@ -277,7 +279,7 @@ class RawFileSystemWriter(FileSystemWriter):
                 _write(stream, data)
 
         head.then(rest)
-        results.put(out)
+        return out
 
     def _write_files(self, files: queue.Queue, results: queue.Queue, planner, errors: list) -> None:
         """Without a head: per file, its ``BYTE_IO`` items as DCP writes them, then each tensor item alone."""

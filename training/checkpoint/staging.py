@@ -63,7 +63,8 @@ def _view(flat, offset: int, nbytes: int, dtype: torch.dtype, shape: tuple) -> t
 
 class Landing:
     """How far one save's deferred staging copy has filled the staging buffer: every byte below ``upto`` bytes
-    into it holds this save's state. The copy advances it tensor by tensor (in buffer order); the writer waits
+    into it holds this save's state. The copy advances it as it goes (in buffer order: every ``ADVANCE_EVERY`` bytes
+    on CPU, at a CUDA event every ``LANDED_EVERY`` on a GPU); the writer waits
     for the bytes it is about to write (:meth:`wait`), so the disk starts on the first tensors while the later
     ones are still being copied. A failed copy fails every wait."""
 
