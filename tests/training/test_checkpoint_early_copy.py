@@ -5,9 +5,10 @@ state defers exactly those copies."""
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import torch
 
-from training.checkpoint import Checkpointer, state_sha256
+from training.checkpoint import Checkpointer, hashing, state_sha256
 from training.checkpoint.staging import HostStager
 from training.config import CheckpointConfig, TierConfig
 from tests.training.test_checkpoint import make_model, train
@@ -99,6 +100,73 @@ def test_a_save_after_the_first_copies_before_it_builds_the_state_dict_and_resto
     ck2 = Checkpointer(cfg, rank=0, world_size=1, local_world_size=1, node_id="n0", scratch_dir=tmp_path / "scr")
     try:
         assert ck2.restore(model2, opt2).step == 2
+        assert state_sha256(ck2.state(model2, opt2)) == want
+    finally:
+        ck2.close()
+
+
+def _checkpointer(tmp_path):
+    cfg = CheckpointConfig(every=1, peer_replication=False, tiers=[TierConfig("nvme", str(tmp_path / "nvme"), keep=3)])
+    return Checkpointer(cfg, rank=0, world_size=1, local_world_size=1, node_id="n0", scratch_dir=tmp_path / "scr")
+
+
+def test_a_save_after_the_first_writes_its_data_file_before_it_builds_the_state_dict(tmp_path, monkeypatch):
+    """Failed on the old code: the writer opened the step's files only once the state dict was built and staged."""
+    written = threading.Event()
+    real_write = hashing._File.write
+
+    def write(self, mv, *stable):
+        if self.dest.kind == "nvme" and self.fh.name.endswith(".distcp"):
+            written.set()
+        return real_write(self, mv, *stable)
+
+    monkeypatch.setattr(hashing._File, "write", write)
+    ck = _checkpointer(tmp_path)
+    model, opt = make_model()
+    real_state, seen = ck.state, []
+
+    def state(*a):
+        seen.append(written.wait(10) if seen else written.is_set())  # bounded: the old code writes after this
+        return real_state(*a)
+
+    ck.state = state
+    try:
+        for step in (1, 2):
+            train(model, opt)
+            written.clear()
+            ck.save(step, model, opt)
+            ck.flush()
+        assert ck.stats.committed == 2 and ck.stats.failed == 0, ck.stats
+    finally:
+        ck.close()
+    assert seen == [False, True], "the second save wrote no byte before building its state dict"
+
+
+def test_a_save_failing_after_its_files_were_opened_early_leaves_the_next_save_exact(tmp_path):
+    ck = _checkpointer(tmp_path)
+    model, opt = make_model()
+    real_state = ck.state
+    try:
+        train(model, opt)
+        ck.save(1, model, opt)
+        ck.flush()
+        train(model, opt)
+        ck.state = lambda *a: (_ for _ in ()).throw(RuntimeError("state dict failed"))
+        with pytest.raises(RuntimeError, match="state dict failed"):
+            ck.save(2, model, opt)  # its copy and its files had started
+        ck.state = real_state
+        train(model, opt)
+        ck.save(3, model, opt)
+        ck.flush()
+        want = state_sha256(real_state(model, opt))
+        assert ck.stats.committed == 2 and ck.stats.failed == 0, ck.stats
+        assert sorted(ck.tiers[0].index()) == [1, 3]
+    finally:
+        ck.close()
+    model2, opt2 = make_model(seed=5)
+    ck2 = _checkpointer(tmp_path)
+    try:
+        assert ck2.restore(model2, opt2).step == 3
         assert state_sha256(ck2.state(model2, opt2)) == want
     finally:
         ck2.close()

@@ -184,7 +184,15 @@ class Checkpointer:
             early = self.stager.repeat(_optimizer_tensors(optimizer), partial(self._copier.submit, self.stager.copy))
             if early is not None:
                 self._staged = early.future
-        state = self.state(model, optimizer)
+                # and the writer opens the step's files and writes the buffer as it lands (kept by persist only
+                # for this save and this copy)
+                self._writer.submit(self.snapshot_writer.begin, step, early.landing, self._replicated)
+        try:
+            state = self.state(model, optimizer)
+        except BaseException:
+            if early is not None:
+                self._writer.submit(self.snapshot_writer.drop)
+            raise
         copying = None
         if self.cfg.overlap_staging:
             owned = _optimizer_tensors(optimizer)  # again: get_state_dict creates an optimizer's missing state
@@ -290,6 +298,7 @@ class Checkpointer:
 
     def close(self) -> None:
         self.flush()
+        self._writer.submit(self.snapshot_writer.drop)  # a save that failed after opening its files early
         self.promoter.close()
         self._writer.shutdown()
         self._copier.shutdown()
