@@ -170,3 +170,29 @@ def test_a_save_failing_after_its_files_were_opened_early_leaves_the_next_save_e
         assert state_sha256(ck2.state(model2, opt2)) == want
     finally:
         ck2.close()
+
+
+def test_a_failed_re_save_of_a_committed_step_leaves_its_copy(tmp_path):
+    """Opening a step's files early replaces its directory: never for a step already committed (a re-save whose
+    state dict then fails would have lost it)."""
+    ck = _checkpointer(tmp_path)
+    model, opt = make_model()
+    try:
+        train(model, opt)
+        ck.save(1, model, opt)
+        ck.flush()
+        want = state_sha256(ck.state(model, opt))
+        real_state = ck.state
+        ck.state = lambda *a: (_ for _ in ()).throw(RuntimeError("state dict failed"))
+        with pytest.raises(RuntimeError, match="state dict failed"):
+            ck.save(1, model, opt)
+        ck.state = real_state
+    finally:
+        ck.close()
+    model2, opt2 = make_model(seed=5)
+    ck2 = _checkpointer(tmp_path)
+    try:
+        assert ck2.restore(model2, opt2).step == 1
+        assert state_sha256(ck2.state(model2, opt2)) == want
+    finally:
+        ck2.close()

@@ -278,7 +278,10 @@ class SnapshotWriter:
         with if its save is the one foreseen (same step, tiers and landing; else it is dropped first)."""
         self.drop()
         try:
-            self._opened = self._open(step, self._tiers(step, replicated), landing)
+            tiers = self._tiers(step, replicated)
+            if any(t.marker_path(step, self.rank).exists() for t in tiers):
+                return  # a re-save of a committed step: its copy is replaced only once the new state is staged
+            self._opened = self._open(step, tiers, landing)
         except Exception as e:  # noqa: BLE001 - persist opens again and meets the same failure
             log.debug("opening step %d early failed: %s", step, e)
 
