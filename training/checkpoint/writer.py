@@ -291,11 +291,14 @@ class SnapshotWriter:
         if o is None:
             return
         try:
-            if o.head is not None:
-                o.head.cancel()
-        finally:
-            if o.fs is not None:
-                o.fs.close()
+            try:
+                if o.head is not None:
+                    o.head.cancel()
+            finally:
+                if o.fs is not None:
+                    o.fs.close()
+        except Exception as e:  # noqa: BLE001 - nothing of it is kept: its failure is no save's
+            log.debug("closing step %d opened early failed: %s", o.step, e)
 
     def _take(self, step: int, tiers: list[DirTier], landing: Landing | None) -> "_Opened | None":
         o = self._opened
