@@ -29,9 +29,9 @@ def _save(root, monkeypatch, layout, overlap=True):
     seen = {}
     real_copy, real_write = HostStager.copy, hashing._File.write
 
-    def copy(self, pending, ready=None, landing=None):
+    def copy(self, pending, ready=None):
         try:
-            return real_copy(self, _SlowPending(pending), ready, landing)
+            return real_copy(self, _SlowPending(pending), ready)
         finally:
             seen["copied"] = time.perf_counter()
 

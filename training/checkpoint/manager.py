@@ -13,7 +13,6 @@ import warnings
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -177,34 +176,14 @@ class Checkpointer:
         t0 = time.perf_counter()
         self.wait()  # one save in flight: the staging buffers are reused
         kill_point("during_stage", step, self.rank)
-        early = None
-        if self.cfg.overlap_staging:
-            # the last save's deferred copies start now, beside building the state dict (kept only if the new state
-            # defers exactly those: HostStager.repeat); an optimizer step meanwhile waits for them
-            early = self.stager.repeat(_optimizer_tensors(optimizer), partial(self._copier.submit, self.stager.copy))
-            if early is not None:
-                self._staged = early.future
-                # and the writer opens the step's files and writes the buffer as it lands (kept by persist only
-                # for this save and this copy)
-                self._writer.submit(self.snapshot_writer.begin, step, early.landing, self._replicated)
-        try:
-            state = self.state(model, optimizer)
-        except BaseException:
-            if early is not None:
-                self._writer.submit(self.snapshot_writer.drop)
-            raise
+        state = self.state(model, optimizer)
         copying = None
         if self.cfg.overlap_staging:
-            owned = _optimizer_tensors(optimizer)  # again: get_state_dict creates an optimizer's missing state
-            staged, deferred = self.stager.plan(state, defer=lambda t: local_tensor(t).data_ptr() in owned,
-                                                early=early)
+            owned = _optimizer_tensors(optimizer)
+            staged, deferred = self.stager.plan(state, defer=lambda t: local_tensor(t).data_ptr() in owned)
             if deferred:
                 self._hook(optimizer)
-                if early is not None and self.stager.landing is early.landing:
-                    copying = early.future
-                else:
-                    copying = self._copier.submit(self.stager.copy, deferred, self.stager.ready_event())
-                self._staged = copying
+                copying = self._staged = self._copier.submit(self.stager.copy, deferred, self.stager.ready_event())
                 self._trim_due = True
         else:
             staged = self.stager.stage(state)
@@ -298,7 +277,6 @@ class Checkpointer:
 
     def close(self) -> None:
         self.flush()
-        self._writer.submit(self.snapshot_writer.drop)  # a save that failed after opening its files early
         self.promoter.close()
         self._writer.shutdown()
         self._copier.shutdown()
@@ -372,19 +350,12 @@ class Checkpointer:
                 log.info("restored step %d is in no %s yet: promoting it", marker.step, ", ".join(queued))
 
 
-def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[int, torch.Tensor]:
-    """What ``optimizer.step()`` mutates, by storage address: its parameters and its state tensors (local shards)."""
-    out = {}
-    for g in optimizer.param_groups:
-        for p in g["params"]:
-            t = local_tensor(p)
-            out[t.data_ptr()] = t
+def _optimizer_tensors(optimizer: torch.optim.Optimizer) -> set[int]:
+    """Storage addresses of what ``optimizer.step()`` mutates: its parameters and its state tensors."""
+    out = {local_tensor(p).data_ptr() for g in optimizer.param_groups for p in g["params"]}
     for st in optimizer.state.values():
-        for v in st.values():
-            if isinstance(v, torch.Tensor):
-                t = local_tensor(v)
-                out[t.data_ptr()] = t
-    out.pop(0, None)  # empty tensors share address 0: copy those eagerly
+        out.update(local_tensor(v).data_ptr() for v in st.values() if isinstance(v, torch.Tensor))
+    out.discard(0)  # empty tensors share address 0: copy those eagerly
     return out
 
 

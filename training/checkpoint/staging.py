@@ -141,7 +141,6 @@ class HostStager:
         self._unpin: weakref.finalize | None = None
         self._stream = None  # the side stream of overlapped copies (CUDA)
         self.landing = Landing.done()  # the last plan's deferred copy (copy() advances it)
-        self._deferred: list[tuple] = []  # the last plan's deferred copies: (view, address, shape, strides, dtype)
 
     def stage(self, state: Any) -> Any:
         """Copy all of ``state`` now; returns the host copy."""
@@ -149,52 +148,19 @@ class HostStager:
         assert not pending
         return staged
 
-    def plan(self, state: Any, defer: Callable[[torch.Tensor], bool] = lambda t: False,
-             early: "Early | None" = None) -> tuple[Any, list]:
-        """Stage ``state``; the tensors ``defer`` selects get a buffer now and their copy later.
-
-        ``early``: the copy :meth:`repeat` started before ``state`` was built. Kept (``landing`` is its landing)
-        when ``state`` defers exactly its copies - the same views from the same memory, so it copies the same
-        bytes; else waited for (it must not write into a buffer given away) and ``pending`` is to be copied."""
+    def plan(self, state: Any, defer: Callable[[torch.Tensor], bool] = lambda t: False) -> tuple[Any, list]:
+        """Stage ``state``; the tensors ``defer`` selects get a buffer now and their copy later."""
         leaves: list[tuple[str, torch.Tensor]] = []
         _leaves(state, "", leaves)
         layout = tuple((path, tuple(t.shape), t.dtype) for path, t in leaves)
         if layout != self._layout:
-            if early is not None:
-                early.settle()
-                early = None
             self._allocate(layout)
         pending: list[tuple[torch.Tensor, torch.Tensor]] = []
         out = self._stage(state, "", defer, pending)
         if self.pin:
             torch.cuda.synchronize()
-        self._deferred = [(buf, *_where(t)) for buf, t in pending]
-        if early is not None and _same_copies(early.pending, pending):
-            self.landing = early.landing
-        else:
-            if early is not None:
-                early.settle()
-            self.landing = self._landing(pending)
+        self.landing = self._landing(pending)
         return out, pending
-
-    def repeat(self, live: dict[int, torch.Tensor], start: Callable[..., Any]) -> "Early | None":
-        """Start the last plan's deferred copies again, now, before the caller builds the new state dict: each
-        from the tensor of ``live`` (the optimizer's parameters and state, by address) at the same address, shape,
-        strides and dtype; ``start(pending, ready, landing)`` runs :meth:`copy` (on the copier thread) and
-        returns its future. None when one of them is gone or changed, or on CUDA (a device copy waits for the
-        stream's earlier kernels; ``plan`` synchronizes the device). ``plan(..., early=)`` keeps the copy only
-        when the new state defers exactly the same copies, so it never stages other bytes than a copy started
-        after ``plan`` would: nothing can write those tensors meanwhile (the optimizer step waits for the copy)."""
-        if self.pin or not self._deferred:
-            return None
-        pending = []
-        for buf, ptr, shape, strides, dtype in self._deferred:
-            t = live.get(ptr)
-            if t is None or tuple(t.shape) != shape or t.stride() != strides or t.dtype != dtype:
-                return None
-            pending.append((buf, t.detach()))
-        landing = self._landing(pending)
-        return Early(start(pending, None, landing), pending, landing)
 
     def _landing(self, pending: list) -> Landing:
         """The landing of ``pending``'s copy: before it, the buffer is filled up to the first deferred view
@@ -234,7 +200,6 @@ class HostStager:
         if self._unpin is not None:
             self._unpin()
         self._flat, self._layout, self._views, self._unpin = None, None, {}, None
-        self._deferred = []
         self.layout_key = ""
 
     def ready_event(self):
@@ -249,14 +214,14 @@ class HostStager:
         ev.record()
         return ev, torch.cuda.current_device()
 
-    def copy(self, pending: list, ready=None, landing: Landing | None = None) -> None:
-        """Perform deferred copies and wait until they landed (advancing ``landing``, the last plan's by default).
+    def copy(self, pending: list, ready=None) -> None:
+        """Perform deferred copies and wait until they landed.
 
         CUDA: on a side stream of the training loop's device, after ``ready``, so the
         device-to-host copies overlap the next step's kernels instead of queueing
         behind them on the default stream.
         """
-        landing = self.landing if landing is None else landing
+        landing = self.landing
         try:
             self._copy(pending, ready, landing)
         except BaseException as e:
@@ -344,31 +309,6 @@ class HostStager:
         if isinstance(obj, (list, tuple)):
             return type(obj)(self._stage(v, f"{path}/{i}", defer, pending) for i, v in enumerate(obj))
         return copy.deepcopy(obj)
-
-
-class Early:
-    """A deferred copy :meth:`HostStager.repeat` started before the state dict was built: its future, its
-    ``(view, source)`` copies and the landing it advances."""
-
-    def __init__(self, future, pending: list, landing: Landing):
-        self.future, self.pending, self.landing = future, pending, landing
-
-    def settle(self) -> None:
-        """Wait until it has stopped writing into the buffer (its result is not used: a failure is moot)."""
-        try:
-            self.future.result()
-        except Exception:  # noqa: BLE001 - the copy plan() starts instead reports its own failures
-            pass
-
-
-def _where(t: torch.Tensor) -> tuple:
-    """The memory a copy reads: address, shape, strides, dtype."""
-    return t.data_ptr(), tuple(t.shape), t.stride(), t.dtype
-
-
-def _same_copies(a: list, b: list) -> bool:
-    """Whether two lists of ``(view, source)`` copies write the same views from the same memory."""
-    return len(a) == len(b) and all(va is vb and _where(ta) == _where(tb) for (va, ta), (vb, tb) in zip(a, b))
 
 
 def _leaves(obj: Any, path: str, out: list) -> None:

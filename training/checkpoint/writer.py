@@ -121,7 +121,6 @@ class SnapshotWriter:
         self.first, self.direct, self.stager = first, direct, stager
         self.policy, self.promoter, self.stats = policy, promoter, stats
         self.buddy, self.buddy_address = buddy, buddy_address
-        self._opened: _Opened | None = None  # what begin() opened for the next persist
 
     def persist(self, step: int, staged: dict, meta: dict, copying: Future | None = None,
                 replicated: bool = True, landing: Landing | None = None) -> None:
@@ -131,8 +130,7 @@ class SnapshotWriter:
         raised: a full disk fails this save, not the training."""
         t0 = time.perf_counter()
         tier = self.first
-        tiers = self._tiers(step, replicated)
-        direct = tiers[1] if len(tiers) > 1 else None
+        direct = self.direct if self.direct is not None and self.policy.due_in(self.direct, step, replicated) else None
         failed = None
         direct_ok = False
         try:
@@ -141,8 +139,8 @@ class SnapshotWriter:
             # One DCP write fills the memory tier and the first durable tier (serialized and hashed once): the
             # durable tier's files as DCP writes them, the memory tier's from the same bytes once the durable
             # copy is committed (``fill``), so the memory copy is not on the way to durable.
-            fs, results = self._write(tiers, step, staged, meta, replicated,
-                                      landing if copying is not None else None)
+            fs, results = self._write([tier, direct] if direct is not None else [tier], step, staged, meta,
+                                      replicated, landing if copying is not None else None)
             if copying is not None:
                 copying.result()  # all of staging landed (its failure fails the save before anything commits)
             if direct is not None:
@@ -214,15 +212,27 @@ class SnapshotWriter:
         system and, per tier, its marker (files written, not committed: ``DirTier.commit`` fsyncs), its
         deferred destination (a memory tier beside a durable one: :meth:`_fill` writes it) or the error
         that failed it."""
-        o = self._take(step, tiers, landing) or self._open(step, tiers, landing)
-        errors, dests, fs, head = o.errors, o.dests, o.fs, o.head
-        out: dict[int, Marker | Destination] = {}
-        if dests:
-            raw = self.cfg.layout == "raw"
+        errors: dict[int, BaseException] = {}
+        dests: dict[int, Destination] = {}
+        for i, t in enumerate(tiers):
             try:
-                if o.error is not None:
-                    raise o.error
-                extra = {"head": head, "landed": landing and landing.wait} if raw else {}
+                dests[i] = Destination(t.kind, t.prepare(step, self.rank), durable=t.fsync, step=step,
+                                       o_direct=self.cfg.o_direct and t.kind == "nvme")  # the local disk only
+            except Exception as e:  # noqa: BLE001 - this tier fails, the others are written
+                errors[i] = e
+        out: dict[int, Marker | Destination] = {}
+        fs = None
+        if dests:
+            fs = TeeFileSystem(list(dests.values()), step=step, rank=self.rank, stable=self.stager.spans())
+            # raw layout: the staged buffer's bytes in a few large writes from now on, while DCP plans (rawfmt.py);
+            # torch-save: DCP's own zip per tensor
+            raw, head = self.cfg.layout == "raw", None
+            try:
+                extra = {}
+                if raw:
+                    flat = self.stager.buffers()
+                    head = BufferHead(fs, fs.primary, flat[0], landing and landing.wait) if flat else None
+                    extra = {"head": head, "landed": landing and landing.wait}
                 writer = writer_for(self.cfg.layout)(fs.primary, sync_files=False,
                                                      thread_count=self.cfg.write_threads, **extra)
                 writer.fs = fs
@@ -251,68 +261,6 @@ class SnapshotWriter:
                 except OSError as e:
                     errors[i] = e
         return fs, [out[i] if i in out else errors[i] for i in range(len(tiers))]
-
-    def _open(self, step: int, tiers: list[DirTier], landing: Landing | None) -> "_Opened":
-        """A new snapshot directory per tier and the file system writing them; in the raw layout, the head
-        writing the staged buffer into the data file from now on, each piece once ``landing`` has it, while DCP
-        plans (rawfmt.py; torch-save: DCP's own zip per tensor)."""
-        o = _Opened(step, tiers, landing)
-        for i, t in enumerate(tiers):
-            try:
-                o.dests[i] = Destination(t.kind, t.prepare(step, self.rank), durable=t.fsync, step=step,
-                                         o_direct=self.cfg.o_direct and t.kind == "nvme")  # the local disk only
-            except Exception as e:  # noqa: BLE001 - this tier fails, the others are written
-                o.errors[i] = e
-        if o.dests:
-            o.fs = TeeFileSystem(list(o.dests.values()), step=step, rank=self.rank, stable=self.stager.spans())
-            flat = self.stager.buffers() if self.cfg.layout == "raw" else []
-            try:
-                o.head = BufferHead(o.fs, o.fs.primary, flat[0], landing and landing.wait) if flat else None
-            except Exception as e:  # noqa: BLE001 - fails every tier of this write, as a failed DCP write does
-                o.error = e
-        return o
-
-    def begin(self, step: int, landing: Landing, replicated: bool) -> None:
-        """Before the caller has built the state dict of ``step`` (its staging copy started early: ``landing``):
-        open the step's files and start writing the staged buffer as it lands, for :meth:`persist` to go on
-        with if its save is the one foreseen (same step, tiers and landing; else it is dropped first)."""
-        self.drop()
-        try:
-            tiers = self._tiers(step, replicated)
-            if any(t.marker_path(step, self.rank).exists() for t in tiers):
-                return  # a re-save of a committed step: its copy is replaced only once the new state is staged
-            self._opened = self._open(step, tiers, landing)
-        except Exception as e:  # noqa: BLE001 - persist opens again and meets the same failure
-            log.debug("opening step %d early failed: %s", step, e)
-
-    def drop(self) -> None:
-        """Stop and close what :meth:`begin` opened and no save took (its directories are prepared anew)."""
-        o, self._opened = self._opened, None
-        if o is None:
-            return
-        try:
-            try:
-                if o.head is not None:
-                    o.head.cancel()
-            finally:
-                if o.fs is not None:
-                    o.fs.close()
-        except Exception as e:  # noqa: BLE001 - nothing of it is kept: its failure is no save's
-            log.debug("closing step %d opened early failed: %s", o.step, e)
-
-    def _take(self, step: int, tiers: list[DirTier], landing: Landing | None) -> "_Opened | None":
-        o = self._opened
-        if (o is not None and o.step == step and landing is not None and o.landing is landing
-                and len(o.tiers) == len(tiers) and all(a is b for a, b in zip(o.tiers, tiers))):
-            self._opened = None
-            return o
-        self.drop()
-        return None
-
-    def _tiers(self, step: int, replicated: bool) -> list[DirTier]:
-        """The tiers one save of ``step`` writes: the first, and the first durable one beside it when due."""
-        direct = self.direct if self.direct is not None and self.policy.due_in(self.direct, step, replicated) else None
-        return [self.first, direct] if direct is not None else [self.first]
 
     def _fill(self, fs: TeeFileSystem | None, results: list, i: int, step: int, meta: dict,
               replicated: bool) -> Marker | BaseException:
@@ -358,17 +306,3 @@ class SnapshotWriter:
         self.stats.behind.pop(tier.kind, None)
         return True
 
-
-@dataclasses.dataclass(eq=False)
-class _Opened:
-    """One save's opened write: per tier index its destination or the error that failed it; the file system; the
-    raw layout's head (``error``: it failed to start)."""
-
-    step: int
-    tiers: list
-    landing: Landing | None
-    dests: dict = dataclasses.field(default_factory=dict)
-    errors: dict = dataclasses.field(default_factory=dict)
-    fs: TeeFileSystem | None = None
-    head: BufferHead | None = None
-    error: BaseException | None = None
