@@ -16,10 +16,10 @@ from concurrent.futures import wait as futures_wait
 from pathlib import Path
 
 import torch
-from torch.distributed.checkpoint.state_dict import get_state_dict
 from torch.distributed.tensor import DTensor
 
 from training.checkpoint.collective import all_gather, all_ok
+from training.checkpoint.fast_state import StateDicts
 from training.checkpoint.final_flush import promote_last_step
 from training.checkpoint.peer import PeerServer, buddy_of
 from training.checkpoint.promotion import Promoter, background_priority
@@ -67,6 +67,7 @@ class Checkpointer:
         self.scratch = Path(scratch_dir)
         self._restored_origin = None  # (source, marker) of the step restored by this process (RestoreInfo.origin)
         self.stager = HostStager()
+        self._state_dicts = StateDicts()  # get_state_dict, its names learned once (fast_state.py)
         self.stats = SaveStats()
         self._inflight: Future | None = None
         # The first durable tier, written straight from the staged copy next to the memory tier.
@@ -167,7 +168,7 @@ class Checkpointer:
         self.components[name] = obj
 
     def state(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
-        msd, osd = get_state_dict(model, optimizer)
+        msd, osd = self._state_dicts(model, optimizer)
         return {"model": msd, "optim": osd, **{n: c.state_dict() for n, c in self.components.items()}}
 
     def save(self, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
