@@ -3,7 +3,7 @@ re-deriving every parameter's name at each save.
 
 ``get_state_dict`` maps each parameter to its fully qualified name through the module tree at every call
 (``_verify_options`` and ``_get_optim_state_dict``: ``_get_fqns`` per parameter, torch 2.13.0
-distributed/checkpoint/state_dict.py:158-236, 905-990). On the benchmark's `medium` GPT (133 parameters, CPU) that
+distributed/checkpoint/state_dict.py:158, 275, 906-966). On the benchmark's `medium` GPT (133 parameters, CPU) that
 is 8.3 ms per call against 0.3 ms for ``model.state_dict()`` and ``optimizer.state_dict()``, on the save call's
 critical path: it delays the first staged byte and blocks the training loop (issue 38 item 7).
 
@@ -50,7 +50,7 @@ class StateDicts:
 
     def _rename(self, msd: dict, osd: dict) -> tuple[dict, dict]:
         """The two plain state dicts (fresh from ``state_dict()``) renamed in place, as ``get_state_dict`` does
-        (torch 2.13.0 distributed/checkpoint/state_dict.py:520-556: a renamed key moves to the end; 946-962)."""
+        (torch 2.13.0 distributed/checkpoint/state_dict.py:503-533: a renamed key moves to the end; 939-966)."""
         for k in list(msd):
             if k in self._renames:
                 msd[self._renames[k]] = msd.pop(k)
