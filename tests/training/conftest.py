@@ -89,6 +89,28 @@ def kill_group(p: subprocess.Popen) -> None:
     p.wait(timeout=30)
 
 
+def _forked_rank(rank: int, fn, *args) -> None:
+    import atexit
+
+    import torch
+
+    atexit._clear()  # the test process's exit hooks (pytest's) are not the rank's: its exit runs only its own
+    torch.set_num_threads(1)  # no OpenMP region in a forked child of a process that ran one (GNU OpenMP's pool)
+    fn(rank, *args)
+
+
+def fork_ranks(fn, args: tuple, nprocs: int) -> None:
+    """``torch.multiprocessing.spawn(fn, args, nprocs)``, the ranks forked from this test process rather than
+    spawned: a spawned rank is a new interpreter that imports torch, the runtime and the test module again (~4 s of
+    CPU each on the 2-core CI machine), a forked one has them already. Each rank computes on one thread and leaves
+    (exit_without_teardown) running only the exit hooks it registered, as a spawned one would."""
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    assert not dist.is_initialized(), "a forked rank would inherit this process's default process group"
+    mp.start_processes(_forked_rank, args=(fn, *args), nprocs=nprocs, join=True, start_method="fork")
+
+
 @dataclass(frozen=True)
 class SharedRun:
     """A run several tests read: its result line, its stderr and its directory (``train_args``' layout)."""

@@ -170,6 +170,7 @@ def test_a_fused_checkpoint_resumes_onto_sharded_q_k_v(tmp_path, world, tp):
     import torch.multiprocessing as mp
 
     from tests.conftest import free_port
+    from tests.training.conftest import fork_ranks
 
     cfg = tiers(tmp_path)
     cfg.tiers = [t for t in cfg.tiers if t.kind == "fsx"]
@@ -184,7 +185,7 @@ def test_a_fused_checkpoint_resumes_onto_sharded_q_k_v(tmp_path, world, tp):
     ensure_dataset(tmp_path / "data", seed=1, num_samples=1536, samples_per_shard=256, seq_len=C.seq_len,
                    vocab_size=C.vocab_size)  # the runtime opens it
     out = mp.Manager().dict()
-    mp.spawn(_sharded_worker, args=(world, tp, free_port(), str(tmp_path), out), nprocs=world, join=True)
+    fork_ranks(_sharded_worker, (world, tp, free_port(), str(tmp_path), out), world)
     errors = [v for k, v in out.items() if k.startswith("error")]
     assert not errors, errors[0]
     got = out["result"]

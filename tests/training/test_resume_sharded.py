@@ -12,8 +12,10 @@ from tests.training.conftest import cli_env, failure_text, kill_group, last_json
 
 pytestmark = [pytest.mark.slow]
 
+# HSDP: 2 replicas x 2 shards, each rank's 3 samples of a step in one micro-batch (the default 2 would make two
+# passes, each with its collectives among 4 gloo ranks on the 2-core CI machine); the baseline splits them alike.
 LAYOUTS = {"fsdp": (2, ["--parallelism", "fsdp"]),
-           "hsdp": (4, ["--parallelism", "hsdp", "--shard-size", "2"])}  # 2 replicas x 2 shards
+           "hsdp": (4, ["--parallelism", "hsdp", "--shard-size", "2", "--micro-batch", "3"])}
 # A kill while DCP writes the shards and one during promotion of the shards to the durable tier (FSDP2), and
 # one rank dying after its files but before its marker (HSDP, where a replica's peer holds the same shards).
 # Each layout also takes a random kill; every incarnation of a chain is a full start-up, so the points are

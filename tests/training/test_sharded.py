@@ -12,6 +12,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.conftest import free_port
+from tests.training.conftest import fork_ranks
 from training.checkpoint import Checkpointer, state_sha256
 from training.config import MODELS, CheckpointConfig, TierConfig
 from training.model import GPT
@@ -83,7 +84,7 @@ def test_fsdp2_each_rank_saves_and_restores_its_own_shards(tmp_path, overlap):
     """Failed on the old code: staging copied a DTensor into a plain buffer (`aten.copy_ got mixed Tensor and
     DTensor`), so no FSDP2 checkpoint was ever committed."""
     out = mp.Manager().dict()
-    mp.spawn(_worker, args=(free_port(), str(tmp_path), overlap, out), nprocs=WORLD, join=True)
+    fork_ranks(_worker, (free_port(), str(tmp_path), overlap, out), WORLD)
     for rank in range(WORLD):
         r = out[rank]
         assert "error" not in r, r.get("error")
@@ -140,7 +141,7 @@ def test_fsdp2_a_replaced_node_restores_its_own_shards_from_its_buddys_memory(tm
     """Issue 9: with sharded state, rank 1's snapshot (its shards only) lives on after its node is gone in
     the memory of its buddy on another node; the replacement restores exactly those shards from there."""
     out = mp.Manager().dict()
-    mp.spawn(_peer_worker, args=(free_port(), str(tmp_path), out), nprocs=WORLD, join=True)
+    fork_ranks(_peer_worker, (free_port(), str(tmp_path), out), WORLD)
     for rank in range(WORLD):
         assert "error" not in out[rank], out[rank].get("error")
     assert out[0]["step"] == out[1]["step"] == 1

@@ -15,6 +15,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.conftest import free_port
+from tests.training.conftest import fork_ranks
 from training.config import MODELS, CheckpointConfig, DataConfig, OptimConfig, RunConfig
 from training.data import SampleOrder, TokenShards, ensure_dataset, plan_step
 from training.model import GPT
@@ -106,7 +107,7 @@ def _run(tmp_path, max_norm: float) -> tuple[dict, dict]:
     ensure_dataset(tmp_path / "data", seed=SEED, num_samples=1536, samples_per_shard=256, seq_len=m.seq_len,
                    vocab_size=m.vocab_size)
     out = mp.Manager().dict()
-    mp.spawn(_worker, args=(free_port(), str(tmp_path), max_norm, out), nprocs=WORLD, join=True)
+    fork_ranks(_worker, (free_port(), str(tmp_path), max_norm, out), WORLD)
     got = dict(out)
     for r in range(WORLD):
         assert "error" not in got[r], got[r]["error"]
