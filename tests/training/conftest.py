@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,7 +109,19 @@ def fork_ranks(fn, args: tuple, nprocs: int) -> None:
     import torch.multiprocessing as mp
 
     assert not dist.is_initialized(), "a forked rank would inherit this process's default process group"
-    mp.start_processes(_forked_rank, args=(fn, *args), nprocs=nprocs, join=True, start_method="fork")
+    ctx = mp.start_processes(_forked_rank, args=(fn, *args), nprocs=nprocs, join=False, start_method="fork")
+    deadline = time.monotonic() + FORKED_RANKS_TIMEOUT_S
+    while not ctx.join(timeout=1.0):  # raises as spawn does when a rank fails
+        if time.monotonic() > deadline:  # a stuck rank fails its test instead of hanging the suite
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.kill()
+            for p in ctx.processes:
+                p.join(10)
+            raise AssertionError(f"forked ranks of {fn.__name__} still running after {FORKED_RANKS_TIMEOUT_S} s")
+
+
+FORKED_RANKS_TIMEOUT_S = 300  # the slowest forked-rank test takes ~4 s alone, ~10 s on a loaded 2-core machine
 
 
 @dataclass(frozen=True)

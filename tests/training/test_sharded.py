@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import traceback
 
 import pytest
@@ -149,3 +150,17 @@ def test_fsdp2_a_replaced_node_restores_its_own_shards_from_its_buddys_memory(tm
     assert out[0]["got"] == out[0]["want"] and out[1]["got"] == out[1]["want"] == out[0]["want"]
     held = json.loads((tmp_path / "shm/n0.held/step_000000001/rank_00001.commit.json").read_text())
     assert held["replicated"] is False and held["rank"] == 1
+
+
+def _stuck(rank: int) -> None:
+    time.sleep(120)
+
+
+def test_a_stuck_forked_rank_fails_its_test_instead_of_hanging_the_suite(monkeypatch):
+    from tests.training import conftest
+
+    monkeypatch.setattr(conftest, "FORKED_RANKS_TIMEOUT_S", 1)
+    t0 = time.monotonic()
+    with pytest.raises(AssertionError, match="still running after 1 s"):
+        fork_ranks(_stuck, (), 2)
+    assert time.monotonic() - t0 < 30
