@@ -8,19 +8,19 @@ import re
 
 from tests.training.test_checkpoint import checkpointer, make_model, saved, tiers
 from training.checkpoint import state_sha256
-from training.checkpoint import manager as manager_mod
+from training.checkpoint import fast_state
 from training.checkpoint.storage import describe_dir
 
 
 def _counting(monkeypatch) -> list:
     calls = []
-    real = manager_mod.get_state_dict
+    real = fast_state.get_state_dict  # the checkpointer's state dicts come through fast_state.StateDicts
 
     def counted(*a, **kw):
         calls.append(1)
         return real(*a, **kw)
 
-    monkeypatch.setattr(manager_mod, "get_state_dict", counted)
+    monkeypatch.setattr(fast_state, "get_state_dict", counted)
     return calls
 
 
