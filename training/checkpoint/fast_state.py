@@ -35,6 +35,7 @@ class StateDicts:
         self._key: tuple | None = None  # the structure learned
         self._renames: dict[str, str] = {}  # model state-dict key -> get_state_dict's key (where they differ)
         self._names: list[str] = []  # optimizer parameter id -> its name in get_state_dict's output
+        self._tried: tuple | None = None  # the structure last learned from (not learned again while unchanged)
         self.fast = 0  # saves served without get_state_dict (for tests and the profile)
 
     def __call__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
@@ -44,7 +45,7 @@ class StateDicts:
             return self._rename(plain[1], plain[2])
         msd, osd = get_state_dict(model, optimizer)
         self._key = None
-        if plain is not None:
+        if plain is not None and plain[0] != self._tried:  # a structure it could not learn costs one call, no more
             self._learn(model, optimizer, msd, osd)
         return msd, osd
 
@@ -65,6 +66,7 @@ class StateDicts:
         if plain is None or not osd.get("state"):
             return
         key, pm, po = plain
+        self._tried = key
         if len(pm) != len(msd) or set(osd) != {"state", "param_groups"} or len(po["param_groups"]) != len(
                 osd["param_groups"]):
             return
