@@ -19,12 +19,14 @@ RATIOS = [("nvme/DCP", "openpod_nvme", "dcp"), ("mem+nvme/DCP", "openpod", "dcp"
           ("nvme/titan", "openpod_nvme", "titan")]
 
 
-def report(runs: dict[str, list[dict]], q: float, nbytes: int, cuda: bool, disk: list[dict] = ()) -> dict:
+def report(runs: dict[str, list[dict]], q: float, nbytes: int, cuda: bool, disk: list[dict] = (),
+           idle: list[dict] = ()) -> dict:
     """Print the table; returns ``{row: {column: median}}``, ``ratios`` (``{"col/base": {row: ratio}}``),
     ``staged`` (openpod's staging buffer over the state's bytes, per openpod column; pinned bytes on CUDA) and,
     given ``disk`` (:func:`disk_limit`'s records), ``disk`` (the median of each rep's fastest way), ``disk_<way>``
     (each way's median), ``durable_over_disk`` (per column, its median time to durable over it) and, where the
-    records have it, ``disk_loaded`` and ``durable_over_loaded_disk`` (the same beside the training loop)."""
+    records have it, ``disk_loaded`` and ``durable_over_loaded_disk`` (the same beside the training loop); given
+    ``idle`` (openpod nvme's saves with the training loop idle), ``durable_idle`` and ``durable_idle_over_disk``."""
 
     def lost(r):  # the step time above the quiet median, over the steps the save overlapped
         return sum(r["steps"]) - q * len(r["steps"])
@@ -74,6 +76,12 @@ def report(runs: dict[str, list[dict]], q: float, nbytes: int, cuda: bool, disk:
                   f"({out['disk_loaded'] / d:.2f}x the quiet limit)")
             print(f"{'time to durable / that limit':38s}"
                   + "".join(f"{out['durable_over_loaded_disk'][k]:>23.2f}x" for k in runs))
+        if idle:  # the same save with the loop idle: the CPU left to the save, as a GPU job's host has it
+            got = [r["durable"] for r in idle]
+            out["durable_idle"] = statistics.median(got)
+            out["durable_idle_over_disk"] = out["durable_idle"] / d
+            print(f"{'openpod nvme, loop idle: durable (ms)':38s}{spread(got, 1e3):>24s}   "
+                  f"{out['durable_idle_over_disk']:.2f}x the disk limit (target <= 1.2x)")
     # The staging buffer openpod keeps between saves (one flat buffer, views carved from it): <= 1.05x the state.
     out["staged"] = {k: max(r["pinned" if cuda else "staged"] for r in runs[k]) / nbytes
                      for k in ("openpod_nvme", "openpod")}
@@ -95,6 +103,7 @@ SUMMARY = [("openpod nvme / DCP: blocking", lambda o: o["ratios"]["nvme/DCP"]["b
            ("openpod nvme / DCP: training time lost", lambda o: o["ratios"]["nvme/DCP"]["lost"]),
            ("time to durable / disk limit: openpod nvme", lambda o: o["durable_over_disk"]["openpod_nvme"]),
            ("time to durable / disk limit: DCP", lambda o: o["durable_over_disk"]["dcp"]),
+           ("time to durable / disk limit: openpod nvme, loop idle", lambda o: o.get("durable_idle_over_disk")),
            ("disk limit beside the loop / quiet disk limit", lambda o: o["disk_loaded"] / o["disk"]
             if "disk_loaded" in o else None),
            ("time to durable / disk limit beside the loop: openpod nvme",

@@ -345,9 +345,12 @@ def host_allocated() -> int:
 
 
 def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int, memory_tier: bool = True,
-                layout: str = "raw") -> list[dict]:
+                layout: str = "raw", loop: bool = True) -> list[dict]:
     """openpod's ``Checkpointer``: a memory tier (``/dev/shm``) then ``nvme`` (``memory_tier``), or ``nvme`` alone -
-    the one tier DCP writes to, like for like."""
+    the one tier DCP writes to, like for like. ``loop``: the training loop steps while the save runs; without it
+    the caller waits for the save (``flush``), leaving the CPU to the save - the host of a GPU job, whose loop
+    mostly waits on the GPU, with vCPUs to spare (a p5.48xlarge has 24 per GPU, fact
+    ``ec2.describe-instance-types.recorded``)."""
     tiers = [TierConfig("nvme", str(root / "nvme"), keep=1)]
     if memory_tier:
         tiers.insert(0, TierConfig("memory", str(shm / "mem"), keep=1))
@@ -369,7 +372,7 @@ def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int, memory_tier
                 call = ck.save(step, model, opt)
                 ck.take_waited()
                 steps = []
-                while ck.busy():  # until written everywhere (memory tier included), not only durable
+                while loop and ck.busy():  # until written everywhere (memory tier included), not only durable
                     steps.append(timed_step(model, opt, batch))  # its optimizer step waits for overlapped staging
                 ck.flush()
             if step not in done or not nvme.marker_path(step, 0).exists():
@@ -468,6 +471,7 @@ def main(argv=None) -> dict:
             # Alternate the four, so machine noise hits them alike.
             runs: dict[str, list[dict]] = {k: [] for k in HEADS}
             disk: list[dict] = []
+            idle: list[dict] = []  # openpod nvme with the loop idle: what the save takes with a vCPU of its own
             for i in range(reps):
                 disk += disk_limit(base / f"disk{i}", nbytes, beside=lambda: timed_step(model, opt, batch))
                 runs["dcp"] += run_dcp(model, opt, batch, base / f"dcp{i}", shm, 1)
@@ -475,8 +479,11 @@ def main(argv=None) -> dict:
                 runs["openpod_nvme"] += run_openpod(model, opt, batch, base / f"opnvme{i}", shm, 1, memory_tier=False,
                                                     layout=a.layout)
                 runs["openpod"] += run_openpod(model, opt, batch, base / f"openpod{i}", shm, 1, layout=a.layout)
+                idle += run_openpod(model, opt, batch, base / f"opidle{i}", shm, 1, memory_tier=False,
+                                    layout=a.layout, loop=False)
                 quiet += quiet_steps(model, opt, batch, 3)
-            outs.append(report(runs, statistics.median(quiet), nbytes, cuda=device.type == "cuda", disk=disk))
+            outs.append(report(runs, statistics.median(quiet), nbytes, cuda=device.type == "cuda", disk=disk,
+                               idle=idle))
         if a.runs > 1:
             outs[-1]["summary"] = summarize(outs, loads)
         return outs[-1]
