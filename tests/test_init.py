@@ -143,7 +143,7 @@ def build_wheel(out: Path) -> Path:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     """One wheel for this module's tests (building it copies the checkout and runs pip: seconds); they share the
-    xdist group ``wheel`` so that under ``-n 2`` it is built once, not once per worker."""
+    xdist group ``wheel`` so that under xdist it is built once, not once per worker."""
     return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 

@@ -1,4 +1,4 @@
-"""CI's scheduling: `pytest -n 2 --dist loadgroup` keeps an xdist_group on one worker (the cdk tests share their
+"""CI's scheduling: `pytest -n 3 --dist loadgroup` keeps an xdist_group on one worker (the cdk tests share their
 synthesized apps that way). pytest 9.2 broke this silently (pytest-dev/pytest-xdist#1386): the pin in
 pyproject.toml keeps pytest below it, and this test fails if a version that drops the groups is installed."""
 

@@ -1,8 +1,8 @@
 """Shared fixtures for the training runtime tests: a CLI runner and a moto S3 server.
 
-Multi-process tests are marked ``slow`` and are in no xdist group: CI's two workers (``-n 2 --dist loadgroup``)
-may run any two of them side by side, so none may depend on having the machine to itself (each waits on what it
-holds the run at - a hook file, a beat, a Lighthouse log line - rather than on a fixed time).
+Multi-process tests are marked ``slow`` and are in no xdist group: CI's three workers (``-n 3 --dist loadgroup``,
+on 2 cores) may run any three of them side by side, so none may depend on having the machine to itself (each
+waits on what it holds the run at - a hook file, a beat, a Lighthouse log line - rather than on a fixed time).
 """
 
 from __future__ import annotations
