@@ -37,7 +37,8 @@ For each, per save (median and min-max of ``--reps``):
   printed), the fastest taken (the least any of the four can take to make the state durable there); printed with openpod nvme's time to durable over it (issue 38: within 1.2x);
   and the same writes again while the training loop steps on another thread (``disk limit beside the training
   loop``), the disk as any save made during training can have it on this machine, with each column's time to
-  durable over that too;
+  durable over that too; and openpod nvme's time to durable with the loop idle (the caller waits for the save,
+  leaving it the CPU), over the same limit: the save's own CPU work apart from the loop's;
 * training time lost: per save, the step time above the quiet median summed over the steps
   that ran while the save was in flight - until every copy the save makes is done (DCP: its
   upload; openpod: also the memory tier's copy after the durable commit), so work moved after
@@ -388,6 +389,15 @@ def run_openpod(model, opt, batch, root: Path, shm: Path, reps: int, memory_tier
     return out
 
 
+def rotation(keys: list[str], i: int) -> list[str]:
+    """The order of the measurements in round ``i``: ``keys`` rotated by ``i``, so each comes first, second, ...
+    equally often. What one save or write leaves the disk doing (this project's virtual disk writes the next
+    state 0.1-0.25x slower right after the disk limit's three writes, docs/training.md, 2026-11-29) then falls on
+    every column alike, not always on the one behind the same neighbour."""
+    i %= len(keys)
+    return keys[i:] + keys[:i]
+
+
 def quiet_steps(model, opt, batch, n: int) -> list[float]:
     return [timed_step(model, opt, batch) for _ in range(n)]
 
@@ -468,19 +478,24 @@ def main(argv=None) -> dict:
             if a.runs > 1:
                 print(f"\nrun {k + 1} of {a.runs} (load average {loads[-1]:.2f}); openpod layout {a.layout}")
             quiet = quiet_steps(model, opt, batch, 5)
-            # Alternate the four, so machine noise hits them alike.
             runs: dict[str, list[dict]] = {k: [] for k in HEADS}
             disk: list[dict] = []
             idle: list[dict] = []  # openpod nvme with the loop idle: what the save takes with a vCPU of its own
+            measure = {
+                "disk": lambda i: disk.extend(disk_limit(base / f"disk{i}", nbytes,
+                                                         beside=lambda: timed_step(model, opt, batch))),
+                "dcp": lambda i: runs["dcp"].extend(run_dcp(model, opt, batch, base / f"dcp{i}", shm, 1)),
+                "titan": lambda i: runs["titan"].extend(run_titan(model, opt, batch, base / f"titan{i}", shm, 1)),
+                "openpod_nvme": lambda i: runs["openpod_nvme"].extend(run_openpod(
+                    model, opt, batch, base / f"opnvme{i}", shm, 1, memory_tier=False, layout=a.layout)),
+                "openpod": lambda i: runs["openpod"].extend(run_openpod(
+                    model, opt, batch, base / f"openpod{i}", shm, 1, layout=a.layout)),
+                "idle": lambda i: idle.extend(run_openpod(model, opt, batch, base / f"opidle{i}", shm, 1,
+                                                          memory_tier=False, layout=a.layout, loop=False)),
+            }
             for i in range(reps):
-                disk += disk_limit(base / f"disk{i}", nbytes, beside=lambda: timed_step(model, opt, batch))
-                runs["dcp"] += run_dcp(model, opt, batch, base / f"dcp{i}", shm, 1)
-                runs["titan"] += run_titan(model, opt, batch, base / f"titan{i}", shm, 1)
-                runs["openpod_nvme"] += run_openpod(model, opt, batch, base / f"opnvme{i}", shm, 1, memory_tier=False,
-                                                    layout=a.layout)
-                runs["openpod"] += run_openpod(model, opt, batch, base / f"openpod{i}", shm, 1, layout=a.layout)
-                idle += run_openpod(model, opt, batch, base / f"opidle{i}", shm, 1, memory_tier=False,
-                                    layout=a.layout, loop=False)
+                for key in rotation(list(measure), k * reps + i):
+                    measure[key](i)
                 quiet += quiet_steps(model, opt, batch, 3)
             outs.append(report(runs, statistics.median(quiet), nbytes, cuda=device.type == "cuda", disk=disk,
                                idle=idle))
