@@ -82,7 +82,8 @@ synth: setup-synth
 # Three xdist workers on the 2-core CI machine: much of the suite waits (rendezvous and watchdog timeouts, the
 # alerting timelines, killed runs), and a third worker fills those gaps. Subsets of the slow tests, -n 2 against
 # -n 3 (2026-11-29, every test passing): the waiting ones 166 -> 147 s and 169 -> 146 s, the computing ones
-# 123 -> 121 s.
+# 123 -> 121 s. The whole suite from a fresh clone: 479 s (597 s at -n 2 the stop before), 595 s with a busy
+# process beside it, every test passing.
 test: setup
 	$(CACHE_BYTECODE) $(PY) -m pytest -n 3 --dist loadgroup --durations=25
 
