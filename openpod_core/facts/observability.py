@@ -85,6 +85,24 @@ FACTS: tuple[Fact, ...] = (
         "the platform turns the ServiceMonitor off (no Prometheus Operator CRDs) and annotates the pods",
     ),
     Fact(
+        "dcgm.xid.last-value-held", "DCGM_FI_DEV_XID_ERRORS is written only when an Xid arrives (the NVML event "
+        "thread or /dev/kmsg), never polled, and nothing writes it back on a GPU reset: the latest sample stays the "
+        "last Xid until the host engine restarts (its cache is in memory), the watch is removed, or the GPU is lost "
+        "or detached (a blank value, which dcgm-exporter skips)",
+        "NVIDIA/DCGM@v4.5.3:dcgmlib/src/DcgmCacheManager.cpp:7400-7424 (RecordXidForGpu appends the Xid), "
+        "7748-7754 (nvmlEventTypeXidCriticalError), 13210-13212 (the poll skips XID: 'handled by the NVML event "
+        "thread'), 7111 and sdk/nvidia/nvml/common/timeseries.c:292-320 (old samples are trimmed only when a new one "
+        "is appended, so the newest stays), 4966 (GetLatestSample reads the newest), 6633-6652 (ClearWatchInfo "
+        "frees the series), 9583-9590 (a lost GPU gets a blank); NVIDIA/dcgm-exporter@4.5.3-4.8.2:internal/pkg/"
+        "collector/gpu_collector.go:302-305,373-380 (blank values are not exported), deployment/values.yaml:24 "
+        "(the chart's arguments: embedded host engine, no -r), 95-101 (unprivileged)", "2026-11-29",
+        "dcgm-exporter 4.5.3-4.8.2 embeds DCGM 4.5.3 and the platform keeps the chart's arguments, so restarting "
+        "the exporter pod on the node (or rebooting or replacing the node) is what clears a held Xid; "
+        "OpenpodGPUXidError's text and runbook (observability/rules.py) say so: a GPU reset alone does not. A host "
+        "engine that can open /dev/kmsg re-reads Xids 79, 119 and 120 from the kernel's ring buffer when it starts "
+        "(DcgmKmsgReader.cpp:163,197: opened without a seek); the exporter pod mounts no /dev/kmsg",
+    ),
+    Fact(
         "neuron-monitor.image", "public.ecr.aws/neuron/neuron-monitor:1.3.0",
         "aws-neuron/aws-neuron-sdk@v2.32.0:src/k8/k8s-neuron-monitor-daemonset.yml:43-64", "2026-11-23",
         "AWS's manifest for the Neuron monitor DaemonSet: command /opt/bin/entrypoint.sh, args --port 8000 "
