@@ -21,7 +21,21 @@ FACTS: tuple[Fact, ...] = (
         "https://docs.aws.amazon.com/grafana/latest/userguide/using-grafana-v13.html; "
         "https://docs.aws.amazon.com/grafana/latest/userguide/AMG-workspace-version-update.html", "2026-11-28",
         "platform_constructs/observability.py pins GRAFANA_VERSION 12.4 (the first line with the AMP data source); "
-        "the exact string is listed under unverified facts",
+        "the exact string is fact grafana.amg-version-12.4",
+    ),
+    Fact(
+        "grafana.amg-version-12.4", "\"12.4\" is the GrafanaVersion of Amazon Managed Grafana's Grafana 12 line "
+        "(after 8.4, 9.4 and 10.4); CreateWorkspace takes it (in April 2026 a workspace created without it still "
+        "got 10.4)",
+        "https://github.com/aws/amazon-managed-grafana-roadmap/issues/103 (AWS's roadmap repository, 2026-04-22: "
+        "\"Default version is still v10.4, not the new v12.4\"); aws/amazon-managed-grafana-roadmap#94 (the "
+        "service team: v12 ships directly, v11 skipped); "
+        "https://aws.amazon.com/about-aws/whats-new/2024/05/amazon-managed-grafana-supports-version-10-4 (the "
+        "X.4 naming)", "2026-11-29",
+        "platform_constructs/observability.py GRAFANA_VERSION; public Terraform configurations pin "
+        "grafana_version = \"12.4\" and note that \"11.0\" fails CreateWorkspace (found by text search). No AWS "
+        "page lists the string itself (botocore's grafana model has GrafanaVersion as a free string, 1-255 "
+        "characters); `aws grafana list-versions` is the live list",
     ),
     Fact(
         "fsx.cloudwatch.free-data-storage-capacity", "FSx for Lustre publishes FreeDataStorageCapacity (bytes) in "
