@@ -83,8 +83,18 @@ FACTS: tuple[Fact, ...] = (
         "fsx.lustre.metadata-automatic-switch", "FSx rejects USER_PROVISIONED -> AUTOMATIC while the current "
         "metadata IOPS exceed what AUTOMATIC provisions; SSD IOPS are 1500, 3000, 6000, 12000 or multiples of 12000",
         f"{BOTOCORE}:botocore/data/fsx/2018-03-01/service-2.json", "2026-11-28",
-        "UpdateFileSystemLustreMetadataConfiguration.Mode and FileSystemLustreMetadataConfiguration.Iops; openpod plan fails the switch from a user-provisioned value above 1500 (the automatic value per capacity "
-        "is on the unverified list)",
+        "UpdateFileSystemLustreMetadataConfiguration.Mode and FileSystemLustreMetadataConfiguration.Iops; openpod "
+        "plan fails the switch from a user-provisioned value above what automatic mode gives the file system's "
+        "capacity (fact fsx.lustre.metadata-automatic-iops; 1500 when the capacity is not a number)",
+    ),
+    Fact(
+        "fsx.lustre.metadata-automatic-iops", "automatic mode provisions 1500 metadata IOPS at 1200 GiB, 3000 at "
+        "2400 GiB, 6000 at 4800-9600 GiB, 12000 at 12000-45600 GiB and 12000 per 24000 GiB from 48000 GiB (SSD)",
+        "https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance.html#dne-metadata-performance", "2026-11-29",
+        "infra/deploy/plan_rules.py automatic_metadata_iops; the table was read as quoted, with that anchor, in two "
+        "public notes on FSx for Lustre (found by text search): the stored copy of the AWS page ends before it. "
+        "FSx refuses a switch to automatic only when the current IOPS are greater than this value (fact "
+        "fsx.lustre.metadata-automatic-switch)",
     ),
     Fact(
         "fsx.dra.unique-paths", "each data repository association needs its own file system directory (no "
