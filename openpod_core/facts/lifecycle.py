@@ -48,6 +48,16 @@ FACTS: tuple[Fact, ...] = (
         "and 169.254.169.253), multicast, reserved: infra/spec/network.py refuses a VPC CIDR overlapping them",
     ),
     Fact(
+        "docker.default-bridge", "172.17.0.0/16: the first of Docker's local-scope default address pools, the "
+        "default bridge's (docker0) range unless the daemon's bip or default-address-pools say otherwise",
+        "moby/moby@51650935705f1dc93ff9e363fd1b6c98e67b48c5:libnetwork/ipamutils/utils.go:18-20 "
+        "(localScopeDefaultNetworks: 172.17.0.0/16 first, then 172.18-31.0.0/16 and 192.168.0.0/16 in /20s); "
+        "https://docs.mirantis.com/mke/current/install/plan-deployment/mcr-considerations/docker0.html (\"The "
+        "default IP range, or subnet, for docker0 is 172.17.0.0/16\")", "2026-11-29",
+        "infra/spec/network.py refuses a VPC CIDR overlapping it: a host running Docker routes it to docker0. How "
+        "the daemon skips a pool that overlaps a host route was not read; the refusal does not rely on it",
+    ),
+    Fact(
         "fsx.eni-in-subnet", "an FSx for Lustre file system keeps its network interfaces in its subnet and "
         "security group until it is deleted",
         "https://docs.aws.amazon.com/fsx/latest/WindowsGuide/limit-access-security-groups.html", "2026-11-28",
