@@ -18,7 +18,9 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                                                "(fact ec2.capacity-blocks.max-instances) also "
                                                                "bounds UltraServer blocks (four u-p6e-gb200x72 "
                                                                "are 72 instances) was not found; the spec "
-                                                               "applies the limit to instance blocks only"),
+                                                               "applies the limit to instance blocks only "
+                                                               "(botocore's InstanceCount doc names the 64 for "
+                                                               "instance blocks, UltraserverCount none)"),
     ("aws-fsx-csi-driver add-on availability", "pinned v1.7.0-eksbuild.1 (fact eks.addon.aws-fsx-csi-driver) is "
                                                "a real add-on version, but whether EKS offers it for each allowed "
                                                "eks.version was not read anywhere (aws/containers-roadmap#2625: the "
@@ -66,7 +68,10 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                    "tls_config "
                                    "(https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/managed-"
                                    "prometheus-collectors-scraper-configuration.html, read 2026-11-23); that says "
-                                   "nothing certain about AMP's CreateScraper"),
+                                   "nothing certain about AMP's CreateScraper. Searched again 2026-11-29: the "
+                                   "Terraform provider's acceptance scraper (no tls_config) and public AMP scraper "
+                                   "configurations that carry tls_config.ca_file (not known to have been "
+                                   "accepted) settle nothing"),
     ("AMP scraper and Kueue's metrics", "the scraper's bearer token (the documented credentials_file form, see "
                                         "fact amp.scraper.authorization) passes Kueue's TokenReview and "
                                         "SubjectAccessReview as aps-collector-user; the AMP guide shows it only "
