@@ -219,10 +219,12 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "Node {{ $labels.node }} GPU {{ $labels.gpu }}: Xid {{ $labels.xid }} not cleared",
               f"DCGM holds an Xid whose catalog action is a reboot or a replacement (a double-bit ECC error, a GPU "
               f"fallen off the bus, ...) for {t.xid_minutes} minutes: the platform did not clear it. It stays "
-              "active until the GPU is reset or the node rebooted or replaced (dcgm-exporter reports the last Xid "
-              "until then); a new pod on the GPU does not re-fire it.",
+              "active until the node's dcgm-exporter pod restarts or the node is rebooted or replaced (the "
+              "exporter's DCGM keeps the last Xid in memory; a GPU reset writes no new value); a new pod on the "
+              "GPU does not re-fire it.",
               "Look the Xid up in docs/node-agent-rules.md; check OpenpodNodePendingReboot/Replacement and the "
-              "node agent's finding on the node; reset the GPU or mark the node for replacement.",
+              "node agent's finding on the node; reset the GPU and then delete the node's dcgm-exporter pod "
+              "(the alert clears), or mark the node for replacement.",
               ("node", "gpu", "xid")),
         Alert("OpenpodNodeFindingRepeated",
               f'sum by (node, rule) (increase(openpod_node_agent_findings_total{{{DET}, action="none"}}[1h])) '

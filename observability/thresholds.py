@@ -31,7 +31,8 @@ class AlertThresholds(BaseModel):
         "had (or than its capacity) this long")
     xid_minutes: int = Field(
         30, ge=1, description="a GPU holding an Xid that needs a reboot or replacement this long (the platform "
-        "did not clear it); the alert then stays until the GPU is reset or the node rebooted or replaced")
+        "did not clear it); the alert then stays until the node's dcgm-exporter pod restarts or the node is "
+        "rebooted or replaced (a GPU reset alone does not clear DCGM's last Xid)")
     node_flap_changes: int = Field(
         6, ge=2, description="changes of a node's Ready state within an hour that make it flapping")
     fleet_not_ready_nodes: int = Field(

@@ -213,7 +213,7 @@ class PlatformObservability(Construct):
         return alarm
 
 # Pinned: Amazon Managed Grafana versions move, and the dashboards' data source type needs 12 or later
-# (facts: grafana.amg-versions, grafana.amp-datasource-plugin).
+# (facts: grafana.amg-versions, grafana.amg-version-12.4, grafana.amp-datasource-plugin).
 GRAFANA_VERSION = "12.4"
 
 

@@ -236,19 +236,31 @@ def _file_system(ctx: Context, lid: str) -> list[str]:
     if all(isinstance(v, int) for v in iops) and iops[1] < iops[0]:
         out.append(f"metadata IOPS {iops[0]} -> {iops[1]}: FSx takes only as many or more "
                    f"{cite('fsx.lustre.metadata-iops-increase-only')}")
+    automatic = automatic_metadata_iops(old) if isinstance(old, int) else AUTOMATIC_METADATA_IOPS_MIN
     if (meta[0].get("Mode") == "USER_PROVISIONED" and meta[1].get("Mode") == "AUTOMATIC"
-            and isinstance(iops[0], int) and iops[0] > AUTOMATIC_METADATA_IOPS_MIN):
+            and isinstance(iops[0], int) and iops[0] > automatic):
         out.append(f"metadata IOPS {iops[0]} (user-provisioned) -> automatic: FSx refuses the switch while the "
-                   "current IOPS exceed what automatic mode provisions for the file system's capacity (it never "
-                   f"lowers metadata IOPS); keep metadata_iops, or grow the capacity first "
-                   f"{cite('fsx.lustre.metadata-automatic-switch')}")
+                   f"current IOPS exceed what automatic mode provisions for the file system's capacity ({automatic} "
+                   f"at {old} GiB; it never lowers metadata IOPS); keep metadata_iops, or grow the capacity first "
+                   f"{cite('fsx.lustre.metadata-automatic-switch')} {cite('fsx.lustre.metadata-automatic-iops')}")
     return out
 
 
 # The smallest metadata IOPS FSx provisions (and accepts) for an SSD file system (fact
-# fsx.lustre.metadata-automatic-switch): a user-provisioned value above it may exceed what automatic mode gives a
-# file system of that capacity (the automatic value per capacity is not recorded: openpod_core/facts/unverified.py).
+# fsx.lustre.metadata-automatic-switch): what the rule assumes automatic mode gives when the capacity is unknown.
 AUTOMATIC_METADATA_IOPS_MIN = 1500
+
+
+def automatic_metadata_iops(capacity_gib: int) -> int:
+    """The metadata IOPS automatic mode provisions for an SSD file system of this capacity (fact
+    fsx.lustre.metadata-automatic-iops): 1500 at 1200 GiB, 3000 at 2400, 6000 at 4800-9600, 12000 at
+    12000-45600, then 12000 per 24000 GiB."""
+    if capacity_gib >= 48000:
+        return 12000 * (capacity_gib // 24000)
+    for upto, iops in ((1200, 1500), (2400, 3000), (9600, 6000)):
+        if capacity_gib <= upto:
+            return iops
+    return 12000
 
 
 def _path_overlap(a: str, b: str) -> bool:

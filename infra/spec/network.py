@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 from infra.spec.base import SpecModel, log_retention
 
 # Ranges a VPC must not use: special-purpose addresses (fact net.special-purpose-ipv4, RFC 6890) and the
-# container runtime's default bridge (172.17.0.0/16: openpod_core/facts/unverified.py).
+# container runtime's default bridge (172.17.0.0/16: fact docker.default-bridge).
 SPECIAL_RANGES: dict[ipaddress.IPv4Network, str] = {
     ipaddress.IPv4Network("0.0.0.0/8"): "'this network', RFC 1122",
     ipaddress.IPv4Network("127.0.0.0/8"): "loopback",

@@ -48,6 +48,16 @@ FACTS: tuple[Fact, ...] = (
         "and 169.254.169.253), multicast, reserved: infra/spec/network.py refuses a VPC CIDR overlapping them",
     ),
     Fact(
+        "docker.default-bridge", "172.17.0.0/16: the first of Docker's local-scope default address pools, the "
+        "default bridge's (docker0) range unless the daemon's bip or default-address-pools say otherwise",
+        "moby/moby@51650935705f1dc93ff9e363fd1b6c98e67b48c5:libnetwork/ipamutils/utils.go:18-20 "
+        "(localScopeDefaultNetworks: 172.17.0.0/16 first, then 172.18-31.0.0/16 and 192.168.0.0/16 in /20s); "
+        "https://docs.mirantis.com/mke/current/install/plan-deployment/mcr-considerations/docker0.html (\"The "
+        "default IP range, or subnet, for docker0 is 172.17.0.0/16\")", "2026-11-29",
+        "infra/spec/network.py refuses a VPC CIDR overlapping it: a host running Docker routes it to docker0. How "
+        "the daemon skips a pool that overlaps a host route was not read; the refusal does not rely on it",
+    ),
+    Fact(
         "fsx.eni-in-subnet", "an FSx for Lustre file system keeps its network interfaces in its subnet and "
         "security group until it is deleted",
         "https://docs.aws.amazon.com/fsx/latest/WindowsGuide/limit-access-security-groups.html", "2026-11-28",
@@ -83,8 +93,18 @@ FACTS: tuple[Fact, ...] = (
         "fsx.lustre.metadata-automatic-switch", "FSx rejects USER_PROVISIONED -> AUTOMATIC while the current "
         "metadata IOPS exceed what AUTOMATIC provisions; SSD IOPS are 1500, 3000, 6000, 12000 or multiples of 12000",
         f"{BOTOCORE}:botocore/data/fsx/2018-03-01/service-2.json", "2026-11-28",
-        "UpdateFileSystemLustreMetadataConfiguration.Mode and FileSystemLustreMetadataConfiguration.Iops; openpod plan fails the switch from a user-provisioned value above 1500 (the automatic value per capacity "
-        "is on the unverified list)",
+        "UpdateFileSystemLustreMetadataConfiguration.Mode and FileSystemLustreMetadataConfiguration.Iops; openpod "
+        "plan fails the switch from a user-provisioned value above what automatic mode gives the file system's "
+        "capacity (fact fsx.lustre.metadata-automatic-iops; 1500 when the capacity is not a number)",
+    ),
+    Fact(
+        "fsx.lustre.metadata-automatic-iops", "automatic mode provisions 1500 metadata IOPS at 1200 GiB, 3000 at "
+        "2400 GiB, 6000 at 4800-9600 GiB, 12000 at 12000-45600 GiB and 12000 per 24000 GiB from 48000 GiB (SSD)",
+        "https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance.html#dne-metadata-performance", "2026-11-29",
+        "infra/deploy/plan_rules.py automatic_metadata_iops; the table was read as quoted, with that anchor, in two "
+        "public notes on FSx for Lustre (found by text search): the stored copy of the AWS page ends before it. "
+        "FSx refuses a switch to automatic only when the current IOPS are greater than this value (fact "
+        "fsx.lustre.metadata-automatic-switch)",
     ),
     Fact(
         "fsx.dra.unique-paths", "each data repository association needs its own file system directory (no "

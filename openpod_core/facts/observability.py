@@ -21,7 +21,21 @@ FACTS: tuple[Fact, ...] = (
         "https://docs.aws.amazon.com/grafana/latest/userguide/using-grafana-v13.html; "
         "https://docs.aws.amazon.com/grafana/latest/userguide/AMG-workspace-version-update.html", "2026-11-28",
         "platform_constructs/observability.py pins GRAFANA_VERSION 12.4 (the first line with the AMP data source); "
-        "the exact string is listed under unverified facts",
+        "the exact string is fact grafana.amg-version-12.4",
+    ),
+    Fact(
+        "grafana.amg-version-12.4", "\"12.4\" is the GrafanaVersion of Amazon Managed Grafana's Grafana 12 line "
+        "(after 8.4, 9.4 and 10.4); CreateWorkspace takes it (in April 2026 a workspace created without it still "
+        "got 10.4)",
+        "https://github.com/aws/amazon-managed-grafana-roadmap/issues/103 (AWS's roadmap repository, 2026-04-22: "
+        "\"Default version is still v10.4, not the new v12.4\"); aws/amazon-managed-grafana-roadmap#94 (the "
+        "service team: v12 ships directly, v11 skipped); "
+        "https://aws.amazon.com/about-aws/whats-new/2024/05/amazon-managed-grafana-supports-version-10-4 (the "
+        "X.4 naming)", "2026-11-29",
+        "platform_constructs/observability.py GRAFANA_VERSION; public Terraform configurations pin "
+        "grafana_version = \"12.4\" and note that \"11.0\" fails CreateWorkspace (found by text search). No AWS "
+        "page lists the string itself (botocore's grafana model has GrafanaVersion as a free string, 1-255 "
+        "characters); `aws grafana list-versions` is the live list",
     ),
     Fact(
         "fsx.cloudwatch.free-data-storage-capacity", "FSx for Lustre publishes FreeDataStorageCapacity (bytes) in "
@@ -83,6 +97,24 @@ FACTS: tuple[Fact, ...] = (
         "values podAnnotations, service.port 9400, serviceMonitor.enabled true by default",
         "NVIDIA/dcgm-exporter@4.5.3-4.8.2:deployment/values.yaml:85,114,129 and README.md:38-39", "2026-11-23",
         "the platform turns the ServiceMonitor off (no Prometheus Operator CRDs) and annotates the pods",
+    ),
+    Fact(
+        "dcgm.xid.last-value-held", "DCGM_FI_DEV_XID_ERRORS is written only when an Xid arrives (the NVML event "
+        "thread or /dev/kmsg), never polled, and nothing writes it back on a GPU reset: the latest sample stays the "
+        "last Xid until the host engine restarts (its cache is in memory), the watch is removed, or the GPU is lost "
+        "or detached (a blank value, which dcgm-exporter skips)",
+        "NVIDIA/DCGM@v4.5.3:dcgmlib/src/DcgmCacheManager.cpp:7400-7424 (RecordXidForGpu appends the Xid), "
+        "7748-7754 (nvmlEventTypeXidCriticalError), 13210-13212 (the poll skips XID: 'handled by the NVML event "
+        "thread'), 7111 and sdk/nvidia/nvml/common/timeseries.c:292-320 (old samples are trimmed only when a new one "
+        "is appended, so the newest stays), 4966 (GetLatestSample reads the newest), 6633-6652 (ClearWatchInfo "
+        "frees the series), 9583-9590 (a lost GPU gets a blank); NVIDIA/dcgm-exporter@4.5.3-4.8.2:internal/pkg/"
+        "collector/gpu_collector.go:302-305,373-380 (blank values are not exported), deployment/values.yaml:24 "
+        "(the chart's arguments: embedded host engine, no -r), 95-101 (unprivileged)", "2026-11-29",
+        "dcgm-exporter 4.5.3-4.8.2 embeds DCGM 4.5.3 and the platform keeps the chart's arguments, so restarting "
+        "the exporter pod on the node (or rebooting or replacing the node) is what clears a held Xid; "
+        "OpenpodGPUXidError's text and runbook (observability/rules.py) say so: a GPU reset alone does not. A host "
+        "engine that can open /dev/kmsg re-reads Xids 79, 119 and 120 from the kernel's ring buffer when it starts "
+        "(DcgmKmsgReader.cpp:163,197: opened without a seek); the exporter pod mounts no /dev/kmsg",
     ),
     Fact(
         "neuron-monitor.image", "public.ecr.aws/neuron/neuron-monitor:1.3.0",

@@ -6,23 +6,6 @@ from __future__ import annotations
 # Facts the code relies on whose source has not been found or read yet: shown in docs/facts.md so nobody
 # mistakes them for checked ones. Each says what the code assumes today.
 UNVERIFIED: tuple[tuple[str, str], ...] = (
-    ("DCGM holds the last Xid until a GPU reset", "OpenpodGPUXidError stays active while dcgm-exporter reports a "
-                                                  "fatal Xid as the GPU's last (DCGM_FI_DEV_XID_ERRORS, 'Value of "
-                                                  "the last XID error encountered', default-counters.csv:29); that "
-                                                  "the value clears on a GPU reset (and not before) was not read in "
-                                                  "DCGM's source; a node reboot or replacement restarts the exporter"),
-    ("Amazon Managed Grafana version string 12.4", "the Grafana workspace pins GrafanaVersion 12.4 "
-                                                   "(platform_constructs/observability.py GRAFANA_VERSION); that the "
-                                                   "service lists exactly this string was not read (`aws grafana "
-                                                   "list-versions` shows it; fact grafana.amg-versions has the major "
-                                                   "versions)"),
-    ("FSx automatic metadata IOPS per storage capacity", "how many metadata IOPS AUTOMATIC mode provisions for "
-                                                         "each capacity was not read; openpod plan fails a switch "
-                                                         "to AUTOMATIC from any user-provisioned value above the "
-                                                         "smallest, 1500 (infra/deploy/plan_rules.py)"),
-    ("Docker's default bridge 172.17.0.0/16", "infra/spec/network.py refuses a VPC CIDR overlapping it (a host "
-                                              "running Docker routes it to docker0, not the VPC); Docker's bridge "
-                                              "network documentation was not re-read for the default range"),
     ("kube-proxy add-on tolerations", "the kube-proxy add-on's DaemonSet manifest is not published, so that it "
                                       "tolerates the system group's CriticalAddonsOnly taint (it ran there before "
                                       "the taint) was not read; check on a cluster: kubectl -n kube-system get ds "
@@ -35,7 +18,9 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                                                "(fact ec2.capacity-blocks.max-instances) also "
                                                                "bounds UltraServer blocks (four u-p6e-gb200x72 "
                                                                "are 72 instances) was not found; the spec "
-                                                               "applies the limit to instance blocks only"),
+                                                               "applies the limit to instance blocks only "
+                                                               "(botocore's InstanceCount doc names the 64 for "
+                                                               "instance blocks, UltraserverCount none)"),
     ("aws-fsx-csi-driver add-on availability", "pinned v1.7.0-eksbuild.1 (fact eks.addon.aws-fsx-csi-driver) is "
                                                "a real add-on version, but whether EKS offers it for each allowed "
                                                "eks.version was not read anywhere (aws/containers-roadmap#2625: the "
@@ -83,7 +68,10 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                    "tls_config "
                                    "(https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/managed-"
                                    "prometheus-collectors-scraper-configuration.html, read 2026-11-23); that says "
-                                   "nothing certain about AMP's CreateScraper"),
+                                   "nothing certain about AMP's CreateScraper. Searched again 2026-11-29: the "
+                                   "Terraform provider's acceptance scraper (no tls_config) and public AMP scraper "
+                                   "configurations that carry tls_config.ca_file (not known to have been "
+                                   "accepted) settle nothing"),
     ("AMP scraper and Kueue's metrics", "the scraper's bearer token (the documented credentials_file form, see "
                                         "fact amp.scraper.authorization) passes Kueue's TokenReview and "
                                         "SubjectAccessReview as aps-collector-user; the AMP guide shows it only "

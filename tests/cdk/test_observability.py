@@ -231,6 +231,7 @@ def test_managed_grafana_may_only_query_this_workspace_and_passes_cdk_nag(tmp_pa
 
     t.has_resource_properties("AWS::Grafana::Workspace", {"GrafanaVersion": GRAFANA_VERSION})
     assert int(GRAFANA_VERSION.split(".")[0]) >= 12 and DATASOURCE_TYPE in fact("grafana.amp-datasource-plugin").value
+    assert f'"{GRAFANA_VERSION}" is the GrafanaVersion' in fact("grafana.amg-version-12.4").value
     (policy,) = t.find_resources("AWS::IAM::Policy").values()
     (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
     assert sorted(statement["Action"]) == sorted(QUERY_ACTIONS)

@@ -185,3 +185,11 @@ def test_promtool_check_config_accepts_every_scrape_job(promtool, tmp_path):
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     out = _promtool(promtool, "check", "config", "prometheus.yml", cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_xid_alert_says_what_clears_a_held_xid():
+    """DCGM writes the Xid field only when an Xid arrives and keeps it in the exporter's embedded host engine's
+    memory (fact dcgm.xid.last-value-held): a GPU reset does not clear it, restarting the exporter pod does."""
+    xid = next(a for a in alerts(AlertThresholds()) if a.name == "OpenpodGPUXidError")
+    assert "until the GPU is reset" not in xid.description
+    assert "dcgm-exporter pod" in xid.description and "dcgm-exporter pod" in xid.runbook
