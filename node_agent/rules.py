@@ -589,8 +589,8 @@ def rules_markdown() -> str:
                    f"| {r.source} | {r.note} | {rows} |")
     out += ["", "## Printer catalog", "",
             "Generated from `node_agent/catalog/printers.csv`. Each row is one printer read from its source "
-            "(NVIDIA rows at the driver tags named; Linux rows by path and function). `user text`: what of the "
-            "line a user process can choose; `rule` `-`: no rule may act on it.", "",
+            "(NVIDIA rows at the driver tags named; Linux rows at linux-stable v6.12.107, v6.1.172 in the notes). "
+            "`user text`: what of the line a user process can choose; `rule` `-`: no rule may act on it.", "",
             "| id | subsystem | format | source | class | action | why | user text | rule |",
             "|---|---|---|---|---|---|---|---|---|"]
     for p in printers.PRINTERS:

@@ -4,6 +4,7 @@ log format the agent reads, is classified by its rule (and a "-" row by none), t
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -38,12 +39,16 @@ def test_every_printer_renders_and_its_rule_matches_in_every_format(p, fmt):
             assert f is not None and f.rule == p.rule, (line, f and f.rule)
 
 
+# owner/repo@tag-or-commit:path:line (or a line range), then notes: every row is pinned to a version and a line
+_PINNED = re.compile(r"[\w.-]+/[\w.-]+@[\w.]+:[^\s:]+:\d+(?:-\d+)?(?: \(|$)")
+
+
 def test_catalog_rows_name_real_rules_sources_and_user_text():
     ids = [p.id for p in PRINTERS]
     assert len(ids) == len(set(ids))
     for p in PRINTERS:
         assert p.rule == "-" or p.rule in RULES, p.id
-        assert ":" in p.source and p.why and p.user_text, p.id
+        assert _PINNED.match(p.source) and p.why and p.user_text, (p.id, p.source)
     assert all(p.rule == "-" for p in PRINTERS if p.subsystem == "user-fault")
 
 
