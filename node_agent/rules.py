@@ -309,12 +309,11 @@ _add(
          "cpu-hard-lockup", S.CRITICAL, A.REBOOT, KERNEL + " watchdog", "a CPU stopped taking interrupts"),
     # x86 machine checks (arch/x86/kernel/cpu/mce/core.c, pr_fmt "mce: ", HW_ERR "[Hardware Error]: "): mce_panic
     # prints HW_ERR "Machine check: %s" (mce/severity.c reasons, e.g. "Processor context corrupt"), then panics
-    # ("Fatal machine check", ...); ghes.c __ghes_panic panic(GHES_PFX "Fatal hardware error") - "GHES: Fatal hardware
-    # error" at linux v6.1.172 and v6.12.107 (catalog row ghes-panic), "Fatal hardware error!" in older kernels.
-    # Fatal -> replace (docs/node-agent.md).
+    # ("Fatal machine check", ...); ghes.c __ghes_panic "GHES: Fatal hardware error" (v6.1, v6.12; older: "...error!")
     Rule("mce-fatal", "kernel-log",
          r"mce: \[Hardware Error\]: Machine check: |Kernel panic - not syncing: (?:Fatal (?:local )?machine check"
-         r"|Machine check from unknown source|(?:GHES: )?Fatal hardware error|Timeout: Not all CPUs entered broadcast exception)",
+         r"|Machine check from unknown source|(?:GHES: )?Fatal hardware error|Timeout: Not all CPUs entered broadcast"
+         r" exception)",
          "host-hardware-fatal", S.CRITICAL, A.REPLACE, KERNEL + " (arch/x86/kernel/cpu/mce/core.c mce_panic, "
          "drivers/acpi/apei/ghes.c __ghes_panic)", "a fatal machine check or platform error: the host panicked"),
     # __print_mce: HW_ERR "CPU %d: Machine Check%s: %Lx Bank %d: %016Lx" (" Exception" when MCG_STATUS.MCIP), the
@@ -422,12 +421,8 @@ _add(
          r"|Memory error not recovered)",
          "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (drivers/edac/edac_mc.c, "
          "arch/x86/kernel/cpu/mce/core.c kill_me_maybe / do_machine_check)", "uncorrectable host DRAM error"),
-    # drivers/nvme/host/pci.c nvme_timeout: "I/O %d QID %d timeout, ..." and "I/O %d (%s) QID ..." (v6.1.172),
-    # "I/O tag %d (%04x) [opcode %#x (%s) ]QID %d timeout, ..." (v6.12.107); catalog rows nvme-io-timeout*
-    Rule("nvme-timeout", "kernel-log",
-         r"nvme (?P<device>nvme\d+): I/O (?:tag )?\d+ (?:\([0-9a-f]{4}\) )?(?:opcode (?:0x)?[0-9a-f]+ )?"
-         r"(?:\([^)]*\) )?QID \d+ timeout",
-         "nvme-timeout", S.WARNING, A.NONE, KERNEL),
+    Rule("nvme-timeout", "kernel-log", r"nvme (?P<device>nvme\d+): I/O (?:tag )?\d+ (?:\([0-9a-f]{4}\) )?"
+         r"(?:opcode (?:0x)?[0-9a-f]+ )?(?:\([^)]*\) )?QID \d+ timeout", "nvme-timeout", S.WARNING, A.NONE, KERNEL),
 )
 
 # ---------------------------------------------------------------- polled probes
@@ -520,7 +515,6 @@ _add(
     Rule("check-crashed", "agent", "a probe raised an unexpected error", "agent-check-error",
          S.WARNING, A.NONE, "openpod node agent", "logged with the error; the other checks keep running"),
 )
-
 
 
 @dataclass(frozen=True)
