@@ -478,7 +478,7 @@ def main(argv=None) -> dict:
             if a.runs > 1:
                 print(f"\nrun {k + 1} of {a.runs} (load average {loads[-1]:.2f}); openpod layout {a.layout}")
             quiet = quiet_steps(model, opt, batch, 5)
-            runs: dict[str, list[dict]] = {k: [] for k in HEADS}
+            runs: dict[str, list[dict]] = {h: [] for h in HEADS}
             disk: list[dict] = []
             idle: list[dict] = []  # openpod nvme with the loop idle: what the save takes with a vCPU of its own
             measure = {

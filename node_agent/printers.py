@@ -5,7 +5,8 @@ printer's own prefix included: pr_fmt, dev_printk's "<driver> <device>: ", NV_PR
 NV_DEV_PRINTF's "NVRM: GPU <pci>: "), where it is (repo@tag:path:line: NVIDIA at its driver tags, Linux at the
 linux-stable tags v6.12.107 and v6.1.172), the fault class, the action and why, whether a user process can
 shape its text, and the rule that must classify it ("-": no rule may act on it). ``bind`` fixes the variable
-parts that decide the class ("index=value;..."), ``context`` lists the record lines printed before it (CPER records span lines).
+parts that decide the class ("index=value;..."), ``context`` lists the record lines printed before it (CPER
+records span lines).
 ``tests/node_agent/test_printers.py`` renders every row with random variable parts in every log format the
 agent reads and checks that its rule, and only it, matches. ``tools/printer_candidates.py`` lists candidate
 printers from a checkout, so a new driver branch is a diff to review.
