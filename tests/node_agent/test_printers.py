@@ -100,3 +100,27 @@ def test_the_docs_coverage_table_is_the_catalogs():
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "node-agent.md").read_text()
     assert coverage_markdown() in page
+
+
+def test_candidate_printers_are_listed_from_a_plain_source_directory(tmp_path, capsys):
+    """--dir reads an unpacked tree (a kernel tarball): Linux error printers with their level (pr_emerg, printk
+    KERN_ERR, cper.c's caller-given pfx, ibdev_err_ratelimited), a "%s<word>" format is not taken for a bare
+    conversion (it named every row once), and a missing file is one line, not a traceback."""
+    from tools.printer_candidates import main
+
+    (tmp_path / "kernel").mkdir()
+    (tmp_path / "kernel" / "w.c").write_text(
+        'pr_emerg("Watchdog detected hard LOCKUP on cpu %d\\n", cpu);\n'
+        'printk(KERN_INFO "lockup detector enabled\\n");\n'
+        'printk("%s""error_type: %d, %s\\n", pfx, etype, cper_mem_err_type_str(etype));\n'
+        'printk("%srequest timed out\\n", pfx);\n'
+        'ibdev_err_ratelimited(aq->efa_dev, "The device didn\'t send any completion for admin cmd %s(%d)\\n",\n'
+        '                      s, op);\n')
+    assert main(["--dir", str(tmp_path), "kernel/w.c"]) == 0
+    out = capsys.readouterr()
+    rows = out.out.splitlines()[1:]
+    assert len(rows) == 4 and "4 candidate printers, 3 in the catalog" in out.err, out
+    assert rows[0].endswith(",hard-lockup hard-lockup-6.1") and rows[1].endswith(",cper-mem-multibit")
+    assert rows[2].endswith(",") and rows[3].endswith(",efa-admin-timeout")
+    assert main(["--dir", str(tmp_path), "kernel/nope.c"]) == 2
+    assert "cannot read" in capsys.readouterr().err
