@@ -34,7 +34,8 @@ NEEDS_LEVEL = {"NV_PRINTF", "NV_DEV_PRINTF", "nv_printf", "printk", "ext4_msg"}
 LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
 # a printf conversion (the kernel's %p extensions take one letter: %pS, %pV, %pe), so "%serror_type" keeps its text
 CONVERSION = re.compile(r"%[-#0 +]*[0-9.*]*(?:hh|h|ll|l|L|z|j|t)?(?:p[a-zA-Z]?|[diouxXcsn%])|NVRM: ")
-MIN_CORE = 8  # a shorter constant part ("%s: %s", "error") names no printer
+MIN_CORE = 8
+LINUX = "gregkh/linux@"  # a shorter constant part ("%s: %s", "error") names no printer
 DEFAULT_GREP = (r"(?i)fail|cannot|timed? ?out|timeout|error|lost|fallen off|reset required|corrupt|poison"
                 r"|not recovered|lockup|stall|blocked for more|fatal|uncorrect|machine check|\bBUG\b|oops|abort"
                 r"|can ?not|didn't|did not|not ready|unrecoverable"
@@ -78,8 +79,10 @@ def candidates(root: str, tag: str | None, paths: list[str], grep: str) -> list[
             if not fmt or not keep.search(fmt):
                 continue
             longest = _core(fmt)
-            rows = [p.id for p in PRINTERS if len(longest) >= MIN_CORE and longest in p.format
-                    or len(_core(p.format)) >= MIN_CORE and _core(p.format) in fmt]
+            # a Linux row names its file: ena_com.c and efa_com.c share texts, so do x86 and arm64 traps.c
+            rows = [p.id for p in PRINTERS if (Path(path).name + ":" in p.source or not p.source.startswith(LINUX))
+                    and (len(longest) >= MIN_CORE and longest in p.format
+                         or len(_core(p.format)) >= MIN_CORE and _core(p.format) in fmt)]
             out.append({"path": path, "line": i + 1, "call": m.group(1), "format": fmt,
                         "catalog": " ".join(rows)})
     return out
