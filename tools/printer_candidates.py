@@ -7,7 +7,7 @@ Reads each file at TAG (``git show``; a bare mirror is enough), or as it is unde
 tarball), finds error-level printer calls (NVIDIA's NV_PRINTF LEVEL_ERROR, NV_DEV_PRINTF / nv_printf
 NV_DBG_ERRORS, NV_ASSERT_FAILED, portDbgPrintf; Linux pr_/dev_/pci_/netdev_/netif_/ibdev_ err / crit / alert /
 emerg (plain, _ratelimited, _once), xfs_alert / xfs_crit / xfs_emerg / xfs_err, printk and ext4_msg at KERN_ERR
-and above or at a caller's ``pfx`` (cper.c: GHES passes the record's level in it), panic and mce_panic), joins
+and above or at a caller's ``pfx`` / ``newpfx`` (cper.c: GHES passes the record's level in it), panic and mce_panic), joins
 the string literals of the call into its format, keeps those whose format matches ``--grep`` (default: failure words), and prints one CSV row each:
 path, line, call, format, catalog row ids whose format contains it. The summary line gives candidates / in the
 catalog. A new driver branch or kernel is then a diff of this list, not a hunt for log lines.
@@ -29,7 +29,7 @@ from node_agent.printers import PRINTERS  # noqa: E402
 CALL = re.compile(r"(?<![\w.>])(NV_PRINTF|NV_DEV_PRINTF|nv_printf|NV_ASSERT_FAILED|portDbgPrintf"
                   r"|(?:pr|dev|pci|netdev|netif|ibdev)_(?:err|crit|alert|emerg)(?:_ratelimited|_once)?"
                   r"|xfs_(?:alert|crit|emerg|err)(?:_tag)?|ext4_msg|printk|panic|mce_panic)\s*\(")
-LEVEL = re.compile(r"LEVEL_ERROR|NV_DBG_ERRORS|KERN_(?:ERR|CRIT|ALERT|EMERG)|HW_ERR|\bpfx\b")
+LEVEL = re.compile(r"LEVEL_ERROR|NV_DBG_ERRORS|KERN_(?:ERR|CRIT|ALERT|EMERG)|HW_ERR|\b(?:new)?pfx\b")
 NEEDS_LEVEL = {"NV_PRINTF", "NV_DEV_PRINTF", "nv_printf", "printk", "ext4_msg"}
 LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
 # a printf conversion (the kernel's %p extensions take one letter: %pS, %pV, %pe), so "%serror_type" keeps its text
@@ -38,7 +38,7 @@ MIN_CORE = 8
 LINUX = "gregkh/linux@"  # a shorter constant part ("%s: %s", "error") names no printer
 DEFAULT_GREP = (r"(?i)fail|cannot|timed? ?out|timeout|error|lost|fallen off|reset required|corrupt|poison"
                 r"|not recovered|lockup|stall|blocked for more|fatal|uncorrect|machine check|\bBUG\b|oops|abort"
-                r"|can ?not|didn't|did not|not ready|unrecoverable"
+                r"|can ?not|didn't|did not|not ready|unrecoverable|severity"
                 r"|shut(?:ting)? ?down|read-only")
 
 
