@@ -3,14 +3,14 @@
     python tools/printer_candidates.py GIT_DIR TAG PATH... [--grep REGEX] [--csv OUT]
     python tools/printer_candidates.py --dir SOURCE_DIR PATH... [--grep REGEX] [--csv OUT]
 
-Reads each file at TAG (``git show``; a bare mirror is enough), or as it is under SOURCE_DIR (an unpacked
-tarball), finds error-level printer calls (NVIDIA's NV_PRINTF LEVEL_ERROR, NV_DEV_PRINTF / nv_printf
-NV_DBG_ERRORS, NV_ASSERT_FAILED, portDbgPrintf; Linux pr_/dev_/pci_/netdev_/netif_/ibdev_ err / crit / alert /
-emerg (plain, _ratelimited, _once), xfs_alert / xfs_crit / xfs_emerg / xfs_err, printk and ext4_msg at KERN_ERR
-and above or at a caller's ``pfx`` / ``newpfx`` (cper.c: GHES passes the record's level in it), panic and mce_panic), joins
-the string literals of the call into its format, keeps those whose format matches ``--grep`` (default: failure words), and prints one CSV row each:
-path, line, call, format, catalog row ids whose format contains it. The summary line gives candidates / in the
-catalog. A new driver branch or kernel is then a diff of this list, not a hunt for log lines.
+Reads each file at TAG (``git show``; a bare mirror is enough), or as it is under SOURCE_DIR (an unpacked tarball),
+finds error-level printer calls (NVIDIA's NV_PRINTF LEVEL_ERROR, NV_DEV_PRINTF / nv_printf NV_DBG_ERRORS,
+NV_ASSERT_FAILED, portDbgPrintf; Linux pr_/dev_/pci_/netdev_/netif_/ibdev_ err / crit / alert / emerg (plain,
+_ratelimited, _once), xfs_alert / xfs_crit / xfs_emerg / xfs_err, printk and ext4_msg at KERN_ERR and above or at a
+caller's ``pfx`` / ``newpfx`` (cper.c: GHES passes the record's level in it), panic and mce_panic), joins the string
+literals of the call into its format, keeps those whose format matches ``--grep`` (default: failure words), and
+prints one CSV row each: path, line, call, format, catalog row ids whose format contains it. The summary line gives
+candidates / in the catalog. A new driver branch or kernel is then a diff of this list, not a hunt for log lines.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def candidates(root: str, tag: str | None, paths: list[str], grep: str) -> list[
                 continue
             longest = _core(fmt)
             # a Linux row names its file: ena_com.c and efa_com.c share texts, so do x86 and arm64 traps.c
-            rows = [p.id for p in PRINTERS if (Path(path).name + ":" in p.source or not p.source.startswith(LINUX))
+            rows = [p.id for p in PRINTERS if (path + ":" in p.source or not p.source.startswith(LINUX))
                     and (len(longest) >= MIN_CORE and longest in p.format
                          or len(_core(p.format)) >= MIN_CORE and _core(p.format) in fmt)]
             out.append({"path": path, "line": i + 1, "call": m.group(1), "format": fmt,

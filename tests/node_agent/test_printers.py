@@ -113,8 +113,10 @@ def test_candidate_printers_are_listed_from_a_plain_source_directory(tmp_path, c
                                   'printk(KERN_INFO "lockup detector enabled\\n");\n',
              "drivers/firmware/efi/cper.c": 'printk("%s""error_type: %d, %s\\n", pfx, etype, str(etype));\n'
                                             'printk("%srequest timed out\\n", pfx);\n',
-             "efa_com.c": 'ibdev_err_ratelimited(aq->efa_dev, "Reset indication didn\'t turn on\\n");\n',
-             "ena_com.c": 'netdev_err(ena_dev->net_device, "Reset indication didn\'t turn on\\n");\n'}
+             "drivers/infiniband/hw/efa/efa_com.c":
+                 'ibdev_err_ratelimited(aq->efa_dev, "Reset indication didn\'t turn on\\n");\n',
+             "drivers/net/ethernet/amazon/ena/ena_com.c":
+                 'netdev_err(ena_dev->net_device, "Reset indication didn\'t turn on\\n");\n'}
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
