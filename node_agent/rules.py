@@ -311,7 +311,7 @@ _add(
          r"mce: \[Hardware Error\]: Machine check: |Kernel panic - not syncing: (?:Fatal (?:local )?machine check"
          r"|Machine check from unknown source|(?:GHES: )?Fatal hardware error|Timeout: Not all CPUs entered broadcast"
          r" exception|Local fatal machine check!|Failed kernel mode recovery|Too many consecutive machine checks while"
-         r" accessing user data|Consecutive machine checks to different user pages|Memory failure on page [0-9a-f]+$)",
+         r" accessing user data|Consecutive machine checks to different user pages|Memory failure on page [0-9a-f]+)",
          "host-hardware-fatal", S.CRITICAL, A.REPLACE, KERNEL + " (arch/x86/kernel/cpu/mce/core.c mce_panic, "
          "drivers/acpi/apei/ghes.c __ghes_panic)", "a fatal machine check or platform error: the host panicked"),
     # __print_mce: HW_ERR "CPU %d: Machine Check%s: %Lx Bank %d: %016Lx" (" Exception" when MCG_STATUS.MCIP), the
@@ -398,7 +398,7 @@ _add(
          r"(?:Memory failure: |MCE )0x[0-9a-f]+: (?:recovery action for|unhandlable page|already hardware poisoned"
          r"|Sending SIGBUS to .* due to hardware memory corruption|memory outside kernel control|[\w -]*page"
          r"|forcibly killing .* because of failure to unmap corrupted page)"
-         r"|MCE: Killing .*:\d+ due to hardware memory corruption fault at [0-9a-f]+$",
+         r"|MCE: Killing .*:\d+ due to hardware memory corruption fault at [0-9a-f]+",
          "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (mm/memory-failure.c)",
          "memory_failure() ran: a DRAM page had an uncorrectable error (recovered or not, the DIMM is failing)"),
     # XFS flags 0x4 (SHUTDOWN_FORCE_UMOUNT, fs/xfs/xfs_mount.h): root's XFS_IOC_GOINGDOWN, not a fault.
@@ -418,7 +418,7 @@ _add(
          "oom-kill", S.WARNING, A.NONE, KERNEL, "an application exceeded memory; kubelet handles it"),
     Rule("memory-uncorrectable", "kernel-log",
          r"EDAC MC(?P<device>\d+): \d+ UE |(?:mce: )?(?:Uncorrected hardware memory error in user-access"
-         r"|Memory error not recovered|Kernel accessed poison in user space at [0-9a-f]+$)",
+         r"|Memory error not recovered|Kernel accessed poison in user space at [0-9a-f]+)",
          "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (drivers/edac/edac_mc.c, "
          "arch/x86/kernel/cpu/mce/core.c kill_me_maybe / do_machine_check)", "uncorrectable host DRAM error"),
     Rule("nvme-timeout", "kernel-log", r"nvme (?P<device>nvme\d+): I/O (?:tag )?\d+ (?:\([0-9a-f]{4}\) )?"
