@@ -211,10 +211,8 @@ _add(
 )
 
 # ---------------------------------------------------------------- kernel log: ENA
-# amzn/amzn-drivers kernel/linux/ena/ena_netdev.c (in tree: drivers/net/ethernet/amazon/ena): ena_device_init
-# "Can not reset device" / "Can not initialize device", ena_probe "ENA device init failed" (older lowercase),
-# ena_destroy_device "Device reset failed", ena_restore_device "Reset attempt failed. Can not reset the device".
-# A keep-alive timeout or lost Tx completions make the driver reset the device itself: watched, no rule.
+# drivers/net/ethernet/amazon/ena/ena_netdev.c (catalog rows ena-*; amzn/amzn-drivers' older lowercase too). A
+# keep-alive timeout or lost Tx completions make the driver reset the device itself: watched, no rule.
 _add(Rule("ena-reset-failed", "kernel-log",
           rf"ena (?P<device>{_BDF}).*(?i:Can not reset (?:the )?device|Can not initialize device"
           r"|device init failed|Device reset failed|Reset attempt failed)",
@@ -279,8 +277,7 @@ _add(
 )
 
 # ---------------------------------------------------------------- kernel log: host
-# PCIe AER (drivers/pci/pcie/aer.c and err.c), lockup watchdogs (kernel/watchdog.c), panic/oops/BUG
-# (kernel/panic.c, arch/x86/mm/fault.c), block layer errors (block/blk-core.c, fs/buffer.c).
+# PCIe AER, lockup watchdogs, panic/oops/BUG, machine checks, block layer, filesystems: catalog rows name the sources.
 _AER_DEV = r"(?P<device>[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f])"
 # Severity words: "Uncorrected (Fatal)" before Linux 6.x, "Uncorrectable (Fatal)" after (drivers/pci/pcie/aer.c
 # aer_error_severity_string); "... error received: <dev>" before, "... error message received from <dev>" after.
@@ -313,7 +310,8 @@ _add(
     Rule("mce-fatal", "kernel-log",
          r"mce: \[Hardware Error\]: Machine check: |Kernel panic - not syncing: (?:Fatal (?:local )?machine check"
          r"|Machine check from unknown source|(?:GHES: )?Fatal hardware error|Timeout: Not all CPUs entered broadcast"
-         r" exception)",
+         r" exception|Local fatal machine check!|Failed kernel mode recovery|Too many consecutive machine checks while"
+         r" accessing user data|Consecutive machine checks to different user pages|Memory failure on page [0-9a-f]+)",
          "host-hardware-fatal", S.CRITICAL, A.REPLACE, KERNEL + " (arch/x86/kernel/cpu/mce/core.c mce_panic, "
          "drivers/acpi/apei/ghes.c __ghes_panic)", "a fatal machine check or platform error: the host panicked"),
     # __print_mce: HW_ERR "CPU %d: Machine Check%s: %Lx Bank %d: %016Lx" (" Exception" when MCG_STATUS.MCIP), the
@@ -354,12 +352,11 @@ _add(
     # Every x86 die() header is "<what>: <error code, %04lx> [#<n>]" (arch/x86/kernel/dumpstack.c __die_header:
     # "Oops: ", "general protection fault", "invalid opcode", "divide error", "stack segment", ...; since 6.10
     # prefixed "Oops: "), other architectures' "Oops: <text> [#<n>]" (powerpc "Oops: <why>, sig: <n> [#<n>]"),
-    # arm and arm64 "Internal error: <what>: <code> [#<n>]" (arch/arm64/kernel/traps.c die()),
-    # "kernel tried to execute NX-protected page" (arch/x86/mm/fault.c show_fault_oops).
+    # arm and arm64 "Internal error: <what>: <code> [#<n>]" (arch/arm64/kernel/traps.c die()); more: catalog oops-*.
     Rule("kernel-oops", "kernel-log",
          r"(?:Oops: )?[\w ,.-]+: [0-9a-f]{4} \[#\d+\]|Oops: [^\[]*\[#\d+\]|BUG: kernel NULL pointer dereference"
-         r"|BUG: unable to handle (?:kernel |page fault)|kernel BUG at \S+!"
-         r"|\bInternal error: [\w ]+:|kernel tried to execute NX-protected page",
+         r"|BUG: unable to handle (?:kernel |page fault)|kernel BUG at \S+!|Kernel BUG at \S+ \[verbose debug info"
+         r"|\bInternal error: [\w ]+:|kernel tried to execute NX-protected page|(?:traps: )?PANIC: double fault,",
          "kernel-oops", S.CRITICAL, A.REBOOT, KERNEL + " die() headers (arch/x86/kernel/dumpstack.c, "
          "arch/arm64/kernel/traps.c, arch/x86/mm/fault.c)", "kernel state is undefined after an oops"),
     # RCU CPU stall warnings (kernel/rcu/tree_stall.h print_cpu_stall / print_other_cpu_stall, older
@@ -367,7 +364,7 @@ _add(
     # CONFIG_RCU_CPU_STALL_TIMEOUT (21 s by default), no grace period ends, freed memory is not reclaimed
     # ("Unless rcu_sched kthread gets sufficient CPU time, OOM is now expected behavior").
     Rule("rcu-stall", "kernel-log",
-         r"(?:rcu: )?INFO: rcu_\w+ (?:self-detected stall on CPU|detected stalls? on CPU)"
+         r"(?:rcu: )?INFO: rcu_\w+ (?:self-detected stall on CPU|detected stalls? on CPU|detected stall, but suppressed)"
          r"|INFO: rcu_\w+_state detected stalls? on CPU",
          "cpu-rcu-stall", S.CRITICAL, A.REBOOT, KERNEL + " RCU (kernel/rcu/tree_stall.h, stallwarn.rst)",
          "a CPU stuck in the kernel for 21 s or more; reclaim stops behind it"),
@@ -386,12 +383,11 @@ _add(
          r"XFS \((?P<device>[\w/.-]+)\): (?:log I/O error -?\d+|xfs_log_force: error -?\d+ returned)",
          "filesystem-read-only", S.CRITICAL, A.REBOOT, KERNEL + " XFS (fs/xfs/xfs_log.c)",
          "the log cannot be written: XFS shuts the filesystem down"),
-    # drivers/nvme/host/pci.c nvme_warn_reset: "controller is down; will reset: CSTS=%#x, PCI_STATUS=%#x" when
-    # CSTS.CFS (controller fatal status) is set or the register reads all ones (0xffffffff: the device is gone
-    # from PCIe); nvme_remove_dead_ctrl: "Removing after probe failure status: %d".
+    # drivers/nvme/host/pci.c nvme_warn_reset "controller is down" when CSTS.CFS (controller fatal status) is set or
+    # the register reads all ones (the device is gone from PCIe); nvme_reset_work gives up (v6.1 / v6.12 wording).
     Rule("nvme-controller-down", "kernel-log",
          r"(?:nvme )?(?P<device>nvme\d+): (?:controller is down; will reset: CSTS=0x[0-9a-f]+"
-         r"|Removing after probe failure status: -?\d+)",
+         r"|Removing after probe failure status: -?\d+|Disabling device after reset failure: -?\d+)",
          "nvme-controller-down", S.CRITICAL, A.REBOOT, KERNEL + " NVMe (drivers/nvme/host/pci.c); NVMe base "
          "specification 'Controller Fatal Status Condition': host software should reset the controller",
          "the root EBS volume or a local NVMe disk stopped answering; repeated after a reboot -> replacement"),
@@ -400,12 +396,16 @@ _add(
     # and root's hwpoison injection ("Injecting memory failure ...") are not faults.
     Rule("memory-failure", "kernel-log",
          r"(?:Memory failure: |MCE )0x[0-9a-f]+: (?:recovery action for|unhandlable page|already hardware poisoned"
-         r"|Sending SIGBUS to .* due to hardware memory corruption|memory outside kernel control|[\w -]*page)",
+         r"|Sending SIGBUS to .* due to hardware memory corruption|memory outside kernel control|[\w -]*page"
+         r"|forcibly killing .* because of failure to unmap corrupted page)"
+         r"|MCE: Killing .*:\d+ due to hardware memory corruption fault at [0-9a-f]+",
          "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (mm/memory-failure.c)",
          "memory_failure() ran: a DRAM page had an uncorrectable error (recovered or not, the DIMM is failing)"),
+    # XFS flags 0x4 (SHUTDOWN_FORCE_UMOUNT, fs/xfs/xfs_mount.h): root's XFS_IOC_GOINGDOWN, not a fault.
     Rule("fs-remount-ro", "kernel-log",
          r"(?:EXT4-fs \((?P<device>[\w/.-]+)\): Remounting filesystem read-only"
-         r"|XFS \((?P<xdev>[\w/.-]+)\): (?:.*Shutting down filesystem|Filesystem has been shut down due to))",
+         r"|XFS \((?P<xdev>[\w/.-]+)\): (?:(?!.*\(0x[0-9a-f]*[4-7c-f]\) detected at).*Shutting down filesystem"
+         r"|Filesystem has been shut down due to))",
          "filesystem-read-only", S.CRITICAL, A.REBOOT, KERNEL, "filesystem error forced it read-only"),
     Rule("fs-error", "kernel-log", r"EXT4-fs error \(device (?P<device>[\w/.-]+)\)",
          "filesystem-error", S.WARNING, A.NONE, KERNEL, "a read-only remount, if it follows, is acted on"),
@@ -418,7 +418,7 @@ _add(
          "oom-kill", S.WARNING, A.NONE, KERNEL, "an application exceeded memory; kubelet handles it"),
     Rule("memory-uncorrectable", "kernel-log",
          r"EDAC MC(?P<device>\d+): \d+ UE |(?:mce: )?(?:Uncorrected hardware memory error in user-access"
-         r"|Memory error not recovered)",
+         r"|Memory error not recovered|Kernel accessed poison in user space at [0-9a-f]+)",
          "host-memory-uncorrectable", S.CRITICAL, A.REPLACE, KERNEL + " (drivers/edac/edac_mc.c, "
          "arch/x86/kernel/cpu/mce/core.c kill_me_maybe / do_machine_check)", "uncorrectable host DRAM error"),
     Rule("nvme-timeout", "kernel-log", r"nvme (?P<device>nvme\d+): I/O (?:tag )?\d+ (?:\([0-9a-f]{4}\) )?"

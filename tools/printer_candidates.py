@@ -1,13 +1,16 @@
 """List candidate fault printers in a source checkout, to review against node_agent/catalog/printers.csv.
 
     python tools/printer_candidates.py GIT_DIR TAG PATH... [--grep REGEX] [--csv OUT]
+    python tools/printer_candidates.py --dir SOURCE_DIR PATH... [--grep REGEX] [--csv OUT]
 
-Reads each file at TAG (``git show``; a bare mirror is enough), finds error-level printer calls (NVIDIA's NV_PRINTF
-LEVEL_ERROR, NV_DEV_PRINTF / nv_printf NV_DBG_ERRORS, NV_ASSERT_FAILED, portDbgPrintf; Linux pr_err / pr_crit /
-pr_alert / pr_emerg / dev_err / dev_crit / printk KERN_ERR and above), joins the string literals of the call into
-its format, keeps those whose format matches ``--grep`` (default: failure words), and prints one CSV row each:
-path, line, call, format, catalog row ids whose format contains it. The summary line gives candidates / in the
-catalog. A new driver branch or kernel is then a diff of this list, not a hunt for log lines.
+Reads each file at TAG (``git show``; a bare mirror is enough), or as it is under SOURCE_DIR (an unpacked tarball),
+finds error-level printer calls (NVIDIA's NV_PRINTF LEVEL_ERROR, NV_DEV_PRINTF / nv_printf NV_DBG_ERRORS,
+NV_ASSERT_FAILED, portDbgPrintf; Linux pr_/dev_/pci_/netdev_/netif_/ibdev_ err / crit / alert / emerg (plain,
+_ratelimited, _once), xfs_alert / xfs_crit / xfs_emerg / xfs_err, printk and ext4_msg at KERN_ERR and above or at a
+caller's ``pfx`` / ``newpfx`` (cper.c: GHES passes the record's level in it), panic and mce_panic), joins the string
+literals of the call into its format, keeps those whose format matches ``--grep`` (default: failure words), and
+prints one CSV row each: path, line, call, format, catalog row ids whose format contains it. The summary line gives
+candidates / in the catalog. A new driver branch or kernel is then a diff of this list, not a hunt for log lines.
 """
 
 from __future__ import annotations
@@ -23,17 +26,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from node_agent.printers import PRINTERS  # noqa: E402
 
-CALL = re.compile(r"\b(NV_PRINTF|NV_DEV_PRINTF|nv_printf|NV_ASSERT_FAILED|portDbgPrintf|pr_err|pr_crit|pr_alert"
-                  r"|pr_emerg|pr_err_ratelimited|dev_err|dev_crit|dev_alert|dev_emerg|printk)\s*\(")
-LEVEL = re.compile(r"LEVEL_ERROR|NV_DBG_ERRORS|KERN_(?:ERR|CRIT|ALERT|EMERG)|HW_ERR")
-NEEDS_LEVEL = {"NV_PRINTF", "NV_DEV_PRINTF", "nv_printf", "printk"}
+CALL = re.compile(r"(?<![\w.>])(NV_PRINTF|NV_DEV_PRINTF|nv_printf|NV_ASSERT_FAILED|portDbgPrintf"
+                  r"|(?:pr|dev|pci|netdev|netif|ibdev)_(?:err|crit|alert|emerg)(?:_ratelimited|_once)?"
+                  r"|xfs_(?:alert|crit|emerg|err)(?:_tag)?|ext4_msg|printk|panic|mce_panic)\s*\(")
+LEVEL = re.compile(r"LEVEL_ERROR|NV_DBG_ERRORS|KERN_(?:ERR|CRIT|ALERT|EMERG)|HW_ERR|\b(?:new)?pfx\b")
+NEEDS_LEVEL = {"NV_PRINTF", "NV_DEV_PRINTF", "nv_printf", "printk", "ext4_msg"}
 LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
-DEFAULT_GREP = r"(?i)fail|cannot|timed? ?out|timeout|error|lost|fallen off|reset required|corrupt|poison|not recovered"
+# a printf conversion (the kernel's %p extensions take one letter: %pS, %pV, %pe), so "%serror_type" keeps its text
+CONVERSION = re.compile(r"%[-#0 +]*[0-9.*]*(?:hh|h|ll|l|L|z|j|t)?(?:p[a-zA-Z]?|[diouxXcsn%])|NVRM: ")
+MIN_CORE = 8
+LINUX = "gregkh/linux@"  # a shorter constant part ("%s: %s", "error") names no printer
+DEFAULT_GREP = (r"(?i)fail|cannot|timed? ?out|timeout|error|lost|fallen off|reset required|corrupt|poison"
+                r"|not recovered|lockup|stall|blocked for more|fatal|uncorrect|machine check|\bBUG\b|oops|abort"
+                r"|can ?not|didn't|did not|not ready|unrecoverable|severity"
+                r"|shut(?:ting)? ?down|read-only")
 
 
 def _core(fmt: str) -> str:
     """The longest constant part of a format (what identifies its printer across branches)."""
-    return max(re.split(r"%[-#0-9.]*[a-zA-Z]+|NVRM: ", fmt), key=len).strip(" :") or fmt
+    return max(CONVERSION.split(fmt), key=len).strip(" :") or fmt
 
 
 def _statement(lines: list[str], i: int) -> str:
@@ -45,14 +56,21 @@ def _statement(lines: list[str], i: int) -> str:
     return text
 
 
-def candidates(git_dir: str, tag: str, paths: list[str], grep: str) -> list[dict]:
+def _read(root: str, tag: str | None, path: str) -> list[str]:
+    """The file at ``tag`` of the git repository ``root``, or (``tag`` None) under the directory ``root``."""
+    if tag is None:
+        return (Path(root) / path).read_text(errors="replace").splitlines()
+    return subprocess.run(["git", "-C", root, "show", f"{tag}:{path}"], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+
+
+def candidates(root: str, tag: str | None, paths: list[str], grep: str) -> list[dict]:
     keep, out = re.compile(grep), []
     for path in paths:
-        src = subprocess.run(["git", "-C", git_dir, "show", f"{tag}:{path}"], capture_output=True, text=True,
-                             check=True).stdout.splitlines()
+        src = _read(root, tag, path)
         for i, line in enumerate(src):
             m = CALL.search(line)
-            if not m:
+            if not m or line.lstrip().startswith(("#define", "*", "/*", "//")):
                 continue
             stmt = _statement(src, i)
             if m.group(1) in NEEDS_LEVEL and not LEVEL.search(stmt):
@@ -61,7 +79,10 @@ def candidates(git_dir: str, tag: str, paths: list[str], grep: str) -> list[dict
             if not fmt or not keep.search(fmt):
                 continue
             longest = _core(fmt)
-            rows = [p.id for p in PRINTERS if longest in p.format or _core(p.format) in fmt]
+            # a Linux row names its file: ena_com.c and efa_com.c share texts, so do x86 and arm64 traps.c
+            rows = [p.id for p in PRINTERS if (path + ":" in p.source or not p.source.startswith(LINUX))
+                    and (len(longest) >= MIN_CORE and longest in p.format
+                         or len(_core(p.format)) >= MIN_CORE and _core(p.format) in fmt)]
             out.append({"path": path, "line": i + 1, "call": m.group(1), "format": fmt,
                         "catalog": " ".join(rows)})
     return out
@@ -69,16 +90,21 @@ def candidates(git_dir: str, tag: str, paths: list[str], grep: str) -> list[dict
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("git_dir")
-    ap.add_argument("tag")
-    ap.add_argument("paths", nargs="+")
+    ap.add_argument("args", nargs="+", metavar="GIT_DIR TAG PATH...")
+    ap.add_argument("--dir", help="read PATH... under this directory (an unpacked source tree) instead of a tag")
     ap.add_argument("--grep", default=DEFAULT_GREP)
     ap.add_argument("--csv", help="write the rows here (default: stdout)")
     a = ap.parse_args(argv)
+    if a.dir is None and len(a.args) < 3:
+        ap.error("GIT_DIR TAG PATH...: give a repository, a tag and at least one path (or --dir DIR PATH...)")
+    root, tag, paths = (a.dir, None, a.args) if a.dir is not None else (a.args[0], a.args[1], a.args[2:])
     try:
-        rows = candidates(a.git_dir, a.tag, a.paths, a.grep)
+        rows = candidates(root, tag, paths, a.grep)
     except subprocess.CalledProcessError as e:
-        print(f"error: git show failed for {a.tag}: {e.stderr.strip()[:200]}", file=sys.stderr)
+        print(f"error: git show failed for {tag}: {e.stderr.strip()[:200]}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"error: --dir {root}: cannot read {e.filename}: {e.strerror}", file=sys.stderr)
         return 2
     f = open(a.csv, "w", newline="") if a.csv else sys.stdout  # noqa: SIM115
     w = csv.DictWriter(f, fieldnames=["path", "line", "call", "format", "catalog"], lineterminator="\n")

@@ -27,15 +27,16 @@ FACTS: tuple[Fact, ...] = (
     ),
     Fact(
         "intel.mci-status-uc-pcc", "UC = bit 61 (uncorrected), PCC = bit 57 (processor context corrupt)",
-        "https://github.com/torvalds/linux/blob/master/arch/x86/include/asm/mce.h (MCI_STATUS_UC BIT_ULL(61), "
-        "MCI_STATUS_PCC BIT_ULL(57); Intel SDM vol. 3B, IA32_MCi_STATUS)", "2026-11-28",
+        "gregkh/linux@v6.12.107:arch/x86/include/asm/mce.h:37 (MCI_STATUS_UC BIT_ULL(61); MCI_STATUS_PCC "
+        "BIT_ULL(57) 41; v6.1.172:35, 39; Intel SDM vol. 3B, IA32_MCi_STATUS)", "2026-11-29",
         "node_agent.kernel_match.mce_status_rule decodes the status word mce/core.c __print_mce prints",
     ),
     Fact(
         "linux.cper-severity-strs", "recoverable, fatal, corrected, info",
-        "torvalds/linux@0a5a46a:drivers/firmware/efi/cper.c severity_strs / cper_estatus_print ('event severity: "
-        "%s') / cper_estatus_print_section ('Error %d, type: %s', 'section_type: memory error' | 'PCIe error' | "
-        "'general processor error' | 'ARM processor error' | 'IA32/X64 processor error')", "2026-11-28",
+        "gregkh/linux@v6.12.107:drivers/firmware/efi/cper.c:59 (severity_strs 60-63; cper_estatus_print 729 "
+        "'event severity: %s'; cper_estatus_print_section 619 'Error %d, type: %s', 638/646/656/665/676 "
+        "'section_type: general processor error' | 'memory error' | 'PCIe error' | 'ARM processor error' | "
+        "'IA32/X64 processor error'; v6.1.172:58, 693, 599, 610/618/628/637/648)", "2026-11-29",
         "node_agent.kernel_engine classes a recoverable record by its section type",
     ),
     Fact(

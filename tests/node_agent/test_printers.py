@@ -100,3 +100,31 @@ def test_the_docs_coverage_table_is_the_catalogs():
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "node-agent.md").read_text()
     assert coverage_markdown() in page
+
+
+def test_candidate_printers_are_listed_from_a_plain_source_directory(tmp_path, capsys):
+    """--dir reads an unpacked tree (a kernel tarball): Linux error printers with their level (pr_emerg, printk
+    KERN_ERR, cper.c's caller-given pfx, ibdev_err_ratelimited), a "%s<word>" format is not taken for a bare
+    conversion (it named every row once), a Linux row counts only in the file it cites (ena_com.c prints
+    efa_com.c's texts), and a missing file is one line, not a traceback."""
+    from tools.printer_candidates import main
+
+    files = {"kernel/watchdog.c": 'pr_emerg("Watchdog detected hard LOCKUP on cpu %d\\n", cpu);\n'
+                                  'printk(KERN_INFO "lockup detector enabled\\n");\n',
+             "drivers/firmware/efi/cper.c": 'printk("%s""error_type: %d, %s\\n", pfx, etype, str(etype));\n'
+                                            'printk("%srequest timed out\\n", pfx);\n',
+             "drivers/infiniband/hw/efa/efa_com.c":
+                 'ibdev_err_ratelimited(aq->efa_dev, "Reset indication didn\'t turn on\\n");\n',
+             "drivers/net/ethernet/amazon/ena/ena_com.c":
+                 'netdev_err(ena_dev->net_device, "Reset indication didn\'t turn on\\n");\n'}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert main(["--dir", str(tmp_path), *files]) == 0
+    out = capsys.readouterr()
+    rows = out.out.splitlines()[1:]
+    assert len(rows) == 5 and "5 candidate printers, 3 in the catalog" in out.err, out
+    assert rows[0].endswith(",hard-lockup") and rows[1].endswith(",cper-mem-multibit")
+    assert rows[2].endswith(",") and rows[3].endswith(",efa-reset-on") and rows[4].endswith(",")
+    assert main(["--dir", str(tmp_path), "kernel/nope.c"]) == 2
+    assert "cannot read" in capsys.readouterr().err
