@@ -70,6 +70,9 @@ ROWS: tuple[FailureMode, ...] = (
       "openpod_train_compute_seconds / openpod_train_straggler_score (training runtime); the agent's "
       "gpu-thermal, gpu-power-brake, gpu-pcie-degraded findings", ("OpenpodTrainingStraggler",
                                                                    "OpenpodNodeFindingRepeated")),
+    F("GPU", "slows", "PCIe replays above DCGM's health-watch rate: a marginal link whose width is intact",
+      f"DCGM_FI_DEV_PCIE_REPLAY_COUNTER, dcgm-exporter ({DCGM_CSV}:20); the node agent reads the width only",
+      ("OpenpodGPUPCIeReplaysHigh",)),
     F("GPU", "flaps", "the same non-fatal Xid again and again",
       "openpod_node_agent_findings_total{action=\"none\"} (node agent), counted", ("OpenpodNodeFindingRepeated",)),
     F("GPU", "lies", "wrong results (silent data corruption)",
@@ -187,6 +190,9 @@ ROWS: tuple[FailureMode, ...] = (
     # ------------------------------------------------------------------ node agent
     F("node agent", "stops", "agent down on a node", "up{job=\"openpod-node-agent\"}",
       ("OpenpodNodeAgentDown", "OpenpodScrapeJobAbsent")),
+    F("node agent", "stops", "no agent on a node with accelerators (its pod pending, evicted or never created)",
+      "kube_node_status_capacity (kube-state-metrics node.go:422) of GPUs or Neuron devices with no "
+      "up{job=\"openpod-node-agent\"} on the node", ("OpenpodNodeAgentMissing",)),
     F("node agent", "lies", "a check cannot run (tool missing, GPU gone from NVML)",
       "openpod_node_agent_check_errors_total", ("OpenpodNodeAgentCheckErroring",)),
     F("node agent", "loops", "the agent crash-loops", "up{job=\"openpod-node-agent\"} (down most of the time)",

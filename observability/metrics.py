@@ -200,6 +200,7 @@ METRICS += (
     _dcgm("DCGM_FI_DEV_GPU_TEMP", "gauge", "celsius", 11, "GPU temperature"),
     _dcgm("DCGM_FI_DEV_POWER_USAGE", "gauge", "watts", 14, "power draw"),
     _dcgm("DCGM_FI_DEV_XID_ERRORS", "gauge", "enum", 29, "value of the last Xid error"),
+    _dcgm("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "1", 20, "PCIe retries (replays) since the driver loaded"),
     _dcgm("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "1", 65, "NVLink bandwidth counters, all lanes"),
     _dcgm("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "1", 72, "rows remapped for uncorrectable errors"),
 )

@@ -29,6 +29,9 @@ from observability.thresholds import AlertThresholds
 # Scrape jobs the rules read, whose absence would silence them (training jobs come and go: not listed).
 REQUIRED_JOBS = (JOB_DETECTOR, JOB_CONTROLLER, JOB_KUEUE, JOB_KSM)
 WATCHDOG = "OpenpodWatchdog"
+# Devices whose nodes run the node agent (node_agent/deploy.py: its DaemonSets select openpod.io/accelerator
+# nvidia or neuron), as kube-state-metrics names them; EFA alone does not make such a node.
+AGENT_RESOURCES = "nvidia_com_gpu|aws_amazon_com_neuron|aws_amazon_com_neuroncore|aws_amazon_com_neurondevice"
 
 
 def _deep_check_rules() -> str:
@@ -154,6 +157,31 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "node agent's finding on the node; reset the GPU and then delete the node's dcgm-exporter pod "
               "(the alert clears), or mark the node for replacement.",
               ("node", "gpu", "xid")),
+        Alert("OpenpodGPUPCIeReplaysHigh",
+              f"max by (node, gpu) (rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER{{{DCGM}}}[10m])) * 60 "
+              f"> {t.pcie_replays_per_minute}", "15m", "warning",
+              "Node {{ $labels.node }} GPU {{ $labels.gpu }}: {{ $value | humanize }} PCIe replays a minute",
+              f"For 15 minutes the GPU's PCIe link has retried transfers more than {t.pcie_replays_per_minute} "
+              "times a minute (over 10 minutes), DCGM's health-watch bound for a Gen5 x16 link: a marginal link or "
+              "riser. Its width "
+              "can be intact, so the node agent's gpu-pcie-degraded does not see it, and every host-device copy "
+              "(input batches, checkpoint saves) slows; a new pod on the GPU is the same alert.",
+              "DCGM's advice (reseat the card, run the field diagnostic) means a new host on EC2: check whether the "
+              "job on the node is a straggler (OpenpodTrainingStraggler), then mark the node for replacement at "
+              "the job's next checkpoint (`kubectl annotate node {{ $labels.node }} openpod.io/remediation=replace`).",
+              ("node", "gpu")),
+        Alert("OpenpodNodeAgentMissing",
+              f'max by (node) (kube_node_status_capacity{{{KSM}, resource=~"{AGENT_RESOURCES}"}}) > 0 '
+              f"unless on (node) max by (node) (max_over_time(up{{{DET}}}[{GAP}])) "
+              f"and on () count(up{{{DET}}}) > 0", f"{t.node_agent_missing_minutes}m", "warning",
+              "Node {{ $labels.node }} has accelerators and no node agent",
+              "The node reports GPUs or Neuron devices, but no node agent is scraped on it: its DaemonSet pod is "
+              "pending (the node's CPU or memory taken), was evicted, or was never created (the node lacks the "
+              "openpod.io/accelerator label its DaemonSets select). Its faults go undetected, and OpenpodNodeAgentDown "
+              "cannot fire without a target. With no agent anywhere, OpenpodScrapeJobAbsent says so instead.",
+              "`kubectl -n openpod-system get pods -o wide --field-selector spec.nodeName={{ $labels.node }}` and "
+              "`kubectl -n openpod-system get daemonsets` (desired against ready); `kubectl describe node "
+              "{{ $labels.node }}` for its labels and taints.", node),
         Alert("OpenpodNodeFindingRepeated",
               f'sum by (node, rule) (increase(openpod_node_agent_findings_total{{{DET}, action="none"}}[1h])) '
               f">= {t.watched_finding_repeats}", "0m", "warning",

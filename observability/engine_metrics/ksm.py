@@ -54,7 +54,7 @@ NODE: tuple[EngineMetric, ...] = (
     _n("kube_node_spec_unschedulable", 319, unused="the platform's cordons are the remediation's own acts, "
        "reported by its metrics (openpod_remediations_in_flight, openpod_remediation_failed_nodes)"),
     _n("kube_node_status_allocatable", 338, ("OpenpodNodeAcceleratorsLost", "OpenpodScrapeJobAbsent"), True),
-    _n("kube_node_status_capacity", 422, ("OpenpodNodeAcceleratorsLost",), True),
+    _n("kube_node_status_capacity", 422, ("OpenpodNodeAcceleratorsLost", "OpenpodNodeAgentMissing"), True),
     _n("kube_node_status_condition", 509, _CONDITION, True),
 )
 

@@ -180,6 +180,17 @@ FACTS: tuple[Fact, ...] = (
         "observability/scrape.py uses exactly that form for Kueue's authenticated endpoint",
     ),
     Fact(
+        "dcgm.health.pcie-replay-rate", "DCGM's PCIe health watch warns (DCGM_FR_PCI_REPLAY_RATE) when a GPU's PCIe "
+        "replay counter rises in one minute by more than ceil(rate per lane x lanes), the rate per lane being "
+        "0.15, 0.3, 0.48, 0.96, 1.92, 3.84 for PCIe Gen1 to Gen6 (a 1e-12 bit error rate): 31 a minute on a Gen5 "
+        "x16 link, 16 on Gen4 x16",
+        "NVIDIA/DCGM@v4.5.3:modules/health/DcgmHealthWatch.cpp:1346-1369 (GetExpectedPcieReplayRate), 1393-1402 (one "
+        "minute), 1454-1473; "
+        "dcgmlib/dcgm_errors.h:236,524-527 (message, next step: reseat, field diagnostic)", "2026-11-29",
+        "observability/thresholds.py pcie_replays_per_minute (31: the fastest link the platform runs, so no GPU is "
+        "flagged that DCGM would pass); dcgm-exporter 4.5.3-4.8.2 bundles DCGM 4.5.3",
+    ),
+    Fact(
         "hyperpod.deep-health-check.dcgm-level", "4",
         "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-resiliency-deep-health-checks.html",
         "2026-11-23",

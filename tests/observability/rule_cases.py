@@ -141,6 +141,37 @@ CASES = [
          [s("DCGM_FI_DEV_XID_ERRORS", {**DCGM, "node": "n4", "Hostname": "n4", "gpu": "3"}, "0x5 13x80"),  # app Xid
           s("DCGM_FI_DEV_XID_ERRORS", {**DCGM, "node": "n5", "Hostname": "n5", "gpu": "1"},   # rebooted in time
             "0x5 79x10 stale _x5 0x60")]),
+    # DCGM_FI_DEV_PCIE_REPLAY_COUNTER as dcgm-exporter serves it: a counter per GPU, labelled with the pod on it
+    Case("OpenpodGPUPCIeReplaysHigh", "30m",   # 40 replays a minute on GPU 1; GPU 0 at 2 a minute is healthy
+         [s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {**DCGM, **DCGM_POD, "node": "n3", "Hostname": "n3", "gpu": "1",
+                                                "device": "nvidia1"}, "100+40x40"),
+          s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {**DCGM, **DCGM_POD, "node": "n3", "Hostname": "n3", "gpu": "0",
+                                                "device": "nvidia0"}, "7+2x40")],
+         [{"node": "n3", "gpu": "1"}], ["Node n3 GPU 1: 40 PCIe replays a minute"]),
+    Case("OpenpodGPUPCIeReplaysHigh", "30m",   # a 10-minute burst, a healthy GPU, a team pod serving the name
+         [s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {**DCGM, "node": "n3", "Hostname": "n3", "gpu": "1"}, "0+40x10 400x30"),
+          s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {**DCGM, "node": "n3", "Hostname": "n3", "gpu": "0"}, "0+20x40"),
+          s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {"job": "kubernetes-pods", "node": "n3", "gpu": "2"}, "0+500x40")]),
+    # kube_node_status_capacity as kube-state-metrics serves it (resource sanitized, unit "integer")
+    Case("OpenpodNodeAgentMissing", "25m",   # n1 has GPUs and no agent; n2 has its agent; n3 only EFA
+         [s("kube_node_status_capacity", {**KSM, "node": "n1", "resource": "nvidia_com_gpu", "unit": "integer"},
+            "8x30"),
+          s("kube_node_status_capacity", {**KSM, "node": "n2", "resource": "aws_amazon_com_neuron",
+                                          "unit": "integer"}, "16x30"),
+          s("kube_node_status_capacity", {**KSM, "node": "n3", "resource": "vpc_amazonaws_com_efa",
+                                          "unit": "integer"}, "1x30"),
+          s("up", {**DET, "node": "n2", "pod": "node-health-agent-amd64-x2"}, "1x30")],
+         [{"node": "n1"}], ["Node n1 has accelerators and no node agent"]),
+    Case("OpenpodNodeAgentMissing", "25m",   # n1's agent restarts (a 3-minute gap), n2's is down (AgentDown's)
+         [s("kube_node_status_capacity", {**KSM, "node": "n1", "resource": "nvidia_com_gpu", "unit": "integer"},
+            "8x30"),
+          s("kube_node_status_capacity", {**KSM, "node": "n2", "resource": "nvidia_com_gpu", "unit": "integer"},
+            "8x30"),
+          s("up", {**DET, "node": "n1", "pod": "node-health-agent-amd64-x1"}, "1x15 _x3 1x12"),
+          s("up", {**DET, "node": "n2", "pod": "node-health-agent-amd64-x2"}, "0x30")]),
+    Case("OpenpodNodeAgentMissing", "25m",   # no agent anywhere: OpenpodScrapeJobAbsent's, not one per node
+         [s("kube_node_status_capacity", {**KSM, "node": "n1", "resource": "nvidia_com_gpu", "unit": "integer"},
+            "8x30")]),
     Case("OpenpodNodeFindingRepeated", "50m",   # NVLink error counters rising, found every 10 minutes
          [s("openpod_node_agent_findings_total", {**DET, "node": "n2", "pod": "a", "rule": "gpu-nvlink-errors",
                                                   "fault": "gpu-nvlink-errors", "action": "none"}, "0+0.1x60")],

@@ -20,7 +20,8 @@ def verdict_errors(rows: tuple[EngineMetric, ...]) -> list[str]:
             errors.append(f"{r.name}: the row names {sorted(r.alerts)}, the alerts reading it are "
                           f"{sorted(by_alert.get(r.name, set()))}")
         if r.dashboard != (r.name in dashboard):
-            errors.append(f"{r.name}: dashboard={r.dashboard}, but a dashboard {'does' if not r.dashboard else 'does not'}"
+            errors.append(f"{r.name}: dashboard={r.dashboard}, but a dashboard "
+                          f"{'does' if not r.dashboard else 'does not'}"
                           " read it")
         if bool(r.unused) != (r.verdict == "unused"):
             errors.append(f"{r.name}: a reason is given exactly when neither an alert nor a dashboard reads it")
