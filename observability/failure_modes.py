@@ -158,9 +158,11 @@ ROWS: tuple[FailureMode, ...] = (
       "kueue_evicted_workloads_total (metrics.go:633), reasons PodsReadyTimeout, AdmissionCheck, NodeFailures "
       "(preemption is by design)", ("OpenpodWorkloadsEvictedRepeatedly",)),
     # ------------------------------------------------------------------ JobSet
-    F("JobSet", "stops", "JobSet controller down", "the JobSet controller's own metrics",
-      not_covered="the JobSet controller is not scraped (no scrape job): a stopped controller shows only as "
-      "admitted jobs whose pods never start (OpenpodJobMetricsDown needs a pod to exist)"),
+    F("JobSet", "stops", "JobSet controller down", "up{job=\"jobset\"} (its metrics Service, jobset@v0.12.0 "
+      "charts/jobset/templates/prometheus/manager_metrics_service.yaml)",
+      ("OpenpodScrapeTargetDown", "OpenpodScrapeJobAbsent")),
+    F("JobSet", "stops", "a JobSet failed for good (restarts spent, a FailJobSet rule): nothing restarts it",
+      "jobset_failed_total (jobset@v0.12.0:pkg/metrics/metrics.go:30)", ("OpenpodJobSetFailed",)),
     F("JobSet", "loops", "the JobSet restarts its jobs again and again", "openpod_training_incarnations "
       "(training runtime ledger)", ("OpenpodJobCrashLooping",)),
     # ------------------------------------------------------------------ training job and its checkpoints

@@ -19,7 +19,7 @@ import yaml
 
 from node_agent.findings import Action
 from node_agent.rules import RULES
-from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_KSM, JOB_KUEUE
+from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_JOBSET, JOB_KSM, JOB_KUEUE
 from observability.queue_rules import queue_alerts, queue_records
 from observability.rule_base import (  # noqa: F401 (re-exported: the rule types and selectors)
     ACCELERATOR_RESOURCES, BY_JOB, CTL, DCGM, DET, GAP, JOB, KSM, LEADER, READY, RUNBOOKS, TRN, Alert, Record,
@@ -27,8 +27,10 @@ from observability.rule_base import (  # noqa: F401 (re-exported: the rule types
 from observability.thresholds import AlertThresholds
 
 # Scrape jobs the rules read, whose absence would silence them (training jobs come and go: not listed).
-REQUIRED_JOBS = (JOB_DETECTOR, JOB_CONTROLLER, JOB_KUEUE, JOB_KSM)
+REQUIRED_JOBS = (JOB_DETECTOR, JOB_CONTROLLER, JOB_KUEUE, JOB_JOBSET, JOB_KSM)
 WATCHDOG = "OpenpodWatchdog"
+JS = f'job="{JOB_JOBSET}"'
+_JS_FAILED = f"max by (namespace, jobset_name) (jobset_failed_total{{{JS}}}"   # + ")" or + " offset 1h)"
 # Devices whose nodes run the node agent (node_agent/deploy.py: its DaemonSets select openpod.io/accelerator
 # nvidia or neuron), as kube-state-metrics names them; EFA alone does not make such a node.
 AGENT_RESOURCES = "nvidia_com_gpu|aws_amazon_com_neuron|aws_amazon_com_neuroncore|aws_amazon_com_neurondevice"
@@ -290,13 +292,15 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "`kubectl get pods -A -l app.kubernetes.io/name` for the job's pods; check the scraper's "
               "configuration (observability/scrape.py) and its RBAC (openpod-aps-collector ClusterRole).", ("job",)),
         Alert("OpenpodScrapeTargetDown",
-              f'max by (job) (up{{job=~"{JOB_KUEUE}|{JOB_KSM}"}}) == 0 '
+              f'max by (job) (up{{job=~"{JOB_KUEUE}|{JOB_JOBSET}|{JOB_KSM}"}}) == 0 '
               f"or max by (job, node) (up{{{DCGM}}}) == 0", f"{t.scrape_down_minutes}m", "warning",
               "{{ $labels.job }} is not answering scrapes",
-              "A target the alerts read is down or refuses the scrape (TLS, token, RBAC for Kueue); for "
-              "dcgm-exporter, the exporter of one node.",
-              "`kubectl describe pod` of the target; for Kueue, the metrics Service's certificate and the "
-              "scraper's ClusterRole (GET /metrics).", ("job", "node")),
+              "A target the alerts read is down or refuses the scrape (TLS, token, RBAC for Kueue and JobSet); "
+              "for dcgm-exporter, the exporter of one node. For JobSet, its controller: while it is down no JobSet "
+              "is started, restarted or finished, and Kueue's admitted jobs never get pods.",
+              "`kubectl describe pod` of the target (`kubectl -n jobset-system get pods` for JobSet); for Kueue and "
+              "JobSet, the metrics Service's certificate and the scraper's ClusterRole (GET /metrics).",
+              ("job", "node")),
         # ---------------------------------------------------------------- jobs
         Alert("OpenpodTrainingStraggler",
               f"max by (namespace, training_job, rank) (openpod_train_straggler_score{{{TRN}}}) > {t.straggler_score} "
@@ -331,6 +335,19 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "`kubectl -n {{ $labels.namespace }} get pods` of the job and the last incarnation's log (exit code, "
               "OOM, a restore that fails, a bad node: OpenpodNodeFindingRepeated); suspend the JobSet if it "
               "burns quota without progress.", job),
+        Alert("OpenpodJobSetFailed",
+              'max by (namespace, training_job) (label_replace('
+              f"{_JS_FAILED}) unless {_JS_FAILED} offset 1h) or {_JS_FAILED}) > {_JS_FAILED} offset 1h), "
+              '"training_job", "$1", "jobset_name", "(.+)"))', "0m", "warning",
+              "JobSet {{ $labels.namespace }}/{{ $labels.training_job }} failed for good",
+              "The JobSet controller marked the JobSet Failed: its restarts are spent (ReachedMaxRestarts), a "
+              "failure-policy rule failed it at once (FailJobSetFailurePolicyAction), or it had no failure policy (FailedJobs). "
+              "Nothing restarts it, and with its pods gone the job's own alerts fall silent. Fires for the hour "
+              "after (a restart of the JobSet controller ends it sooner: its counts start again).",
+              "`kubectl -n {{ $labels.namespace }} get jobset {{ $labels.training_job }} -o yaml`: the Failed "
+              "condition's reason and message name the first failed Job; read its pods' last log and whether "
+              "OpenpodJobCrashLooping or a node alert came before. A platform cause (nodes, storage): fix it, "
+              "then resubmit; the job's own error: tell the team.", job),
         Alert("OpenpodJobMetricsDown",
               f"max {BY_JOB} (max_over_time(up{{{TRN}}}[{GAP}])) == 0", f"{t.job_metrics_down_minutes}m", "warning",
               "Job {{ $labels.namespace }}/{{ $labels.training_job }}: no pod serves its metrics",

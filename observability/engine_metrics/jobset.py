@@ -7,9 +7,9 @@ from observability.engine_metrics.model import EngineMetric
 
 ENGINE = "JobSet v0.12.0"
 GO = "kubernetes-sigs/jobset@v0.12.0:pkg/metrics/metrics.go"
-_NOT_SCRAPED = "the JobSet controller is not scraped (no scrape job in observability/scrape.py)"
 
 ROWS: tuple[EngineMetric, ...] = (
-    EngineMetric(ENGINE, "jobset_failed_total", "counter", f"{GO}:30", unused=_NOT_SCRAPED),
-    EngineMetric(ENGINE, "jobset_completed_total", "counter", f"{GO}:38", unused=_NOT_SCRAPED),
+    EngineMetric(ENGINE, "jobset_failed_total", "counter", f"{GO}:30", ("OpenpodJobSetFailed",)),
+    EngineMetric(ENGINE, "jobset_completed_total", "counter", f"{GO}:38",
+                 unused="a JobSet that completed is the team's outcome, not a platform fault"),
 )

@@ -17,9 +17,9 @@ _TIMES = "a timestamp of the object's life; the failures it would date are alert
 _SPEC = "the pod's spec or identity, no state an alert needs"
 _OPTIN = "opt-in (NewOptInFamilyGenerator, --metric-opt-in-list); not enabled"
 _REQUESTS = "requests are Kueue's quota, read as kueue_cluster_queue_resource_usage"
-_STATE = ("a container's or pod's state; a platform pod that does not run is a scrape target down or missing "
-          "(OpenpodScrapeTargetDown, OpenpodNodeAgentDown, OpenpodScrapeJobAbsent) and a training pod's restarts "
-          "are its incarnations (OpenpodJobCrashLooping)")
+_STATE = ("pod state; a platform pod that does not run is a target down or missing (OpenpodScrapeTargetDown, "
+          "OpenpodNodeAgentDown, OpenpodNodeAgentMissing, OpenpodScrapeJobAbsent), a training pod's restarts are "
+          "its incarnations (OpenpodJobCrashLooping)")
 _SCHED = ("an admitted gang whose pods cannot be placed is evicted after waitForPodsReady.timeout "
           "(PodsReadyTimeout: OpenpodWorkloadsEvictedRepeatedly)")
 _DISRUPT = "why a pod was deleted (preemption, taint manager, eviction): its job's restart is counted instead"

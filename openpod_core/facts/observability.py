@@ -163,6 +163,19 @@ FACTS: tuple[Fact, ...] = (
         "2026-11-23", "the scrape job sends the scraper's token; the scraper's ClusterRole allows GET /metrics",
     ),
     Fact(
+        "jobset.metrics.endpoint", "the JobSet controller serves /metrics on HTTPS :8443, every scrape authenticated "
+        "(TokenReview) and authorized (SubjectAccessReview on GET /metrics), behind Service "
+        "<release>-metrics-service (port https 8443) that the chart renders whatever prometheus.enable; with "
+        "certManager off no certificate is mounted and controller-runtime serves a self-signed one; its own "
+        "families are jobset_failed_total and jobset_completed_total",
+        "kubernetes-sigs/jobset@v0.12.0:main.go:77,179-186; charts/jobset/templates/prometheus/"
+        "manager_metrics_service.yaml:20-34, prometheus/_helpers.tpl:20-29, controller/deployment.yaml:72-76,84-86, "
+        "rbac/auth_proxy_role.yaml (tokenreviews, subjectaccessreviews); pkg/metrics/metrics.go:27-61; "
+        "kubernetes-sigs/controller-runtime pkg/metrics/server/server.go createListener (self-signed fallback; read "
+        "at 00dad5677b26)", "2026-11-29",
+        "observability/scrape.py's jobset job: the Service by name, the scraper's token, TLS unverified as for Kueue",
+    ),
+    Fact(
         "amp.scraper.access-entry", "the scraper's role ARN from describe-scraper "
         "(role/aws-service-role/scraper.aps.amazonaws.com/AWSServiceRoleForAmazonPrometheusScraper_<id>) rewritten "
         "to role/AWSServiceRoleForAmazonPrometheusScraper_<id>, mapped to Kubernetes user aps-collector-user",
