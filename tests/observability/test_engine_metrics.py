@@ -78,3 +78,18 @@ def test_the_docs_show_the_coverage_per_engine():
     page = observability_md()
     for engine, c in coverage():
         assert f"| {engine} | {c['families']} | {c['alert']} | {c['dashboard']} | {c['unused']} |" in page
+
+
+def test_the_alerts_and_node_agent_rules_a_reason_names_exist():
+    """A reason that says who covers the failure instead names alerts and node agent rules that exist."""
+    import re
+
+    from node_agent.rules import RULES
+    from observability.rules import AlertThresholds, alerts
+
+    names = {a.name for a in alerts(AlertThresholds())}
+    for r in ROWS:
+        for alert in re.findall(r"\bOpenpod\w+", r.unused):
+            assert alert in names, (r.name, alert)
+        for rule in re.findall(r"\b(gpu-[a-z-]+)\b", r.unused):
+            assert rule in RULES, (r.name, rule)
