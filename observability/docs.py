@@ -118,6 +118,7 @@ def observability_md() -> str:
     for r in ROWS:
         cell = "<br>".join(alert_cell(n) for n in r.alerts) or f"not covered: {r.not_covered}"
         out.append(f"| {r.component} | {r.mode} | {_cell(r.failure)} | {_cell(r.signal)} | {_cell(cell)} |")
+    out += _engine_surface()
     out += ["", "## Alerts", "",
             "Thresholds are the spec's `observability.alerts` (defaults shown). Severity: `critical` pages, "
             "`warning` opens a ticket, `info` is for the dashboard. Every selector names its scrape `job`: a team "
@@ -176,3 +177,27 @@ def observability_md() -> str:
         "(facts: neuron-monitor.metric-names); not yet seen on a live Trainium node.",
     ]
     return "\n".join(out) + "\n"
+
+
+def _engine_surface() -> list[str]:
+    """The engines' own metric surface (observability/engine_metrics) with each family's use, and the coverage."""
+    from observability.engine_metrics import ENGINES, ROWS, coverage
+
+    out = ["", "## The engines' metrics", "",
+           "`observability/engine_metrics/`: every metric family each engine serves at its pinned version (Kueue's "
+           "`pkg/metrics/metrics.go`, JobSet's beyond controller-runtime's, every row of dcgm-exporter's default "
+           "counters enabled or not, kube-state-metrics' node and pod stores and our Kueue Workload state), with "
+           "what the platform does with it: read by an alert (named), on a dashboard only, or unused and why. "
+           "The failure-mode table above is our enumeration; this one is the engines', so a signal no rule reads "
+           "is a decision written down (`tests/observability/test_engine_metrics.py` keeps every verdict true). "
+           "controller-runtime's and Go's own families (workqueue, reconcile, process) are left out.", "",
+           "| engine | families | read by an alert | dashboard only | unused |", "|---|---|---|---|---|"]
+    for engine, c in coverage():
+        out.append(f"| {engine} | {c['families']} | {c['alert']} | {c['dashboard']} | {c['unused']} |")
+    for engine in ENGINES:
+        out += ["", f"### {engine}", "", "| metric | type | source | use |", "|---|---|---|---|"]
+        for r in (r for r in ROWS if r.engine == engine):
+            use = ("alerts: " + ", ".join(r.alerts) + ("; dashboard" if r.dashboard else "") if r.alerts
+                   else "dashboard" if r.dashboard else f"unused: {r.unused}")
+            out.append(f"| `{r.name}` | {r.type} | {_cell(r.source)} | {_cell(use)} |")
+    return out

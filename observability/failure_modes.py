@@ -70,6 +70,9 @@ ROWS: tuple[FailureMode, ...] = (
       "openpod_train_compute_seconds / openpod_train_straggler_score (training runtime); the agent's "
       "gpu-thermal, gpu-power-brake, gpu-pcie-degraded findings", ("OpenpodTrainingStraggler",
                                                                    "OpenpodNodeFindingRepeated")),
+    F("GPU", "slows", "PCIe replays above DCGM's health-watch rate: a marginal link whose width is intact",
+      f"DCGM_FI_DEV_PCIE_REPLAY_COUNTER, dcgm-exporter ({DCGM_CSV}:20); the node agent reads the width only",
+      ("OpenpodGPUPCIeReplaysHigh",)),
     F("GPU", "flaps", "the same non-fatal Xid again and again",
       "openpod_node_agent_findings_total{action=\"none\"} (node agent), counted", ("OpenpodNodeFindingRepeated",)),
     F("GPU", "lies", "wrong results (silent data corruption)",
@@ -155,9 +158,11 @@ ROWS: tuple[FailureMode, ...] = (
       "kueue_evicted_workloads_total (metrics.go:633), reasons PodsReadyTimeout, AdmissionCheck, NodeFailures "
       "(preemption is by design)", ("OpenpodWorkloadsEvictedRepeatedly",)),
     # ------------------------------------------------------------------ JobSet
-    F("JobSet", "stops", "JobSet controller down", "the JobSet controller's own metrics",
-      not_covered="the JobSet controller is not scraped (no scrape job): a stopped controller shows only as "
-      "admitted jobs whose pods never start (OpenpodJobMetricsDown needs a pod to exist)"),
+    F("JobSet", "stops", "JobSet controller down", "up{job=\"jobset\"} (its metrics Service, jobset@v0.12.0 "
+      "charts/jobset/templates/prometheus/manager_metrics_service.yaml)",
+      ("OpenpodScrapeTargetDown", "OpenpodScrapeJobAbsent")),
+    F("JobSet", "stops", "a JobSet failed for good (restarts spent, a FailJobSet rule): nothing restarts it",
+      "jobset_failed_total (jobset@v0.12.0:pkg/metrics/metrics.go:30)", ("OpenpodJobSetFailed",)),
     F("JobSet", "loops", "the JobSet restarts its jobs again and again", "openpod_training_incarnations "
       "(training runtime ledger)", ("OpenpodJobCrashLooping",)),
     # ------------------------------------------------------------------ training job and its checkpoints
@@ -187,6 +192,9 @@ ROWS: tuple[FailureMode, ...] = (
     # ------------------------------------------------------------------ node agent
     F("node agent", "stops", "agent down on a node", "up{job=\"openpod-node-agent\"}",
       ("OpenpodNodeAgentDown", "OpenpodScrapeJobAbsent")),
+    F("node agent", "stops", "no agent on a node with accelerators (its pod pending, evicted or never created)",
+      "kube_node_status_capacity (kube-state-metrics node.go:422) of GPUs or Neuron devices with no "
+      "up{job=\"openpod-node-agent\"} on the node", ("OpenpodNodeAgentMissing",)),
     F("node agent", "lies", "a check cannot run (tool missing, GPU gone from NVML)",
       "openpod_node_agent_check_errors_total", ("OpenpodNodeAgentCheckErroring",)),
     F("node agent", "loops", "the agent crash-loops", "up{job=\"openpod-node-agent\"} (down most of the time)",

@@ -17,6 +17,7 @@ JOB_DETECTOR = "openpod-node-agent"
 JOB_CONTROLLER = "openpod-remediation"
 JOB_TRAINING = "openpod-training"
 JOB_KUEUE = "kueue"
+JOB_JOBSET = "jobset"                # the JobSet controller's metrics Service (observability/scrape.py)
 JOB_EXPORTERS = "kubernetes-pods"   # annotated exporter pods (observability/scrape.py JOB_OTHER)
 JOB_KSM = "kube-state-metrics"      # scraped with honor_labels (observability/scrape.py)
 JOB_DCGM = "dcgm-exporter"          # scraped with honor_labels (observability/scrape.py)
@@ -200,8 +201,19 @@ METRICS += (
     _dcgm("DCGM_FI_DEV_GPU_TEMP", "gauge", "celsius", 11, "GPU temperature"),
     _dcgm("DCGM_FI_DEV_POWER_USAGE", "gauge", "watts", 14, "power draw"),
     _dcgm("DCGM_FI_DEV_XID_ERRORS", "gauge", "enum", 29, "value of the last Xid error"),
+    _dcgm("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "1", 20, "PCIe retries (replays) since the driver loaded"),
     _dcgm("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "1", 65, "NVLink bandwidth counters, all lanes"),
     _dcgm("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "1", 72, "rows remapped for uncorrectable errors"),
+)
+
+
+JOBSET_METRICS_GO = "kubernetes-sigs/jobset@v0.12.0:pkg/metrics/metrics.go"
+
+METRICS += (
+    # ------------------------------------------------------------------ JobSet v0.12.0 (its own, beyond controller-runtime's)
+    Metric("jobset_failed_total", "counter", "1", ("jobset_name", "namespace"), JOB_JOBSET, f"{JOBSET_METRICS_GO}:30",
+           "JobSets that failed for good (counted when the controller sets the Failed condition: restarts spent or "
+           "a FailJobSet rule, pkg/controllers/failure_policy.go:417-422); a label set appears at its first failure"),
 )
 
 

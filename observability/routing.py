@@ -48,7 +48,7 @@ INHIBIT = [
      "|OpenpodGPUXidError|OpenpodNodePendingReboot|OpenpodNodeAgentCheckErroring", ["node"]),
     # A node already marked for replacement: its Xids, lost devices and reboot are part of that.
     ("OpenpodNodePendingReplacement", "OpenpodNodePendingReboot|OpenpodNodeAcceleratorsLost|OpenpodGPUXidError"
-     "|OpenpodNodeFindingRepeated|OpenpodNodeAgentCheckErroring", ["node"]),
+     "|OpenpodNodeFindingRepeated|OpenpodNodeAgentCheckErroring|OpenpodGPUPCIeReplaysHigh", ["node"]),
     # A node waiting for its reboot: the Xid it holds is the reason.
     ("OpenpodNodePendingReboot", "OpenpodGPUXidError|OpenpodNodeFindingRepeated", ["node"]),
     # Without the controller nothing is remediated: one page for it, not one per waiting node.

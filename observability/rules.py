@@ -15,62 +15,25 @@ node a pod runs on), ``namespace``, ``pod`` and, for training pods,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import yaml
 
 from node_agent.findings import Action
 from node_agent.rules import RULES
-from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_KSM, JOB_KUEUE, JOB_TRAINING
+from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_JOBSET, JOB_KSM, JOB_KUEUE
+from observability.queue_rules import queue_alerts, queue_records
+from observability.rule_base import (  # noqa: F401 (re-exported: the rule types and selectors)
+    ACCELERATOR_RESOURCES, BY_JOB, CTL, DCGM, DET, GAP, JOB, KSM, LEADER, READY, RUNBOOKS, TRN, Alert, Record,
+    runbook_url)
 from observability.thresholds import AlertThresholds
 
-JOB = ("namespace", "training_job")   # a training job's identity across its pods and incarnations
-BY_JOB = "by (namespace, training_job)"
-# Every selector names its scrape job: a team pod serving the same metric names (scraped as JOB_EXPORTERS or
-# JOB_TRAINING) must not raise platform alerts (tests/observability/test_rules.py, the impostor cases).
-DET = f'job="{JOB_DETECTOR}"'
-CTL = f'job="{JOB_CONTROLLER}"'
-TRN = f'job="{JOB_TRAINING}"'
-KSM = f'job="{JOB_KSM}"'
-DCGM = f'job="{JOB_DCGM}"'
-# Kueue HA followers report too (kueue@v0.19.2:pkg/metrics/metrics.go:300-312)
-LEADER = f'job="{JOB_KUEUE}", replica_role!="follower"'
-READY = f'kube_node_status_condition{{{KSM}, condition="Ready", status="true"}}'
-# A gap in scraping (an exporter restarting, a missed scrape) must not restart a ``for:``: rules that need a
-# condition to hold read the last sample within GAP, not only the current one.
-GAP = "5m"
-# Extended resources as kube-state-metrics names them ("." and "/" -> "_"; observability/metrics.py _ksm):
-# nvidia.com/gpu, aws.amazon.com/neuron, aws.amazon.com/neuroncore, aws.amazon.com/neurondevice, vpc.amazonaws.com/efa.
-ACCELERATOR_RESOURCES = ("nvidia_com_gpu|aws_amazon_com_neuron|aws_amazon_com_neuroncore|aws_amazon_com_neurondevice"
-                         "|vpc_amazonaws_com_efa")
 # Scrape jobs the rules read, whose absence would silence them (training jobs come and go: not listed).
-REQUIRED_JOBS = (JOB_DETECTOR, JOB_CONTROLLER, JOB_KUEUE, JOB_KSM)
+REQUIRED_JOBS = (JOB_DETECTOR, JOB_CONTROLLER, JOB_KUEUE, JOB_JOBSET, JOB_KSM)
 WATCHDOG = "OpenpodWatchdog"
-RUNBOOKS = "docs/runbooks.md"   # one section per alert (observability/runbooks.py); relative to the repository
-
-
-def runbook_url(alert: str) -> str:
-    """The alert's runbook section: GitHub's anchor of the heading ``## <alert>`` (lower case)."""
-    return f"{RUNBOOKS}#{alert.lower()}"
-
-
-@dataclass(frozen=True)
-class Record:
-    record: str
-    expr: str
-    help: str
-
-
-@dataclass(frozen=True)
-class Alert:
-    name: str
-    expr: str
-    for_: str
-    severity: str          # critical: pages; warning: ticket; info: dashboard
-    summary: str
-    description: str
-    runbook: str           # what the operator does, one line (docs/runbooks.md renders it)
-    about: tuple[str, ...] = ()   # the labels it carries: the object the incident is about (routing groups by them)
+JS = f'job="{JOB_JOBSET}"'
+_JS_FAILED = f"max by (namespace, jobset_name) (jobset_failed_total{{{JS}}}"   # + ")" or + " offset 1h)"
+# Devices whose nodes run the node agent (node_agent/deploy.py: its DaemonSets select openpod.io/accelerator
+# nvidia or neuron), as kube-state-metrics names them; EFA alone does not make such a node.
+AGENT_RESOURCES = "nvidia_com_gpu|aws_amazon_com_neuron|aws_amazon_com_neuroncore|aws_amazon_com_neurondevice"
 
 
 def _deep_check_rules() -> str:
@@ -83,18 +46,6 @@ def _fatal_xids() -> str:
     from node_agent.rules import XID_ENTRIES
 
     return "|".join(str(c) for c, e in sorted(XID_ENTRIES.items()) if e.action != Action.NONE)
-
-
-# Kueue's eviction reasons that mean a fault (kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go:630-645,
-# apis/kueue/v1beta2/workload_types.go:1090-1108); Preempted, the Stopped ones and Deactivated are by design.
-EVICTION_FAULTS = "PodsReadyTimeout|AdmissionCheck|NodeFailures"
-WL = "openpod_kueue_workload"   # kube-state-metrics custom resource state (platform_constructs/exporters.py)
-_CREATED = f"max by (namespace, local_queue, workload) ({WL}_created_timestamp_seconds{{{KSM}}})"
-_REQUEUED = (f"max by (namespace, local_queue, workload) "
-             f'({WL}_condition_transition_timestamp_seconds{{{KSM}, type="QuotaReserved"}})')
-_USAGE = "sum by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_usage{%s})" % LEADER
-_NOMINAL = "sum by (cluster_queue, flavor, resource) (kueue_cluster_queue_nominal_quota{%s})" % LEADER
-_AT_QUOTA = f"({_USAGE} >= {_NOMINAL}) and ({_NOMINAL} > 0)"   # a team using all of some resource's quota
 
 
 def records() -> list[Record]:
@@ -119,25 +70,7 @@ def records() -> list[Record]:
         Record("openpod:job_step_seconds:median_6h",
                "quantile_over_time(0.5, openpod:job_step_seconds:avg_10m[6h] offset 10m)",
                "a job's own baseline step time: the median of its 10-minute means over the 6 hours before"),
-        Record("openpod:team_pending_workloads:sum",
-               f"sum by (cluster_queue, status) (kueue_pending_workloads{{{LEADER}}})",
-               "pending workloads per team queue (cluster_queue is the team) and status"),
-        Record("openpod:team_pending_workloads_all:sum",
-               f"sum by (cluster_queue) (kueue_pending_workloads{{{LEADER}}})",
-               "pending workloads per team queue, active and inadmissible together"),
-        Record("openpod:team_admission_wait_seconds:p90_1h",
-               "histogram_quantile(0.9, sum by (cluster_queue, le) "
-               f"(rate(kueue_admission_wait_time_seconds_bucket{{{LEADER}}}[1h])))",
-               "90th percentile of the time team workloads waited for admission, last hour"),
-        Record("openpod:team_borrowed:sum",
-               "sum by (cluster_queue, resource) (clamp_min("
-               f"kueue_cluster_queue_resource_usage{{{LEADER}}} - kueue_cluster_queue_nominal_quota{{{LEADER}}}, 0))",
-               "resources a team uses beyond its nominal quota (borrowed from its cohort)"),
-        Record("openpod:kueue_workload_pending_since:seconds",
-               f"(({_CREATED} >= {_REQUEUED}) or {_REQUEUED} or {_CREATED}) "
-               f"unless on (namespace, workload) ({WL}_condition{{{KSM}, type=~\"QuotaReserved|Finished\"}} == 1)",
-               "when each Kueue Workload still waiting for quota began to wait: its creation, or the last change of "
-               "its QuotaReserved condition (an evicted, requeued workload waits again from then)"),
+        *queue_records(),
         Record("openpod:remediation_duration_seconds:p90_6h",
                "histogram_quantile(0.9, sum by (group, action, le) "
                f"(rate(openpod_remediation_duration_seconds_bucket{{{CTL}}}[6h])))",
@@ -226,6 +159,31 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "node agent's finding on the node; reset the GPU and then delete the node's dcgm-exporter pod "
               "(the alert clears), or mark the node for replacement.",
               ("node", "gpu", "xid")),
+        Alert("OpenpodGPUPCIeReplaysHigh",
+              f"max by (node, gpu) (rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER{{{DCGM}}}[10m])) * 60 "
+              f"> {t.pcie_replays_per_minute}", "15m", "warning",
+              "Node {{ $labels.node }} GPU {{ $labels.gpu }}: {{ $value | humanize }} PCIe replays a minute",
+              f"For 15 minutes the GPU's PCIe link has retried transfers more than {t.pcie_replays_per_minute} "
+              "times a minute (over 10 minutes), DCGM's health-watch bound for a Gen5 x16 link: a marginal link or "
+              "riser. Its width "
+              "can be intact, so the node agent's gpu-pcie-degraded does not see it, and every host-device copy "
+              "(input batches, checkpoint saves) slows; a new pod on the GPU is the same alert.",
+              "DCGM's advice (reseat the card, run the field diagnostic) means a new host on EC2: check whether the "
+              "job on the node is a straggler (OpenpodTrainingStraggler), then mark the node for replacement at "
+              "the job's next checkpoint (`kubectl annotate node {{ $labels.node }} openpod.io/remediation=replace`).",
+              ("node", "gpu")),
+        Alert("OpenpodNodeAgentMissing",
+              f'max by (node) (kube_node_status_capacity{{{KSM}, resource=~"{AGENT_RESOURCES}"}}) > 0 '
+              f"unless on (node) max by (node) (max_over_time(up{{{DET}}}[{GAP}])) "
+              f"and on () count(up{{{DET}}}) > 0", f"{t.node_agent_missing_minutes}m", "warning",
+              "Node {{ $labels.node }} has accelerators and no node agent",
+              "The node reports GPUs or Neuron devices, but no node agent is scraped on it: its DaemonSet pod is "
+              "pending (the node's CPU or memory taken), was evicted, or was never created (the node lacks the "
+              "openpod.io/accelerator label its DaemonSets select). Its faults go undetected, and OpenpodNodeAgentDown "
+              "cannot fire without a target. With no agent anywhere, OpenpodScrapeJobAbsent says so instead.",
+              "`kubectl -n openpod-system get pods -o wide --field-selector spec.nodeName={{ $labels.node }}` and "
+              "`kubectl -n openpod-system get daemonsets` (desired against ready); `kubectl describe node "
+              "{{ $labels.node }}` for its labels and taints.", node),
         Alert("OpenpodNodeFindingRepeated",
               f'sum by (node, rule) (increase(openpod_node_agent_findings_total{{{DET}, action="none"}}[1h])) '
               f">= {t.watched_finding_repeats}", "0m", "warning",
@@ -334,13 +292,15 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "`kubectl get pods -A -l app.kubernetes.io/name` for the job's pods; check the scraper's "
               "configuration (observability/scrape.py) and its RBAC (openpod-aps-collector ClusterRole).", ("job",)),
         Alert("OpenpodScrapeTargetDown",
-              f'max by (job) (up{{job=~"{JOB_KUEUE}|{JOB_KSM}"}}) == 0 '
+              f'max by (job) (up{{job=~"{JOB_KUEUE}|{JOB_JOBSET}|{JOB_KSM}"}}) == 0 '
               f"or max by (job, node) (up{{{DCGM}}}) == 0", f"{t.scrape_down_minutes}m", "warning",
               "{{ $labels.job }} is not answering scrapes",
-              "A target the alerts read is down or refuses the scrape (TLS, token, RBAC for Kueue); for "
-              "dcgm-exporter, the exporter of one node.",
-              "`kubectl describe pod` of the target; for Kueue, the metrics Service's certificate and the "
-              "scraper's ClusterRole (GET /metrics).", ("job", "node")),
+              "A target the alerts read is down or refuses the scrape (TLS, token, RBAC for Kueue and JobSet); "
+              "for dcgm-exporter, the exporter of one node. For JobSet, its controller: while it is down no JobSet "
+              "is started, restarted or finished, and Kueue's admitted jobs never get pods.",
+              "`kubectl describe pod` of the target (`kubectl -n jobset-system get pods` for JobSet); for Kueue and "
+              "JobSet, the metrics Service's certificate and the scraper's ClusterRole (GET /metrics).",
+              ("job", "node")),
         # ---------------------------------------------------------------- jobs
         Alert("OpenpodTrainingStraggler",
               f"max by (namespace, training_job, rank) (openpod_train_straggler_score{{{TRN}}}) > {t.straggler_score} "
@@ -375,6 +335,19 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "`kubectl -n {{ $labels.namespace }} get pods` of the job and the last incarnation's log (exit code, "
               "OOM, a restore that fails, a bad node: OpenpodNodeFindingRepeated); suspend the JobSet if it "
               "burns quota without progress.", job),
+        Alert("OpenpodJobSetFailed",
+              'max by (namespace, training_job) (label_replace('
+              f"{_JS_FAILED}) unless {_JS_FAILED} offset 1h) or {_JS_FAILED}) > {_JS_FAILED} offset 1h), "
+              '"training_job", "$1", "jobset_name", "(.+)"))', "0m", "warning",
+              "JobSet {{ $labels.namespace }}/{{ $labels.training_job }} failed for good",
+              "The JobSet controller marked the JobSet Failed: its restarts are spent (ReachedMaxRestarts), a "
+              "failure-policy rule failed it at once (FailJobSetFailurePolicyAction), or it had no failure policy (FailedJobs). "
+              "Nothing restarts it, and with its pods gone the job's own alerts fall silent. Fires for the hour "
+              "after (a restart of the JobSet controller ends it sooner: its counts start again).",
+              "`kubectl -n {{ $labels.namespace }} get jobset {{ $labels.training_job }} -o yaml`: the Failed "
+              "condition's reason and message name the first failed Job; read its pods' last log and whether "
+              "OpenpodJobCrashLooping or a node alert came before. A platform cause (nodes, storage): fix it, "
+              "then resubmit; the job's own error: tell the team.", job),
         Alert("OpenpodJobMetricsDown",
               f"max {BY_JOB} (max_over_time(up{{{TRN}}}[{GAP}])) == 0", f"{t.job_metrics_down_minutes}m", "warning",
               "Job {{ $labels.namespace }}/{{ $labels.training_job }}: no pod serves its metrics",
@@ -468,89 +441,7 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               f"The job's 10-minute step time is over {t.step_time_regression:g}x its own median.",
               "A straggler node (thermal or power slowdown, degraded PCIe or EFA) or a slow storage tier: "
               "check the job's nodes in the accelerator dashboard and the node agent's findings.", job),
-        # ---------------------------------------------------------------- teams and queues (Kueue)
-        Alert("OpenpodTeamQueueStalled",
-              f'openpod:team_pending_workloads:sum{{status="active"}} > 0 unless on (cluster_queue) '
-              f"(sum by (cluster_queue) (increase(kueue_admitted_workloads_total{{{LEADER}}}"
-              f"[{t.queue_stalled_minutes}m])) > 0) unless on (cluster_queue) "
-              f"(sum by (cluster_queue) (kueue_admitted_active_workloads{{{LEADER}}}) > 0) unless on (cluster_queue) "
-              f"(max by (cluster_queue) ({_AT_QUOTA}))", "5m", "warning",
-              "Team {{ $labels.cluster_queue }}: workloads pending, none admitted for "
-              f"{t.queue_stalled_minutes} minutes",
-              "The team's ClusterQueue has admissible workloads waiting, admitted none in the window, runs "
-              "nothing and is below its quota: admission itself is stuck (a busy team at quota is not stalled).",
-              "`kubectl get workloads -n <team>`: quota used by running jobs is normal; otherwise check "
-              "the cohort's lending, node groups at max size, and Kueue's logs.", ("cluster_queue", "status")),
-        Alert("OpenpodClusterQueueInactive",
-              f'max by (cluster_queue) (kueue_cluster_queue_status{{{LEADER}, status="active"}}) == 0 '
-              f"and on (cluster_queue) openpod:team_pending_workloads_all:sum > 0",
-              f"{t.queue_inactive_minutes}m", "warning",
-              "Team {{ $labels.cluster_queue }}: its ClusterQueue is not active and has workloads waiting",
-              "Kueue reports the ClusterQueue pending or terminating (a flavor or admission check it names is "
-              "missing, it is stopped): nothing of the team is admitted, whatever quota is free.",
-              "`kubectl get clusterqueue {{ $labels.cluster_queue }} -o yaml`: the Active condition's reason "
-              "(FlavorNotFound, AdmissionCheckNotFound, Stopped); fix the spec (`openpod queues`) or its "
-              "ResourceFlavor.", ("cluster_queue",)),
-        Alert("OpenpodTeamStarvedUnderQuota",
-              f"(sum by (cohort, cluster_queue, resource) (kueue_cluster_queue_nominal_quota{{{LEADER}}}) "
-              f"- sum by (cohort, cluster_queue, resource) (kueue_cluster_queue_resource_usage{{{LEADER}}}) > 0) "
-              f"and on (cluster_queue) (openpod:team_pending_workloads_all:sum > 0) "
-              f"and on (cohort, resource) (sum by (cohort, resource) (clamp_min("
-              f"kueue_cluster_queue_resource_usage{{{LEADER}}} - kueue_cluster_queue_nominal_quota{{{LEADER}}}, 0))"
-              f" > 0)", f"{t.reclaim_minutes}m", "warning",
-              "Team {{ $labels.cluster_queue }}: {{ $value }} {{ $labels.resource }} of its quota unused while "
-              "workloads wait and another team borrows",
-              f"For {t.reclaim_minutes} minutes the team has had workloads pending below its nominal quota while "
-              "another ClusterQueue of its cohort used more than its own: the lent quota is not coming back "
-              "(no reclaimWithinCohort preemption, or the borrower's workloads cannot be preempted).",
-              "`kubectl get clusterqueues` (usage, borrowing) and the pending workload's QuotaReserved message; "
-              "check the team's preemption settings (reclaimWithinCohort) in the spec's queueing section, or "
-              "preempt the borrower's workload by hand.", ("cohort", "cluster_queue", "resource")),
-        Alert("OpenpodWorkloadsEvictedRepeatedly",
-              f"sum by (cluster_queue, reason) (increase(kueue_evicted_workloads_total{{{LEADER}, "
-              f'reason=~"{EVICTION_FAULTS}"}}[1h])) >= {t.evictions_per_hour}', "0m", "warning",
-              "Team {{ $labels.cluster_queue }}: workloads evicted {{ printf \"%.0f\" $value }} times in an hour "
-              "({{ $labels.reason }})",
-              "Kueue keeps evicting the team's admitted workloads for a fault, not by design: pods not ready in "
-              "time (image pulls, unschedulable pods, bad nodes), a failed admission check, failed nodes under "
-              "topology-aware scheduling. Each eviction requeues the workload, which is admitted and evicted "
-              "again. Preemption, stopped queues and deactivation are left out.",
-              "`kubectl get events -n <team> --field-selector reason=Evicted` and `kubectl describe workload` of "
-              "the evicted ones: the Evicted condition's message names the cause; for PodsReadyTimeout, the "
-              "pods' events (image pull, scheduling) or the nodes they landed on.", ("cluster_queue", "reason")),
-        Alert("OpenpodWorkloadStarving",
-              "time() - min by (namespace, local_queue) (openpod:kueue_workload_pending_since:seconds) "
-              f"> {t.starvation_minutes * 60}", "5m", "warning",
-              "Queue {{ $labels.namespace }}/{{ $labels.local_queue }}: its oldest workload has waited "
-              "{{ $value | humanizeDuration }} for quota",
-              f"A workload of this LocalQueue has had no quota reserved for over {t.starvation_minutes} minutes, "
-              "whether or not others were admitted meanwhile (a large job starved by smaller ones, or no room).",
-              "`kubectl get workloads -n {{ $labels.namespace }}` and `kubectl describe workload` of the oldest: "
-              "its QuotaReserved message says what is missing; consider its priority, the queueing strategy "
-              "(StrictFIFO), the cohort's borrowing, or a quota change.", ("namespace", "local_queue")),
-        Alert("OpenpodTeamQueueStarving",
-              f"(sum by (cluster_queue) (kueue_pending_workloads{{{LEADER}}} offset {t.starvation_minutes}m) "
-              f"- sum by (cluster_queue) (increase(kueue_admitted_workloads_total{{{LEADER}}}"
-              f"[{t.starvation_minutes}m])) >= 1) "
-              f"and on (cluster_queue) (min_over_time(openpod:team_pending_workloads_all:sum"
-              f"[{t.starvation_minutes}m:5m]) > 0) "
-              f"unless on () (count({WL}_created_timestamp_seconds{{{KSM}}}) > 0)", "5m", "warning",
-              "Team {{ $labels.cluster_queue }}: a workload has waited over "
-              f"{t.starvation_minutes} minutes",
-              f"More workloads were pending {t.starvation_minutes} minutes ago than the queue has admitted since, "
-              "and it never emptied: at least one has waited that long (Kueue's counts alone; it misses a large "
-              "workload passed by many small ones, which OpenpodWorkloadStarving catches from the Workloads "
-              "themselves, and stays off when that data is there).",
-              "`kubectl get workloads -A` for the team's LocalQueues, oldest first; `kubectl describe workload` "
-              "says what it waits for (quota, flavor, topology); then as OpenpodWorkloadStarving.",
-              ("cluster_queue",)),
-        Alert("OpenpodWorkloadsInadmissible",
-              'openpod:team_pending_workloads:sum{status="inadmissible"} > 0',
-              f"{t.inadmissible_minutes}m", "info",
-              "Team {{ $labels.cluster_queue }}: {{ $value }} workloads Kueue cannot admit",
-              "Kueue found no flavor/quota that fits these workloads; they wait until the queue changes.",
-              "`kubectl describe workload` shows why (request above quota, missing flavor, topology); tell the "
-              "team to resize the job or the platform team to change the quota.", ("cluster_queue", "status")),
+        *queue_alerts(t),
     ]
 
 

@@ -13,6 +13,9 @@ job adds the labels the rules group by (observability/rules.py): ``node``,
 - Kueue's controller: its metrics Service (HTTPS 8443, authenticated by a
   bearer token and authorized by RBAC: kubernetes-sigs/kueue@v0.19.2:cmd/kueue/main.go:188-191,
   charts/kueue/values.yaml:209-215, templates/_helpers.tpl:75);
+- JobSet's controller: its metrics Service, the same way (HTTPS 8443, token and RBAC:
+  kubernetes-sigs/jobset@v0.12.0:main.go:77,179-186; charts/jobset/templates/prometheus/manager_metrics_service.yaml
+  rendered whatever ``prometheus.enable``, which the platform leaves off);
 - kube-state-metrics and dcgm-exporter (platform_constructs/exporters.py), each in a job of its own with
   ``honor_labels: true``: their series describe other objects (``node`` of kube_node_status_condition is the
   node in question; dcgm-exporter's ``namespace``/``pod`` name the pod using the GPU), and without it the
@@ -24,11 +27,16 @@ job adds the labels the rules group by (observability/rules.py): ``node``,
 
 from __future__ import annotations
 
-from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_KSM, JOB_KUEUE, JOB_TRAINING
+from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_JOBSET, JOB_KSM, JOB_KUEUE, JOB_TRAINING
 from openpod_core import labels as L
 
 OPENPOD_NAMESPACE = "openpod-system"   # node_agent/deploy.py NAMESPACE
 KUEUE_NAMESPACE = "kueue-system"       # infra/governance/install.py KUEUE_NAMESPACE
+JOBSET_NAMESPACE = "jobset-system"     # infra/governance/install.py JOBSET_NAMESPACE
+# "<fullname>-metrics-service", fullname the release "jobset" (it contains the chart's name): jobset@v0.12.0
+# charts/jobset/templates/prometheus/_helpers.tpl:20-29, templates/_helpers.tpl:27-33 (infra/governance/install.py
+# JOBSET_RELEASE); its one port is named https (manager_metrics_service.yaml:30-34).
+JOBSET_METRICS_SERVICE = "jobset-metrics-service"
 DETECTOR_APP = "node-health-agent"     # node_agent/deploy.py DETECTOR
 CONTROLLER_APP = "node-remediation"    # node_agent/deploy.py CONTROLLER
 MONITORING_NAMESPACE = "openpod-monitoring"  # platform_constructs/exporters.py NAMESPACE
@@ -106,6 +114,15 @@ def scrape_configs() -> list[dict]:
          "kubernetes_sd_configs": [{"role": "endpoints", "namespaces": {"names": [KUEUE_NAMESPACE]}}],
          "relabel_configs": [
              _keep("__meta_kubernetes_service_label_app_kubernetes_io_component", "metrics-service"),
+             _keep("__meta_kubernetes_endpoint_port_name", "https"),
+             _copy("__meta_kubernetes_pod_name", "pod")]},
+        {"job_name": JOB_JOBSET, "scheme": "https",
+         # no certificate is mounted (certManager off), so controller-runtime serves a self-signed one
+         "tls_config": {"insecure_skip_verify": True},
+         "authorization": {"credentials_file": SA_TOKEN},
+         "kubernetes_sd_configs": [{"role": "endpoints", "namespaces": {"names": [JOBSET_NAMESPACE]}}],
+         "relabel_configs": [
+             _keep("__meta_kubernetes_service_name", JOBSET_METRICS_SERVICE),
              _keep("__meta_kubernetes_endpoint_port_name", "https"),
              _copy("__meta_kubernetes_pod_name", "pod")]},
         {**_pods(JOB_KSM, namespaces=[MONITORING_NAMESPACE], relabel=[_keep(APP, KSM_APP)], identity=[]),

@@ -33,6 +33,12 @@ class AlertThresholds(BaseModel):
         30, ge=1, description="a GPU holding an Xid that needs a reboot or replacement this long (the platform "
         "did not clear it); the alert then stays until the node's dcgm-exporter pod restarts or the node is "
         "rebooted or replaced (a GPU reset alone does not clear DCGM's last Xid)")
+    pcie_replays_per_minute: int = Field(
+        31, ge=1, description="PCIe replays a minute of one GPU, over 10 minutes and for 15 more, that make its link "
+        "marginal (DCGM's health watch allows ceil(1.92 x 16) = 31 on a Gen5 x16 link, the fastest the platform "
+        "runs: facts dcgm.health.pcie-replay-rate)")
+    node_agent_missing_minutes: int = Field(
+        15, ge=1, description="a node with GPUs or Neuron devices and no node agent scraped on it this long")
     node_flap_changes: int = Field(
         6, ge=2, description="changes of a node's Ready state within an hour that make it flapping")
     fleet_not_ready_nodes: int = Field(

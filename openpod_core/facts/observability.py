@@ -163,6 +163,19 @@ FACTS: tuple[Fact, ...] = (
         "2026-11-23", "the scrape job sends the scraper's token; the scraper's ClusterRole allows GET /metrics",
     ),
     Fact(
+        "jobset.metrics.endpoint", "the JobSet controller serves /metrics on HTTPS :8443, every scrape authenticated "
+        "(TokenReview) and authorized (SubjectAccessReview on GET /metrics), behind Service "
+        "<release>-metrics-service (port https 8443) that the chart renders whatever prometheus.enable; with "
+        "certManager off no certificate is mounted and controller-runtime serves a self-signed one; its own "
+        "families are jobset_failed_total and jobset_completed_total",
+        "kubernetes-sigs/jobset@v0.12.0:main.go:77,179-186; charts/jobset/templates/prometheus/"
+        "manager_metrics_service.yaml:20-34, prometheus/_helpers.tpl:20-29, controller/deployment.yaml:72-76,84-86, "
+        "rbac/auth_proxy_role.yaml (tokenreviews, subjectaccessreviews); pkg/metrics/metrics.go:27-61; "
+        "kubernetes-sigs/controller-runtime pkg/metrics/server/server.go createListener (self-signed fallback; read "
+        "at 00dad5677b26)", "2026-11-29",
+        "observability/scrape.py's jobset job: the Service by name, the scraper's token, TLS unverified as for Kueue",
+    ),
+    Fact(
         "amp.scraper.access-entry", "the scraper's role ARN from describe-scraper "
         "(role/aws-service-role/scraper.aps.amazonaws.com/AWSServiceRoleForAmazonPrometheusScraper_<id>) rewritten "
         "to role/AWSServiceRoleForAmazonPrometheusScraper_<id>, mapped to Kubernetes user aps-collector-user",
@@ -178,6 +191,17 @@ FACTS: tuple[Fact, ...] = (
         "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-collector-how-to.html "
         "(limitations specific to AWS managed collectors)", "2026-11-23",
         "observability/scrape.py uses exactly that form for Kueue's authenticated endpoint",
+    ),
+    Fact(
+        "dcgm.health.pcie-replay-rate", "DCGM's PCIe health watch warns (DCGM_FR_PCI_REPLAY_RATE) when a GPU's PCIe "
+        "replay counter rises in one minute by more than ceil(rate per lane x lanes), the rate per lane being "
+        "0.15, 0.3, 0.48, 0.96, 1.92, 3.84 for PCIe Gen1 to Gen6 (a 1e-12 bit error rate): 31 a minute on a Gen5 "
+        "x16 link, 16 on Gen4 x16",
+        "NVIDIA/DCGM@v4.5.3:modules/health/DcgmHealthWatch.cpp:1346-1369 (GetExpectedPcieReplayRate), 1393-1402 (one "
+        "minute), 1454-1473; "
+        "dcgmlib/dcgm_errors.h:236,524-527 (message, next step: reseat, field diagnostic)", "2026-11-29",
+        "observability/thresholds.py pcie_replays_per_minute (31: the fastest link the platform runs, so no GPU is "
+        "flagged that DCGM would pass); dcgm-exporter 4.5.3-4.8.2 bundles DCGM 4.5.3",
     ),
     Fact(
         "hyperpod.deep-health-check.dcgm-level", "4",

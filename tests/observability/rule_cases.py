@@ -14,6 +14,7 @@ CTL = {"job": "openpod-remediation", "pod": "node-remediation-7c9"}
 TRAIN = {"job": "openpod-training", "namespace": "team-a", "training_job": "llm", "pod": "llm-node-0-0"}
 KUEUE = {"job": "kueue", "replica_role": "leader"}
 KSM = {"job": "kube-state-metrics", "instance": "10.0.0.3:8080"}
+JS = {"job": "jobset", "instance": "10.0.0.6:8443", "pod": "jobset-controller-7f5"}
 DCGM = {"job": "dcgm-exporter", "instance": "10.0.1.4:9400", "UUID": "GPU-1", "modelName": "NVIDIA H100 80GB HBM3"}
 # dcgm-exporter's Kubernetes mapping labels the GPU's series with the pod using it (scraped with honor_labels)
 DCGM_POD = {"namespace": "team-a", "pod": "llm-node-3-0", "container": "trainer"}
@@ -141,6 +142,37 @@ CASES = [
          [s("DCGM_FI_DEV_XID_ERRORS", {**DCGM, "node": "n4", "Hostname": "n4", "gpu": "3"}, "0x5 13x80"),  # app Xid
           s("DCGM_FI_DEV_XID_ERRORS", {**DCGM, "node": "n5", "Hostname": "n5", "gpu": "1"},   # rebooted in time
             "0x5 79x10 stale _x5 0x60")]),
+    # DCGM_FI_DEV_PCIE_REPLAY_COUNTER as dcgm-exporter serves it: a counter per GPU, labelled with the pod on it
+    Case("OpenpodGPUPCIeReplaysHigh", "30m",   # 40 replays a minute on GPU 1; GPU 0 at 2 a minute is healthy
+         [s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {**DCGM, **DCGM_POD, "node": "n3", "Hostname": "n3", "gpu": "1",
+                                                "device": "nvidia1"}, "100+40x40"),
+          s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {**DCGM, **DCGM_POD, "node": "n3", "Hostname": "n3", "gpu": "0",
+                                                "device": "nvidia0"}, "7+2x40")],
+         [{"node": "n3", "gpu": "1"}], ["Node n3 GPU 1: 40 PCIe replays a minute"]),
+    Case("OpenpodGPUPCIeReplaysHigh", "30m",   # a 10-minute burst, a healthy GPU, a team pod serving the name
+         [s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {**DCGM, "node": "n3", "Hostname": "n3", "gpu": "1"}, "0+40x10 400x30"),
+          s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {**DCGM, "node": "n3", "Hostname": "n3", "gpu": "0"}, "0+20x40"),
+          s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {"job": "kubernetes-pods", "node": "n3", "gpu": "2"}, "0+500x40")]),
+    # kube_node_status_capacity as kube-state-metrics serves it (resource sanitized, unit "integer")
+    Case("OpenpodNodeAgentMissing", "25m",   # n1 has GPUs and no agent; n2 has its agent; n3 only EFA
+         [s("kube_node_status_capacity", {**KSM, "node": "n1", "resource": "nvidia_com_gpu", "unit": "integer"},
+            "8x30"),
+          s("kube_node_status_capacity", {**KSM, "node": "n2", "resource": "aws_amazon_com_neuron",
+                                          "unit": "integer"}, "16x30"),
+          s("kube_node_status_capacity", {**KSM, "node": "n3", "resource": "vpc_amazonaws_com_efa",
+                                          "unit": "integer"}, "1x30"),
+          s("up", {**DET, "node": "n2", "pod": "node-health-agent-amd64-x2"}, "1x30")],
+         [{"node": "n1"}], ["Node n1 has accelerators and no node agent"]),
+    Case("OpenpodNodeAgentMissing", "25m",   # n1's agent restarts (a 3-minute gap), n2's is down (AgentDown's)
+         [s("kube_node_status_capacity", {**KSM, "node": "n1", "resource": "nvidia_com_gpu", "unit": "integer"},
+            "8x30"),
+          s("kube_node_status_capacity", {**KSM, "node": "n2", "resource": "nvidia_com_gpu", "unit": "integer"},
+            "8x30"),
+          s("up", {**DET, "node": "n1", "pod": "node-health-agent-amd64-x1"}, "1x15 _x3 1x12"),
+          s("up", {**DET, "node": "n2", "pod": "node-health-agent-amd64-x2"}, "0x30")]),
+    Case("OpenpodNodeAgentMissing", "25m",   # no agent anywhere: OpenpodScrapeJobAbsent's, not one per node
+         [s("kube_node_status_capacity", {**KSM, "node": "n1", "resource": "nvidia_com_gpu", "unit": "integer"},
+            "8x30")]),
     Case("OpenpodNodeFindingRepeated", "50m",   # NVLink error counters rising, found every 10 minutes
          [s("openpod_node_agent_findings_total", {**DET, "node": "n2", "pod": "a", "rule": "gpu-nvlink-errors",
                                                   "fault": "gpu-nvlink-errors", "action": "none"}, "0+0.1x60")],
@@ -233,20 +265,35 @@ CASES = [
          [s("up", DET | {"node": "n1", "pod": "a"}, "1x20"), s("up", CTL, "1x20"), s("up", KSM, "1x20"),
           s("kube_node_status_allocatable", {**KSM, "node": "n1", "resource": "nvidia_com_gpu", "unit": "integer"},
             "8x20")],
-         [{"job": "kueue"}, {"job": "dcgm-exporter"}],
-         ["Scrape job kueue has no targets", "Scrape job dcgm-exporter has no targets"]),
+         [{"job": "kueue"}, {"job": "jobset"}, {"job": "dcgm-exporter"}],
+         ["Scrape job kueue has no targets", "Scrape job jobset has no targets",
+          "Scrape job dcgm-exporter has no targets"]),
     Case("OpenpodScrapeJobAbsent", "15m",   # everything scraped; no NVIDIA node, so no dcgm-exporter either
          [s("up", DET | {"node": "n1", "pod": "a"}, "1x20"), s("up", CTL, "0x20"), s("up", KSM, "1x20"),
           s("up", {"job": "kueue", "pod": "kueue-controller-manager-0"}, "1x20"),
+          s("up", {"job": "jobset", "pod": "jobset-controller-7f5"}, "1x20"),
           s("kube_node_status_allocatable", {**KSM, "node": "n1", "resource": "aws_amazon_com_neuron",
                                              "unit": "integer"}, "16x20")]),
     Case("OpenpodScrapeTargetDown", "15m",
          [s("up", {"job": "kueue", "instance": "10.0.0.5:8443", "pod": "kueue-controller-manager-0"}, "0x20")],
          [{"job": "kueue"}], ["kueue is not answering scrapes"]),
+    Case("OpenpodScrapeTargetDown", "15m",   # the JobSet controller down (the failure mode that had no alert)
+         [s("up", {"job": "jobset", "instance": "10.0.0.6:8443", "pod": "jobset-controller-7f5"}, "0x20")],
+         [{"job": "jobset"}], ["jobset is not answering scrapes"]),
     Case("OpenpodScrapeTargetDown", "15m",
          [s("up", {"job": "kueue", "instance": "10.0.0.5:8443"}, "0x3 1x20"),
           s("up", {"job": "openpod-training", "instance": "10.0.0.9:9000"}, "0x20")]),   # restarting job pods
     # -------------------------------------------------------------- jobs
+    # jobset_failed_total as the JobSet controller serves it: a label set appears at its JobSet's first failure
+    Case("OpenpodJobSetFailed", "80m",   # llm failed at 60m, gpt failed again; bert failed over an hour ago
+         [s("jobset_failed_total", {**JS, "jobset_name": "llm", "namespace": "team-a"}, "_x60 1x30"),
+          s("jobset_failed_total", {**JS, "jobset_name": "gpt", "namespace": "team-b"}, "1x60 2x30"),
+          s("jobset_failed_total", {**JS, "jobset_name": "bert", "namespace": "team-b"}, "1x90")],
+         [{"namespace": "team-a", "training_job": "llm"}, {"namespace": "team-b", "training_job": "gpt"}],
+         ["JobSet team-a/llm failed for good", "JobSet team-b/gpt failed for good"]),
+    Case("OpenpodJobSetFailed", "150m",   # an hour on; a team pod serving the name
+         [s("jobset_failed_total", {**JS, "jobset_name": "llm", "namespace": "team-a"}, "_x60 1x100"),
+          s("jobset_failed_total", {**TRAIN, "jobset_name": "x", "namespace": "team-a"}, "_x120 1x40")]),
     Case("OpenpodTrainingStraggler", "20m",
          [s("openpod_train_straggler_score", {**TRAIN, "rank": "3"}, "1.8x30"),
           s("openpod_train_straggler_score", {**TRAIN, "rank": "0"}, "1x30")],
