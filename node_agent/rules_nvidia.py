@@ -14,7 +14,9 @@ from node_agent.findings import Action as A, Rule, Severity as S
 # "LibOS heartbeat timed out" / "Timeout waiting for RPC from GSP"; kgspWaitForGfwBootOk / gpuWaitForGfwBootComplete
 # "failed to wait for GFW boot complete"; kern_fsp.c kfspPollForResponse "FSP command timed out" and FSP boot
 # (kfspWaitForSecureBoot); kernel_falcon "Timeout waiting for RISC-V to halt"; kernel_rc_watchdog.c "RC watchdog:
-# GPU is probably locked!". The GPU cannot be used until it is reset: a node reboot resets every GPU.
+# GPU is probably locked!"; Hopper's GSP boot "Timeout waiting for GSP target mask release"; the FSP's queue and async
+# command timeouts; kgspHealthCheck's "GSP Failure" banner (535) and "GSP timed out. Triggering TDR." (580). Each
+# printer is a catalog row. The GPU cannot be used until it is reset: a node reboot resets every GPU.
 # NV_PRINTF's prefix (src/nvidia/inc/libraries/utils/nvprintf.h NV_PRINTF_PREFIX "NVRM" + ": "), then the GPU
 # ("GPU%u " / "GPU %04x:%02x:%02x.%x: ") and the function: optional here, a copied line often lost them.
 _NV = r"(?:NVRM:? )?(?:GPU ?\d+:? |GPU [0-9a-fA-F:.]+: )?"
@@ -28,6 +30,7 @@ NVIDIA_DRIVER_RULES: tuple[Rule, ...] = (
          r"|failed to wait for GFW boot complete|\*\*\* Cannot attach gpu|osInitNvMapping failed|Failed to boot GSP"
          r"|GSP-FMC reported an error (?:while attempting to boot GSP|prior to SPDM boot)"
          r"|Timeout waiting for lockdown release|Timed out waiting for GSP falcon reset to (?:de)?assert"
+         r"|(?:SEC2 GSP Boot:)?Timeout waiting for GSP target mask release"
          r"|failed to execute Booter Load|GspMsgQueueInit failed|init RPC infrastructure failed"
          r"|\w+ failed, bailing out of RmInitAdapter|FSP boot command failed"
          r"|Timeout waiting for SEC2-RTOS to resume GSP-RM|failed to extract VBIOS image from ROM"
@@ -48,7 +51,9 @@ NVIDIA_DRIVER_RULES: tuple[Rule, ...] = (
          r"|_kgspIsHeartbeatTimedOut: Heartbeat timed out"
          r"|(?:\w+: )?Timeout waiting for RPC from GSP|\w+: FSP command timed out"
          r"|\w+: Timeout waiting for RISC-V to halt|\w+: RC watchdog: GPU is probably locked"
-         r"|(?:\w+:? )?\*+ GSP Timeout \*+|\w+: Assertion failed: Back to back GSP RPC timeout detected"
+         r"|(?:\w+:? )?\*+ GSP (?:Timeout|Failure) \*+|\w+: Assertion failed: Back to back GSP RPC timeout detected"
+         r"|\w+: (?:Timed out waiting for FSP queues to be empty|FSP async command timed out"
+         r"|Assertion failed: GSP timed out\. Triggering TDR)"
          r"|Rate limiting GSP RPC error prints for GPU at PCI:[0-9a-f:]+ \(printing 1 of every \d+\)\.  The GPU likely "
          r"needs to be reset)",
          "gpu-firmware-timeout", S.CRITICAL, A.REBOOT, GPU_INIT,
