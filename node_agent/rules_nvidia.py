@@ -23,14 +23,17 @@ _NV = r"(?:NVRM:? )?(?:GPU ?\d+:? |GPU [0-9a-fA-F:.]+: )?"
 GPU_INIT = "NVIDIA driver (open-gpu-kernel-modules osinit.c, kernel_gsp.c, kern_fsp.c, kernel_rc_watchdog.c)"
 NVIDIA_DRIVER_RULES: tuple[Rule, ...] = (
     Rule("gpu-init-failed", "kernel-log",
-         r"NVRM: (?:GPU (?P<device>[0-9a-fA-F:.]+): )?RmInitAdapter failed!"
+         r"NVRM: (?:GPU (?P<device>[0-9a-fA-F:.]+): )?(?:RmInitAdapter failed!|rm_init_adapter failed, device minor"
+         r"|No interrupts of any type are available\. Cannot use this GPU)"
+         r"|" + _NV + r"The NVIDIA probe routine failed for \d+ device"
          r"|" + _NV + r"kfspWaitForSecureBoot\w*: .*(?:fail|timed? ?out)"
          r"|" + _NV + r"(?:\w+:? )?(?:Assertion failed: )?(?:Cannot initialize GSP firmware RM"
          r"|unexpected WPR2 already up|\(the GPU is likely in a bad state|failed to wait for GFW[_ ]BOOT"
          r"|failed to wait for GFW boot complete|\*\*\* Cannot attach gpu|osInitNvMapping failed|Failed to boot GSP"
          r"|GSP-FMC reported an error (?:while attempting to boot GSP|prior to SPDM boot)"
          r"|Timeout waiting for lockdown release|Timed out waiting for GSP falcon reset to (?:de)?assert"
-         r"|(?:SEC2 GSP Boot:)?Timeout waiting for GSP target mask release"
+         r"|(?:SEC2 GSP Boot:)?Timeout waiting for GSP target mask release|FSP secure boot partition timed out"
+         r"|FSP boot cmds failed\. RM cannot boot"
          r"|failed to execute Booter Load|GspMsgQueueInit failed|init RPC infrastructure failed"
          r"|\w+ failed, bailing out of RmInitAdapter|FSP boot command failed"
          r"|Timeout waiting for SEC2-RTOS to resume GSP-RM|failed to extract VBIOS image from ROM"
@@ -43,9 +46,11 @@ NVIDIA_DRIVER_RULES: tuple[Rule, ...] = (
     # line can carry user text (osapi.c "NVRM: API mismatch: the client has the version %s", the client's own
     # version string), so the status named anywhere in a line is not the driver's verdict.
     Rule("gpu-reset-required-status", "kernel-log",
-         _NV + r"(?:\w+:? )?(?:Assertion|Check) failed: Reset required \[NV_ERR_RESET_REQUIRED\] \(0x0*62\)",
+         _NV + r"(?:\w+:? )?(?:(?:Assertion|Check) failed: Reset required \[NV_ERR_RESET_REQUIRED\] \(0x0*62\)"
+         r"|Assertion failed: osDoFunctionLevelReset failed!)",
          "gpu-reset-required", S.CRITICAL, A.REBOOT, GPU_INIT + "; kernel-open/common/inc/nvstatuscodes.h",
-         "the driver's own status: the GPU needs a reset (a node reboot resets every GPU)"),
+         "the driver's own status, or its failed function-level reset: the GPU needs a reset (a node reboot resets "
+         "every GPU)"),
     Rule("gpu-firmware-timeout", "kernel-log",
          _NV + r"(?:_kgspRpcRecvPoll: (?:GSP RM|LibOS) heartbeat timed out"
          r"|_kgspIsHeartbeatTimedOut: Heartbeat timed out"
@@ -61,7 +66,17 @@ NVIDIA_DRIVER_RULES: tuple[Rule, ...] = (
     # GPU lost without an Xid.
     Rule("gpu-fallen-off-bus", "kernel-log",
          r"NVRM: (?:GPU (?P<device>[0-9A-Fa-f:.]+): GPU has fallen off the bus"
-         r"|(?:The NVIDIA GPU (?P<xdev>[0-9A-Fa-f:.]+) .*)?fallen off the bus and is not responding to commands)",
+         r"|(?:The NVIDIA GPU (?P<xdev>[0-9A-Fa-f:.]+) .*)?fallen off the bus and is not responding to commands)"
+         r"|" + _NV + r"\w+: Timeout (?:polling GPU back on bus|GPU not back on the bus after)",
          "gpu-fell-off-bus", S.CRITICAL, A.REBOOT, "NVIDIA driver (open-gpu-kernel-modules nv_printf)",
-         "same fault as Xid 79 (RESTART_BM), printed even when no Xid is; repeated -> replacement"),
+         "same fault as Xid 79 (RESTART_BM), printed even when no Xid is (probe, a reset the GPU did not come back "
+         "from); repeated -> replacement"),
+    # NVLink degraded mode (kernel_nvlinkstate.c knvlinkSetDegradedMode, kernel_nvlink.c
+    # knvlinkAbortUncontainedErrorRecovery_WORKITEM; R570+): an NVLink fatal error the driver could not contain or
+    # recover took the GPU out of the NVLink fabric.
+    Rule("gpu-nvlink-degraded", "kernel-log",
+         _NV + r"\w+: (?:GPU\d+ marked Degraded\. Error originated on linkId \d+"
+         r"|Failed to recover from uncontained NVLINK error\. Triggering Degraded Mode)",
+         "gpu-nvlink-degraded", S.CRITICAL, A.REBOOT, "NVIDIA driver (open-gpu-kernel-modules kernel_nvlinkstate.c, "
+         "kernel_nvlink.c)", "no NVLink P2P for this GPU until a reset; repeated -> replacement"),
 )
