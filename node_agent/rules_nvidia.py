@@ -33,7 +33,7 @@ NVIDIA_DRIVER_RULES: tuple[Rule, ...] = (
          r"|GSP-FMC reported an error (?:while attempting to boot GSP|prior to SPDM boot)"
          r"|Timeout waiting for lockdown release|Timed out waiting for GSP falcon reset to (?:de)?assert"
          r"|(?:SEC2 GSP Boot:)?Timeout waiting for GSP target mask release|FSP secure boot partition timed out"
-         r"|FSP boot cmds failed\. RM cannot boot"
+         r"|(?:Preparing )?FSP boot cmds failed\. RM cannot boot"
          r"|failed to execute Booter Load|GspMsgQueueInit failed|init RPC infrastructure failed"
          r"|\w+ failed, bailing out of RmInitAdapter|FSP boot command failed"
          r"|Timeout waiting for SEC2-RTOS to resume GSP-RM|failed to extract VBIOS image from ROM"
