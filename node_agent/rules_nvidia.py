@@ -35,7 +35,7 @@ NVIDIA_DRIVER_RULES: tuple[Rule, ...] = (
          r"|(?:SEC2 GSP Boot:)?Timeout waiting for GSP target mask release|FSP secure boot partition timed out"
          r"|(?:Preparing )?FSP boot cmds failed\. RM cannot boot"
          r"|failed to execute Booter Load|GspMsgQueueInit failed|init RPC infrastructure failed"
-         r"|\w+ failed, bailing out of RmInitAdapter|FSP boot command failed"
+         r"|\w+(?:\(\))? failed, bailing out of RmInitAdapter|FSP boot command failed"
          r"|Timeout waiting for SEC2-RTOS to resume GSP-RM|failed to extract VBIOS image from ROM"
          r"|failed to parse FWSEC ucode from VBIOS image|Error preparing (?:GSP-RM|boot binary) image)",
          "gpu-init-failed", S.CRITICAL, A.REBOOT, GPU_INIT,
