@@ -1,4 +1,4 @@
-"""What detection produces: a Finding (one fault seen once, with its evidence)."""
+"""What detection produces: a Finding (one fault seen once, with its evidence), and the Rule that classifies it."""
 
 from __future__ import annotations
 
@@ -46,6 +46,22 @@ class Finding:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    probe: str        # kernel-log | nvml | neuron | efa | host | deep-check | agent
+    match: str        # regex (kernel-log) or the condition in words
+    fault: str
+    severity: Severity
+    action: Action
+    source: str
+    note: str = ""
+
+    def finding(self, evidence: str, device: str = "", **details) -> Finding:
+        return Finding(rule=self.id, fault=self.fault, severity=self.severity, action=self.action,
+                       evidence=evidence.strip(), source=self.source, device=device, details=details)
 
 
 def strongest(findings: list[Finding]) -> Action:

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from node_agent import printers
-from node_agent.findings import Action, Finding, Severity
+from node_agent.findings import Action, Rule, Severity
+from node_agent.rules_nvidia import NVIDIA_DRIVER_RULES
 
 A, S = Action, Severity
 
@@ -51,22 +52,6 @@ DEEP = "openpod deep health check"
 NEURON_SYSFS = ("AWS Neuron sysfs user guide, stats/hardware counters (aws-neuron/aws-neuron-sdk@v2.32.0:"
                 "tools/neuron-sys-tools/neuron-sysfs-user-guide.rst:185-191), one file each in the driver "
                 "(aws-neuron/aws-neuron-driver@fca19f7:neuron_sysfs_metrics.c:146-150,927-955), checked 2026-11-23")
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    probe: str        # kernel-log | nvml | neuron | efa | host | deep-check | agent
-    match: str        # regex (kernel-log) or the condition in words
-    fault: str
-    severity: Severity
-    action: Action
-    source: str
-    note: str = ""
-
-    def finding(self, evidence: str, device: str = "", **details) -> Finding:
-        return Finding(rule=self.id, fault=self.fault, severity=self.severity, action=self.action,
-                       evidence=evidence.strip(), source=self.source, device=device, details=details)
 
 
 # Xid rows come from the shipped catalog node_agent/catalog/xids.csv: one row per Xid of NVIDIA's catalog
@@ -219,62 +204,9 @@ _add(Rule("ena-reset-failed", "kernel-log",
           "ena-device-failed", S.CRITICAL, A.REBOOT, "Linux ena driver (amzn/amzn-drivers ena_netdev.c)",
           "the node's primary network adapter could not be (re)initialised"))
 
-# ---------------------------------------------------------------- kernel log: GPU init / firmware without an Xid
-# NVIDIA/open-gpu-kernel-modules (checked 2026-11-25): osinit.c RmInitAdapter "RmInitAdapter failed! (0x%x:0x%x:%d)"
-# and "RmInitAdapter: Cannot initialize GSP firmware RM"; kernel_gsp.c _kgspBootGspRm "unexpected WPR2 already up"
-# ("the GPU is likely in a bad state and may need to be reset"), _kgspRpcRecvPoll "GSP RM heartbeat timed out" /
-# "LibOS heartbeat timed out" / "Timeout waiting for RPC from GSP"; kgspWaitForGfwBootOk / gpuWaitForGfwBootComplete
-# "failed to wait for GFW boot complete"; kern_fsp.c kfspPollForResponse "FSP command timed out" and FSP boot
-# (kfspWaitForSecureBoot); kernel_falcon "Timeout waiting for RISC-V to halt"; kernel_rc_watchdog.c "RC watchdog:
-# GPU is probably locked!". The GPU cannot be used until it is reset: a node reboot resets every GPU.
-# NV_PRINTF's prefix (src/nvidia/inc/libraries/utils/nvprintf.h NV_PRINTF_PREFIX "NVRM" + ": "), then the GPU
-# ("GPU%u " / "GPU %04x:%02x:%02x.%x: ") and the function: optional here, a copied line often lost them.
-_NV = r"(?:NVRM:? )?(?:GPU ?\d+:? |GPU [0-9a-fA-F:.]+: )?"
-GPU_INIT = "NVIDIA driver (open-gpu-kernel-modules osinit.c, kernel_gsp.c, kern_fsp.c, kernel_rc_watchdog.c)"
-_add(
-    Rule("gpu-init-failed", "kernel-log",
-         r"NVRM: (?:GPU (?P<device>[0-9a-fA-F:.]+): )?RmInitAdapter failed!"
-         r"|" + _NV + r"kfspWaitForSecureBoot\w*: .*(?:fail|timed? ?out)"
-         r"|" + _NV + r"(?:\w+:? )?(?:Assertion failed: )?(?:Cannot initialize GSP firmware RM"
-         r"|unexpected WPR2 already up|\(the GPU is likely in a bad state|failed to wait for GFW[_ ]BOOT"
-         r"|failed to wait for GFW boot complete|\*\*\* Cannot attach gpu|osInitNvMapping failed|Failed to boot GSP"
-         r"|GSP-FMC reported an error (?:while attempting to boot GSP|prior to SPDM boot)"
-         r"|Timeout waiting for lockdown release|Timed out waiting for GSP falcon reset to (?:de)?assert"
-         r"|failed to execute Booter Load|GspMsgQueueInit failed|init RPC infrastructure failed"
-         r"|\w+ failed, bailing out of RmInitAdapter|FSP boot command failed"
-         r"|Timeout waiting for SEC2-RTOS to resume GSP-RM|failed to extract VBIOS image from ROM"
-         r"|failed to parse FWSEC ucode from VBIOS image|Error preparing (?:GSP-RM|boot binary) image)",
-         "gpu-init-failed", S.CRITICAL, A.REBOOT, GPU_INIT,
-         "the driver could not bring the GPU up (firmware, GSP or VBIOS boot); repeated -> replacement"),
-    # nvstatuscodes.h NV_STATUS_CODE(NV_ERR_RESET_REQUIRED, 0x00000062, "Reset required"); nvassert.c
-    # nvAssertOkFailedNoLog / nvCheckOkFailedNoLog "Assertion failed: %s (0x%08X) returned from ..." ("Check
-    # failed: ...") with nvstatusToString's "Reset required [NV_ERR_RESET_REQUIRED]". Only these printers: an NVRM
-    # line can carry user text (osapi.c "NVRM: API mismatch: the client has the version %s", the client's own
-    # version string), so the status named anywhere in a line is not the driver's verdict.
-    Rule("gpu-reset-required-status", "kernel-log",
-         _NV + r"(?:\w+:? )?(?:Assertion|Check) failed: Reset required \[NV_ERR_RESET_REQUIRED\] \(0x0*62\)",
-         "gpu-reset-required", S.CRITICAL, A.REBOOT, GPU_INIT + "; kernel-open/common/inc/nvstatuscodes.h",
-         "the driver's own status: the GPU needs a reset (a node reboot resets every GPU)"),
-    Rule("gpu-firmware-timeout", "kernel-log",
-         _NV + r"(?:_kgspRpcRecvPoll: (?:GSP RM|LibOS) heartbeat timed out"
-         r"|_kgspIsHeartbeatTimedOut: Heartbeat timed out"
-         r"|(?:\w+: )?Timeout waiting for RPC from GSP|\w+: FSP command timed out"
-         r"|\w+: Timeout waiting for RISC-V to halt|\w+: RC watchdog: GPU is probably locked"
-         r"|(?:\w+:? )?\*+ GSP Timeout \*+|\w+: Assertion failed: Back to back GSP RPC timeout detected"
-         r"|Rate limiting GSP RPC error prints for GPU at PCI:[0-9a-f:]+ \(printing 1 of every \d+\)\.  The GPU likely "
-         r"needs to be reset)",
-         "gpu-firmware-timeout", S.CRITICAL, A.REBOOT, GPU_INIT,
-         "the GPU's GSP/FSP firmware or engines stopped answering; the driver asks for a reset"),
-)
-
-# ---------------------------------------------------------------- kernel log: GPU lost without an Xid
-_add(
-    Rule("gpu-fallen-off-bus", "kernel-log",
-         r"NVRM: (?:GPU (?P<device>[0-9A-Fa-f:.]+): GPU has fallen off the bus"
-         r"|(?:The NVIDIA GPU (?P<xdev>[0-9A-Fa-f:.]+) .*)?fallen off the bus and is not responding to commands)",
-         "gpu-fell-off-bus", S.CRITICAL, A.REBOOT, "NVIDIA driver (open-gpu-kernel-modules nv_printf)",
-         "same fault as Xid 79 (RESTART_BM), printed even when no Xid is; repeated -> replacement"),
-)
+# ---------------------------------------------------------------- kernel log: NVIDIA driver without an Xid
+# GPU init, GSP/FSP firmware, reset-required and fallen-off-the-bus printers: node_agent/rules_nvidia.py.
+_add(*NVIDIA_DRIVER_RULES)
 
 # ---------------------------------------------------------------- kernel log: host
 # PCIe AER, lockup watchdogs, panic/oops/BUG, machine checks, block layer, filesystems: catalog rows name the sources.

@@ -20,9 +20,13 @@ FACTS: tuple[Fact, ...] = (
         "journalctl -k shows user-written /dev/kmsg records too; their SYSLOG_FACILITY is not 0",
     ),
     Fact(
-        "linux.x86-segfault-report", "%s%s[%d]: segfault at %lx ip %px sp %px error %lx + ' in %s[%lx+%lx]'",
-        "https://github.com/torvalds/linux/blob/master/arch/x86/mm/fault.c (show_signal_msg; print_vma_addr in "
-        "mm/memory.c prints kbasename of the mapped file)", "2026-11-28",
+        "linux.x86-segfault-report",
+        "%s%s[%d]: segfault at %lx ip %px sp %px error %lx, then print_vma_addr's ' in %pD[%lx,%lx+%lx]' "
+        "(v6.12.107: the mapped file's name, the offset in it, the mapping's start and size) or ' in %s[%lx+%lx]' "
+        "(v6.1.172: kbasename of the file's path, the mapping's start and size)",
+        "gregkh/linux@v6.12.107:arch/x86/mm/fault.c:759 (show_signal_msg; print_vma_addr(KERN_CONT \" in \", ...) "
+        "763; mm/memory.c:6736 printk(\"%s%pD[%lx,%lx+%lx]\"); v6.1.172: fault.c:771, 775, mm/memory.c:5834 "
+        "printk(\"%s%s[%lx+%lx]\", prefix, kbasename(p), ...))", "2026-11-29",
         "printed at KERN_INFO with facility kernel; the task chooses its comm and the mapped file's name",
     ),
     Fact(
