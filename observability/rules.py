@@ -20,6 +20,7 @@ import yaml
 from node_agent.findings import Action
 from node_agent.rules import RULES
 from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_JOBSET, JOB_KSM, JOB_KUEUE
+from observability.platform_rules import platform_alerts
 from observability.queue_rules import queue_alerts, queue_records
 from observability.rule_base import (  # noqa: F401 (re-exported: the rule types and selectors)
     ACCELERATOR_RESOURCES, BY_JOB, CTL, DCGM, DET, GAP, JOB, KSM, LEADER, READY, RUNBOOKS, TRN, Alert, Record,
@@ -442,6 +443,7 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "A straggler node (thermal or power slowdown, degraded PCIe or EFA) or a slow storage tier: "
               "check the job's nodes in the accelerator dashboard and the node agent's findings.", job),
         *queue_alerts(t),
+        *platform_alerts(t),
     ]
 
 

@@ -4,12 +4,13 @@ as they are, every engine metric they read is a row, and the metric table cites 
 from __future__ import annotations
 
 from observability.engine_metrics import BY_NAME, ENGINES, ROWS, VERDICTS, EngineMetric, coverage, readers
-from observability.metrics import JOB_DCGM, JOB_JOBSET, JOB_KSM, JOB_KUEUE, METRICS
+from observability.metrics import JOB_DCGM, JOB_JOBSET, JOB_KSM, JOB_KUEUE, JOB_MANAGERS, METRICS
 from observability.promql import metric_names
 from observability.rules import rule_groups
 
-ENGINE_JOBS = {JOB_KUEUE, JOB_JOBSET, JOB_KSM, JOB_DCGM}
-ENGINE_PREFIXES = ("kueue_", "multikueue_", "jobset_", "kube_", "DCGM_")
+ENGINE_JOBS = {JOB_KUEUE, JOB_JOBSET, JOB_MANAGERS, JOB_KSM, JOB_DCGM}
+ENGINE_PREFIXES = ("kueue_", "multikueue_", "jobset_", "kube_", "DCGM_", "controller_runtime_", "workqueue_",
+                   "leader_election_", "rest_client_", "certwatcher_")
 
 
 def verdict_errors(rows: tuple[EngineMetric, ...]) -> list[str]:
