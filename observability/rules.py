@@ -31,7 +31,12 @@ from observability.thresholds import AlertThresholds
 REQUIRED_JOBS = (JOB_DETECTOR, JOB_CONTROLLER, JOB_KUEUE, JOB_JOBSET, JOB_KSM)
 WATCHDOG = "OpenpodWatchdog"
 JS = f'job="{JOB_JOBSET}"'
-_JS_FAILED = f"max by (namespace, jobset_name) (jobset_failed_total{{{JS}}}"   # + ")" or + " offset 1h)"
+_JS_FAILED = f"max by (namespace, jobset_name) (jobset_failed_total{{{JS}}})"
+# the most each JobSet's count was in the hour before the last minute, whatever pod served it
+_JS_BEFORE = f"max by (namespace, jobset_name) (max_over_time(jobset_failed_total{{{JS}}}[1h] offset 1m))"
+# a JobSet failing: its count appears, or rises above anything it was in the hour before (one step each)
+_JS_NEW = (f"({_JS_FAILED} unless on (namespace, jobset_name) {_JS_BEFORE} "
+           f"or {_JS_FAILED} > on (namespace, jobset_name) {_JS_BEFORE})")
 # Devices whose nodes run the node agent (node_agent/deploy.py: its DaemonSets select openpod.io/accelerator
 # nvidia or neuron), as kube-state-metrics names them; EFA alone does not make such a node.
 AGENT_RESOURCES = "nvidia_com_gpu|aws_amazon_com_neuron|aws_amazon_com_neuroncore|aws_amazon_com_neurondevice"
@@ -338,13 +343,15 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "burns quota without progress.", job),
         Alert("OpenpodJobSetFailed",
               'max by (namespace, training_job) (label_replace('
-              f"{_JS_FAILED}) unless {_JS_FAILED} offset 1h) or {_JS_FAILED}) > {_JS_FAILED} offset 1h), "
+              f"max_over_time({_JS_NEW}[1h:1m]), "
               '"training_job", "$1", "jobset_name", "(.+)"))', "0m", "warning",
               "JobSet {{ $labels.namespace }}/{{ $labels.training_job }} failed for good",
               "The JobSet controller marked the JobSet Failed: its restarts are spent (ReachedMaxRestarts), a "
               "failure-policy rule failed it at once (FailJobSetFailurePolicyAction), or it had no failure policy (FailedJobs). "
               "Nothing restarts it, and with its pods gone the job's own alerts fall silent. Fires for the hour "
-              "after (a restart of the JobSet controller ends it sooner: its counts start again).",
+              "after, held from the moment its count rose, so a restart of the JobSet controller (whose counts start "
+              "again at zero) does not end it; a JobSet of the same name failing again within the hour after such a "
+              "restart is not seen anew.",
               "`kubectl -n {{ $labels.namespace }} get jobset {{ $labels.training_job }} -o yaml`: the Failed "
               "condition's reason and message name the first failed Job; read its pods' last log and whether "
               "OpenpodJobCrashLooping or a node alert came before. A platform cause (nodes, storage): fix it, "

@@ -327,6 +327,16 @@ CASES = [
           s("jobset_failed_total", {**JS, "jobset_name": "bert", "namespace": "team-b"}, "1x90")],
          [{"namespace": "team-a", "training_job": "llm"}, {"namespace": "team-b", "training_job": "gpt"}],
          ["JobSet team-a/llm failed for good", "JobSet team-b/gpt failed for good"]),
+    # The JobSet controller restarted 10 minutes after llm failed: the new pod's counts start at zero and serve no
+    # llm series. The alert holds for the hour all the same (the old rule ended at the restart).
+    Case("OpenpodJobSetFailed", "100m",
+         [s("jobset_failed_total", {**JS, "jobset_name": "llm", "namespace": "team-a"}, "_x60 1x10 stale"),
+          s("jobset_failed_total", {**JS, "pod": "jobset-controller-8a1", "instance": "10.0.0.8:8443",
+                                    "jobset_name": "gpt", "namespace": "team-b"}, "_x71 1x40")],
+         [{"namespace": "team-a", "training_job": "llm"}, {"namespace": "team-b", "training_job": "gpt"}],
+         ["JobSet team-a/llm failed for good", "JobSet team-b/gpt failed for good"], also_at=("75m", "115m")),
+    Case("OpenpodJobSetFailed", "125m",   # an hour after llm's failure, with the controller restarted between
+         [s("jobset_failed_total", {**JS, "jobset_name": "llm", "namespace": "team-a"}, "_x60 1x10 stale")]),
     Case("OpenpodJobSetFailed", "150m",   # an hour on; a team pod serving the name
          [s("jobset_failed_total", {**JS, "jobset_name": "llm", "namespace": "team-a"}, "_x60 1x100"),
           s("jobset_failed_total", {**TRAIN, "jobset_name": "x", "namespace": "team-a"}, "_x120 1x40")]),
