@@ -73,7 +73,9 @@ ROWS: tuple[FailureMode, ...] = (
       "gpu-thermal, gpu-power-brake, gpu-pcie-degraded findings", ("OpenpodTrainingStraggler",
                                                                    "OpenpodNodeFindingRepeated")),
     F("GPU", "slows", "PCIe replays above DCGM's health-watch rate: a marginal link whose width is intact",
-      f"DCGM_FI_DEV_PCIE_REPLAY_COUNTER, dcgm-exporter ({DCGM_CSV}:20); the node agent reads the width only",
+      f"DCGM_FI_DEV_PCIE_REPLAY_COUNTER, dcgm-exporter ({DCGM_CSV}:20), against DCGM's bound for the link's "
+      "generation and width (DCGM_FI_DEV_PCIE_LINK_GEN, _WIDTH, which the platform's counters add); the node "
+      "agent reads the width only",
       ("OpenpodGPUPCIeReplaysHigh",)),
     F("GPU", "flaps", "the same non-fatal Xid again and again",
       "openpod_node_agent_findings_total{action=\"none\"} (node agent), counted", ("OpenpodNodeFindingRepeated",)),

@@ -47,6 +47,7 @@ def _kueue(name: str, typ: str, unit: str, labels: tuple[str, ...], line: int, h
 
 
 DCGM_COUNTERS = "NVIDIA/dcgm-exporter@4.5.3-4.8.2:etc/default-counters.csv"
+DCGM_FIELDS = "NVIDIA/DCGM@v4.5.3:dcgmlib/dcgm_fields.h"
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")  # rendermetrics/render_metrics.go:47
 
 
@@ -205,6 +206,11 @@ METRICS += (
     _dcgm("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "1", 20, "PCIe retries (replays) since the driver loaded"),
     _dcgm("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "1", 65, "NVLink bandwidth counters, all lanes"),
     _dcgm("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "1", 72, "rows remapped for uncorrectable errors"),
+    # not in the default counters: the platform's list adds them (platform_constructs/exporters.py DCGM_COUNTERS)
+    Metric("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "1", DCGM_LABELS, JOB_DCGM, f"{DCGM_FIELDS}:810",
+           "dcgm-exporter: the GPU's PCIe link generation now (it may train lower when idle)"),
+    Metric("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "1", DCGM_LABELS, JOB_DCGM, f"{DCGM_FIELDS}:815",
+           "dcgm-exporter: the GPU's PCIe link width now (lanes)"),
 )
 
 

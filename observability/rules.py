@@ -42,6 +42,26 @@ _JS_NEW = (f"({_JS_FAILED} unless on (namespace, jobset_name) {_JS_BEFORE} "
 AGENT_RESOURCES = "nvidia_com_gpu|aws_amazon_com_neuron|aws_amazon_com_neuroncore|aws_amazon_com_neurondevice"
 
 
+# DCGM's PCIe health watch: replays a minute per lane of a link of each generation (a 1e-12 bit error rate at the
+# generation's rate; Gen6 and above as Gen6), times the link's lanes, ceiled (NVIDIA/DCGM@v4.5.3:
+# modules/health/DcgmHealthWatch.cpp:1346-1369; facts dcgm.health.pcie-replay-rate).
+PCIE_REPLAYS_PER_LANE = {1: 0.15, 2: 0.3, 3: 0.48, 4: 0.96, 5: 1.92, 6: 3.84}
+
+
+PCIE_BOUND = "openpod:gpu_pcie_replay_bound:per_minute"
+
+
+def _pcie_replay_bound() -> str:
+    """Each GPU's bound in replays a minute, from the fastest generation and widest width its link ran at in the
+    10 minutes (DCGM reads the current ones)."""
+    gen = f"max by (node, gpu) (max_over_time(DCGM_FI_DEV_PCIE_LINK_GEN{{{DCGM}}}[10m]))"
+    width = f"max by (node, gpu) (max_over_time(DCGM_FI_DEV_PCIE_LINK_WIDTH{{{DCGM}}}[10m]))"
+    top = max(PCIE_REPLAYS_PER_LANE)
+    per_lane = " or ".join(f"({gen} {'>=' if g == top else '=='} {g}) * 0 + {r}"
+                           for g, r in sorted(PCIE_REPLAYS_PER_LANE.items()))
+    return f"ceil(({per_lane}) * on (node, gpu) {width})"
+
+
 def _deep_check_rules() -> str:
     """The node agent's deep-check rules that take the node out of service (node_agent/rules.py)."""
     return "|".join(sorted(r.id for r in RULES.values() if r.probe == "deep-check" and r.action != Action.NONE))
@@ -81,6 +101,9 @@ def records() -> list[Record]:
                "histogram_quantile(0.9, sum by (group, action, le) "
                f"(rate(openpod_remediation_duration_seconds_bucket{{{CTL}}}[6h])))",
                "90th percentile of fault detection to node back in service or replaced, per group and action"),
+        Record(PCIE_BOUND, _pcie_replay_bound(),
+               "each GPU's PCIe replays a minute DCGM's health watch allows its link: ceil(per lane of its "
+               "generation x its lanes), from the fastest generation and widest width of the last 10 minutes"),
         Record("openpod:gpu_last_xid:by_node",
                f'count_values by (node, gpu) ("xid", max by (node, gpu) (DCGM_FI_DEV_XID_ERRORS{{{DCGM}}} > 0))',
                "the last Xid each GPU holds, as the label xid (dcgm-exporter's pod labels aggregated away: a new "
@@ -167,10 +190,13 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               ("node", "gpu", "xid")),
         Alert("OpenpodGPUPCIeReplaysHigh",
               f"max by (node, gpu) (rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER{{{DCGM}}}[10m])) * 60 "
-              f"> {t.pcie_replays_per_minute}", "15m", "warning",
+              f"> on (node, gpu) ({PCIE_BOUND} or max by (node, gpu) "
+              f"(DCGM_FI_DEV_PCIE_REPLAY_COUNTER{{{DCGM}}}) * 0 + {t.pcie_replays_per_minute})", "15m", "warning",
               "Node {{ $labels.node }} GPU {{ $labels.gpu }}: {{ $value | humanize }} PCIe replays a minute",
-              f"For 15 minutes the GPU's PCIe link has retried transfers more than {t.pcie_replays_per_minute} "
-              "times a minute (over 10 minutes), DCGM's health-watch bound for a Gen5 x16 link: a marginal link or "
+              "For 15 minutes the GPU's PCIe link has retried transfers more often (over 10 minutes) than DCGM's "
+              "health watch allows its link: ceil(replays per lane of its generation x its lanes), 16 a minute "
+              "on Gen4 x16, 31 on Gen5 x16 (from the fastest generation and widest width the link ran at in the "
+              f"10 minutes; {t.pcie_replays_per_minute} where the exporter reports no link): a marginal link or "
               "riser. Its width "
               "can be intact, so the node agent's gpu-pcie-degraded does not see it, and every host-device copy "
               "(input batches, checkpoint saves) slows; a new pod on the GPU is the same alert.",

@@ -35,8 +35,8 @@ class AlertThresholds(BaseModel):
         "rebooted or replaced (a GPU reset alone does not clear DCGM's last Xid)")
     pcie_replays_per_minute: int = Field(
         31, ge=1, description="PCIe replays a minute of one GPU, over 10 minutes and for 15 more, that make its link "
-        "marginal (DCGM's health watch allows ceil(1.92 x 16) = 31 on a Gen5 x16 link, the fastest the platform "
-        "runs: facts dcgm.health.pcie-replay-rate)")
+        "marginal where dcgm-exporter reports no link generation and width (with them, each GPU has DCGM's "
+        "health-watch bound for its own link: 16 on Gen4 x16, 31 on Gen5 x16; facts dcgm.health.pcie-replay-rate)")
     node_agent_missing_minutes: int = Field(
         15, ge=1, description="a node with GPUs or Neuron devices and no node agent scraped on it this long")
     node_flap_changes: int = Field(

@@ -200,8 +200,10 @@ FACTS: tuple[Fact, ...] = (
         "NVIDIA/DCGM@v4.5.3:modules/health/DcgmHealthWatch.cpp:1346-1369 (GetExpectedPcieReplayRate), 1393-1402 (one "
         "minute), 1454-1473; "
         "dcgmlib/dcgm_errors.h:236,524-527 (message, next step: reseat, field diagnostic)", "2026-11-29",
-        "observability/thresholds.py pcie_replays_per_minute (31: the fastest link the platform runs, so no GPU is "
-        "flagged that DCGM would pass); dcgm-exporter 4.5.3-4.8.2 bundles DCGM 4.5.3",
+        "observability/rules.py PCIE_REPLAYS_PER_LANE and openpod:gpu_pcie_replay_bound:per_minute (each GPU's "
+        "bound from its link's generation and width, DCGM_FI_DEV_PCIE_LINK_GEN / _WIDTH, which "
+        "platform_constructs/exporters.py DCGM_COUNTERS adds); thresholds.py pcie_replays_per_minute (31) only "
+        "where no link is reported; dcgm-exporter 4.5.3-4.8.2 bundles DCGM 4.5.3",
     ),
     Fact(
         "hyperpod.deep-health-check.dcgm-level", "4",

@@ -45,6 +45,12 @@ def depth(labels: dict, controller: str, values: str) -> dict:
 PLATFORM = {**KSM, "namespace": "openpod-system"}
 
 
+def link(labels: dict, gen: str, width: str, replays: str) -> list[dict]:
+    """One GPU's PCIe link generation and width (gauges) and its replay counter, as dcgm-exporter serves them."""
+    return [s("DCGM_FI_DEV_PCIE_LINK_GEN", labels, gen), s("DCGM_FI_DEV_PCIE_LINK_WIDTH", labels, width),
+            s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", labels, replays)]
+
+
 def ds(labels: dict, *, desired: str, current: str, available: str, updated: str) -> list[dict]:
     """A DaemonSet's status as kube-state-metrics serves it; unavailable is desired - available."""
     def minus(a: str, b: str) -> str:
@@ -189,6 +195,24 @@ CASES = [
          [s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {**DCGM, "node": "n3", "Hostname": "n3", "gpu": "1"}, "0+40x10 400x30"),
           s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {**DCGM, "node": "n3", "Hostname": "n3", "gpu": "0"}, "0+20x40"),
           s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {"job": "kubernetes-pods", "node": "n3", "gpu": "2"}, "0+500x40")]),
+    # Each GPU judged by its own link's bound, as DCGM's health watch does: ceil(rate per lane x lanes) of the
+    # link's generation and width (DCGM_FI_DEV_PCIE_LINK_GEN / _WIDTH, which the platform's counters add). The
+    # old rule held every GPU to the Gen5 x16 bound (31) and missed a Gen4 link at 20 a minute.
+    *[Case("OpenpodGPUPCIeReplaysHigh", "30m", [
+        *link({**DCGM, "modelName": "NVIDIA A100-SXM4-40GB", "node": "n5", "Hostname": "n5", "gpu": "0"},
+              "4x40", "16x40", "0+20x40"),                        # Gen4 x16: bound 16
+        *link({**DCGM, "modelName": "NVIDIA A100-SXM4-40GB", "node": "n5", "Hostname": "n5", "gpu": "1"},
+              "4x40", "8x40", "0+10x40"),                         # Gen4 trained at x8: bound 8
+        *link({**DCGM, "node": "n6", "Hostname": "n6", "gpu": "0"}, "5x40", "16x40", "0+35x40"),   # Gen5 x16: 31
+        ], [{"node": "n5", "gpu": "0"}, {"node": "n5", "gpu": "1"}, {"node": "n6", "gpu": "0"}],
+        ["Node n5 GPU 0: 20 PCIe replays a minute", "Node n5 GPU 1: 10 PCIe replays a minute",
+         "Node n6 GPU 0: 35 PCIe replays a minute"]),
+      Case("OpenpodGPUPCIeReplaysHigh", "30m", [
+        *link({**DCGM, "node": "n6", "Hostname": "n6", "gpu": "0"}, "5x40", "16x40", "0+20x40"),   # Gen5, under 31
+        *link({**DCGM, "node": "n5", "Hostname": "n5", "gpu": "0"}, "4x40", "16x40", "0+15x40"),   # Gen4, under 16
+        # idle, the link drops to Gen1 now and then: judged by the fastest it ran in the 10 minutes
+        *link({**DCGM, "node": "n5", "Hostname": "n5", "gpu": "2"}, " ".join(["4 4 1"] * 14), "16x40", "0+12x40"),
+      ])],
     # kube_node_status_capacity as kube-state-metrics serves it (resource sanitized, unit "integer")
     Case("OpenpodNodeAgentMissing", "25m",   # n1 has GPUs and no agent; n2 has its agent; n3 only EFA
          [s("kube_node_status_capacity", {**KSM, "node": "n1", "resource": "nvidia_com_gpu", "unit": "integer"},
