@@ -10,6 +10,7 @@ from observability.rule_base import KSM, Alert
 from observability.scrape import JOBSET_NAMESPACE, KUEUE_NAMESPACE, MONITORING_NAMESPACE, OPENPOD_NAMESPACE
 from observability.thresholds import AlertThresholds
 
+# DaemonSet and Deployment status as the API defines it: facts kubernetes.workload-status.
 # Where the platform's workloads run: the node agent and remediation controller, the exporters, Kueue, JobSet,
 # and kube-system (device plugins, platform_constructs/device_plugins.py; the EKS add-ons). Team users cannot
 # create objects there (team namespaces carry the team label), so a team's Deployment raises nothing.
@@ -17,7 +18,8 @@ PLATFORM_NAMESPACES = (OPENPOD_NAMESPACE, MONITORING_NAMESPACE, KUEUE_NAMESPACE,
 NS = f'namespace=~"{"|".join(PLATFORM_NAMESPACES)}"'
 WL = f"{KSM}, {NS}"
 # controller-runtime's families as Kueue's and JobSet's managers serve them (observability/engine_metrics/
-# controller_runtime.py); Kueue's follower replicas run no controller, so they serve no reconcile or queue series.
+# controller_runtime.py; facts controller-runtime.reconcile-errors, client-go.leader-election-gauge). Series of
+# every replica are summed or maxed per manager: a standby's leader gauge is 0, the leader's 1.
 CR = f'job=~"{JOB_KUEUE}|{JOB_JOBSET}"'
 BY_CTRL = "by (job, controller)"
 STUCK = ', condition="Progressing", status="false"'   # past progressDeadlineSeconds (ProgressDeadlineExceeded)
