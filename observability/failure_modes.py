@@ -230,8 +230,9 @@ ROWS: tuple[FailureMode, ...] = (
       "up{job=\"openpod-node-agent\"} on the node", ("OpenpodNodeAgentMissing",)),
     F("node agent", "lies", "a check cannot run (tool missing, GPU gone from NVML)",
       "openpod_node_agent_check_errors_total", ("OpenpodNodeAgentCheckErroring",)),
-    F("node agent", "loops", "the agent crash-loops", "up{job=\"openpod-node-agent\"} (down most of the time)",
-      ("OpenpodNodeAgentDown",)),
+    F("node agent", "loops", "the agent crash-loops", "up{job=\"openpod-node-agent\"} (down most of the time); "
+      f"its container's restarts, kube_pod_container_status_restarts_total ({KSM_STORE}/pod.go:441)",
+      ("OpenpodNodeAgentDown", "OpenpodPlatformPodCrashLooping")),
     # ------------------------------------------------------------------ remediation controller
     F("remediation controller", "stops", "down or no leader", "up{job=\"openpod-remediation\"}, "
       "openpod_remediation_leader", ("OpenpodRemediationControllerDown", "OpenpodRemediationLeaderless")),
