@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from observability.platform_rules import CR, WL
+
 DATASOURCE = "${datasource}"
 # The data source type Amazon Managed Grafana gives an AMP workspace from version 12 on (facts:
 # grafana.amp-datasource-plugin); the core "prometheus" type's SigV4 is deprecated for AMP.
@@ -115,6 +117,44 @@ DASHBOARDS: tuple[DashboardSpec, ...] = (
                   (Q('sum by (node, rule) (increase(openpod_node_agent_findings_total{job="openpod-node-agent", '
                      'action="none"}[1h])) > 0', "{{node}} {{rule}}"),), width=6,
                   description="NVLink and EFA error counters, application Xids: OpenpodNodeFindingRepeated."),
+            )),
+            ("Platform controllers (Kueue, JobSet)", (
+                P("Reconciles failing, by controller (5m)",
+                  (Q(f"sum by (job, controller) (rate(controller_runtime_reconcile_errors_total{{{CR}}}[5m])) "
+                     f"/ sum by (job, controller) (rate(controller_runtime_reconcile_total{{{CR}}}[5m]))",
+                     "{{job}} {{controller}}"),), unit="percentunit", width=8,
+                  description="OpenpodPlatformControllerReconcileErrors fires when it stays above its threshold."),
+                P("Work queue depth and longest-running worker",
+                  (Q(f"sum by (job, controller) (workqueue_depth{{{CR}}})", "{{job}} {{controller}} depth"),
+                   Q(f"max by (job, controller) (workqueue_longest_running_processor_seconds{{{CR}}})",
+                     "{{job}} {{controller}} longest (s)")), width=8,
+                  description="A queue that never drains or a worker stuck on one item: "
+                              "OpenpodPlatformControllerQueueBackedUp."),
+                P("Replicas holding the leader Lease",
+                  (Q(f"sum by (job) (leader_election_master_status{{{CR}}})", "{{job}}"),), kind="stat", width=8,
+                  description="Exactly one per manager; none is OpenpodPlatformControllerLeaderless."),
+            )),
+            ("Platform workloads", (
+                P("Deployments short of available replicas",
+                  (Q(f"max by (namespace, deployment) (kube_deployment_spec_replicas{{{WL}}}) - max by "
+                     f"(namespace, deployment) (kube_deployment_status_replicas_available{{{WL}}}) > 0",
+                     "{{namespace}}/{{deployment}}"),
+                   Q(f'max by (namespace, deployment) (kube_deployment_status_condition{{{WL}, '
+                     f'condition="Progressing", status="false"}}) == 1', "{{namespace}}/{{deployment}} stuck")),
+                  width=8),
+                P("DaemonSets: pods not scheduled, unavailable, not updated",
+                  (Q(f"sum by (namespace, daemonset) (kube_daemonset_status_desired_number_scheduled{{{WL}}} - "
+                     f"kube_daemonset_status_current_number_scheduled{{{WL}}}) > 0", "{{daemonset}} not scheduled"),
+                   Q(f"sum by (namespace, daemonset) (kube_daemonset_status_number_unavailable{{{WL}}}) > 0",
+                     "{{daemonset}} unavailable"),
+                   Q(f"sum by (namespace, daemonset) (kube_daemonset_status_desired_number_scheduled{{{WL}}} - "
+                     f"kube_daemonset_status_updated_number_scheduled{{{WL}}}) > 0", "{{daemonset}} not updated"),
+                   Q(f"sum by (namespace, daemonset) (kube_daemonset_status_number_available{{{WL}}})",
+                     "{{daemonset}} available")), width=8),
+                P("Platform container restarts (1h)",
+                  (Q(f"max by (namespace, pod, container) (increase(kube_pod_container_status_restarts_total"
+                     f"{{{WL}}}[1h])) > 0", "{{namespace}}/{{pod}} {{container}}"),), width=8,
+                  description="OpenpodPlatformPodCrashLooping fires at its threshold."),
             )),
         )),
     DashboardSpec(
@@ -230,9 +270,11 @@ DASHBOARDS += (
                 P("Last Xid per GPU (non-zero)", (Q("DCGM_FI_DEV_XID_ERRORS > 0", "{{node}} gpu {{gpu}}"),)),
                 P("Rows remapped for uncorrectable errors", (Q("sum by (node) (DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS)",
                                                               "{{node}}"),)),
-                P("PCIe replays a minute, worst GPU by node",
-                  (Q("max by (node) (rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER[10m])) * 60", "{{node}}"),),
-                  description="Above 31 a minute for 15 minutes: OpenpodGPUPCIeReplaysHigh."),
+                P("PCIe replays a minute, worst GPU by node, and the lowest bound",
+                  (Q("max by (node) (rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER[10m])) * 60", "{{node}}"),
+                   Q("min by (node) (openpod:gpu_pcie_replay_bound:per_minute)", "{{node}} bound")),
+                  description="Above its link's bound (DCGM's: 16 on Gen4 x16, 31 on Gen5 x16) for 15 minutes: "
+                              "OpenpodGPUPCIeReplaysHigh."),
                 P("NVLink bandwidth counter rate by node",
                   (Q("sum by (node) (rate(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL[5m]))", "{{node}}"),)),
             )),

@@ -185,12 +185,16 @@ def _engine_surface() -> list[str]:
 
     out = ["", "## The engines' metrics", "",
            "`observability/engine_metrics/`: every metric family each engine serves at its pinned version (Kueue's "
-           "`pkg/metrics/metrics.go`, JobSet's beyond controller-runtime's, every row of dcgm-exporter's default "
-           "counters enabled or not, kube-state-metrics' node and pod stores and our Kueue Workload state), with "
+           "`pkg/metrics/metrics.go`, JobSet's beyond controller-runtime's, controller-runtime's own that both "
+           "managers serve (reconciles, work queues, leader election, API client, webhooks), every row of "
+           "dcgm-exporter's default counters enabled or not, kube-state-metrics' node, pod, deployment, daemonset "
+           "and statefulset stores and our Kueue Workload state), with "
            "what the platform does with it: read by an alert (named), on a dashboard only, or unused and why. "
            "The failure-mode table above is our enumeration; this one is the engines', so a signal no rule reads "
            "is a decision written down (`tests/observability/test_engine_metrics.py` keeps every verdict true). "
-           "controller-runtime's and Go's own families (workqueue, reconcile, process) are left out.", "",
+           "The Go runtime's and the process's families (go_*, process_*) that controller-runtime registers beside "
+           "its own are left out, and so are kube-state-metrics' other stores (jobs, services, ...): no rule "
+           "reads them.", "",
            "| engine | families | read by an alert | dashboard only | unused |", "|---|---|---|---|---|"]
     for engine, c in coverage():
         out.append(f"| {engine} | {c['families']} | {c['alert']} | {c['dashboard']} | {c['unused']} |")

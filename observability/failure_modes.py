@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 MODES = ("stops", "slows", "flaps", "lies", "fills", "loops", "leaks")
 DCGM_CSV = "NVIDIA/dcgm-exporter@4.5.3-4.8.2:etc/default-counters.csv"
+CR = "controller-runtime@v0.24.1"
+KSM_STORE = "kube-state-metrics@v2.20.0:internal/store"
 FSX_METRICS = ("https://docs.aws.amazon.com/fsx/latest/LustreGuide/fs-metrics.html (AWS/FSx, "
                "FreeDataStorageCapacity, dimension FileSystemId; checked 2026-11-28)")
 
@@ -71,7 +73,9 @@ ROWS: tuple[FailureMode, ...] = (
       "gpu-thermal, gpu-power-brake, gpu-pcie-degraded findings", ("OpenpodTrainingStraggler",
                                                                    "OpenpodNodeFindingRepeated")),
     F("GPU", "slows", "PCIe replays above DCGM's health-watch rate: a marginal link whose width is intact",
-      f"DCGM_FI_DEV_PCIE_REPLAY_COUNTER, dcgm-exporter ({DCGM_CSV}:20); the node agent reads the width only",
+      f"DCGM_FI_DEV_PCIE_REPLAY_COUNTER, dcgm-exporter ({DCGM_CSV}:20), against DCGM's bound for the link's "
+      "generation and width (DCGM_FI_DEV_PCIE_LINK_GEN, _WIDTH, which the platform's counters add); the node "
+      "agent reads the width only",
       ("OpenpodGPUPCIeReplaysHigh",)),
     F("GPU", "flaps", "the same non-fatal Xid again and again",
       "openpod_node_agent_findings_total{action=\"none\"} (node agent), counted", ("OpenpodNodeFindingRepeated",)),
@@ -165,6 +169,35 @@ ROWS: tuple[FailureMode, ...] = (
       "jobset_failed_total (jobset@v0.12.0:pkg/metrics/metrics.go:30)", ("OpenpodJobSetFailed",)),
     F("JobSet", "loops", "the JobSet restarts its jobs again and again", "openpod_training_incarnations "
       "(training runtime ledger)", ("OpenpodJobCrashLooping",)),
+    # ------------------------------------------------------------------ Kueue's and JobSet's controller managers
+    F("controller managers", "loops", "reconciles fail and are retried (API refusals, RBAC, a webhook, an object "
+      "it chokes on): Workloads and JobSets not brought to their spec",
+      f"controller_runtime_reconcile_errors_total / controller_runtime_reconcile_total ({CR}:"
+      "pkg/internal/controller/metrics/metrics.go:40,33), jobs kueue and jobset",
+      ("OpenpodPlatformControllerReconcileErrors",)),
+    F("controller managers", "slows", "the work queue backs up, or a worker is stuck on one item",
+      f"workqueue_depth, workqueue_longest_running_processor_seconds ({CR}:pkg/internal/metrics/workqueue.go:49,90)",
+      ("OpenpodPlatformControllerQueueBackedUp",)),
+    F("controller managers", "stops", "no replica holds the leader Lease: every manager waits as a standby",
+      f"leader_election_master_status ({CR}:pkg/metrics/leaderelection.go:14)",
+      ("OpenpodPlatformControllerLeaderless",)),
+    F("controller managers", "stops", "the admission webhooks fail or are unreachable",
+      f"controller_runtime_webhook_requests_total ({CR}:pkg/webhook/internal/metrics/metrics.go:48)",
+      not_covered="the API server refuses the team's JobSet or Workload with the webhook's error, which the user "
+      "sees; the webhooks are served by the managers, whose absence is alerted (OpenpodScrapeTargetDown, "
+      "OpenpodPlatformDeploymentUnavailable)"),
+    # ------------------------------------------------------------------ the platform's own workloads
+    F("platform workloads", "stops", "a Deployment short of available replicas or its rollout past its deadline "
+      "(Kueue, JobSet, kube-state-metrics, the remediation controller)",
+      f"kube_deployment_spec_replicas, _status_replicas_available, _status_condition ({KSM_STORE}/deployment.go:"
+      "268,153,237), platform namespaces", ("OpenpodPlatformDeploymentUnavailable",)),
+    F("platform workloads", "stops", "a DaemonSet's pods not scheduled, none available, or a rollout that does not "
+      "finish (node agent, dcgm-exporter, node exporter, device plugins)",
+      f"kube_daemonset_status_* ({KSM_STORE}/daemonset.go:67,85,103,157,193), platform namespaces",
+      ("OpenpodPlatformDaemonSetUnavailable",)),
+    F("platform workloads", "loops", "a container of a platform pod crash-loops",
+      f"kube_pod_container_status_restarts_total ({KSM_STORE}/pod.go:441), platform namespaces",
+      ("OpenpodPlatformPodCrashLooping",)),
     # ------------------------------------------------------------------ training job and its checkpoints
     F("training job", "stops", "hang: no step finishes", "openpod_training_step", ("OpenpodJobHung",)),
     F("training job", "stops", "its metrics endpoint stops answering", "up{job=\"openpod-training\"} per job",
@@ -197,8 +230,9 @@ ROWS: tuple[FailureMode, ...] = (
       "up{job=\"openpod-node-agent\"} on the node", ("OpenpodNodeAgentMissing",)),
     F("node agent", "lies", "a check cannot run (tool missing, GPU gone from NVML)",
       "openpod_node_agent_check_errors_total", ("OpenpodNodeAgentCheckErroring",)),
-    F("node agent", "loops", "the agent crash-loops", "up{job=\"openpod-node-agent\"} (down most of the time)",
-      ("OpenpodNodeAgentDown",)),
+    F("node agent", "loops", "the agent crash-loops", "up{job=\"openpod-node-agent\"} (down most of the time); "
+      f"its container's restarts, kube_pod_container_status_restarts_total ({KSM_STORE}/pod.go:441)",
+      ("OpenpodNodeAgentDown", "OpenpodPlatformPodCrashLooping")),
     # ------------------------------------------------------------------ remediation controller
     F("remediation controller", "stops", "down or no leader", "up{job=\"openpod-remediation\"}, "
       "openpod_remediation_leader", ("OpenpodRemediationControllerDown", "OpenpodRemediationLeaderless")),

@@ -21,6 +21,7 @@ JOB_JOBSET = "jobset"                # the JobSet controller's metrics Service (
 JOB_EXPORTERS = "kubernetes-pods"   # annotated exporter pods (observability/scrape.py JOB_OTHER)
 JOB_KSM = "kube-state-metrics"      # scraped with honor_labels (observability/scrape.py)
 JOB_DCGM = "dcgm-exporter"          # scraped with honor_labels (observability/scrape.py)
+JOB_MANAGERS = f"{JOB_KUEUE}, {JOB_JOBSET}"   # controller-runtime's families: both controller managers serve them
 
 KUEUE_METRICS_GO = "kubernetes-sigs/kueue@v0.19.2:pkg/metrics/metrics.go"
 CHECKED = "2026-11-23"
@@ -46,6 +47,7 @@ def _kueue(name: str, typ: str, unit: str, labels: tuple[str, ...], line: int, h
 
 
 DCGM_COUNTERS = "NVIDIA/dcgm-exporter@4.5.3-4.8.2:etc/default-counters.csv"
+DCGM_FIELDS = "NVIDIA/DCGM@v4.5.3:dcgmlib/dcgm_fields.h"
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")  # rendermetrics/render_metrics.go:47
 
 
@@ -204,6 +206,11 @@ METRICS += (
     _dcgm("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "1", 20, "PCIe retries (replays) since the driver loaded"),
     _dcgm("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "1", 65, "NVLink bandwidth counters, all lanes"),
     _dcgm("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "1", 72, "rows remapped for uncorrectable errors"),
+    # not in the default counters: the platform's list adds them (platform_constructs/exporters.py DCGM_COUNTERS)
+    Metric("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "1", DCGM_LABELS, JOB_DCGM, f"{DCGM_FIELDS}:810",
+           "dcgm-exporter: the GPU's PCIe link generation now (it may train lower when idle)"),
+    Metric("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "1", DCGM_LABELS, JOB_DCGM, f"{DCGM_FIELDS}:815",
+           "dcgm-exporter: the GPU's PCIe link width now (lanes)"),
 )
 
 
@@ -214,6 +221,32 @@ METRICS += (
     Metric("jobset_failed_total", "counter", "1", ("jobset_name", "namespace"), JOB_JOBSET, f"{JOBSET_METRICS_GO}:30",
            "JobSets that failed for good (counted when the controller sets the Failed condition: restarts spent or "
            "a FailJobSet rule, pkg/controllers/failure_policy.go:417-422); a label set appears at its first failure"),
+)
+
+
+CONTROLLER_RUNTIME = "kubernetes-sigs/controller-runtime@v0.24.1"   # Kueue v0.19.2's pin; JobSet v0.12.0's v0.24.0
+
+
+def _cr(name: str, typ: str, labels: tuple[str, ...], path: str, line: int, help: str) -> Metric:
+    return Metric(name, typ, "seconds" if name.endswith("_seconds") else "1", labels, JOB_MANAGERS,
+                  f"{CONTROLLER_RUNTIME}:{path}:{line}", f"controller-runtime: {help}")
+
+
+METRICS += (
+    # ------------------------------------------------------------------ controller-runtime (Kueue's and JobSet's managers)
+    _cr("controller_runtime_reconcile_total", "counter", ("controller", "result"),
+        "pkg/internal/controller/metrics/metrics.go", 33,
+        "reconciles per controller by result (success, error, requeue, requeue_after); every label set starts at 0"),
+    _cr("controller_runtime_reconcile_errors_total", "counter", ("controller",),
+        "pkg/internal/controller/metrics/metrics.go", 40,
+        "reconciles that returned an error (terminal ones and recovered panics included)"),
+    _cr("workqueue_depth", "gauge", ("name", "controller", "priority"), "pkg/internal/metrics/workqueue.go", 49,
+        "items waiting in the controller's work queue"),
+    _cr("workqueue_longest_running_processor_seconds", "gauge", ("name", "controller"),
+        "pkg/internal/metrics/workqueue.go", 90, "seconds the longest-running worker of the queue has been busy"),
+    _cr("leader_election_master_status", "gauge", ("name",), "pkg/metrics/leaderelection.go", 14,
+        "1 if this replica holds the leader Lease named, 0 if it is a standby (client-go@v0.36.2:"
+        "tools/leaderelection/leaderelection.go:112,271)"),
 )
 
 
@@ -248,6 +281,36 @@ METRICS += (
            ("namespace", "workload", "local_queue", "type"), JOB_KSM,
            "platform_constructs/exporters.py (KUEUE_WORKLOAD_STATE)",
            "kube-state-metrics custom resource state: Unix time the Workload's condition last changed"),
+)
+
+
+KSM_STORE = "kubernetes/kube-state-metrics@v2.20.0:internal/store"
+
+
+def _ksm_obj(name: str, typ: str, labels: tuple[str, ...], store: str, line: int, help: str) -> Metric:
+    return Metric(name, typ, "1", labels, JOB_KSM, f"{KSM_STORE}/{store}.go:{line}", f"kube-state-metrics: {help}")
+
+
+METRICS += (
+    # ------------------------------------------------------------------ the platform's workloads (kube-state-metrics)
+    _ksm_obj("kube_deployment_spec_replicas", "gauge", ("namespace", "deployment"), "deployment", 268,
+             "replicas the Deployment wants"),
+    _ksm_obj("kube_deployment_status_replicas_available", "gauge", ("namespace", "deployment"), "deployment", 153,
+             "replicas available (ready for minReadySeconds)"),
+    _ksm_obj("kube_deployment_status_condition", "gauge", ("namespace", "deployment", "condition", "status"),
+             "deployment", 237, "1 for the Deployment's condition (Available, Progressing, ...) in the status given"),
+    _ksm_obj("kube_daemonset_status_desired_number_scheduled", "gauge", ("namespace", "daemonset"), "daemonset", 85,
+             "nodes that should run the daemon pod"),
+    _ksm_obj("kube_daemonset_status_current_number_scheduled", "gauge", ("namespace", "daemonset"), "daemonset", 67,
+             "nodes running at least one daemon pod that should"),
+    _ksm_obj("kube_daemonset_status_number_available", "gauge", ("namespace", "daemonset"), "daemonset", 103,
+             "nodes whose daemon pod is available"),
+    _ksm_obj("kube_daemonset_status_number_unavailable", "gauge", ("namespace", "daemonset"), "daemonset", 157,
+             "nodes that should run the daemon pod and have none available"),
+    _ksm_obj("kube_daemonset_status_updated_number_scheduled", "gauge", ("namespace", "daemonset"), "daemonset", 193,
+             "nodes running the updated daemon pod"),
+    _ksm_obj("kube_pod_container_status_restarts_total", "counter", ("namespace", "pod", "uid", "container"), "pod",
+             441, "restarts of the container (the kubelet's restart count)"),
 )
 
 

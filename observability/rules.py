@@ -20,6 +20,7 @@ import yaml
 from node_agent.findings import Action
 from node_agent.rules import RULES
 from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_JOBSET, JOB_KSM, JOB_KUEUE
+from observability.platform_rules import platform_alerts
 from observability.queue_rules import queue_alerts, queue_records
 from observability.rule_base import (  # noqa: F401 (re-exported: the rule types and selectors)
     ACCELERATOR_RESOURCES, BY_JOB, CTL, DCGM, DET, GAP, JOB, KSM, LEADER, READY, RUNBOOKS, TRN, Alert, Record,
@@ -30,10 +31,35 @@ from observability.thresholds import AlertThresholds
 REQUIRED_JOBS = (JOB_DETECTOR, JOB_CONTROLLER, JOB_KUEUE, JOB_JOBSET, JOB_KSM)
 WATCHDOG = "OpenpodWatchdog"
 JS = f'job="{JOB_JOBSET}"'
-_JS_FAILED = f"max by (namespace, jobset_name) (jobset_failed_total{{{JS}}}"   # + ")" or + " offset 1h)"
+_JS_FAILED = f"max by (namespace, jobset_name) (jobset_failed_total{{{JS}}})"
+# the most each JobSet's count was in the hour before the last minute, whatever pod served it
+_JS_BEFORE = f"max by (namespace, jobset_name) (max_over_time(jobset_failed_total{{{JS}}}[1h] offset 1m))"
+# a JobSet failing: its count appears, or rises above anything it was in the hour before (one step each)
+_JS_NEW = (f"({_JS_FAILED} unless on (namespace, jobset_name) {_JS_BEFORE} "
+           f"or {_JS_FAILED} > on (namespace, jobset_name) {_JS_BEFORE})")
 # Devices whose nodes run the node agent (node_agent/deploy.py: its DaemonSets select openpod.io/accelerator
 # nvidia or neuron), as kube-state-metrics names them; EFA alone does not make such a node.
 AGENT_RESOURCES = "nvidia_com_gpu|aws_amazon_com_neuron|aws_amazon_com_neuroncore|aws_amazon_com_neurondevice"
+
+
+# DCGM's PCIe health watch: replays a minute per lane of a link of each generation (a 1e-12 bit error rate at the
+# generation's rate; Gen6 and above as Gen6), times the link's lanes, ceiled (NVIDIA/DCGM@v4.5.3:
+# modules/health/DcgmHealthWatch.cpp:1346-1369; facts dcgm.health.pcie-replay-rate).
+PCIE_REPLAYS_PER_LANE = {1: 0.15, 2: 0.3, 3: 0.48, 4: 0.96, 5: 1.92, 6: 3.84}
+
+
+PCIE_BOUND = "openpod:gpu_pcie_replay_bound:per_minute"
+
+
+def _pcie_replay_bound() -> str:
+    """Each GPU's bound in replays a minute, from the fastest generation and widest width its link ran at in the
+    10 minutes (DCGM reads the current ones)."""
+    gen = f"max by (node, gpu) (max_over_time(DCGM_FI_DEV_PCIE_LINK_GEN{{{DCGM}}}[10m]))"
+    width = f"max by (node, gpu) (max_over_time(DCGM_FI_DEV_PCIE_LINK_WIDTH{{{DCGM}}}[10m]))"
+    top = max(PCIE_REPLAYS_PER_LANE)
+    per_lane = " or ".join(f"({gen} {'>=' if g == top else '=='} {g}) * 0 + {r}"
+                           for g, r in sorted(PCIE_REPLAYS_PER_LANE.items()))
+    return f"ceil(({per_lane}) * on (node, gpu) {width})"
 
 
 def _deep_check_rules() -> str:
@@ -75,6 +101,9 @@ def records() -> list[Record]:
                "histogram_quantile(0.9, sum by (group, action, le) "
                f"(rate(openpod_remediation_duration_seconds_bucket{{{CTL}}}[6h])))",
                "90th percentile of fault detection to node back in service or replaced, per group and action"),
+        Record(PCIE_BOUND, _pcie_replay_bound(),
+               "each GPU's PCIe replays a minute DCGM's health watch allows its link: ceil(per lane of its "
+               "generation x its lanes), from the fastest generation and widest width of the last 10 minutes"),
         Record("openpod:gpu_last_xid:by_node",
                f'count_values by (node, gpu) ("xid", max by (node, gpu) (DCGM_FI_DEV_XID_ERRORS{{{DCGM}}} > 0))',
                "the last Xid each GPU holds, as the label xid (dcgm-exporter's pod labels aggregated away: a new "
@@ -161,10 +190,13 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               ("node", "gpu", "xid")),
         Alert("OpenpodGPUPCIeReplaysHigh",
               f"max by (node, gpu) (rate(DCGM_FI_DEV_PCIE_REPLAY_COUNTER{{{DCGM}}}[10m])) * 60 "
-              f"> {t.pcie_replays_per_minute}", "15m", "warning",
+              f"> on (node, gpu) ({PCIE_BOUND} or max by (node, gpu) "
+              f"(DCGM_FI_DEV_PCIE_REPLAY_COUNTER{{{DCGM}}}) * 0 + {t.pcie_replays_per_minute})", "15m", "warning",
               "Node {{ $labels.node }} GPU {{ $labels.gpu }}: {{ $value | humanize }} PCIe replays a minute",
-              f"For 15 minutes the GPU's PCIe link has retried transfers more than {t.pcie_replays_per_minute} "
-              "times a minute (over 10 minutes), DCGM's health-watch bound for a Gen5 x16 link: a marginal link or "
+              "For 15 minutes the GPU's PCIe link has retried transfers more often (over 10 minutes) than DCGM's "
+              "health watch allows its link: ceil(replays per lane of its generation x its lanes), 16 a minute "
+              "on Gen4 x16, 31 on Gen5 x16 (from the fastest generation and widest width the link ran at in the "
+              f"10 minutes; {t.pcie_replays_per_minute} where the exporter reports no link): a marginal link or "
               "riser. Its width "
               "can be intact, so the node agent's gpu-pcie-degraded does not see it, and every host-device copy "
               "(input batches, checkpoint saves) slows; a new pod on the GPU is the same alert.",
@@ -337,13 +369,15 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "burns quota without progress.", job),
         Alert("OpenpodJobSetFailed",
               'max by (namespace, training_job) (label_replace('
-              f"{_JS_FAILED}) unless {_JS_FAILED} offset 1h) or {_JS_FAILED}) > {_JS_FAILED} offset 1h), "
+              f"max_over_time({_JS_NEW}[1h:1m]), "
               '"training_job", "$1", "jobset_name", "(.+)"))', "0m", "warning",
               "JobSet {{ $labels.namespace }}/{{ $labels.training_job }} failed for good",
               "The JobSet controller marked the JobSet Failed: its restarts are spent (ReachedMaxRestarts), a "
               "failure-policy rule failed it at once (FailJobSetFailurePolicyAction), or it had no failure policy (FailedJobs). "
               "Nothing restarts it, and with its pods gone the job's own alerts fall silent. Fires for the hour "
-              "after (a restart of the JobSet controller ends it sooner: its counts start again).",
+              "after, held from the moment its count rose, so a restart of the JobSet controller (whose counts start "
+              "again at zero) does not end it; a JobSet of the same name failing again within the hour after such a "
+              "restart is not seen anew.",
               "`kubectl -n {{ $labels.namespace }} get jobset {{ $labels.training_job }} -o yaml`: the Failed "
               "condition's reason and message name the first failed Job; read its pods' last log and whether "
               "OpenpodJobCrashLooping or a node alert came before. A platform cause (nodes, storage): fix it, "
@@ -442,6 +476,7 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "A straggler node (thermal or power slowdown, degraded PCIe or EFA) or a slow storage tier: "
               "check the job's nodes in the accelerator dashboard and the node agent's findings.", job),
         *queue_alerts(t),
+        *platform_alerts(t),
     ]
 
 

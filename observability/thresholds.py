@@ -35,8 +35,8 @@ class AlertThresholds(BaseModel):
         "rebooted or replaced (a GPU reset alone does not clear DCGM's last Xid)")
     pcie_replays_per_minute: int = Field(
         31, ge=1, description="PCIe replays a minute of one GPU, over 10 minutes and for 15 more, that make its link "
-        "marginal (DCGM's health watch allows ceil(1.92 x 16) = 31 on a Gen5 x16 link, the fastest the platform "
-        "runs: facts dcgm.health.pcie-replay-rate)")
+        "marginal where dcgm-exporter reports no link generation and width (with them, each GPU has DCGM's "
+        "health-watch bound for its own link: 16 on Gen4 x16, 31 on Gen5 x16; facts dcgm.health.pcie-replay-rate)")
     node_agent_missing_minutes: int = Field(
         15, ge=1, description="a node with GPUs or Neuron devices and no node agent scraped on it this long")
     node_flap_changes: int = Field(
@@ -84,3 +84,19 @@ class AlertThresholds(BaseModel):
         "its storage capacity (a CloudWatch alarm on the alert topic)")
     inadmissible_minutes: int = Field(
         30, ge=1, description="a team queue holding workloads Kueue judged inadmissible this long")
+    controller_error_ratio: float = Field(
+        0.1, gt=0, le=1, description="the fraction of a platform controller's reconciles (Kueue's, JobSet's) that "
+        "fail over 5 minutes, for 15, that makes its errors an incident (with controller_errors)")
+    controller_errors: int = Field(
+        5, ge=1, description="failed reconciles of one platform controller within 15 minutes needed as well (one "
+        "failure of a controller that rarely reconciles is no incident)")
+    controller_queue_depth: int = Field(
+        100, ge=1, description="items a platform controller's work queue never drops below for 15 minutes: "
+        "it is not keeping up")
+    controller_stuck_minutes: int = Field(
+        10, ge=1, description="a platform controller's worker busy with one item this long: a stuck reconcile")
+    platform_unavailable_minutes: int = Field(
+        15, ge=1, description="a platform Deployment or DaemonSet short of available pods (or its rollout not "
+        "progressing) this long")
+    platform_restarts_per_hour: int = Field(
+        3, ge=1, description="restarts of one container of a platform pod within an hour (a crash loop)")

@@ -74,6 +74,48 @@ KUEUE_WORKLOAD_STATE = {
 KUEUE_WORKLOAD_RBAC = [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list", "watch"]}]
 
 
+# What dcgm-exporter collects: its chart's customMetrics, the whole list in its CSV format (field, type, help;
+# NVIDIA/dcgm-exporter@4.5.3-4.8.2:deployment/values.yaml:266-268, rendered into the chart's ConfigMap by
+# templates/metrics-configmap.yaml:9-11): the chart's default rows (metrics-configmap.yaml; each row of
+# observability/engine_metrics/dcgm.py not marked "not collected") and the PCIe link's current generation and
+# width (NVIDIA/DCGM@v4.5.3:dcgmlib/dcgm_fields.h:810,815; go-dcgm knows both names, pkg/dcgm/const_fields.go:
+# 1374-1375 at dcgm-exporter's pin), which DCGM's replay bound reads (modules/health/DcgmHealthWatch.cpp:1346-1347)
+# and OpenpodGPUPCIeReplaysHigh reads the same way. Checked 2026-11-29.
+DCGM_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock (MHz)"),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "memory clock (MHz)"),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "memory temperature (C)"),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (C)"),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "power draw (W)"),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "energy since boot (mJ)"),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "PCIe retries"),
+    ("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "PCIe link generation now"),
+    ("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "PCIe link lanes now"),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (%)"),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "memory utilization (%)"),
+    ("DCGM_FI_DEV_ENC_UTIL", "gauge", "encoder utilization (%)"),
+    ("DCGM_FI_DEV_DEC_UTIL", "gauge", "decoder utilization (%)"),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "last Xid error"),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "framebuffer free (MiB)"),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "framebuffer used (MiB)"),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "NVLink bandwidth counter (all lanes)"),
+    ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge", "vGPU license status"),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "rows remapped for uncorrectable errors"),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "rows remapped for correctable errors"),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "1 if a row remap failed"),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "ratio of time the graphics engine is active"),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "ratio of cycles the tensor pipe is active"),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "ratio of cycles the memory interface is active"),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "PCIe bytes sent per second"),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "PCIe bytes received per second"),
+)
+
+
+def dcgm_counters_csv() -> str:
+    """DCGM_COUNTERS in dcgm-exporter's CSV format."""
+    return "".join(f"{name}, {typ}, {help}\n" for name, typ, help in DCGM_COUNTERS)
+
+
 def chart_values(system_node_selector: Mapping[str, str],
                  system_tolerations: Sequence[Mapping[str, str]] = ()) -> dict[str, dict]:
     """Helm values per chart (keys of ``CHARTS``): kube-state-metrics on the system group, tolerating its taints."""
@@ -89,6 +131,7 @@ def chart_values(system_node_selector: Mapping[str, str],
         "dcgm-exporter": {"podAnnotations": labels.scrape_annotations(DCGM_EXPORTER_PORT),
                           "nodeSelector": {labels.ACCELERATOR: "nvidia"}, "tolerations": [{"operator": "Exists"}],
                           "serviceMonitor": {"enabled": False},
+                          "customMetrics": dcgm_counters_csv(),
                           # Every GPU without allocating one, now that the toolkit ignores NVIDIA_VISIBLE_DEVICES
                           # from unprivileged containers (device_plugins.py). extraVolumeMounts replaces the
                           # chart's default list, so its counters mount is repeated (values.yaml:167-182).

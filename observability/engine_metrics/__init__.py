@@ -1,6 +1,7 @@
 """Every metric family each engine serves at its pinned version, and what the platform does with it: read by an
 alert (named), shown on a dashboard only, or unused (and why, a fact). The failure-mode table
-(observability/failure_modes.py) is our enumeration; this is the engines' own, so a signal nobody reads is seen.
+(observability/failure_modes.py) is our enumeration; this is the engines' own (Kueue's and JobSet's managers serve
+controller-runtime's families beside their own: a table of its own), so a signal nobody reads is seen.
 tests/observability/test_engine_metrics.py keeps each verdict true against the rules and dashboards, and every
 engine metric a rule or dashboard reads is a row here; docs/observability.md prints the coverage per engine."""
 
@@ -8,13 +9,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from observability.engine_metrics import dcgm, jobset, ksm, kueue
+from observability.engine_metrics import controller_runtime, dcgm, jobset, ksm, kueue
 from observability.engine_metrics.model import VERDICTS, EngineMetric
 
 __all__ = ["ENGINES", "ROWS", "VERDICTS", "EngineMetric", "coverage", "readers"]
 
-ENGINES: tuple[str, ...] = (kueue.ENGINE, jobset.ENGINE, dcgm.ENGINE, ksm.ENGINE)
-ROWS: tuple[EngineMetric, ...] = kueue.ROWS + jobset.ROWS + dcgm.ROWS + ksm.ROWS
+ENGINES: tuple[str, ...] = (kueue.ENGINE, jobset.ENGINE, controller_runtime.ENGINE, dcgm.ENGINE, ksm.ENGINE)
+ROWS: tuple[EngineMetric, ...] = kueue.ROWS + jobset.ROWS + controller_runtime.ROWS + dcgm.ROWS + ksm.ROWS
 BY_NAME: dict[str, EngineMetric] = {r.name: r for r in ROWS}
 assert len(BY_NAME) == len(ROWS), "duplicate families in the engine tables"
 

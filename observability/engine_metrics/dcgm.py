@@ -1,7 +1,9 @@
 """Every row of dcgm-exporter's default counters at the pinned tag, enabled or commented out
 (NVIDIA/dcgm-exporter@4.5.3-4.8.2:etc/default-counters.csv), with the platform's use. What runs is the chart's copy
 (deployment/templates/metrics-configmap.yaml, mounted by platform_constructs/exporters.py): the same rows but for
-DCGM_FI_DEV_FB_RESERVED, DCGM_FI_DRIVER_VERSION and the DCGM_EXP_* block, which it lacks."""
+DCGM_FI_DEV_FB_RESERVED, DCGM_FI_DRIVER_VERSION and the DCGM_EXP_* block, which it lacks. The platform replaces
+that list with its own (platform_constructs/exporters.py DCGM_COUNTERS): the chart's rows and the PCIe link's
+generation and width, the last two rows here (NVIDIA/DCGM@v4.5.3:dcgmlib/dcgm_fields.h)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from observability.engine_metrics.model import EngineMetric
 
 ENGINE = "dcgm-exporter 4.5.3-4.8.2"
 CSV = "NVIDIA/dcgm-exporter@4.5.3-4.8.2:etc/default-counters.csv"
+FIELDS = "NVIDIA/DCGM@v4.5.3:dcgmlib/dcgm_fields.h"
 
 _OFF = "commented out in the default counters: not collected"
 _NOT_IN_CHART = "absent from the chart's ConfigMap the platform mounts (metrics-configmap.yaml): not collected"
@@ -98,4 +101,7 @@ ROWS: tuple[EngineMetric, ...] = (
     # also at 18-19, commented out as counters; enabled here as gauges (bytes per second)
     _d("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", 97, unused=_USE),
     _d("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", 98, unused=_USE),
+    # added by the platform's counters: DCGM's replay bound is per link (OpenpodGPUPCIeReplaysHigh)
+    EngineMetric(ENGINE, "DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", f"{FIELDS}:810", ("OpenpodGPUPCIeReplaysHigh",), True),
+    EngineMetric(ENGINE, "DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", f"{FIELDS}:815", ("OpenpodGPUPCIeReplaysHigh",), True),
 )

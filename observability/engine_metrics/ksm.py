@@ -1,7 +1,11 @@
-"""The kube-state-metrics 2.20.0 families of the stores the rules read (node) and of the pods
-(kubernetes/kube-state-metrics@v2.20.0:internal/store/node.go and pod.go, the name line of each family generator,
-nodeMetricFamilies at node.go:45-61 and podMetricFamilies at pod.go:44-107), and the Kueue Workload families our
-custom resource state configuration adds (platform_constructs/exporters.py KUEUE_WORKLOAD_STATE)."""
+"""The kube-state-metrics 2.20.0 families of the stores the rules read (node; deployment and daemonset, the
+platform's own workloads), of the pods and of the statefulsets (kubernetes/kube-state-metrics@v2.20.0:
+internal/store/node.go, pod.go, deployment.go, daemonset.go, statefulset.go, the name line of each family
+generator: nodeMetricFamilies at node.go:45-61, podMetricFamilies at pod.go:44-107, deploymentMetricFamilies at
+deployment.go:61, daemonSetMetricFamilies at daemonset.go:42, statefulSetMetricFamilies at statefulset.go:43), and
+the Kueue Workload families our custom resource state configuration adds (platform_constructs/exporters.py
+KUEUE_WORKLOAD_STATE). The rules read the workload stores in the platform's namespaces only
+(observability/platform_rules.py PLATFORM_NAMESPACES): a team's Deployment is the team's."""
 
 from __future__ import annotations
 
@@ -17,9 +21,16 @@ _TIMES = "a timestamp of the object's life; the failures it would date are alert
 _SPEC = "the pod's spec or identity, no state an alert needs"
 _OPTIN = "opt-in (NewOptInFamilyGenerator, --metric-opt-in-list); not enabled"
 _REQUESTS = "requests are Kueue's quota, read as kueue_cluster_queue_resource_usage"
-_STATE = ("pod state; a platform pod that does not run is a target down or missing (OpenpodScrapeTargetDown, "
-          "OpenpodNodeAgentDown, OpenpodNodeAgentMissing, OpenpodScrapeJobAbsent), a training pod's restarts are "
-          "its incarnations (OpenpodJobCrashLooping)")
+_STATE = ("pod state; a platform pod that does not run shows as its Deployment or DaemonSet short of pods "
+          "(OpenpodPlatformDeploymentUnavailable, OpenpodPlatformDaemonSetUnavailable), a training pod's restarts "
+          "as its incarnations (OpenpodJobCrashLooping)")
+_OBJ = "the object's spec or identity, no state an alert needs"
+_COUNTS = "a count the alert's available-against-desired comparison sums up (it reads those two)"
+_GENERATION = "a rollout that does not progress is read from its outcome (pods unavailable, the Progressing condition)"
+_NO_STS = ("the platform runs no StatefulSet: its workloads are Deployments (Kueue, JobSet, kube-state-metrics, the "
+           "remediation controller) and DaemonSets (node agent, exporters, device plugins)")
+_DEPLOYMENT = ("OpenpodPlatformDeploymentUnavailable",)
+_DAEMONSET = ("OpenpodPlatformDaemonSetUnavailable",)
 _SCHED = ("an admitted gang whose pods cannot be placed is evicted after waitForPodsReady.timeout "
           "(PodsReadyTimeout: OpenpodWorkloadsEvictedRepeatedly)")
 _DISRUPT = "why a pod was deleted (preemption, taint manager, eviction): its job's restart is counted instead"
@@ -68,7 +79,8 @@ POD: tuple[EngineMetric, ...] = (
     _p("kube_pod_container_status_last_terminated_exitcode", "gauge", 365, unused=_STATE),
     _p("kube_pod_container_status_last_terminated_timestamp", "gauge", 391, unused=_TIMES),
     _p("kube_pod_container_status_ready", "gauge", 417, unused=_STATE),
-    _p("kube_pod_container_status_restarts_total", "counter", 441, unused=_STATE),
+    EngineMetric(ENGINE, "kube_pod_container_status_restarts_total", "counter", f"{STORE}/pod.go:441",
+                 ("OpenpodPlatformPodCrashLooping",), True),
     _p("kube_pod_container_status_running", "gauge", 465, unused=_STATE),
     _p("kube_pod_container_status_terminated", "gauge", 490, unused=_STATE),
     _p("kube_pod_container_status_terminated_reason", "gauge", 515, unused=_STATE),
@@ -121,10 +133,63 @@ POD: tuple[EngineMetric, ...] = (
     _p("kube_pod_scheduler", "gauge", 2017, unused=_SPEC),
 )
 
+def _w(store: str, name: str, line: int, alerts: tuple[str, ...] = (), unused: str = "") -> EngineMetric:
+    return EngineMetric(ENGINE, name, "gauge", f"{STORE}/{store}.go:{line}", alerts, bool(alerts), unused)
+
+
+DEPLOYMENT: tuple[EngineMetric, ...] = (
+    _w("deployment", "kube_deployment_owner", 64, unused=_OBJ),
+    _w("deployment", "kube_deployment_created", 101, unused=_TIMES),
+    _w("deployment", "kube_deployment_status_replicas", 121, unused=_COUNTS),
+    _w("deployment", "kube_deployment_status_replicas_ready", 137, unused=_COUNTS),
+    _w("deployment", "kube_deployment_status_replicas_available", 153, _DEPLOYMENT),
+    _w("deployment", "kube_deployment_status_replicas_unavailable", 169, unused=_COUNTS),
+    _w("deployment", "kube_deployment_status_replicas_updated", 185, unused=_GENERATION),
+    _w("deployment", "kube_deployment_status_terminating_replicas", 201, unused=_COUNTS),
+    _w("deployment", "kube_deployment_status_observed_generation", 221, unused=_GENERATION),
+    _w("deployment", "kube_deployment_status_condition", 237, _DEPLOYMENT),
+    _w("deployment", "kube_deployment_spec_replicas", 268, _DEPLOYMENT),
+    _w("deployment", "kube_deployment_spec_paused", 288, unused="a paused rollout is an operator's act"),
+    _w("deployment", "kube_deployment_spec_strategy_rollingupdate_max_unavailable", 304, unused=_OBJ),
+    _w("deployment", "kube_deployment_spec_strategy_rollingupdate_max_surge", 333, unused=_OBJ),
+    _w("deployment", "kube_deployment_metadata_generation", 360, unused=_GENERATION),
+    _w("deployment", "kube_deployment_deletion_timestamp", 376, unused=_TIMES),
+    _w("deployment", "kube_deployment_annotations", 396, unused=_ALLOW),
+    _w("deployment", "kube_deployment_labels", 418, unused=_ALLOW),
+)
+
+DAEMONSET: tuple[EngineMetric, ...] = (
+    _w("daemonset", "kube_daemonset_created", 45, unused=_TIMES),
+    _w("daemonset", "kube_daemonset_status_current_number_scheduled", 67, _DAEMONSET),
+    _w("daemonset", "kube_daemonset_status_desired_number_scheduled", 85, _DAEMONSET),
+    _w("daemonset", "kube_daemonset_status_number_available", 103, _DAEMONSET),
+    _w("daemonset", "kube_daemonset_status_number_misscheduled", 121,
+       unused="pods left on nodes the DaemonSet no longer selects; they run, no fault"),
+    _w("daemonset", "kube_daemonset_status_number_ready", 139,
+       unused="ready pods; available (ready for minReadySeconds) is read"),
+    _w("daemonset", "kube_daemonset_status_number_unavailable", 157, _DAEMONSET),
+    _w("daemonset", "kube_daemonset_status_observed_generation", 175, unused=_GENERATION),
+    _w("daemonset", "kube_daemonset_status_updated_number_scheduled", 193, _DAEMONSET),
+    _w("daemonset", "kube_daemonset_metadata_generation", 209, unused=_GENERATION),
+    _w("daemonset", "kube_daemonset_deletion_timestamp", 227, unused=_TIMES),
+    _w("daemonset", "kube_daemonset_annotations", 247, unused=_ALLOW),
+    _w("daemonset", "kube_daemonset_labels", 269, unused=_ALLOW),
+)
+
+STATEFULSET: tuple[EngineMetric, ...] = tuple(_w("statefulset", name, line, unused=_NO_STS) for name, line in (
+    ("kube_statefulset_created", 46), ("kube_statefulset_status_replicas", 66),
+    ("kube_statefulset_status_replicas_available", 82), ("kube_statefulset_status_replicas_current", 98),
+    ("kube_statefulset_status_replicas_ready", 114), ("kube_statefulset_status_replicas_updated", 130),
+    ("kube_statefulset_status_observed_generation", 146), ("kube_statefulset_replicas", 162),
+    ("kube_statefulset_ordinals_start", 182), ("kube_statefulset_metadata_generation", 202),
+    ("kube_statefulset_persistentvolumeclaim_retention_policy", 218), ("kube_statefulset_annotations", 245),
+    ("kube_statefulset_labels", 267), ("kube_statefulset_status_current_revision", 289),
+    ("kube_statefulset_status_update_revision", 307), ("kube_statefulset_deletion_timestamp", 325)))
+
 CUSTOM_RESOURCE_STATE: tuple[EngineMetric, ...] = (
     _crs("openpod_kueue_workload_created_timestamp_seconds", ("OpenpodTeamQueueStarving", "OpenpodWorkloadStarving")),
     _crs("openpod_kueue_workload_condition", ("OpenpodWorkloadStarving",)),
     _crs("openpod_kueue_workload_condition_transition_timestamp_seconds", ("OpenpodWorkloadStarving",)),
 )
 
-ROWS = NODE + POD + CUSTOM_RESOURCE_STATE
+ROWS = NODE + POD + DEPLOYMENT + DAEMONSET + STATEFULSET + CUSTOM_RESOURCE_STATE

@@ -193,6 +193,46 @@ FACTS: tuple[Fact, ...] = (
         "observability/scrape.py uses exactly that form for Kueue's authenticated endpoint",
     ),
     Fact(
+        "controller-runtime.pins", "Kueue v0.19.2 pins sigs.k8s.io/controller-runtime v0.24.1, JobSet v0.12.0 pins "
+        "v0.24.0; between the two only pkg/client changes, so the metric files are the same",
+        "kubernetes-sigs/kueue@v0.19.2:go.mod:47; kubernetes-sigs/jobset@v0.12.0:go.mod:24; "
+        "kubernetes-sigs/controller-runtime@v0.24.1 (git diff --stat v0.24.0 v0.24.1 -- pkg/)", "2026-11-29",
+        "observability/engine_metrics/controller_runtime.py cites v0.24.1 for both managers",
+    ),
+    Fact(
+        "controller-runtime.reconcile-errors", "every reconcile that returns an error counts in "
+        "controller_runtime_reconcile_errors_total and controller_runtime_reconcile_total{result=\"error\"} "
+        "(terminal errors, recovered panics and timeouts included); every label set starts at 0 when the "
+        "controller starts",
+        "kubernetes-sigs/controller-runtime@v0.24.1:pkg/internal/controller/controller.go:195-204,449-458,484-490",
+        "2026-11-29", "observability/platform_rules.py OpenpodPlatformControllerReconcileErrors",
+    ),
+    Fact(
+        "client-go.leader-election-gauge", "leader_election_master_status is set to 0 when a leader elector is "
+        "created and to 1 when it acquires the Lease: a standby reports 0, the leader 1",
+        "kubernetes/client-go@v0.36.2:tools/leaderelection/leaderelection.go:112,271; "
+        "kubernetes-sigs/controller-runtime@v0.24.1:pkg/metrics/leaderelection.go:13-16,24-26", "2026-11-29",
+        "observability/platform_rules.py OpenpodPlatformControllerLeaderless (max over replicas == 0)",
+    ),
+    Fact(
+        "kubernetes.workload-status", "DaemonSet status: currentNumberScheduled counts nodes running a daemon pod "
+        "that should, numberUnavailable nodes that should and have none available; a Deployment past "
+        "progressDeadlineSeconds (default 600 s) gets the Progressing condition with reason "
+        "ProgressDeadlineExceeded",
+        "kubernetes/api@v0.36.2:apps/v1/types.go:415-420,684-722", "2026-11-29",
+        "observability/platform_rules.py OpenpodPlatformDaemonSetUnavailable, OpenpodPlatformDeploymentUnavailable",
+    ),
+    Fact(
+        "dcgm-exporter.custom-metrics", "the chart's customMetrics value replaces its whole counters list (CSV: "
+        "field, type, help); DCGM_FI_DEV_PCIE_LINK_GEN (237) and DCGM_FI_DEV_PCIE_LINK_WIDTH (238) are DCGM fields "
+        "go-dcgm resolves by name",
+        "NVIDIA/dcgm-exporter@4.5.3-4.8.2:deployment/values.yaml:266-268, "
+        "deployment/templates/metrics-configmap.yaml:9-11, internal/pkg/counters/counter_config.go:110; "
+        "NVIDIA/DCGM@v4.5.3:dcgmlib/dcgm_fields.h:810,815; "
+        "NVIDIA/go-dcgm@ec245c09fe3e:pkg/dcgm/const_fields.go:1374-1375", "2026-11-29",
+        "platform_constructs/exporters.py DCGM_COUNTERS",
+    ),
+    Fact(
         "dcgm.health.pcie-replay-rate", "DCGM's PCIe health watch warns (DCGM_FR_PCI_REPLAY_RATE) when a GPU's PCIe "
         "replay counter rises in one minute by more than ceil(rate per lane x lanes), the rate per lane being "
         "0.15, 0.3, 0.48, 0.96, 1.92, 3.84 for PCIe Gen1 to Gen6 (a 1e-12 bit error rate): 31 a minute on a Gen5 "
@@ -200,8 +240,10 @@ FACTS: tuple[Fact, ...] = (
         "NVIDIA/DCGM@v4.5.3:modules/health/DcgmHealthWatch.cpp:1346-1369 (GetExpectedPcieReplayRate), 1393-1402 (one "
         "minute), 1454-1473; "
         "dcgmlib/dcgm_errors.h:236,524-527 (message, next step: reseat, field diagnostic)", "2026-11-29",
-        "observability/thresholds.py pcie_replays_per_minute (31: the fastest link the platform runs, so no GPU is "
-        "flagged that DCGM would pass); dcgm-exporter 4.5.3-4.8.2 bundles DCGM 4.5.3",
+        "observability/rules.py PCIE_REPLAYS_PER_LANE and openpod:gpu_pcie_replay_bound:per_minute (each GPU's "
+        "bound from its link's generation and width, DCGM_FI_DEV_PCIE_LINK_GEN / _WIDTH, which "
+        "platform_constructs/exporters.py DCGM_COUNTERS adds); thresholds.py pcie_replays_per_minute (31) only "
+        "where no link is reported; dcgm-exporter 4.5.3-4.8.2 bundles DCGM 4.5.3",
     ),
     Fact(
         "hyperpod.deep-health-check.dcgm-level", "4",

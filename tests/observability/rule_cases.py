@@ -19,6 +19,48 @@ DCGM = {"job": "dcgm-exporter", "instance": "10.0.1.4:9400", "UUID": "GPU-1", "m
 # dcgm-exporter's Kubernetes mapping labels the GPU's series with the pod using it (scraped with honor_labels)
 DCGM_POD = {"namespace": "team-a", "pod": "llm-node-3-0", "container": "trainer"}
 JOB = {"namespace": "team-a", "training_job": "llm"}
+# Kueue's manager as the kueue scrape job reads it: controller-runtime's families carry no replica_role
+KM = {"job": "kueue", "instance": "10.0.0.5:8443", "pod": "kueue-controller-manager-6d9-x"}
+KM1 = {**KM, "instance": "10.0.0.7:8443", "pod": "kueue-controller-manager-6d9-y"}   # an HA standby
+WLC = {"controller": "workload_controller"}         # Named("workload_controller"), kueue@v0.19.2 workload_controller.go:1623
+JSC = {"controller": "jobset"}                      # the kind's name, JobSet's one controller
+
+
+def reconciles(labels: dict, ok: str, errors: str) -> list[dict]:
+    """controller-runtime's reconcile counters of one controller as its manager serves them: every result's label
+    set from the start (internal/controller/controller.go:449-456), the errors counted twice (482-490)."""
+    return [s("controller_runtime_reconcile_total", {**labels, "result": "success"}, ok),
+            s("controller_runtime_reconcile_total", {**labels, "result": "error"}, errors),
+            s("controller_runtime_reconcile_total", {**labels, "result": "requeue"}, "0x40"),
+            s("controller_runtime_reconcile_total", {**labels, "result": "requeue_after"}, "0x40"),
+            s("controller_runtime_reconcile_errors_total", labels, errors)]
+
+
+def depth(labels: dict, controller: str, values: str) -> dict:
+    """workqueue_depth of a controller's queue: name and controller both the controller's, no priority
+    (internal/metrics/workqueue.go:117)."""
+    return s("workqueue_depth", {**labels, "name": controller, "controller": controller, "priority": ""}, values)
+
+
+PLATFORM = {**KSM, "namespace": "openpod-system"}
+
+
+def link(labels: dict, gen: str, width: str, replays: str) -> list[dict]:
+    """One GPU's PCIe link generation and width (gauges) and its replay counter, as dcgm-exporter serves them."""
+    return [s("DCGM_FI_DEV_PCIE_LINK_GEN", labels, gen), s("DCGM_FI_DEV_PCIE_LINK_WIDTH", labels, width),
+            s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", labels, replays)]
+
+
+def ds(labels: dict, *, desired: str, current: str, available: str, updated: str) -> list[dict]:
+    """A DaemonSet's status as kube-state-metrics serves it; unavailable is desired - available."""
+    def minus(a: str, b: str) -> str:
+        expand = lambda v: [x for part in v.split() for x in ([part.split("x")[0]] * (int(part.split("x")[1]) + 1)
+                                                              if "x" in part else [part])]
+        return " ".join(str(int(x) - int(y)) for x, y in zip(expand(a), expand(b)))
+    return [s(f"kube_daemonset_status_{k}", labels, v) for k, v in (
+        ("desired_number_scheduled", desired), ("current_number_scheduled", current),
+        ("number_available", available), ("number_unavailable", minus(desired, available)),
+        ("updated_number_scheduled", updated))]
 WL = {**KSM, "namespace": "team-a", "local_queue": "main", "customresource_group": "kueue.x-k8s.io",
       "customresource_kind": "Workload", "customresource_version": "v1beta2"}
 
@@ -153,6 +195,24 @@ CASES = [
          [s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {**DCGM, "node": "n3", "Hostname": "n3", "gpu": "1"}, "0+40x10 400x30"),
           s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {**DCGM, "node": "n3", "Hostname": "n3", "gpu": "0"}, "0+20x40"),
           s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", {"job": "kubernetes-pods", "node": "n3", "gpu": "2"}, "0+500x40")]),
+    # Each GPU judged by its own link's bound, as DCGM's health watch does: ceil(rate per lane x lanes) of the
+    # link's generation and width (DCGM_FI_DEV_PCIE_LINK_GEN / _WIDTH, which the platform's counters add). The
+    # old rule held every GPU to the Gen5 x16 bound (31) and missed a Gen4 link at 20 a minute.
+    *[Case("OpenpodGPUPCIeReplaysHigh", "30m", [
+        *link({**DCGM, "modelName": "NVIDIA A100-SXM4-40GB", "node": "n5", "Hostname": "n5", "gpu": "0"},
+              "4x40", "16x40", "0+20x40"),                        # Gen4 x16: bound 16
+        *link({**DCGM, "modelName": "NVIDIA A100-SXM4-40GB", "node": "n5", "Hostname": "n5", "gpu": "1"},
+              "4x40", "8x40", "0+10x40"),                         # Gen4 trained at x8: bound 8
+        *link({**DCGM, "node": "n6", "Hostname": "n6", "gpu": "0"}, "5x40", "16x40", "0+35x40"),   # Gen5 x16: 31
+        ], [{"node": "n5", "gpu": "0"}, {"node": "n5", "gpu": "1"}, {"node": "n6", "gpu": "0"}],
+        ["Node n5 GPU 0: 20 PCIe replays a minute", "Node n5 GPU 1: 10 PCIe replays a minute",
+         "Node n6 GPU 0: 35 PCIe replays a minute"]),
+      Case("OpenpodGPUPCIeReplaysHigh", "30m", [
+        *link({**DCGM, "node": "n6", "Hostname": "n6", "gpu": "0"}, "5x40", "16x40", "0+20x40"),   # Gen5, under 31
+        *link({**DCGM, "node": "n5", "Hostname": "n5", "gpu": "0"}, "4x40", "16x40", "0+15x40"),   # Gen4, under 16
+        # idle, the link drops to Gen1 now and then: judged by the fastest it ran in the 10 minutes
+        *link({**DCGM, "node": "n5", "Hostname": "n5", "gpu": "2"}, " ".join(["4 4 1"] * 14), "16x40", "0+12x40"),
+      ])],
     # kube_node_status_capacity as kube-state-metrics serves it (resource sanitized, unit "integer")
     Case("OpenpodNodeAgentMissing", "25m",   # n1 has GPUs and no agent; n2 has its agent; n3 only EFA
          [s("kube_node_status_capacity", {**KSM, "node": "n1", "resource": "nvidia_com_gpu", "unit": "integer"},
@@ -291,6 +351,16 @@ CASES = [
           s("jobset_failed_total", {**JS, "jobset_name": "bert", "namespace": "team-b"}, "1x90")],
          [{"namespace": "team-a", "training_job": "llm"}, {"namespace": "team-b", "training_job": "gpt"}],
          ["JobSet team-a/llm failed for good", "JobSet team-b/gpt failed for good"]),
+    # The JobSet controller restarted 10 minutes after llm failed: the new pod's counts start at zero and serve no
+    # llm series. The alert holds for the hour all the same (the old rule ended at the restart).
+    Case("OpenpodJobSetFailed", "100m",
+         [s("jobset_failed_total", {**JS, "jobset_name": "llm", "namespace": "team-a"}, "_x60 1x10 stale"),
+          s("jobset_failed_total", {**JS, "pod": "jobset-controller-8a1", "instance": "10.0.0.8:8443",
+                                    "jobset_name": "gpt", "namespace": "team-b"}, "_x71 1x40")],
+         [{"namespace": "team-a", "training_job": "llm"}, {"namespace": "team-b", "training_job": "gpt"}],
+         ["JobSet team-a/llm failed for good", "JobSet team-b/gpt failed for good"], also_at=("75m", "115m")),
+    Case("OpenpodJobSetFailed", "125m",   # an hour after llm's failure, with the controller restarted between
+         [s("jobset_failed_total", {**JS, "jobset_name": "llm", "namespace": "team-a"}, "_x60 1x10 stale")]),
     Case("OpenpodJobSetFailed", "150m",   # an hour on; a team pod serving the name
          [s("jobset_failed_total", {**JS, "jobset_name": "llm", "namespace": "team-a"}, "_x60 1x100"),
           s("jobset_failed_total", {**TRAIN, "jobset_name": "x", "namespace": "team-a"}, "_x120 1x40")]),
@@ -522,4 +592,91 @@ CASES = [
     Case("OpenpodWorkloadsInadmissible", "35m",
          [s("kueue_pending_workloads", {**KUEUE, "cluster_queue": "team-a", "status": "inadmissible"},
             "1x20 0x20")]),
+    # -------------------------------------------------------------- the platform's controller managers and workloads
+    Case("OpenpodPlatformControllerReconcileErrors", "35m",   # a quarter of Kueue's workload reconciles fail
+         [*reconciles({**KM, **WLC}, "0+15x40", "0+5x40"), *reconciles({**JS, **JSC}, "0+2x40", "0x40")],
+         [{"job": "kueue", "controller": "workload_controller"}],
+         ["kueue controller workload_controller: 25% of its reconciles fail"]),
+    Case("OpenpodPlatformControllerReconcileErrors", "35m",
+         [*reconciles({**KM, **WLC}, "0+30x40", "0+1x40"),                   # conflicts now and then: 3 %
+          *reconciles({**JS, **JSC}, "0+20x40", "0+10x3 30x37"),             # a 3-minute burst, then none
+          *reconciles({**KM, "controller": "cohort_controller"}, "0x40", "0 1x39")]),   # one failure, rarely run
+    Case("OpenpodPlatformControllerQueueBackedUp", "30m",
+         [depth(KM, "workload_controller", "150x40"),                        # never under 100 for 15 minutes
+          s("workqueue_longest_running_processor_seconds", {**JS, "name": "jobset", "controller": "jobset"},
+            "0+60x40")],                                                      # one item in hand for 30 minutes
+         [{"job": "kueue", "controller": "workload_controller"}, {"job": "jobset", "controller": "jobset"}],
+         ["kueue controller workload_controller: its work queue is not draining",
+          "jobset controller jobset: its work queue is not draining"]),
+    Case("OpenpodPlatformControllerQueueBackedUp", "30m",
+         [depth(KM, "workload_controller", "0 800x10 0x30"),                 # a burst drained
+          depth(KM, "clusterqueue_controller", " ".join(["150 20"] * 20)),   # busy, but it drains
+          s("workqueue_longest_running_processor_seconds", {**JS, "name": "jobset", "controller": "jobset"},
+            " ".join(["0 30"] * 20))]),
+    Case("OpenpodPlatformControllerLeaderless", "20m",   # both Kueue replicas standbys since 6m
+         [s("leader_election_master_status", {**KM, "name": "c1f6bfd2.kueue.x-k8s.io"}, "1x5 0x30"),
+          s("leader_election_master_status", {**KM1, "name": "c1f6bfd2.kueue.x-k8s.io"}, "0x35"),
+          s("leader_election_master_status", {**JS, "name": "6d4f6a47.jobset.x-k8s.io"}, "1x35")],
+         [{"job": "kueue"}], ["kueue: no replica of its controller manager holds the leader Lease"]),
+    Case("OpenpodPlatformControllerLeaderless", "20m",   # the leader's pod gone at 10m; the standby takes over
+         [s("leader_election_master_status", {**KM, "name": "c1f6bfd2.kueue.x-k8s.io"}, "1x10 stale"),
+          s("leader_election_master_status", {**KM1, "name": "c1f6bfd2.kueue.x-k8s.io"}, "0x12 1x30")]),
+    Case("OpenpodPlatformDeploymentUnavailable", "25m",
+         [s("kube_deployment_spec_replicas", {**KSM, "namespace": "kueue-system",
+                                             "deployment": "kueue-controller-manager"}, "1x30"),
+          s("kube_deployment_status_replicas_available", {**KSM, "namespace": "kueue-system",
+                                                         "deployment": "kueue-controller-manager"}, "1x5 0x30"),
+          s("kube_deployment_spec_replicas", {**PLATFORM, "deployment": "node-remediation"}, "2x30"),
+          s("kube_deployment_status_replicas_available", {**PLATFORM, "deployment": "node-remediation"}, "2x30"),
+          s("kube_deployment_status_condition", {**PLATFORM, "deployment": "node-remediation",
+                                                 "condition": "Progressing", "status": "true"}, "1x5 0x30"),
+          s("kube_deployment_status_condition", {**PLATFORM, "deployment": "node-remediation",
+                                                 "condition": "Progressing", "status": "false"}, "0x5 1x30")],
+         [{"namespace": "kueue-system", "deployment": "kueue-controller-manager"},
+          {"namespace": "openpod-system", "deployment": "node-remediation"}],
+         ["Deployment kueue-system/kueue-controller-manager: replicas unavailable or its rollout stuck",
+          "Deployment openpod-system/node-remediation: replicas unavailable or its rollout stuck"]),
+    Case("OpenpodPlatformDeploymentUnavailable", "25m",
+         [s("kube_deployment_spec_replicas", {**PLATFORM, "deployment": "node-remediation"}, "2x30"),
+          s("kube_deployment_status_replicas_available", {**PLATFORM, "deployment": "node-remediation"},
+            "2x5 1x5 2x20"),                                                  # a rollout: one pod at a time
+          s("kube_deployment_status_condition", {**PLATFORM, "deployment": "node-remediation",
+                                                 "condition": "Progressing", "status": "true"}, "1x30"),
+          s("kube_deployment_spec_replicas", {**KSM, "namespace": "team-a", "deployment": "notebook"}, "1x30"),
+          s("kube_deployment_status_replicas_available", {**KSM, "namespace": "team-a", "deployment": "notebook"},
+            "0x30"),                                                          # a team's own Deployment
+          s("kube_deployment_spec_replicas", {**KSM, "namespace": "jobset-system", "deployment": "jobset-controller"},
+            "0x30"),                                                          # scaled to zero
+          s("kube_deployment_status_replicas_available",
+            {**KSM, "namespace": "jobset-system", "deployment": "jobset-controller"}, "0x30")]),
+    Case("OpenpodPlatformDaemonSetUnavailable", "25m",
+         [*ds({**PLATFORM, "daemonset": "node-health-agent-amd64"}, desired="10x30", current="10x5 9x25",
+              available="10x5 9x25", updated="10x30"),                        # a pod pending on one node
+          *ds({**KSM, "namespace": "openpod-monitoring", "daemonset": "dcgm-exporter"}, desired="4x30",
+              current="4x30", available="4x5 0x25", updated="4x30"),          # no pod available at all
+          *ds({**KSM, "namespace": "kube-system", "daemonset": "nvidia-device-plugin-daemonset"}, desired="10x30",
+              current="10x30", available="10x5 9x25", updated="10x5 5x25")],  # a rollout stuck on a pod
+         [{"namespace": "openpod-system", "daemonset": "node-health-agent-amd64"},
+          {"namespace": "openpod-monitoring", "daemonset": "dcgm-exporter"},
+          {"namespace": "kube-system", "daemonset": "nvidia-device-plugin-daemonset"}],
+         ["DaemonSet openpod-system/node-health-agent-amd64: pods not scheduled or unavailable",
+          "DaemonSet openpod-monitoring/dcgm-exporter: pods not scheduled or unavailable",
+          "DaemonSet kube-system/nvidia-device-plugin-daemonset: pods not scheduled or unavailable"]),
+    Case("OpenpodPlatformDaemonSetUnavailable", "25m",
+         [*ds({**PLATFORM, "daemonset": "node-health-agent-amd64"}, desired="10x30", current="10x30",
+              available="10x5 9x25", updated="10x30"),                        # its pod on a node not Ready
+          *ds({**KSM, "namespace": "openpod-monitoring", "daemonset": "dcgm-exporter"}, desired="4x5 5x25",
+              current="4x7 5x23", available="4x8 5x22", updated="4x7 5x23"),  # a node joined
+          *ds({**KSM, "namespace": "team-a", "daemonset": "sidecar"}, desired="4x30", current="4x30",
+              available="0x30", updated="4x30")]),                            # a team's own
+    Case("OpenpodPlatformPodCrashLooping", "40m",
+         [s("kube_pod_container_status_restarts_total", {**PLATFORM, "pod": "node-remediation-7c9-x", "uid": "u1",
+                                                         "container": "controller"}, "0x5 1x5 2x5 3x5 4x25")],
+         [{"namespace": "openpod-system", "pod": "node-remediation-7c9-x", "container": "controller"}],
+         ["Pod openpod-system/node-remediation-7c9-x: container controller keeps restarting"]),
+    Case("OpenpodPlatformPodCrashLooping", "40m",
+         [s("kube_pod_container_status_restarts_total", {**PLATFORM, "pod": "node-remediation-7c9-x", "uid": "u1",
+                                                         "container": "controller"}, "0x5 1x40"),   # one OOM
+          s("kube_pod_container_status_restarts_total", {**KSM, "namespace": "team-a", "pod": "llm-node-0-0",
+                                                         "uid": "u2", "container": "trainer"}, "0+1x40")]),
 ]

@@ -4,12 +4,13 @@ as they are, every engine metric they read is a row, and the metric table cites 
 from __future__ import annotations
 
 from observability.engine_metrics import BY_NAME, ENGINES, ROWS, VERDICTS, EngineMetric, coverage, readers
-from observability.metrics import JOB_DCGM, JOB_JOBSET, JOB_KSM, JOB_KUEUE, METRICS
+from observability.metrics import JOB_DCGM, JOB_JOBSET, JOB_KSM, JOB_KUEUE, JOB_MANAGERS, METRICS
 from observability.promql import metric_names
 from observability.rules import rule_groups
 
-ENGINE_JOBS = {JOB_KUEUE, JOB_JOBSET, JOB_KSM, JOB_DCGM}
-ENGINE_PREFIXES = ("kueue_", "multikueue_", "jobset_", "kube_", "DCGM_")
+ENGINE_JOBS = {JOB_KUEUE, JOB_JOBSET, JOB_MANAGERS, JOB_KSM, JOB_DCGM}
+ENGINE_PREFIXES = ("kueue_", "multikueue_", "jobset_", "kube_", "DCGM_", "controller_runtime_", "workqueue_",
+                   "leader_election_", "rest_client_", "certwatcher_")
 
 
 def verdict_errors(rows: tuple[EngineMetric, ...]) -> list[str]:
@@ -93,3 +94,17 @@ def test_the_alerts_and_node_agent_rules_a_reason_names_exist():
             assert alert in names, (r.name, alert)
         for rule in re.findall(r"\b(gpu-[a-z-]+)\b", r.unused):
             assert rule in RULES, (r.name, rule)
+
+
+def test_dcgm_exporter_collects_the_charts_rows_and_the_pcie_link():
+    """The platform's counters list (it replaces the chart's) is the chart's rows, each of the engine table not
+    marked "not collected", with their types, and the two link fields the PCIe replay bound reads."""
+    from observability.engine_metrics import dcgm
+    from platform_constructs.exporters import DCGM_COUNTERS, chart_values, dcgm_counters_csv
+
+    ours = {name: typ for name, typ, _ in DCGM_COUNTERS}
+    chart = {r.name: r.type for r in dcgm.ROWS if "not collected" not in r.unused and not r.source.startswith(
+        dcgm.FIELDS)}
+    assert ours == {**chart, "DCGM_FI_DEV_PCIE_LINK_GEN": "gauge", "DCGM_FI_DEV_PCIE_LINK_WIDTH": "gauge"}
+    assert chart_values({})["dcgm-exporter"]["customMetrics"] == dcgm_counters_csv()
+    assert all(len(line.split(", ")) == 3 for line in dcgm_counters_csv().splitlines())

@@ -57,7 +57,8 @@ def test_the_table_lists_exactly_what_our_exporters_register(job, registered):
 def test_upstream_rows_cite_the_pinned_file_and_line():
     for m in METRICS:
         if m.name.startswith("DCGM_"):
-            assert re.fullmatch(r"NVIDIA/dcgm-exporter@4\.5\.3-4\.8\.2:etc/default-counters\.csv:\d+", m.source), m.name
+            assert re.fullmatch(r"NVIDIA/dcgm-exporter@4\.5\.3-4\.8\.2:etc/default-counters\.csv:\d+|"
+                                r"NVIDIA/DCGM@v4\.5\.3:dcgmlib/dcgm_fields\.h:\d+", m.source), m.name
         if m.exporter == JOB_KUEUE:
             assert re.fullmatch(r"kubernetes-sigs/kueue@v0\.19\.2:pkg/metrics/metrics\.go:\d+", m.source), m.name
             assert m.name.startswith("kueue_")
