@@ -144,8 +144,9 @@ def observability_md() -> str:
     out.append(f"| anything else | {routing.PAGE} | alertname |")
     out += ["", "Inhibitions (the source alert silences the targets for the same labels):", "",
             "| source | silences | when equal |", "|---|---|---|"]
-    out += [f"| {src} | {_cell(targets.replace('|', ', '))} | {', '.join(equal) or 'always'} |"
-            for src, targets, equal in routing.INHIBIT]
+    out += [f"| {src}{''.join(f' ({_cell(m)})' for extra in more for m in extra)} | "
+            f"{_cell(targets.replace('|', ', '))} | {', '.join(equal) or 'always'} |"
+            for src, targets, equal, *more in routing.INHIBIT]
     from observability.dashboards import DASHBOARDS
 
     out += ["", "## Dashboards", "",

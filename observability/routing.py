@@ -14,6 +14,7 @@ inhibit_rule; checked 2026-11-25), the same in Amazon Managed Service for Promet
 
 from __future__ import annotations
 
+from observability.rule_base import MANAGERS
 from observability.rules import WATCHDOG
 
 PAGE = "page"            # critical and warning alerts: the on-call topic
@@ -24,7 +25,8 @@ JOB = ["namespace", "training_job"]
 # (timing of a group: first wait, then at most one notification per interval, repeated while it fires)
 TIMING = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
 
-# What one alert makes redundant (source -> targets, for the labels in ``equal``; [] = whatever their labels).
+# What one alert makes redundant (source -> targets, for the labels in ``equal``; [] = whatever their labels),
+# and, where given, the source's further matchers.
 INHIBIT = [
     # A fleet event (many nodes not Ready at once) is one incident, not one per node.
     ("OpenpodManyNodesNotReady", "OpenpodNodeNotReady|OpenpodNodeReadyFlapping|OpenpodNodeAgentDown"
@@ -51,6 +53,15 @@ INHIBIT = [
      "|OpenpodNodeFindingRepeated|OpenpodNodeAgentCheckErroring|OpenpodGPUPCIeReplaysHigh", ["node"]),
     # A node waiting for its reboot: the Xid it holds is the reason.
     ("OpenpodNodePendingReboot", "OpenpodGPUXidError|OpenpodNodeFindingRepeated", ["node"]),
+    # A controller manager (Kueue's, JobSet's) gone, crash-looping or short of replicas is one incident: its
+    # Deployment's and scrape target's warnings follow from it. The managers' scrape alerts carry their namespace
+    # (rule_base.with_manager_namespace); the crash loop's is held to those namespaces, where the manager is the
+    # only workload (elsewhere one component's crash loop would hide another's outage). Nothing critical is
+    # silenced by a warning (a manager without a leader pages whatever its Deployment says).
+    ("OpenpodScrapeJobAbsent", "OpenpodPlatformDeploymentUnavailable|OpenpodPlatformPodCrashLooping", ["namespace"]),
+    ("OpenpodPlatformPodCrashLooping", "OpenpodPlatformDeploymentUnavailable|OpenpodScrapeTargetDown",
+     ["namespace"], (MANAGERS,)),
+    ("OpenpodPlatformDeploymentUnavailable", "OpenpodScrapeTargetDown", ["namespace"]),
     # Without the controller nothing is remediated: one page for it, not one per waiting node.
     ("OpenpodRemediationControllerDown", "OpenpodNodePendingReboot|OpenpodNodePendingReplacement"
      "|OpenpodRemediationStuck|OpenpodRemediationLeaderless", []),
@@ -102,13 +113,14 @@ def inhibited_by(alertname: str) -> list[str]:
     """The alerts that silence ``alertname`` (with the labels they must share)."""
     import re
 
-    return [f"{src} (same {', '.join(eq)})" if eq else src
-            for src, targets, eq in INHIBIT if re.fullmatch(targets, alertname)]
+    return [(f"{src} (same {', '.join(eq)})" if eq else src) + "".join(f" ({m})" for extra in more for m in extra)
+            for src, targets, eq, *more in INHIBIT if re.fullmatch(targets, alertname)]
 
 
 def inhibit_rules() -> list[dict]:
-    return [{"source_matchers": [f'alertname="{src}"'], "target_matchers": [f'alertname=~"{targets}"'],
-             "equal": list(equal)} for src, targets, equal in INHIBIT]
+    return [{"source_matchers": [f'alertname="{src}"', *(more[0] if more else ())],
+             "target_matchers": [f'alertname=~"{targets}"'], "equal": list(equal)}
+            for src, targets, equal, *more in INHIBIT]
 
 
 def alertmanager_config(receivers: dict[str, dict], page_timing: dict | None = None) -> dict:

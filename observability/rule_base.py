@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_KSM, JOB_KUEUE, JOB_TRAINING
+from observability.metrics import JOB_CONTROLLER, JOB_DCGM, JOB_DETECTOR, JOB_JOBSET, JOB_KSM, JOB_KUEUE, JOB_TRAINING
+from observability.scrape import JOBSET_NAMESPACE, KUEUE_NAMESPACE
 
 JOB = ("namespace", "training_job")   # a training job's identity across its pods and incarnations
 BY_JOB = "by (namespace, training_job)"
@@ -26,7 +27,18 @@ GAP = "5m"
 # nvidia.com/gpu, aws.amazon.com/neuron, aws.amazon.com/neuroncore, aws.amazon.com/neurondevice, vpc.amazonaws.com/efa.
 ACCELERATOR_RESOURCES = ("nvidia_com_gpu|aws_amazon_com_neuron|aws_amazon_com_neuroncore|aws_amazon_com_neurondevice"
                          "|vpc_amazonaws_com_efa")
+# The namespaces of the two controller managers the kueue and jobset scrape jobs read. Their targets carry no
+# namespace label (one on the target would rename the Kueue metrics' own to exported_namespace), so the alerts
+# about a manager add it (:func:`with_manager_namespace`): an alert about the manager's pods or Deployment in that
+# namespace then silences them (observability/routing.py INHIBIT).
+MANAGERS = f'namespace=~"{KUEUE_NAMESPACE}|{JOBSET_NAMESPACE}"'
 RUNBOOKS = "docs/runbooks.md"   # one section per alert (observability/runbooks.py); relative to the repository
+
+
+def with_manager_namespace(expr: str) -> str:
+    """``expr``'s series of the kueue and jobset scrape jobs labelled with their manager's namespace."""
+    return (f'label_replace(label_replace({expr}, "namespace", "{KUEUE_NAMESPACE}", "job", "{JOB_KUEUE}"), '
+            f'"namespace", "{JOBSET_NAMESPACE}", "job", "{JOB_JOBSET}")')
 
 
 def runbook_url(alert: str) -> str:

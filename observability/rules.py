@@ -24,7 +24,7 @@ from observability.platform_rules import platform_alerts
 from observability.queue_rules import queue_alerts, queue_records
 from observability.rule_base import (  # noqa: F401 (re-exported: the rule types and selectors)
     ACCELERATOR_RESOURCES, BY_JOB, CTL, DCGM, DET, GAP, JOB, KSM, LEADER, READY, RUNBOOKS, TRN, Alert, Record,
-    runbook_url)
+    runbook_url, with_manager_namespace)
 from observability.thresholds import AlertThresholds
 
 # Scrape jobs the rules read, whose absence would silence them (training jobs come and go: not listed).
@@ -314,7 +314,7 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "Nothing to do while it fires; when the dead-man's switch alarm says it stopped, check the "
               "Prometheus workspace's rule evaluation and alert manager (AMP logs) and the SNS topic.", ()),
         Alert("OpenpodScrapeJobAbsent",
-              " or ".join(f'absent(up{{job="{j}"}})' for j in REQUIRED_JOBS)
+              with_manager_namespace(" or ".join(f'absent(up{{job="{j}"}})' for j in REQUIRED_JOBS))
               + f' or (absent(up{{job="{JOB_DCGM}"}}) and on () '
               f'(count(kube_node_status_allocatable{{{KSM}, resource="nvidia_com_gpu"}} > 0) > 0))',
               f"{t.scrape_down_minutes}m", "critical",
@@ -322,17 +322,18 @@ def alerts(t: AlertThresholds) -> list[Alert]:
               "Prometheus finds nothing to scrape for a job the alerts read (a deleted controller, a broken "
               "service discovery or RBAC): its alerts are silent however bad things are.",
               "`kubectl get pods -A -l app.kubernetes.io/name` for the job's pods; check the scraper's "
-              "configuration (observability/scrape.py) and its RBAC (openpod-aps-collector ClusterRole).", ("job",)),
+              "configuration (observability/scrape.py) and its RBAC (openpod-aps-collector ClusterRole).",
+              ("job", "namespace")),
         Alert("OpenpodScrapeTargetDown",
-              f'max by (job) (up{{job=~"{JOB_KUEUE}|{JOB_JOBSET}|{JOB_KSM}"}}) == 0 '
-              f"or max by (job, node) (up{{{DCGM}}}) == 0", f"{t.scrape_down_minutes}m", "warning",
+              with_manager_namespace(f'max by (job) (up{{job=~"{JOB_KUEUE}|{JOB_JOBSET}|{JOB_KSM}"}}) == 0')
+              + f" or max by (job, node) (up{{{DCGM}}}) == 0", f"{t.scrape_down_minutes}m", "warning",
               "{{ $labels.job }} is not answering scrapes",
               "A target the alerts read is down or refuses the scrape (TLS, token, RBAC for Kueue and JobSet); "
               "for dcgm-exporter, the exporter of one node. For JobSet, its controller: while it is down no JobSet "
               "is started, restarted or finished, and Kueue's admitted jobs never get pods.",
               "`kubectl describe pod` of the target (`kubectl -n jobset-system get pods` for JobSet); for Kueue and "
               "JobSet, the metrics Service's certificate and the scraper's ClusterRole (GET /metrics).",
-              ("job", "node")),
+              ("job", "node", "namespace")),
         # ---------------------------------------------------------------- jobs
         Alert("OpenpodTrainingStraggler",
               f"max by (namespace, training_job, rank) (openpod_train_straggler_score{{{TRN}}}) > {t.straggler_score} "
