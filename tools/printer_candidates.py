@@ -9,22 +9,31 @@ NV_ASSERT_FAILED, portDbgPrintf; Linux pr_/dev_/pci_/netdev_/netif_/ibdev_ err /
 _ratelimited, _once), xfs_alert / xfs_crit / xfs_emerg / xfs_err, printk and ext4_msg at KERN_ERR and above or at a
 caller's ``pfx`` / ``newpfx`` (cper.c: GHES passes the record's level in it), panic and mce_panic), joins the string
 literals of the call into its format, keeps those whose format matches ``--grep`` (default: failure words), and
-prints one CSV row each: path, line, call, format, catalog row ids whose format contains it. The summary line gives
-candidates / in the catalog. A new driver branch or kernel is then a diff of this list, not a hunt for log lines.
+prints one CSV row each: path, line, call, format, catalog row ids whose format contains it, and the engine's
+verdict. A candidate a row holds is rendered from its own format (``printers.record``: the row's prefix before it,
+the row's record lines and ``bind`` where the conversions line up, random variable parts) and fed through the live
+engine (node_agent.kernel_engine) as a /dev/kmsg record and as a dmesg line, four seeds each: "ok" when a holding
+row's rule classifies it (for a "-" row: no acting rule), else "<row>=<rule the engine gave, or none>". The summary
+line gives candidates / held by a catalog row / classified by the engine as the row says. A new driver branch or
+kernel is then a diff of this list, not a hunt for log lines.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import random
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from node_agent.printers import PRINTERS  # noqa: E402
+from node_agent.findings import Action  # noqa: E402
+from node_agent.kernel_engine import KernelLogEngine  # noqa: E402
+from node_agent.printers import PRINTERS, Printer, conversions, generalises, record  # noqa: E402
 
 CALL = re.compile(r"(?<![\w.>])(NV_PRINTF|NV_DEV_PRINTF|nv_printf|NV_ASSERT_FAILED|portDbgPrintf"
                   r"|(?:pr|dev|pci|netdev|netif|ibdev)_(?:err|crit|alert|emerg)(?:_ratelimited|_once)?"
@@ -45,6 +54,50 @@ DEFAULT_GREP = (r"(?i)fail|cannot|timed? ?out|timeout|error|lost|fallen off|rese
 def _core(fmt: str) -> str:
     """The longest constant part of a format (what identifies its printer across branches)."""
     return max(CONVERSION.split(fmt), key=len).strip(" :") or fmt
+
+
+def _as_row(fmt: str, p: Printer) -> Printer:
+    """The row ``p`` with ``fmt`` as its format as the log shows it: the row's prefix (pr_fmt, dev_printk's device,
+    NVRM's function) before the text both share, the row's bound parts when the conversions line up; the row's
+    own format when the row prints one case of ``fmt`` (a %s the row names)."""
+    fmt = re.sub(r"\\(.)", r"\1", fmt)
+    core = _core(fmt)
+    if core not in p.format:
+        core = _core(p.format)
+    r, c = p.format.find(core), fmt.find(core)
+    if r < 0 or c < 0:
+        line = fmt
+    elif r >= c and p.format[r - c:r] == fmt[:c]:  # the row's text before the shared part is the candidate's
+        line = p.format[:r - c] + fmt
+    else:  # a conversion of the row stands for text of the candidate: the row's prefix up to its last ": "
+        line = p.format[:p.format.rfind(": ", 0, r) + 2] + fmt.lstrip() if ": " in p.format[:r] else fmt
+    if generalises(line, p.format):
+        return p
+    return replace(p, format=line, bind=p.bind if conversions(line) == conversions(p.format) else {})
+
+
+def verdict(lines: list[str], rows: list[Printer], seeds: int = 4) -> str:
+    """"ok" when the engine classifies the candidate (its format's ``lines``: one kernel record each) as one of
+    the rows holding it says, else what it gave per row. The record's line a row holds is the one judged; a
+    one-line printer is fed after the row's context lines (a CPER record's earlier lines)."""
+    got = []
+    for p in rows:
+        i = next((i for i, x in enumerate(lines) if _core(x) in p.format or _core(p.format) in x), len(lines) - 1)
+        q = _as_row(lines[i], p)
+        if len(lines) > 1:
+            q = replace(q, context=tuple(re.sub(r"\\(.)", r"\1", x) for x in lines[:i]))
+        seen = set()
+        for seed in range(seeds):
+            text = record(q, random.Random(f"{p.id}/{seed}"))
+            for live in (True, False):
+                engine, f = KernelLogEngine(), None
+                for k, x in enumerate(text):
+                    f = engine.feed(x, 1000.0 + k) if live else engine.feed(f"[ 1234.{k:06d}] {x}")
+                seen.add("-" if f is None or (p.rule == "-" and f.action is Action.NONE) else f.rule)
+        if seen == {p.rule}:
+            return "ok"
+        got.append(f"{p.id}={'|'.join(sorted(x if x != '-' else 'none' for x in seen))}")
+    return " ".join(got)
 
 
 def _statement(lines: list[str], i: int) -> str:
@@ -75,7 +128,8 @@ def candidates(root: str, tag: str | None, paths: list[str], grep: str) -> list[
             stmt = _statement(src, i)
             if m.group(1) in NEEDS_LEVEL and not LEVEL.search(stmt):
                 continue
-            fmt = "".join(LITERAL.findall(stmt[stmt.find("(") + 1:])).replace("\\n", "").strip()
+            text = "".join(LITERAL.findall(stmt[stmt.find("(") + 1:]))
+            fmt, lines = text.replace("\\n", "").strip(), [x.strip() for x in text.split("\\n") if x.strip()]
             if not fmt or not keep.search(fmt):
                 continue
             longest = _core(fmt)
@@ -83,8 +137,9 @@ def candidates(root: str, tag: str | None, paths: list[str], grep: str) -> list[
             rows = [p.id for p in PRINTERS if (path + ":" in p.source or not p.source.startswith(LINUX))
                     and (len(longest) >= MIN_CORE and longest in p.format
                          or len(_core(p.format)) >= MIN_CORE and _core(p.format) in fmt)]
+            held = [p for p in PRINTERS if p.id in rows]
             out.append({"path": path, "line": i + 1, "call": m.group(1), "format": fmt,
-                        "catalog": " ".join(rows)})
+                        "catalog": " ".join(rows), "engine": verdict(lines, held) if held else ""})
     return out
 
 
@@ -107,12 +162,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --dir {root}: cannot read {e.filename}: {e.strerror}", file=sys.stderr)
         return 2
     f = open(a.csv, "w", newline="") if a.csv else sys.stdout  # noqa: SIM115
-    w = csv.DictWriter(f, fieldnames=["path", "line", "call", "format", "catalog"], lineterminator="\n")
+    w = csv.DictWriter(f, fieldnames=["path", "line", "call", "format", "catalog", "engine"], lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
     if a.csv:
         f.close()
-    print(f"{len(rows)} candidate printers, {sum(1 for r in rows if r['catalog'])} in the catalog", file=sys.stderr)
+    print(f"{len(rows)} candidate printers, {sum(1 for r in rows if r['catalog'])} held by a catalog row, "
+          f"{sum(1 for r in rows if r['engine'] == 'ok')} classified by the engine as the row says", file=sys.stderr)
+    for r in rows:
+        if r["catalog"] and r["engine"] != "ok":
+            print(f"misclassified: {r['path']}:{r['line']} {r['format']!r}: {r['engine']}", file=sys.stderr)
     return 0
 
 
