@@ -1,13 +1,15 @@
 """List candidate fault printers in a source checkout, to review against node_agent/catalog/printers.csv.
 
-    python tools/printer_candidates.py GIT_DIR TAG PATH... [--grep REGEX] [--csv OUT]
-    python tools/printer_candidates.py --dir SOURCE_DIR PATH... [--grep REGEX] [--csv OUT]
+    python tools/printer_candidates.py GIT_DIR TAG PATH... [--grep REGEX] [--csv OUT] [--level warning]
+    python tools/printer_candidates.py --dir SOURCE_DIR PATH... [--grep REGEX] [--csv OUT] [--level warning]
 
 Reads each file at TAG (``git show``; a bare mirror is enough), or as it is under SOURCE_DIR (an unpacked tarball),
 finds error-level printer calls (NVIDIA's NV_PRINTF LEVEL_ERROR, NV_DEV_PRINTF / nv_printf NV_DBG_ERRORS,
 NV_ASSERT_FAILED, portDbgPrintf; Linux pr_/dev_/pci_/netdev_/netif_/ibdev_ err / crit / alert / emerg (plain,
 _ratelimited, _once), xfs_alert / xfs_crit / xfs_emerg / xfs_err, printk and ext4_msg at KERN_ERR and above or at a
-caller's ``pfx`` / ``newpfx`` (cper.c: GHES passes the record's level in it), panic and mce_panic), joins the string
+caller's ``pfx`` / ``newpfx`` (cper.c: GHES passes the record's level in it), panic and mce_panic; with ``--level
+warning`` the warning-level ones instead: NV_PRINTF LEVEL_WARNING, pr_/dev_/pci_/netdev_/netif_/ibdev_warn, xfs_warn,
+ext4_warning, printk / ext4_msg at KERN_WARNING, WARN() / WARN_ONCE() / WARN_RATELIMIT()'s format), joins the string
 literals of the call into its format, keeps those whose format matches ``--grep`` (default: failure words), and
 prints one CSV row each: path, line, call, format, catalog row ids whose format contains it, and the engine's
 verdict. A candidate a row holds is rendered from its own format (``printers.record``: the row's prefix before it,
@@ -39,7 +41,16 @@ CALL = re.compile(r"(?<![\w.>])(NV_PRINTF|NV_DEV_PRINTF|nv_printf|NV_ASSERT_FAIL
                   r"|(?:pr|dev|pci|netdev|netif|ibdev)_(?:err|crit|alert|emerg)(?:_ratelimited|_once)?"
                   r"|xfs_(?:alert|crit|emerg|err)(?:_tag)?|ext4_msg|printk|panic|mce_panic)\s*\(")
 LEVEL = re.compile(r"LEVEL_ERROR|NV_DBG_ERRORS|KERN_(?:ERR|CRIT|ALERT|EMERG)|HW_ERR|\b(?:new)?pfx\b")
-NEEDS_LEVEL = {"NV_PRINTF", "NV_DEV_PRINTF", "nv_printf", "printk", "ext4_msg"}
+# --level warning: the warning-level printers (pr_/dev_/pci_/netdev_/netif_/ibdev_warn, xfs_warn, ext4_warning,
+# printk / ext4_msg at KERN_WARNING, NV_PRINTF LEVEL_WARNING, WARN() / WARN_ONCE() / WARN_RATELIMIT()'s format)
+WARN_CALL = re.compile(r"(?<![\w.>])(NV_PRINTF|NV_DEV_PRINTF|nv_printf"
+                       r"|(?:pr|dev|pci|netdev|netif|ibdev)_warn(?:ing)?(?:_ratelimited|_once)?"
+                       r"|xfs_warn(?:_ratelimited|_once)?|ext4_warning(?:_inode)?|ext4_msg"
+                       r"|printk(?:_ratelimited|_once)?"
+                       r"|WARN(?:_ONCE|_RATELIMIT)?)\s*\(")
+WARN_LEVEL = re.compile(r"LEVEL_WARNING|NV_DBG_WARNINGS|KERN_WARNING")
+NEEDS_LEVEL = {"NV_PRINTF", "NV_DEV_PRINTF", "nv_printf", "printk", "printk_ratelimited", "printk_once", "ext4_msg"}
+LEVELS = {"error": (CALL, LEVEL), "warning": (WARN_CALL, WARN_LEVEL)}
 LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
 # a printf conversion (the kernel's %p extensions take one letter: %pS, %pV, %pe), so "%serror_type" keeps its text
 CONVERSION = re.compile(r"%[-#0 +]*[0-9.*]*(?:hh|h|ll|l|L|z|j|t)?(?:p[a-zA-Z]?|[diouxXcsn%])|NVRM: ")
@@ -117,16 +128,17 @@ def _read(root: str, tag: str | None, path: str) -> list[str]:
                           check=True).stdout.splitlines()
 
 
-def candidates(root: str, tag: str | None, paths: list[str], grep: str) -> list[dict]:
+def candidates(root: str, tag: str | None, paths: list[str], grep: str, level: str = "error") -> list[dict]:
     keep, out = re.compile(grep), []
+    call, needed = LEVELS[level]
     for path in paths:
         src = _read(root, tag, path)
         for i, line in enumerate(src):
-            m = CALL.search(line)
+            m = call.search(line)
             if not m or line.lstrip().startswith(("#define", "*", "/*", "//")):
                 continue
             stmt = _statement(src, i)
-            if m.group(1) in NEEDS_LEVEL and not LEVEL.search(stmt):
+            if m.group(1) in NEEDS_LEVEL and not needed.search(stmt):
                 continue
             text = "".join(LITERAL.findall(stmt[stmt.find("(") + 1:]))
             fmt, lines = text.replace("\\n", "").strip(), [x.strip() for x in text.split("\\n") if x.strip()]
@@ -149,12 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", help="read PATH... under this directory (an unpacked source tree) instead of a tag")
     ap.add_argument("--grep", default=DEFAULT_GREP)
     ap.add_argument("--csv", help="write the rows here (default: stdout)")
+    ap.add_argument("--level", choices=sorted(LEVELS), default="error",
+                    help="the printers listed: error level and above (default) or warning level")
     a = ap.parse_args(argv)
     if a.dir is None and len(a.args) < 3:
         ap.error("GIT_DIR TAG PATH...: give a repository, a tag and at least one path (or --dir DIR PATH...)")
     root, tag, paths = (a.dir, None, a.args) if a.dir is not None else (a.args[0], a.args[1], a.args[2:])
     try:
-        rows = candidates(root, tag, paths, a.grep)
+        rows = candidates(root, tag, paths, a.grep, a.level)
     except subprocess.CalledProcessError as e:
         print(f"error: git show failed for {tag}: {e.stderr.strip()[:200]}", file=sys.stderr)
         return 2

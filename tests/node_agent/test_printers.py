@@ -136,3 +136,35 @@ def test_candidate_printers_are_listed_from_a_plain_source_directory(tmp_path, c
     assert rows[2].endswith(",,") and rows[3].endswith(",efa-reset-on,ok") and rows[4].endswith(",,")
     assert main(["--dir", str(tmp_path), "kernel/nope.c"]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_warning_level_printers_are_listed_with_level_warning(tmp_path, capsys):
+    """--level warning lists the warning-level calls (dev_warn, pr_warn_ratelimited, printk KERN_WARNING, WARN()'s
+    format, ext4_warning; every format here, --grep .) instead of the error-level ones, with the same rows and
+    engine verdicts: nvme's "IO queues
+    lost" is held and classified; a generic ext4_warning_inode wrapper whose constant text a row holds is held but
+    not classified (the text test's false positive, named)."""
+    from tools.printer_candidates import main
+
+    files = {"drivers/nvme/host/pci.c": 'dev_warn(dev->ctrl.device, "IO queues lost\\n");\n'
+                                        'dev_err(dev->ctrl.device, "Removing after probe failure status: %d\\n", r);\n'
+                                        'dev_info(dev->ctrl.device, "IO queue timeout\\n");\n',
+             "fs/ext4/super.c": 'printk(KERN_WARNING "EXT4-fs warning (device %s): %s:%d: inode #%lu: comm %s: %pV\\n",'
+                                ' id, f, l, ino, comm, &vaf);\n'
+                                'ext4_warning(sb, "Filesystem error recorded "\n'
+                                '             "from previous mount: %s", errstr);\n',
+             "mm/memory-failure.c": 'WARN_ONCE(1, "Memory failure: mf_result=%d is not properly handled", r);\n'
+                                    'pr_warn_ratelimited("Invalid error status block length!\\n");\n'}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert main(["--dir", str(tmp_path), "--level", "warning", "--grep", ".", *files]) == 0
+    out = capsys.readouterr()
+    rows = out.out.splitlines()[1:]
+    assert [r.split(",")[2] for r in rows] == ["dev_warn", "printk", "ext4_warning", "WARN_ONCE", "pr_warn_ratelimited"]
+    assert "5 candidate printers, 3 held by a catalog row, 2 classified by the engine as the row says" in out.err
+    assert rows[0].endswith(",nvme-io-queues-lost,ok") and rows[2].endswith(",ext4-error-previous-mount,ok")
+    assert rows[1].endswith(",ext4-error-previous-mount,ext4-error-previous-mount=none")
+    with pytest.raises(SystemExit):
+        main(["--dir", str(tmp_path), "--level", "notice", *files])
+    assert "invalid choice: 'notice'" in capsys.readouterr().err
