@@ -265,6 +265,9 @@ _add(
          S.WARNING, A.NONE, KERNEL + " (mce/threshold.c, mce/intel.c, mce/genpool.c)",
          "corrected errors so often the kernel polls the bank (or drops records): hardware degrading, nothing lost "
          "yet - the operator plans the replacement; an uncorrected error that follows is acted on"),
+    Rule("cpu-thermal-throttle", "kernel-log", r"CPU(?P<device>\d+): \w+ temperature is above threshold, cpu clock "
+         r"is throttled", "cpu-thermal-throttle", S.WARNING, A.NONE, KERNEL + " (drivers/thermal/intel/therm_throt.c)",
+         "the CPU runs below its clock until it cools: a straggler; cooling is the platform's"),
     # GHES / BERT CPER records (drivers/firmware/efi/cper.c, ghes.c, bert.c; catalog rows cper-*): a fatal event
     # panicked the host (BERT reports it after the reboot) -> replace; a recoverable one is classed by its section
     # type in node_agent.kernel_engine: memory -> replace, processor -> reboot, PCIe -> none (AER recovery follows).
