@@ -36,7 +36,8 @@ _GATE = re.compile(r"NVRM: Xid|SXid|NEURON_HW_ERR|efa |ena |EXT4-fs|XFS \(|soft 
                    r"|Internal error: |NX-protected|detected stall|Memory failure|MCE 0x|RmInit|GSP|kgspBootGspRm"
                    r"|GFW|kfsp|FSP|eartbeat|RISC-V|RC watchdog|Cannot attach gpu|osInitNvMapping|NV_ERR_RESET_REQUIRED"
                    r"|Booter|lockdown|falcon reset|RPC infrastructure|SEC2-RTOS|VBIOS|Machine check|Memory error"
-                   r"|NVRM|bad state|PANIC: double fault|accessed poison|MCE: Killing|after reset failure")
+                   r"|NVRM|bad state|PANIC: double fault|accessed poison|MCE: Killing|after reset failure"
+                   r"|IO queues|CMCI storm|records pool full|clock is throttled")
 
 
 # Records whose text a user process shapes: never a fault, whatever they contain. The kernel prints the faulting

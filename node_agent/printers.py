@@ -9,7 +9,8 @@ parts that decide the class ("index=value;..."), ``context`` lists the record li
 records span lines).
 ``tests/node_agent/test_printers.py`` renders every row with random variable parts in every log format the
 agent reads and checks that its rule, and only it, matches. ``tools/printer_candidates.py`` lists candidate
-printers from a checkout, so a new driver branch is a diff to review.
+printers from a checkout, so a new driver branch is a diff to review, and renders each one a row holds from its own
+format (``record``) through the engine.
 """
 
 from __future__ import annotations
@@ -95,6 +96,30 @@ def render(fmt: str, rng: random.Random, bind: dict[int, str] | None = None) -> 
             return str(rng.randrange(8))
         return _value(m, rng)
     return _CONV.sub(sub, fmt)
+
+
+def conversions(fmt: str) -> int:
+    """How many variable parts ``fmt`` has (``bind``'s indexes count them)."""
+    return sum(m.group("conv") != "%" for m in _CONV.finditer(fmt))
+
+
+def generalises(fmt: str, row_format: str) -> bool:
+    """True when ``row_format`` is one case of ``fmt``: its text with some conversions filled (cper.c's
+    "[Hardware Error]: %serror_type: %d, %s" and the row "[Hardware Error]:   error_type: %d, multi-bit ECC")."""
+    parts, at = [], 0
+    for m in _CONV.finditer(fmt):
+        parts += [re.escape(fmt[at:m.start()]), "%" if m.group("conv") == "%" else "(.*?)"]
+        at = m.end()
+    m = re.fullmatch("".join(parts) + re.escape(fmt[at:]), row_format, re.S)
+    return m is not None
+
+
+def record(p: Printer, rng: random.Random) -> list[str]:
+    """The record's rendered lines: ``p``'s context lines (CPER records span lines), then its format with its
+    ``bind``. GHES's per-record "{%u}" is one number for the whole record."""
+    seq = "{" + str(rng.randrange(1, 64)) + "}"
+    return [*(render(x.replace("{%u}", seq), rng) for x in p.context), render(p.format.replace("{%u}", seq), rng,
+                                                                              p.bind)]
 
 
 def rows_of(rule_id: str) -> tuple[str, ...]:

@@ -258,6 +258,16 @@ _add(
          "MCi_STATUS.UC)", "an uncorrected (recoverable) machine check: the hardware has a failing part"),
     Rule("mce-corrected", "kernel-log", "mce bank line whose MCi_STATUS has no UC", "host-hardware-corrected",
          S.INFO, A.NONE, KERNEL + " (mce/core.c __print_mce; Intel SDM 3B MCi_STATUS.UC)", "corrected by hardware"),
+    # A corrected-error storm (catalog rows mce-cmci-storm*, mce-records-pool-full): v6.12 mce/threshold.c
+    # mce_track_storm (printk_deferred, no "mce: "), v6.1 mce/intel.c cmci_storm_detect, mce/genpool.c dropping records.
+    Rule("mce-corrected-storm", "kernel-log", r"(?:mce: )?(?:CPU(?P<device>\d+) BANK\d+ CMCI storm detected"
+         r"|CMCI storm detected: switching to poll mode|MCE records pool full!)", "host-hardware-corrected-storm",
+         S.WARNING, A.NONE, KERNEL + " (mce/threshold.c, mce/intel.c, mce/genpool.c)",
+         "corrected errors so often the kernel polls the bank (or drops records): hardware degrading, nothing lost "
+         "yet - the operator plans the replacement; an uncorrected error that follows is acted on"),
+    Rule("cpu-thermal-throttle", "kernel-log", r"CPU(?P<device>\d+): \w+ temperature is above threshold, cpu clock "
+         r"is throttled", "cpu-thermal-throttle", S.WARNING, A.NONE, KERNEL + " (drivers/thermal/intel/therm_throt.c)",
+         "the CPU runs below its clock until it cools: a straggler; cooling is the platform's"),
     # GHES / BERT CPER records (drivers/firmware/efi/cper.c, ghes.c, bert.c; catalog rows cper-*): a fatal event
     # panicked the host (BERT reports it after the reboot) -> replace; a recoverable one is classed by its section
     # type in node_agent.kernel_engine: memory -> replace, processor -> reboot, PCIe -> none (AER recovery follows).
@@ -316,10 +326,12 @@ _add(
          "filesystem-read-only", S.CRITICAL, A.REBOOT, KERNEL + " XFS (fs/xfs/xfs_log.c)",
          "the log cannot be written: XFS shuts the filesystem down"),
     # drivers/nvme/host/pci.c nvme_warn_reset "controller is down" when CSTS.CFS (controller fatal status) is set or
-    # the register reads all ones (the device is gone from PCIe); nvme_reset_work gives up (v6.1 / v6.12 wording).
+    # the register reads all ones (the device is gone from PCIe); nvme_reset_work gives up (v6.1 / v6.12 wording) or
+    # brings back no I/O queue (the namespaces are removed).
     Rule("nvme-controller-down", "kernel-log",
          r"(?:nvme )?(?P<device>nvme\d+): (?:controller is down; will reset: CSTS=0x[0-9a-f]+"
-         r"|Removing after probe failure status: -?\d+|Disabling device after reset failure: -?\d+)",
+         r"|Removing after probe failure status: -?\d+|Disabling device after reset failure: -?\d+"
+         r"|IO queues (?:lost|not created))",
          "nvme-controller-down", S.CRITICAL, A.REBOOT, KERNEL + " NVMe (drivers/nvme/host/pci.c); NVMe base "
          "specification 'Controller Fatal Status Condition': host software should reset the controller",
          "the root EBS volume or a local NVMe disk stopped answering; repeated after a reboot -> replacement"),
@@ -339,7 +351,10 @@ _add(
          r"|XFS \((?P<xdev>[\w/.-]+)\): (?:(?!.*\(0x[0-9a-f]*[4-7c-f]\) detected at).*Shutting down filesystem"
          r"|Filesystem has been shut down due to))",
          "filesystem-read-only", S.CRITICAL, A.REBOOT, KERNEL, "filesystem error forced it read-only"),
-    Rule("fs-error", "kernel-log", r"EXT4-fs error \(device (?P<device>[\w/.-]+)\)",
+    # ext4's own record of an earlier error (ext4_clear_journal_err, ext4_setup_super): the filesystem needs e2fsck.
+    Rule("fs-error", "kernel-log", r"EXT4-fs (?:error \(device (?P<device>[\w/.-]+)\)|(?:warning \(device |\()"
+         r"(?P<xdev>[\w/.-]+)\): (?:\w+:\d+: Filesystem error recorded from previous mount|warning: mounting fs "
+         r"with errors))",
          "filesystem-error", S.WARNING, A.NONE, KERNEL, "a read-only remount, if it follows, is acted on"),
     Rule("soft-lockup", "kernel-log", r"watchdog: BUG: soft lockup - CPU#(?P<device>\d+) stuck for",
          "cpu-soft-lockup", S.WARNING, A.NONE, KERNEL,

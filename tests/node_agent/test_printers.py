@@ -10,17 +10,11 @@ import pytest
 
 from node_agent.findings import Action
 from node_agent.kernel_engine import KernelLogEngine
-from node_agent.printers import PRINTERS, coverage, render, rows_of
+from node_agent.printers import PRINTERS, coverage, record, render, rows_of
 from node_agent.rules import KERNEL_RULES, RULES
 from tests.node_agent.test_injection import FORMATS
 
 SEEDS = range(4)
-
-
-def _lines(p, rng: random.Random) -> list[str]:
-    seq = str(rng.randrange(1, 64))  # GHES's per-record "{%u}" is one number for the whole record
-    return [render(x.replace("{%u}", "{" + seq + "}"), rng, p.bind if x is p.format else None)
-            for x in (*p.context, p.format)]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -29,7 +23,7 @@ def test_every_printer_renders_and_its_rule_matches_in_every_format(p, fmt):
     for seed in SEEDS:
         rng = random.Random(f"{p.id}/{fmt}/{seed}")
         engine = KernelLogEngine()
-        *context, line = [fmt.format(m=x) for x in _lines(p, rng)]
+        *context, line = [fmt.format(m=x) for x in record(p, rng)]
         for c in context:
             engine.feed(c)
         f = engine.feed(line)
@@ -69,7 +63,10 @@ def test_render_binds_and_randomises():
 
 def test_candidate_printers_are_listed_from_a_checkout_at_a_tag(tmp_path, capsys):
     """tools/printer_candidates.py on a tiny repository shaped like the driver's: error printers whose format
-    has a failure word, with the catalog rows that hold them; info-level and harmless printers are left out."""
+    has a failure word, with the catalog rows that hold them and the engine's verdict on each held one rendered
+    from its own format; info-level and harmless printers are left out. A held printer a branch reworded so that
+    no rule classes it (the row's text inside it, "Waiting for " before) is held but not classified, and named;
+    osapi.c's three-line nv_printf is three kernel records, its last one judged."""
     import subprocess
 
     from tools.printer_candidates import main
@@ -81,15 +78,24 @@ def test_candidate_printers_are_listed_from_a_checkout_at_a_tag(tmp_path, capsys
         'NV_PRINTF(LEVEL_INFO, "osInitNvMapping:\\n");\n'
         'NV_PRINTF(LEVEL_ERROR, "Timeout waiting for lockdown release. It\'s also "\n'
         '                       "possible that bootrom may have failed.\\n");\n'
-        'NV_PRINTF(LEVEL_ERROR, "a brand new branch failed to boot: 0x%x\\n", status);\n')
+        'NV_PRINTF(LEVEL_ERROR, "a brand new branch failed to boot: 0x%x\\n", status);\n'
+        'NV_PRINTF(LEVEL_ERROR, "RmInitNvHal() failed, bailing out of RmInitAdapter!\\n");\n'
+        'NV_PRINTF(LEVEL_ERROR, "Waiting for FSP boot cmds failed. RM cannot boot.\\n");\n'
+        'nv_printf(NV_DBG_ERRORS, "NVRM: The NVIDIA GPU %04x:%02x:%02x.%x\\n"\n'
+        '          "NVRM: (PCI ID: %04x:%04x) installed in this system has\\n"\n'
+        '          "NVRM: fallen off the bus and is not responding to commands.\\n", d, b, s, f, v, i);\n')
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
     for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"], ["tag", "570.0"]):
         subprocess.run(git + args, check=True, capture_output=True)
     assert main([str(tmp_path), "570.0", "src/osinit.c"]) == 0
     out = capsys.readouterr()
     rows = out.out.splitlines()[1:]
-    assert len(rows) == 3 and "3 candidate printers, 2 in the catalog" in out.err
-    assert rows[0].endswith(",nv-cannot-attach") and "nv-lockdown" in rows[1] and rows[2].endswith(",")
+    assert len(rows) == 6, out
+    assert "6 candidate printers, 5 held by a catalog row, 4 classified by the engine as the row says" in out.err
+    assert rows[0].endswith(",nv-cannot-attach,ok") and "nv-lockdown" in rows[1] and rows[1].endswith(",ok")
+    assert rows[2].endswith(",,") and rows[3].endswith(",ok") and rows[5].endswith(",nv-fallen-off-bus-probe,ok")
+    assert rows[4].endswith(",nv-fsp-boot-cmds,nv-fsp-boot-cmds=none")
+    assert "misclassified: src/osinit.c:7 'Waiting for FSP boot cmds failed" in out.err
     assert main([str(tmp_path), "no-such-tag", "src/osinit.c"]) == 2
 
 
@@ -105,8 +111,9 @@ def test_the_docs_coverage_table_is_the_catalogs():
 def test_candidate_printers_are_listed_from_a_plain_source_directory(tmp_path, capsys):
     """--dir reads an unpacked tree (a kernel tarball): Linux error printers with their level (pr_emerg, printk
     KERN_ERR, cper.c's caller-given pfx, ibdev_err_ratelimited), a "%s<word>" format is not taken for a bare
-    conversion (it named every row once), a Linux row counts only in the file it cites (ena_com.c prints
-    efa_com.c's texts), and a missing file is one line, not a traceback."""
+    conversion (it named every row once) and cper.c's generic "%serror_type: %d, %s" is judged as the row that
+    names one case of it, a Linux row counts only in the file it cites (ena_com.c prints efa_com.c's texts), and a
+    missing file is one line, not a traceback."""
     from tools.printer_candidates import main
 
     files = {"kernel/watchdog.c": 'pr_emerg("Watchdog detected hard LOCKUP on cpu %d\\n", cpu);\n'
@@ -123,8 +130,41 @@ def test_candidate_printers_are_listed_from_a_plain_source_directory(tmp_path, c
     assert main(["--dir", str(tmp_path), *files]) == 0
     out = capsys.readouterr()
     rows = out.out.splitlines()[1:]
-    assert len(rows) == 5 and "5 candidate printers, 3 in the catalog" in out.err, out
-    assert rows[0].endswith(",hard-lockup") and rows[1].endswith(",cper-mem-multibit")
-    assert rows[2].endswith(",") and rows[3].endswith(",efa-reset-on") and rows[4].endswith(",")
+    assert len(rows) == 5, out
+    assert "5 candidate printers, 3 held by a catalog row, 3 classified by the engine as the row says" in out.err
+    assert rows[0].endswith(",hard-lockup,ok") and rows[1].endswith(",cper-mem-multibit,ok")
+    assert rows[2].endswith(",,") and rows[3].endswith(",efa-reset-on,ok") and rows[4].endswith(",,")
     assert main(["--dir", str(tmp_path), "kernel/nope.c"]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_warning_level_printers_are_listed_with_level_warning(tmp_path, capsys):
+    """--level warning lists the warning-level calls (dev_warn, pr_warn_ratelimited, printk KERN_WARNING, WARN()'s
+    format, ext4_warning; every format here, --grep .) instead of the error-level ones, with the same rows and
+    engine verdicts: nvme's "IO queues
+    lost" is held and classified; a generic ext4_warning_inode wrapper whose constant text a row holds is held but
+    not classified (the text test's false positive, named)."""
+    from tools.printer_candidates import main
+
+    files = {"drivers/nvme/host/pci.c": 'dev_warn(dev->ctrl.device, "IO queues lost\\n");\n'
+                                        'dev_err(dev->ctrl.device, "Removing after probe failure status: %d\\n", r);\n'
+                                        'dev_info(dev->ctrl.device, "IO queue timeout\\n");\n',
+             "fs/ext4/super.c": 'printk(KERN_WARNING "EXT4-fs warning (device %s): %s:%d: inode #%lu: comm %s: %pV\\n",'
+                                ' id, f, l, ino, comm, &vaf);\n'
+                                'ext4_warning(sb, "Filesystem error recorded "\n'
+                                '             "from previous mount: %s", errstr);\n',
+             "mm/memory-failure.c": 'WARN_ONCE(1, "Memory failure: mf_result=%d is not properly handled", r);\n'
+                                    'pr_warn_ratelimited("Invalid error status block length!\\n");\n'}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert main(["--dir", str(tmp_path), "--level", "warning", "--grep", ".", *files]) == 0
+    out = capsys.readouterr()
+    rows = out.out.splitlines()[1:]
+    assert [r.split(",")[2] for r in rows] == ["dev_warn", "printk", "ext4_warning", "WARN_ONCE", "pr_warn_ratelimited"]
+    assert "5 candidate printers, 3 held by a catalog row, 2 classified by the engine as the row says" in out.err
+    assert rows[0].endswith(",nvme-io-queues-lost,ok") and rows[2].endswith(",ext4-error-previous-mount,ok")
+    assert rows[1].endswith(",ext4-error-previous-mount,ext4-error-previous-mount=none")
+    with pytest.raises(SystemExit):
+        main(["--dir", str(tmp_path), "--level", "notice", *files])
+    assert "invalid choice: 'notice'" in capsys.readouterr().err
