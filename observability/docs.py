@@ -136,7 +136,11 @@ def observability_md() -> str:
             "restarts, a crash loop, a fleet event, one notification each). Alerts are grouped by what they are about; `info` alerts notify no one; the "
             "always-firing `OpenpodWatchdog` goes to its own SNS topic every 5 minutes, and a CloudWatch alarm on "
             "that topic (fewer than 1 message in 5 minutes, 3 periods, missing data breaching) pages the alert "
-            "topic when it stops: a dead-man's switch for rule evaluation, the alert manager and delivery.", "",
+            "topic when it stops: a dead-man's switch for rule evaluation, the alert manager and delivery. It "
+            "does not see a workspace at its active series or ingestion rate quota: AMP refuses the samples past "
+            "it (HTTP 429), alerts on them go quiet while the watchdog (`vector(1)`, no samples) still fires, and "
+            "no CloudWatch alarm watches AMP's usage metrics yet: which dimension names the workspace is not "
+            "confirmed (`docs/facts.md`, Not yet verified: AMP usage metrics' dimensions).", "",
             "| alerts with | receiver | grouped by |", "|---|---|---|"]
     for sub in routing.route()["routes"]:
         out.append(f"| `{_cell(sub['matchers'][0])}` | {sub['receiver']} | "

@@ -264,9 +264,12 @@ ROWS: tuple[FailureMode, ...] = (
       "the always-firing OpenpodWatchdog reaching its SNS topic (CloudWatch NumberOfMessagesPublished)",
       ("OpenpodWatchdog", "OpenpodWatchdogSilent")),
     F("managed scraper/AMP", "fills", "active series or ingestion limits reached",
-      "AMP's usage metrics in CloudWatch (AWS/Usage)",
-      not_covered="not alarmed yet; tests/observability/test_scraper_limits.py keeps the scrape under the "
-      "workspace's default limits"),
+      "AMP's usage metrics in CloudWatch (AWS/Usage ResourceCount per workspace; facts amp.cloudwatch.usage-metrics, "
+      "amp.quotas.active-series, amp.quotas.ingestion-throttling)",
+      not_covered="not alarmed yet: the usage metrics' dimensions (which one names the workspace) are not "
+      "confirmed from AWS's reference, and an alarm on guessed dimensions matches no metric (docs/facts.md, Not "
+      "yet verified: AMP usage metrics' dimensions). Past a limit, remote write is refused (HTTP 429) and alerts "
+      "go quiet without firing; OpenpodWatchdogSilent catches only total silence"),
     # ------------------------------------------------------------------ Alertmanager
     F("Alertmanager", "stops", "notifications stop", "the watchdog's SNS messages (dead-man's switch)",
       ("OpenpodWatchdogSilent",)),

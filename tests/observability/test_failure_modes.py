@@ -73,3 +73,22 @@ def test_every_metric_a_row_names_is_in_the_metric_table():
                 assert any(m.startswith(name) for m in BY_NAME), (r.component, r.mode, name)
             else:
                 assert name in BY_NAME or family(name), (r.component, r.mode, name)
+
+
+def test_the_amp_quota_row_waits_for_its_metrics_dimensions():
+    """AMP's quota usage is alarmed only on CloudWatch dimensions read in AWS's reference: until then the row says
+    why, the register lists what is missing, and no construct alarms on AMP's namespaces (a guessed dimension set
+    matches no metric, so such an alarm would never fire)."""
+    from openpod_core.facts.register import fact
+    from openpod_core.facts.unverified import UNVERIFIED
+
+    entry = "AMP usage metrics' dimensions"
+    row = next(r for r in ROWS if (r.component, r.mode) == ("managed scraper/AMP", "fills"))
+    for key in ("amp.cloudwatch.usage-metrics", "amp.quotas.active-series", "amp.quotas.ingestion-throttling"):
+        assert key in row.signal and fact(key).source.startswith("https://docs.aws.amazon.com/prometheus/")
+    construct = (Path(__file__).resolve().parents[2] / "platform_constructs" / "observability.py").read_text()
+    if row.alerts:
+        assert entry not in {name for name, _ in UNVERIFIED}, f"the alarm is built: drop UNVERIFIED {entry!r}"
+    else:
+        assert entry in {name for name, _ in UNVERIFIED} and entry in row.not_covered
+        assert "AWS/Usage" not in construct and "AWS/Prometheus" not in construct
