@@ -71,8 +71,20 @@ FACTS: tuple[Fact, ...] = (
         "GetSeriesTPS, InhibitionRulesInAlertManagerDefinition)",
         "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-CW-usage-metrics.html", "2026-11-29",
         "only the page's opening rows could be read here (stored copies, English, Chinese and Japanese): the rows "
-        "for active series, ingestion rate and discarded samples, and the dimension that names the workspace, "
-        "were not; so no alarm is built on them (UNVERIFIED: AMP usage metrics' dimensions)",
+        "for active series, ingestion rate and discarded samples were not; the dimensions are fact "
+        "amp.cloudwatch.usage-dimensions (UNVERIFIED: AMP discarded samples)",
+    ),
+    Fact(
+        "amp.cloudwatch.usage-dimensions", "a workspace's active series and ingestion rate are AWS/Usage "
+        "ResourceCount with the dimensions Type Resource, ResourceId <workspace ID>, Resource ActiveSeries (or "
+        "IngestionRate), Service Prometheus, Class None",
+        "aws-observability/terraform-aws-observability-accelerator@v2.13.1:"
+        "modules/managed-prometheus-monitoring/alarms.tf:14-25,44-55 (variables.tf:6-21: the workspace ID, "
+        "thresholds 8,000,000 series and 136,000)", "2026-11-29",
+        "AWS's own observability accelerator alarms on exactly these; a CloudWatch alarm matches a metric only "
+        "with all its dimensions. platform_constructs/observability.py alarm_on_usage (ResourceId: the "
+        "workspace's WorkspaceId attribute); the rate is taken as samples per second like the quota (the "
+        "accelerator's 136,000 default is 80% of 170,000)",
     ),
     Fact(
         "amp.cloudwatch.usage-resources", "AMP's usage metrics in the AWS/Usage namespace include ActiveSeries and "
@@ -81,8 +93,8 @@ FACTS: tuple[Fact, ...] = (
         "https://aws.amazon.com/blogs/mt/automating-metrics-collection-on-amazon-eks-with-amazon-managed-service-"
         "for-prometheus-managed-scrapers/ (AWS Cloud Operations blog, 2024-09-18, section Amazon CloudWatch Usage "
         "metrics)", "2026-11-29",
-        "a blog, not the reference page: it names the two as the console lists them and gives neither the "
-        "metric's dimensions nor the workspace's",
+        "a blog, not the reference page: it names the two as the console lists them, without the dimensions "
+        "(fact amp.cloudwatch.usage-dimensions)",
     ),
     Fact(
         "cloudwatch.usage-metrics.dimensions", "metrics in AWS/Usage (CallCount, ResourceCount, ThrottleCount) "
@@ -108,8 +120,8 @@ FACTS: tuple[Fact, ...] = (
         "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP_quotas.html (Ingestion throttling); "
         "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-troubleshooting.html (429 or limit exceeded "
         "errors)", "2026-11-29",
-        "the current default rate was not in the part of the quota page read here (an older copy: 140,000 "
-        "samples per second, burst 1,000,000)",
+        "the current default rate was not in the part of the quota page read here; an older copy lists 140,000 "
+        "samples per second (burst 1,000,000), the spec's default observability.alerts.amp_ingestion_rate_quota",
     ),
     Fact(
         "amp.quotas.active-series.resource-level", "Service Quotas lists Active series per workspace as a "
@@ -118,7 +130,8 @@ FACTS: tuple[Fact, ...] = (
         "https://docs.aws.amazon.com/sagemaker/latest/dg/hyperpod-observability-addon-troubleshooting.html (Check "
         "Amazon Managed Service for Prometheus throttling)", "2026-11-29",
         "read in a stored Markdown copy of the page; whether SERVICE_QUOTA() in CloudWatch metric math covers a "
-        "resource-level quota was not found (UNVERIFIED: AMP usage metrics' dimensions)",
+        "resource-level quota was not found, so the alarms take the quota from the spec "
+        "(observability.alerts.amp_active_series_quota, amp_ingestion_rate_quota)",
     ),
     Fact(
         "amp.workspace.retention", "AWS::APS::Workspace WorkspaceConfiguration.RetentionPeriodInDays (integer >= 1)",

@@ -75,20 +75,19 @@ def test_every_metric_a_row_names_is_in_the_metric_table():
                 assert name in BY_NAME or family(name), (r.component, r.mode, name)
 
 
-def test_the_amp_quota_row_waits_for_its_metrics_dimensions():
-    """AMP's quota usage is alarmed only on CloudWatch dimensions read in AWS's reference: until then the row says
-    why, the register lists what is missing, and no construct alarms on AMP's namespaces (a guessed dimension set
-    matches no metric, so such an alarm would never fire)."""
+
+def test_the_amp_quota_row_is_alarmed_on_the_dimensions_aws_alarms_on():
+    """A workspace at its active series or ingestion rate quota loses samples while the watchdog keeps firing:
+    the row has CloudWatch alarms, its signal names the facts that give their dimensions, and samples discarded
+    for other reasons stay listed as unverified while no construct alarms on AWS/Prometheus."""
     from openpod_core.facts.register import fact
     from openpod_core.facts.unverified import UNVERIFIED
 
-    entry = "AMP usage metrics' dimensions"
     row = next(r for r in ROWS if (r.component, r.mode) == ("managed scraper/AMP", "fills"))
-    for key in ("amp.cloudwatch.usage-metrics", "amp.quotas.active-series", "amp.quotas.ingestion-throttling"):
-        assert key in row.signal and fact(key).source.startswith("https://docs.aws.amazon.com/prometheus/")
+    assert set(row.alerts) == {"OpenpodAmpActiveSeriesNearQuota", "OpenpodAmpIngestionRateNearQuota"} <= CLOUDWATCH
+    for key in ("amp.cloudwatch.usage-dimensions", "amp.quotas.active-series", "amp.quotas.ingestion-throttling"):
+        assert key in row.signal and fact(key)
+    assert "ResourceId <workspace ID>" in fact("amp.cloudwatch.usage-dimensions").value
     construct = (Path(__file__).resolve().parents[2] / "platform_constructs" / "observability.py").read_text()
-    if row.alerts:
-        assert entry not in {name for name, _ in UNVERIFIED}, f"the alarm is built: drop UNVERIFIED {entry!r}"
-    else:
-        assert entry in {name for name, _ in UNVERIFIED} and entry in row.not_covered
-        assert "AWS/Usage" not in construct and "AWS/Prometheus" not in construct
+    if "AWS/Prometheus" not in construct:
+        assert "AMP discarded samples" in {name for name, _ in UNVERIFIED}
