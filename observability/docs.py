@@ -136,7 +136,15 @@ def observability_md() -> str:
             "restarts, a crash loop, a fleet event, one notification each). Alerts are grouped by what they are about; `info` alerts notify no one; the "
             "always-firing `OpenpodWatchdog` goes to its own SNS topic every 5 minutes, and a CloudWatch alarm on "
             "that topic (fewer than 1 message in 5 minutes, 3 periods, missing data breaching) pages the alert "
-            "topic when it stops: a dead-man's switch for rule evaluation, the alert manager and delivery.", "",
+            "topic when it stops: a dead-man's switch for rule evaluation, the alert manager and delivery. It "
+            "does not see a workspace at its active series or ingestion rate quota: AMP refuses the samples past "
+            "it (HTTP 429) and alerts on them go quiet while the watchdog (`vector(1)`, no samples) still fires. "
+            "So two CloudWatch alarms on AMP's usage metrics (AWS/Usage ResourceCount, Resource ActiveSeries and "
+            "IngestionRate, ResourceId the workspace) page the alert topic past "
+            "`observability.alerts.amp_usage_percent` (80) of the quotas the spec names (`amp_active_series_quota`, "
+            "`amp_ingestion_rate_quota`: AMP's defaults; set the applied values after an increase). Samples AMP "
+            "discards for other reasons are not alarmed (`docs/facts.md`, Not yet verified: AMP discarded "
+            "samples).", "",
             "| alerts with | receiver | grouped by |", "|---|---|---|"]
     for sub in routing.route()["routes"]:
         out.append(f"| `{_cell(sub['matchers'][0])}` | {sub['receiver']} | "

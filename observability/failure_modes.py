@@ -46,6 +46,19 @@ CLOUDWATCH_ALARMS: tuple[CloudWatchAlarm, ...] = (
                     "Rule evaluation, the alert manager or SNS delivery is broken: check the Prometheus "
                     "workspace's rule and alert manager logs (AMP vended logs), the alert manager definition and "
                     "the topics' key policies. No other alert can be trusted until it clears."),
+    CloudWatchAlarm("OpenpodAmpActiveSeriesNearQuota", "warning",
+                    "The Prometheus workspace's active series are past the alarm's share of its quota",
+                    "Past the quota AMP refuses new series (HTTP 429) and alerts on them go quiet. Find what grew, "
+                    "one scrape job at a time (`topk(10, count by (__name__) ({job=\"JOB\"}))`: a label with "
+                    "unbounded values, many new nodes or jobs), drop it with the job's metric_relabel_configs, "
+                    "or request a higher Active series per workspace quota for this workspace (Service Quotas, "
+                    "resource-level) and set observability.alerts.amp_active_series_quota to it."),
+    CloudWatchAlarm("OpenpodAmpIngestionRateNearQuota", "warning",
+                    "The Prometheus workspace's ingestion rate is past the alarm's share of its quota",
+                    "Past the quota AMP throttles remote write (HTTP 429) and samples are lost. Compare with the "
+                    "workspace's applied Ingestion rate per workspace in Service Quotas (the spec's default is an "
+                    "earlier published value) and set observability.alerts.amp_ingestion_rate_quota to it; else "
+                    "raise scrape_interval_seconds, drop series nobody reads, or request an increase."),
 )
 
 
@@ -264,9 +277,10 @@ ROWS: tuple[FailureMode, ...] = (
       "the always-firing OpenpodWatchdog reaching its SNS topic (CloudWatch NumberOfMessagesPublished)",
       ("OpenpodWatchdog", "OpenpodWatchdogSilent")),
     F("managed scraper/AMP", "fills", "active series or ingestion limits reached",
-      "AMP's usage metrics in CloudWatch (AWS/Usage)",
-      not_covered="not alarmed yet; tests/observability/test_scraper_limits.py keeps the scrape under the "
-      "workspace's default limits"),
+      "CloudWatch AWS/Usage ResourceCount, Service Prometheus, Resource ActiveSeries / IngestionRate, ResourceId "
+      "the workspace (facts amp.cloudwatch.usage-dimensions, amp.quotas.active-series, "
+      "amp.quotas.ingestion-throttling)",
+      ("OpenpodAmpActiveSeriesNearQuota", "OpenpodAmpIngestionRateNearQuota")),
     # ------------------------------------------------------------------ Alertmanager
     F("Alertmanager", "stops", "notifications stop", "the watchdog's SNS messages (dead-man's switch)",
       ("OpenpodWatchdogSilent",)),

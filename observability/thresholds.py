@@ -82,6 +82,18 @@ class AlertThresholds(BaseModel):
     fsx_free_percent: int = Field(
         10, ge=1, le=50, description="the FSx for Lustre file system's free data capacity under this percentage of "
         "its storage capacity (a CloudWatch alarm on the alert topic)")
+    amp_usage_percent: int = Field(
+        80, ge=1, le=100, description="the Prometheus workspace's active series or ingestion rate above this "
+        "percentage of its quota (CloudWatch alarms on AMP's usage metrics, on the alert topic): past the quota "
+        "AMP refuses samples and alerts on them go quiet")
+    amp_active_series_quota: int = Field(
+        50_000_000, ge=1, le=1_000_000_000, description="the workspace's Active series per workspace quota: AMP's "
+        "default (facts amp.quotas.active-series); set the applied value after an increase (Service Quotas, "
+        "resource-level)")
+    amp_ingestion_rate_quota: int = Field(
+        140_000, ge=1, description="the workspace's Ingestion rate per workspace quota, samples per second: the "
+        "default an earlier AMP quota page lists (facts amp.quotas.ingestion-throttling; the current page's was "
+        "not read); set the applied value from Service Quotas")
     inadmissible_minutes: int = Field(
         30, ge=1, description="a team queue holding workloads Kueue judged inadmissible this long")
     controller_error_ratio: float = Field(

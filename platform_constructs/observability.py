@@ -212,6 +212,44 @@ class PlatformObservability(Construct):
         alarm.add_ok_action(cw_actions.SnsAction(self.alert_topic))
         return alarm
 
+    def alarm_on_usage(self, *, usage_percent: int, active_series_quota: int,
+                       ingestion_rate_quota: int) -> tuple[cloudwatch.Alarm, cloudwatch.Alarm]:
+        """Page (the alert topic) when the workspace's active series or ingestion rate passes ``usage_percent`` of
+        its quota: AMP refuses samples past a quota (HTTP 429), and the alerts on them go quiet while the
+        watchdog, which needs no samples, still fires. AWS/Usage ResourceCount with Service Prometheus, Type
+        Resource, Class None, ResourceId the workspace ID, Resource ActiveSeries or IngestionRate (facts:
+        amp.cloudwatch.usage-dimensions). The quotas are values, not SERVICE_QUOTA(): that function's reach to
+        AMP's per-workspace quotas is not confirmed."""
+        if not 1 <= usage_percent <= 100:
+            raise ValueError(f"PlatformObservability: usage_percent must be 1..100, got {usage_percent}")
+        if not 1 <= active_series_quota <= 1_000_000_000:
+            raise ValueError(f"PlatformObservability: active_series_quota must be 1..1000000000 (AMP's maximum), "
+                             f"got {active_series_quota}")
+        if ingestion_rate_quota < 1:
+            raise ValueError(f"PlatformObservability: ingestion_rate_quota must be >= 1 samples per second, "
+                             f"got {ingestion_rate_quota}")
+        alarms = []
+        for id_, resource, quota, statistic, what in (
+                ("AmpActiveSeriesNearQuota", "ActiveSeries", active_series_quota, "Maximum", "active series count"),
+                ("AmpIngestionRateNearQuota", "IngestionRate", ingestion_rate_quota, "Average",
+                 "ingestion rate (samples per second)")):
+            usage = cloudwatch.Metric(
+                namespace="AWS/Usage", metric_name="ResourceCount", statistic=statistic,
+                period=cdk.Duration.minutes(5),
+                dimensions_map={"Service": "Prometheus", "Type": "Resource", "Class": "None",
+                                "Resource": resource, "ResourceId": self.workspace.attr_workspace_id})
+            alarm = cloudwatch.Alarm(
+                self, id_, metric=usage,
+                alarm_description=f"Openpod{id_}: openpod {self._alias}: the Prometheus workspace's {what} is over "
+                f"{usage_percent}% of its quota {quota} (past it AMP refuses samples and alerts go quiet)",
+                threshold=quota * usage_percent / 100,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=3, datapoints_to_alarm=2, treat_missing_data=cloudwatch.TreatMissingData.MISSING)
+            alarm.add_alarm_action(cw_actions.SnsAction(self.alert_topic))
+            alarm.add_ok_action(cw_actions.SnsAction(self.alert_topic))
+            alarms.append(alarm)
+        return alarms[0], alarms[1]
+
 # Pinned: Amazon Managed Grafana versions move, and the dashboards' data source type needs 12 or later
 # (facts: grafana.amg-versions, grafana.amg-version-12.4, grafana.amp-datasource-plugin).
 GRAFANA_VERSION = "12.4"

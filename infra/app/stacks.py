@@ -264,6 +264,8 @@ def _observability(stack: PlatformStack, spec: ClusterSpec, cluster) -> Platform
         kms_key_arn=o.kms_key_arn, alert_topic=topic, grafana=o.grafana)
     obs.alarm_on_lustre(stack.lustre.file_system.ref, storage_capacity_gib=spec.storage.fsx.storage_capacity_gib,
                         free_percent=o.alerts.fsx_free_percent)
+    obs.alarm_on_usage(usage_percent=o.alerts.amp_usage_percent, active_series_quota=o.alerts.amp_active_series_quota,
+                       ingestion_rate_quota=o.alerts.amp_ingestion_rate_quota)
     cdk.CfnOutput(stack, "PrometheusWorkspaceArn", value=obs.workspace.attr_arn)
     cdk.CfnOutput(stack, "AlertTopicArn", value=obs.alert_topic.topic_arn)
     if obs.grafana is not None:

@@ -65,6 +65,75 @@ FACTS: tuple[Fact, ...] = (
         "2026-11-23", "the construct wraps the YAML in Fn::Base64; cfn-lint's provider schema says the same",
     ),
     Fact(
+        "amp.cloudwatch.usage-metrics", "AMP vends usage metrics to CloudWatch at no charge, in the AWS/Usage and "
+        "AWS/Prometheus namespaces; those in AWS/Usage are the metric ResourceCount, one per resource name and "
+        "workspace (the table opens with the alert manager and query API rates: CreateAlertManagerAlertsTPS ... "
+        "GetSeriesTPS, InhibitionRulesInAlertManagerDefinition)",
+        "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-CW-usage-metrics.html", "2026-11-29",
+        "only the page's opening rows could be read here (stored copies, English, Chinese and Japanese): the rows "
+        "for active series, ingestion rate and discarded samples were not; the dimensions are fact "
+        "amp.cloudwatch.usage-dimensions (UNVERIFIED: AMP discarded samples)",
+    ),
+    Fact(
+        "amp.cloudwatch.usage-dimensions", "a workspace's active series and ingestion rate are AWS/Usage "
+        "ResourceCount with the dimensions Type Resource, ResourceId <workspace ID>, Resource ActiveSeries (or "
+        "IngestionRate), Service Prometheus, Class None",
+        "aws-observability/terraform-aws-observability-accelerator@v2.13.1:"
+        "modules/managed-prometheus-monitoring/alarms.tf:14-25,44-55 (variables.tf:6-21: the workspace ID, "
+        "thresholds 8,000,000 series and 136,000)", "2026-11-29",
+        "AWS's own observability accelerator alarms on exactly these; a CloudWatch alarm matches a metric only "
+        "with all its dimensions. platform_constructs/observability.py alarm_on_usage (ResourceId: the "
+        "workspace's WorkspaceId attribute); the rate is taken as samples per second like the quota (the "
+        "accelerator's 136,000 default is 80% of 170,000)",
+    ),
+    Fact(
+        "amp.cloudwatch.usage-resources", "AMP's usage metrics in the AWS/Usage namespace include ActiveSeries and "
+        "IngestionRate, to follow a workspace's use against its quotas (an alarm on ActiveSeries before the "
+        "automatic adjustment ends; metric math on IngestionRate for spikes)",
+        "https://aws.amazon.com/blogs/mt/automating-metrics-collection-on-amazon-eks-with-amazon-managed-service-"
+        "for-prometheus-managed-scrapers/ (AWS Cloud Operations blog, 2024-09-18, section Amazon CloudWatch Usage "
+        "metrics)", "2026-11-29",
+        "a blog, not the reference page: it names the two as the console lists them, without the dimensions "
+        "(fact amp.cloudwatch.usage-dimensions)",
+    ),
+    Fact(
+        "cloudwatch.usage-metrics.dimensions", "metrics in AWS/Usage (CallCount, ResourceCount, ThrottleCount) "
+        "carry the dimensions Service, Type, Resource and Class; the page gives their values for CloudWatch's own "
+        "API usage only (Service CloudWatch, Type API, Class None)",
+        "https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch-Usage-Metrics.html",
+        "2026-11-29", "the values AMP uses (Service, Type, Class) and any per-workspace dimension are not on it",
+    ),
+    Fact(
+        "amp.quotas.active-series", "Active series per workspace: default 50,000,000, adjustable up to one "
+        "billion; a series is active if a sample was reported in the past 2 hours; capacity from 2M to 50M is "
+        "adjusted automatically on the last 30 minutes of usage. AMP's quotas are per workspace unless noted, and "
+        "the page names active series and ingestion rate per workspace as the ones to monitor (with CloudWatch "
+        "usage-metric alarms)",
+        "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP_quotas.html", "2026-11-29",
+        "the newest of the stored copies read; older copies say 10,000,000 per 2 hours (2M to 10M adjusted) and, "
+        "earlier, 2,000,000 with an Ingestion burst size per workspace beside the rate",
+    ),
+    Fact(
+        "amp.quotas.ingestion-throttling", "Ingestion rate per workspace limits how fast a workspace accepts "
+        "samples; past it, or past the active series quota, remote write is answered HTTP 429 (\"ingestion rate "
+        "limit (...) exceeded\", \"per-user series limit ... exceeded\") and those samples are not ingested",
+        "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP_quotas.html (Ingestion throttling); "
+        "https://docs.aws.amazon.com/prometheus/latest/userguide/AMP-troubleshooting.html (429 or limit exceeded "
+        "errors)", "2026-11-29",
+        "the current default rate was not in the part of the quota page read here; an older copy lists 140,000 "
+        "samples per second (burst 1,000,000), the spec's default observability.alerts.amp_ingestion_rate_quota",
+    ),
+    Fact(
+        "amp.quotas.active-series.resource-level", "Service Quotas lists Active series per workspace as a "
+        "resource-level quota: the console shows each workspace's utilization against it and takes increase "
+        "requests per workspace",
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/hyperpod-observability-addon-troubleshooting.html (Check "
+        "Amazon Managed Service for Prometheus throttling)", "2026-11-29",
+        "read in a stored Markdown copy of the page; whether SERVICE_QUOTA() in CloudWatch metric math covers a "
+        "resource-level quota was not found, so the alarms take the quota from the spec "
+        "(observability.alerts.amp_active_series_quota, amp_ingestion_rate_quota)",
+    ),
+    Fact(
         "amp.workspace.retention", "AWS::APS::Workspace WorkspaceConfiguration.RetentionPeriodInDays (integer >= 1)",
         "aws-cloudformation/cfn-lint@v1.58.0:src/cfnlint/data/schemas/providers/us-east-1.json (AWS::APS::Workspace)",
         "2026-11-23", "the spec allows 1..1095 days",

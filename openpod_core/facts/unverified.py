@@ -72,6 +72,21 @@ UNVERIFIED: tuple[tuple[str, str], ...] = (
                                    "Terraform provider's acceptance scraper (no tls_config) and public AMP scraper "
                                    "configurations that carry tls_config.ca_file (not known to have been "
                                    "accepted) settle nothing"),
+    ("AMP discarded samples", "no alarm on samples AMP discards: a re:Post article names DiscardedSamples in "
+                              "AWS/Prometheus (https://www.repost.aws/articles/ARiKPuGDAgT5SPyidVr0uqdA, by "
+                              "reason, no dimensions) and a fork of yet-another-cloudwatch-exporter (found by text "
+                              "search, 2026-11-29) reads the workspace from a Workspace dimension, but AMP's "
+                              "usage-metrics page could not be read that far (fact amp.cloudwatch.usage-metrics) "
+                              "and AWS's accelerator alarms only on ActiveSeries and IngestionRate; a CloudWatch "
+                              "alarm matches only a metric's exact dimensions, so a guess alarms on nothing. Live "
+                              "check: aws cloudwatch list-metrics --namespace AWS/Prometheus"),
+    ("AMP's current ingestion rate default", "observability.alerts.amp_ingestion_rate_quota defaults to 140,000 "
+                                             "samples per second from an earlier copy of AMP's quota page; the "
+                                             "current page's default was not read (AWS's accelerator thresholds "
+                                             "at 136,000, 80% of 170,000). A higher applied quota makes "
+                                             "OpenpodAmpIngestionRateNearQuota page early, a lower one late; "
+                                             "the workspace's applied value is in Service Quotas (aps, "
+                                             "Ingestion rate per workspace): set it in the spec"),
     ("AMP scraper and Kueue's metrics", "the scraper's bearer token (the documented credentials_file form, see "
                                         "fact amp.scraper.authorization) passes Kueue's TokenReview and "
                                         "SubjectAccessReview as aps-collector-user; the AMP guide shows it only "

@@ -299,6 +299,7 @@ def test_fsx_free_capacity_pages_the_alert_topic_through_a_cloudwatch_alarm():
     obs = PlatformObservability(stack, "O", cluster=None, subnets=subnets, rule_groups=rule_groups(),
                                 scrape_config=prometheus_config(), alias="t", collector="in-cluster")
     obs.alarm_on_lustre("fs-0123456789abcdef0", storage_capacity_gib=4800, free_percent=10)
+    obs.alarm_on_usage(usage_percent=80, active_series_quota=50_000_000, ingestion_rate_quota=140_000)
     t = cdk.assertions.Template.from_stack(stack)
     alarms = {a["Properties"]["AlarmDescription"].split(":")[0]: a["Properties"]
               for a in t.find_resources("AWS::CloudWatch::Alarm").values()}
@@ -321,6 +322,69 @@ def test_a_bad_fsx_alarm_setting_is_named(kwargs, match):
                                 scrape_config=prometheus_config(), alias="t", collector="in-cluster")
     with pytest.raises(ValueError, match=match):
         obs.alarm_on_lustre("fs-1", **kwargs)
+
+
+def test_a_workspace_near_its_quotas_pages_the_alert_topic():
+    """Failed before: nothing watched AMP's usage, so a workspace at its active series or ingestion rate quota lost
+    samples (and the alerts on them) while the watchdog kept firing."""
+    stack, subnets = _stack_and_subnets(2)
+    obs = PlatformObservability(stack, "O", cluster=None, subnets=subnets, rule_groups=rule_groups(),
+                                scrape_config=prometheus_config(), alias="t", collector="in-cluster")
+    obs.alarm_on_usage(usage_percent=75, active_series_quota=10_000_000, ingestion_rate_quota=170_000)
+    t = cdk.assertions.Template.from_stack(stack)
+    alarms = {a["Properties"]["AlarmDescription"].split(":")[0]: a["Properties"]
+              for a in t.find_resources("AWS::CloudWatch::Alarm").values()}
+    (workspace,) = t.find_resources("AWS::APS::Workspace")
+    topic = next(iter(t.find_resources("AWS::SNS::Topic", {"Properties": {"DisplayName": "openpod t alerts"}})))
+    for name, resource, threshold, statistic in (
+            ("OpenpodAmpActiveSeriesNearQuota", "ActiveSeries", 7_500_000, "Maximum"),
+            ("OpenpodAmpIngestionRateNearQuota", "IngestionRate", 127_500, "Average")):
+        a = alarms[name]
+        assert (a["Namespace"], a["MetricName"], a["Statistic"]) == ("AWS/Usage", "ResourceCount", statistic)
+        assert {d["Name"]: d["Value"] for d in a["Dimensions"]} == {
+            "Service": "Prometheus", "Type": "Resource", "Class": "None", "Resource": resource,
+            "ResourceId": {"Fn::GetAtt": [workspace, "WorkspaceId"]}}
+        assert a["Threshold"] == threshold and a["ComparisonOperator"] == "GreaterThanThreshold"
+        assert a["AlarmActions"] == [{"Ref": topic}] and a["OKActions"] == [{"Ref": topic}]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"usage_percent": 0, "active_series_quota": 1, "ingestion_rate_quota": 1}, "usage_percent"),
+    ({"usage_percent": 80, "active_series_quota": 2_000_000_000, "ingestion_rate_quota": 1}, "active_series_quota"),
+    ({"usage_percent": 80, "active_series_quota": 1, "ingestion_rate_quota": 0}, "ingestion_rate_quota")])
+def test_a_bad_amp_usage_alarm_setting_is_named(kwargs, match):
+    stack, subnets = _stack_and_subnets(2)
+    obs = PlatformObservability(stack, "O", cluster=None, subnets=subnets, rule_groups=rule_groups(),
+                                scrape_config=prometheus_config(), alias="t", collector="in-cluster")
+    with pytest.raises(ValueError, match=match):
+        obs.alarm_on_usage(**kwargs)
+
+
+@pytest.mark.parametrize("field, value, allowed", [
+    ("amp_usage_percent", 0, "greater than or equal to 1"), ("amp_usage_percent", 101, "less than or equal to 100"),
+    ("amp_active_series_quota", 0, "greater than or equal to 1"),
+    ("amp_active_series_quota", 2_000_000_000, "less than or equal to 1000000000"),
+    ("amp_ingestion_rate_quota", -1, "greater than or equal to 1")])
+def test_a_bad_amp_usage_threshold_is_refused_in_one_line(field, value, allowed):
+    with pytest.raises(SpecError) as e:
+        parse_spec(_spec(alerts={field: value}), "bad.yaml")
+    (line,) = [str(p) for p in e.value.problems]
+    assert line == f"observability.alerts.{field}: Input should be {allowed} (got {value})"
+    assert parse_spec(_spec(alerts={field: 50})).observability.alerts.model_dump()[field] == 50
+
+
+def test_the_platform_alarms_on_its_own_workspaces_usage(default):
+    (workspace,) = default.resources("AWS::APS::Workspace")
+    alerts = default.stack.spec.observability.alerts
+    usage = {k: r["Properties"] for k, r in default.resources("AWS::CloudWatch::Alarm").items()
+             if k.startswith("ObservabilityAmp")}
+    assert len(usage) == 2
+    for a in usage.values():
+        dims = {d["Name"]: d["Value"] for d in a["Dimensions"]}
+        assert dims["ResourceId"] == {"Fn::GetAtt": [workspace, "WorkspaceId"]}
+        quota = {"ActiveSeries": alerts.amp_active_series_quota,
+                 "IngestionRate": alerts.amp_ingestion_rate_quota}[dims["Resource"]]
+        assert a["Threshold"] == quota * alerts.amp_usage_percent / 100
 
 
 def test_the_platform_alarms_on_its_own_file_system(default):

@@ -73,3 +73,21 @@ def test_every_metric_a_row_names_is_in_the_metric_table():
                 assert any(m.startswith(name) for m in BY_NAME), (r.component, r.mode, name)
             else:
                 assert name in BY_NAME or family(name), (r.component, r.mode, name)
+
+
+
+def test_the_amp_quota_row_is_alarmed_on_the_dimensions_aws_alarms_on():
+    """A workspace at its active series or ingestion rate quota loses samples while the watchdog keeps firing:
+    the row has CloudWatch alarms, its signal names the facts that give their dimensions, and samples discarded
+    for other reasons stay listed as unverified while no construct alarms on AWS/Prometheus."""
+    from openpod_core.facts.register import fact
+    from openpod_core.facts.unverified import UNVERIFIED
+
+    row = next(r for r in ROWS if (r.component, r.mode) == ("managed scraper/AMP", "fills"))
+    assert set(row.alerts) == {"OpenpodAmpActiveSeriesNearQuota", "OpenpodAmpIngestionRateNearQuota"} <= CLOUDWATCH
+    for key in ("amp.cloudwatch.usage-dimensions", "amp.quotas.active-series", "amp.quotas.ingestion-throttling"):
+        assert key in row.signal and fact(key)
+    assert "ResourceId <workspace ID>" in fact("amp.cloudwatch.usage-dimensions").value
+    construct = (Path(__file__).resolve().parents[2] / "platform_constructs" / "observability.py").read_text()
+    if "AWS/Prometheus" not in construct:
+        assert "AMP discarded samples" in {name for name, _ in UNVERIFIED}
