@@ -20,8 +20,9 @@ RESOURCES_PER_PLACEMENT_GROUP = 1
 # (153 since the dead-man's switch joined the stack: watchdog SNS topic, its policy, its CloudWatch alarm; 160 since
 # the control-plane log group is adopted: three SDK calls with a policy each, their function and its role, for
 # the one log group resource; 169 since the remediation role names the platform's own Auto Scaling groups, read at
-# deploy time by a custom resource, and the FSx free-capacity alarm joined: measured 2026-11-28, 180 in all).
-PLATFORM_RESOURCES = 169
+# deploy time by a custom resource, and the FSx free-capacity alarm joined: measured 2026-11-28, 180 in all; 171
+# with the Prometheus workspace's two quota alarms, 2026-11-29, 182 in all).
+PLATFORM_RESOURCES = 171
 
 
 def group_resources(g) -> int:
