@@ -7,6 +7,7 @@ waits on what it holds the run at - a hook file, a beat, a Lighthouse log line -
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import re
@@ -97,6 +98,7 @@ def _forked_rank(rank: int, fn, *args) -> None:
 
     atexit._clear()  # the test process's exit hooks (pytest's) are not the rank's: its exit runs only its own
     torch.set_num_threads(1)  # no OpenMP region in a forked child of a process that ran one (GNU OpenMP's pool)
+    faulthandler.enable(all_threads=True)  # a rank stuck past the deadline is aborted: its threads' stacks to stderr
     fn(rank, *args)
 
 
@@ -113,12 +115,17 @@ def fork_ranks(fn, args: tuple, nprocs: int) -> None:
     deadline = time.monotonic() + FORKED_RANKS_TIMEOUT_S
     while not ctx.join(timeout=1.0):  # raises as spawn does when a rank fails
         if time.monotonic() > deadline:  # a stuck rank fails its test instead of hanging the suite
-            for p in ctx.processes:
+            # SIGABRT first: faulthandler writes every thread's stack to the captured stderr before the rank dies
+            # (one such hang, in test_sharded.py under a load of ~6, left nothing to read)
+            for p in ctx.processes:  # one at a time: their dumps do not interleave
+                if p.is_alive():
+                    os.kill(p.pid, signal.SIGABRT)
+                p.join(10)
                 if p.is_alive():
                     p.kill()
-            for p in ctx.processes:
-                p.join(10)
-            raise AssertionError(f"forked ranks of {fn.__name__} still running after {FORKED_RANKS_TIMEOUT_S} s")
+                    p.join(10)
+            raise AssertionError(f"forked ranks of {fn.__name__} still running after {FORKED_RANKS_TIMEOUT_S} s "
+                                 "(their stacks: the captured stderr)")
 
 
 FORKED_RANKS_TIMEOUT_S = 300  # the slowest forked-rank test takes ~4 s alone, ~10 s on a loaded 2-core machine

@@ -156,7 +156,10 @@ def _stuck(rank: int) -> None:
     time.sleep(120)
 
 
-def test_a_stuck_forked_rank_fails_its_test_instead_of_hanging_the_suite(monkeypatch):
+def test_a_stuck_forked_rank_fails_its_test_instead_of_hanging_the_suite(monkeypatch, capfd):
+    """And says where it was stuck: every rank's threads' stacks reach the captured stderr. Failed on the old
+    harness, which killed the ranks silently (a hang of test_fsdp2_each_rank_saves_and_restores_its_own_shards under a
+    load of ~6 left nothing to read)."""
     from tests.training import conftest
 
     monkeypatch.setattr(conftest, "FORKED_RANKS_TIMEOUT_S", 1)
@@ -164,3 +167,5 @@ def test_a_stuck_forked_rank_fails_its_test_instead_of_hanging_the_suite(monkeyp
     with pytest.raises(AssertionError, match="still running after 1 s"):
         fork_ranks(_stuck, (), 2)
     assert time.monotonic() - t0 < 30
+    err = capfd.readouterr().err
+    assert err.count(" in _stuck\n") == 2, err[-2000:]   # both ranks' stacks
