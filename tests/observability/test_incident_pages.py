@@ -15,7 +15,7 @@ import yaml
 
 from observability import routing
 from observability.failure_modes import ROWS
-from observability.incidents import CLOUDWATCH, INCIDENTS, Incident, _a, coverage, row_of
+from observability.incidents import CLOUDWATCH, INCIDENTS, Incident, alert, coverage, row_of
 from observability.rules import WATCHDOG, alerts
 from observability.scrape import KUEUE_NAMESPACE, MONITORING_NAMESPACE, OPENPOD_NAMESPACE
 from observability.thresholds import AlertThresholds
@@ -148,12 +148,12 @@ def test_no_inhibition_silences_a_more_severe_alert_and_the_pinned_objects_are_t
 def test_the_remediation_and_agent_inhibitions_silence_no_other_component(alertmanager):
     """Another manager's Deployment, another DaemonSet, another pod's crash loop: each pages beside the outage."""
     others = Incident(("", ""), "the remediation controller down, the agent's DaemonSet short, other outages", (
-        _a("OpenpodRemediationControllerDown", job="openpod-remediation"),
-        _a("OpenpodPlatformDaemonSetUnavailable", namespace=OPENPOD_NAMESPACE, daemonset="node-health-agent-arm64"),
-        _a("OpenpodPlatformDeploymentUnavailable", namespace=KUEUE_NAMESPACE, deployment="kueue-controller-manager"),
-        _a("OpenpodPlatformPodCrashLooping", namespace=OPENPOD_NAMESPACE, pod="node-health-agent-arm64-z1",
+        alert("OpenpodRemediationControllerDown", job="openpod-remediation"),
+        alert("OpenpodPlatformDaemonSetUnavailable", namespace=OPENPOD_NAMESPACE, daemonset="node-health-agent-arm64"),
+        alert("OpenpodPlatformDeploymentUnavailable", namespace=KUEUE_NAMESPACE, deployment="kueue-controller-manager"),
+        alert("OpenpodPlatformPodCrashLooping", namespace=OPENPOD_NAMESPACE, pod="node-health-agent-arm64-z1",
            container="detector"),
-        _a("OpenpodPlatformDaemonSetUnavailable", namespace=MONITORING_NAMESPACE, daemonset="dcgm-exporter")),
+        alert("OpenpodPlatformDaemonSetUnavailable", namespace=MONITORING_NAMESPACE, daemonset="dcgm-exporter")),
         ("OpenpodRemediationControllerDown", "OpenpodPlatformDaemonSetUnavailable",
          "OpenpodPlatformDeploymentUnavailable", "OpenpodPlatformPodCrashLooping"), 4, "four components")
     assert _run(alertmanager, others) == ""
