@@ -14,6 +14,7 @@ inhibit_rule; checked 2026-11-25), the same in Amazon Managed Service for Promet
 
 from __future__ import annotations
 
+from observability.metrics import JOB_CONTROLLER
 from observability.rule_base import MANAGERS
 from observability.rules import WATCHDOG
 from observability.scrape import OPENPOD_NAMESPACE
@@ -30,6 +31,8 @@ TIMING = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
 # DETECTOR-<arch>); tests/observability/test_incident_pages.py holds them to it.
 REMEDIATION_DEPLOYMENT = "node-remediation"
 AGENT_DAEMONSETS = "node-health-agent-.+"
+# The remediation controller gone: down, or its scrape job absent (no pod scheduled)
+_REMEDIATION_GONE = (("OpenpodRemediationControllerDown", ()), ("OpenpodScrapeJobAbsent", (f'job="{JOB_CONTROLLER}"',)))
 
 # What one alert makes redundant (source -> targets, for the labels in ``equal``; [] = whatever their labels),
 # and, where given, the source's further matchers and then the targets' (a target pinned to one object where no
@@ -70,15 +73,16 @@ INHIBIT = [
     ("OpenpodPlatformPodCrashLooping", "OpenpodPlatformDeploymentUnavailable|OpenpodScrapeTargetDown",
      ["namespace"], (MANAGERS,)),
     ("OpenpodPlatformDeploymentUnavailable", "OpenpodScrapeTargetDown", ["namespace"]),
-    # Without the controller nothing is remediated: one page for it, not one per waiting node.
-    ("OpenpodRemediationControllerDown", "OpenpodNodePendingReboot|OpenpodNodePendingReplacement"
-     "|OpenpodRemediationStuck|OpenpodRemediationLeaderless", []),
-    # ... and its own Deployment short of replicas or its pod crash-looping is that same outage. Its alert
-    # carries only the scrape job, so the targets are held to the controller's own objects by name.
-    ("OpenpodRemediationControllerDown", "OpenpodPlatformDeploymentUnavailable", [], (),
-     (f'namespace="{OPENPOD_NAMESPACE}"', f'deployment="{REMEDIATION_DEPLOYMENT}"')),
-    ("OpenpodRemediationControllerDown", "OpenpodPlatformPodCrashLooping", [], (),
-     (f'namespace="{OPENPOD_NAMESPACE}"', f'pod=~"{REMEDIATION_DEPLOYMENT}-.+"')),
+    # Without the controller (down, or no pod scheduled: its scrape job absent) nothing is remediated: one page
+    # for it, not one per waiting node; and its own Deployment short or pod crash-looping is that same outage.
+    # Its alerts carry only the scrape job, so those targets are held to the controller's own objects by name.
+    *((src, "OpenpodNodePendingReboot|OpenpodNodePendingReplacement|OpenpodRemediationStuck"
+       "|OpenpodRemediationLeaderless", [], more) for src, more in _REMEDIATION_GONE),
+    *((src, "OpenpodPlatformDeploymentUnavailable", [], more,
+       (f'namespace="{OPENPOD_NAMESPACE}"', f'deployment="{REMEDIATION_DEPLOYMENT}"'))
+      for src, more in _REMEDIATION_GONE),
+    *((src, "OpenpodPlatformPodCrashLooping", [], more,
+       (f'namespace="{OPENPOD_NAMESPACE}"', f'pod=~"{REMEDIATION_DEPLOYMENT}-.+"')) for src, more in _REMEDIATION_GONE),
     # Without a leader nothing is remediated either (the controller is up, so the alert above stays off).
     ("OpenpodRemediationLeaderless", "OpenpodNodePendingReboot|OpenpodNodePendingReplacement", []),
     # The node agent's DaemonSet short of nodes: the nodes without an agent are that one incident (both warnings).
