@@ -128,8 +128,10 @@ def alertmanager(alertmanager_bin, tmp_path_factory):
 
 def test_every_incident_pages_as_the_table_says(alertmanager):
     """Failed on the old inhibitions: the remediation controller's crash loop paged three times (the controller
-    down, its Deployment unavailable, its pod crash-looping), a leaderless controller once more per waiting node,
-    and the node agent's DaemonSet short of nodes once more per node without an agent."""
+    down, its Deployment unavailable, its pod crash-looping), with no pod scheduled four (its scrape job absent,
+    its Deployment, each waiting node), a leaderless controller once more per waiting node, the node agent's
+    DaemonSet short of nodes once more per node without an agent; and a job crash-looping past step 1 lost its
+    critical JobHung to the warning JobCrashLooping."""
     wrong = [w for w in (_run(alertmanager, i) for i in INCIDENTS) if w]
     assert not wrong, "\n".join(wrong)
 
