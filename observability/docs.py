@@ -113,7 +113,8 @@ def observability_md() -> str:
             f"fails ({', '.join(MODES)}), the signal that shows it and the alert that says so, with severity, "
             "receiver, grouping and inhibition as the rules and the route have them; each alert links to its "
             "runbook ([runbooks.md](runbooks.md)).", "",
-            f"**Coverage: {covered} of {total} failure modes have an alert ({covered / total:.0%}).**", "",
+            f"**Coverage: {covered} of {total} failure modes have an alert ({covered / total:.0%}).** "
+            f"{_incidents_line()}", "",
             "| component | mode | failure | signal | alerts (severity; receiver by grouping) |", "|---|---|---|---|---|"]
     for r in ROWS:
         cell = "<br>".join(alert_cell(n) for n in r.alerts) or f"not covered: {r.not_covered}"
@@ -152,9 +153,11 @@ def observability_md() -> str:
     out.append(f"| anything else | {routing.PAGE} | alertname |")
     out += ["", "Inhibitions (the source alert silences the targets for the same labels):", "",
             "| source | silences | when equal |", "|---|---|---|"]
-    out += [f"| {src}{''.join(f' ({_cell(m)})' for extra in more for m in extra)} | "
-            f"{_cell(targets.replace('|', ', '))} | {', '.join(equal) or 'always'} |"
-            for src, targets, equal, *more in routing.INHIBIT]
+    out += [f"| {src}{''.join(f' ({_cell(m)})' for m in src_m)} | "
+            f"{_cell(targets.replace('|', ', '))}{''.join(f' ({_cell(m)})' for m in tgt_m)} | "
+            f"{', '.join(equal) or 'always'} |"
+            for src, targets, equal, src_m, tgt_m in map(routing.expanded, routing.INHIBIT)]
+    out += _incident_pages()
     from observability.dashboards import DASHBOARDS
 
     out += ["", "## Dashboards", "",
@@ -213,4 +216,28 @@ def _engine_surface() -> list[str]:
             use = ("alerts: " + ", ".join(r.alerts) + ("; dashboard" if r.dashboard else "") if r.alerts
                    else "dashboard" if r.dashboard else f"unused: {r.unused}")
             out.append(f"| `{r.name}` | {r.type} | {_cell(r.source)} | {_cell(use)} |")
+    return out
+
+
+def _incidents_line() -> str:
+    from observability.incidents import INCIDENTS, coverage
+
+    checked, rows = coverage()
+    return (f"One incident, one page: {checked} of {rows} failure modes with an alert checked ({len(INCIDENTS)} "
+            "incidents against the real Alertmanager; see Routing).")
+
+
+def _incident_pages() -> list[str]:
+    """The incidents checked against Alertmanager, and those that notify more than once, with why."""
+    from observability.incidents import INCIDENTS, row_of
+
+    more = [i for i in INCIDENTS if i.notifications != 1]
+    out = ["", f"**{_incidents_line()}** `observability/incidents.py` lists each incident of a failure mode with "
+           "every alert it raises (follow-on ones included, labelled as the rules label them) and the alerts "
+           "left to page; `tests/observability/test_incident_pages.py` posts each alone to the real "
+           "Alertmanager with this configuration and counts its notifications (the groups its active alerts "
+           f"fall in). {len(INCIDENTS) - len(more)} notify once; these do not:", "",
+           "| incident | failure mode | notifications | why |", "|---|---|---|---|"]
+    out += [f"| {_cell(i.name)} | {row_of(i).component}: {_cell(row_of(i).failure)} | {i.notifications} | "
+            f"{_cell(i.why)} |" for i in more]
     return out

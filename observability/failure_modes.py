@@ -285,8 +285,9 @@ ROWS: tuple[FailureMode, ...] = (
     F("Alertmanager", "stops", "notifications stop", "the watchdog's SNS messages (dead-man's switch)",
       ("OpenpodWatchdogSilent",)),
     F("Alertmanager", "loops", "a notification storm", "notifications per incident",
-      not_covered="prevented, not alerted: routing groups by the incident's object and inhibits per-node "
-      "alerts under fleet-level ones (tests/observability/test_alerting_end_to_end.py)"),
+      not_covered="prevented, not alerted: routing groups by the incident's object and inhibits follow-on "
+      "alerts (tests/observability/test_alerting_end_to_end.py; each failure mode's incidents, "
+      "observability/incidents.py, in tests/observability/test_incident_pages.py)"),
 )
 
 

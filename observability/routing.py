@@ -14,8 +14,10 @@ inhibit_rule; checked 2026-11-25), the same in Amazon Managed Service for Promet
 
 from __future__ import annotations
 
+from observability.metrics import JOB_CONTROLLER
 from observability.rule_base import MANAGERS
 from observability.rules import WATCHDOG
+from observability.scrape import OPENPOD_NAMESPACE
 
 PAGE = "page"            # critical and warning alerts: the on-call topic
 WATCHDOG_RECEIVER = "watchdog"
@@ -25,8 +27,16 @@ JOB = ["namespace", "training_job"]
 # (timing of a group: first wait, then at most one notification per interval, repeated while it fires)
 TIMING = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
 
+# The remediation controller's Deployment and the node agent's DaemonSets (node_agent/deploy.py CONTROLLER,
+# DETECTOR-<arch>); tests/observability/test_incident_pages.py holds them to it.
+REMEDIATION_DEPLOYMENT = "node-remediation"
+AGENT_DAEMONSETS = "node-health-agent-.+"
+# The remediation controller gone: down, or its scrape job absent (no pod scheduled)
+_REMEDIATION_GONE = (("OpenpodRemediationControllerDown", ()), ("OpenpodScrapeJobAbsent", (f'job="{JOB_CONTROLLER}"',)))
+
 # What one alert makes redundant (source -> targets, for the labels in ``equal``; [] = whatever their labels),
-# and, where given, the source's further matchers.
+# and, where given, the source's further matchers and then the targets' (a target pinned to one object where no
+# label joins it to the source). observability/incidents.py is the incidents they are checked on: one page each.
 INHIBIT = [
     # A fleet event (many nodes not Ready at once) is one incident, not one per node.
     ("OpenpodManyNodesNotReady", "OpenpodNodeNotReady|OpenpodNodeReadyFlapping|OpenpodNodeAgentDown"
@@ -36,9 +46,10 @@ INHIBIT = [
     # one ticket each. The node agent's series carry no group, so this holds across groups: the budget alert
     # names its group and the queued nodes are on its dashboard.
     ("OpenpodRemediationBudgetExhausted", "OpenpodNodePendingReboot|OpenpodNodePendingReplacement", []),
-    # A crash-looping job is also blind, slow and behind on checkpoints: say it once.
+    # A crash-looping job is also blind, slow and behind on checkpoints: say it once. (Not its JobHung, a
+    # critical, when it loops past step 1: both go in the job's one notification.)
     ("OpenpodJobCrashLooping", "OpenpodJobMetricsDown|OpenpodGoodputBelowTarget|OpenpodCheckpointTooOld"
-     "|OpenpodJobHung|OpenpodStepTimeRegression", JOB),
+     "|OpenpodStepTimeRegression", JOB),
     # An inactive ClusterQueue explains its stalled and starving queue.
     ("OpenpodClusterQueueInactive", "OpenpodTeamQueueStalled|OpenpodTeamQueueStarving"
      "|OpenpodTeamStarvedUnderQuota|OpenpodWorkloadsEvictedRepeatedly", ["cluster_queue"]),
@@ -62,9 +73,21 @@ INHIBIT = [
     ("OpenpodPlatformPodCrashLooping", "OpenpodPlatformDeploymentUnavailable|OpenpodScrapeTargetDown",
      ["namespace"], (MANAGERS,)),
     ("OpenpodPlatformDeploymentUnavailable", "OpenpodScrapeTargetDown", ["namespace"]),
-    # Without the controller nothing is remediated: one page for it, not one per waiting node.
-    ("OpenpodRemediationControllerDown", "OpenpodNodePendingReboot|OpenpodNodePendingReplacement"
-     "|OpenpodRemediationStuck|OpenpodRemediationLeaderless", []),
+    # Without the controller (down, or no pod scheduled: its scrape job absent) nothing is remediated: one page
+    # for it, not one per waiting node; and its own Deployment short or pod crash-looping is that same outage.
+    # Its alerts carry only the scrape job, so those targets are held to the controller's own objects by name.
+    *((src, "OpenpodNodePendingReboot|OpenpodNodePendingReplacement|OpenpodRemediationStuck"
+       "|OpenpodRemediationLeaderless", [], more) for src, more in _REMEDIATION_GONE),
+    *((src, "OpenpodPlatformDeploymentUnavailable", [], more,
+       (f'namespace="{OPENPOD_NAMESPACE}"', f'deployment="{REMEDIATION_DEPLOYMENT}"'))
+      for src, more in _REMEDIATION_GONE),
+    *((src, "OpenpodPlatformPodCrashLooping", [], more,
+       (f'namespace="{OPENPOD_NAMESPACE}"', f'pod=~"{REMEDIATION_DEPLOYMENT}-.+"')) for src, more in _REMEDIATION_GONE),
+    # Without a leader nothing is remediated either (the controller is up, so the alert above stays off).
+    ("OpenpodRemediationLeaderless", "OpenpodNodePendingReboot|OpenpodNodePendingReplacement", []),
+    # The node agent's DaemonSet short of nodes: the nodes without an agent are that one incident (both warnings).
+    ("OpenpodPlatformDaemonSetUnavailable", "OpenpodNodeAgentMissing", [],
+     (f'namespace="{OPENPOD_NAMESPACE}"', f'daemonset=~"{AGENT_DAEMONSETS}"')),
 ]
 
 
@@ -113,14 +136,21 @@ def inhibited_by(alertname: str) -> list[str]:
     """The alerts that silence ``alertname`` (with the labels they must share)."""
     import re
 
-    return [(f"{src} (same {', '.join(eq)})" if eq else src) + "".join(f" ({m})" for extra in more for m in extra)
-            for src, targets, eq, *more in INHIBIT if re.fullmatch(targets, alertname)]
+    return [(f"{src} (same {', '.join(eq)})" if eq else src) + "".join(f" ({m})" for m in src_m)
+            + "".join(f" (if {m})" for m in tgt_m)
+            for src, targets, eq, src_m, tgt_m in map(expanded, INHIBIT) if re.fullmatch(targets, alertname)]
+
+
+def expanded(rule: tuple) -> tuple:
+    """An INHIBIT entry with its optional source and target matchers filled in: (src, targets, equal, src_m, tgt_m)."""
+    src, targets, equal, *more = rule
+    return (src, targets, equal, *(tuple(more) + ((), ()))[:2])
 
 
 def inhibit_rules() -> list[dict]:
-    return [{"source_matchers": [f'alertname="{src}"', *(more[0] if more else ())],
-             "target_matchers": [f'alertname=~"{targets}"'], "equal": list(equal)}
-            for src, targets, equal, *more in INHIBIT]
+    return [{"source_matchers": [f'alertname="{src}"', *src_m],
+             "target_matchers": [f'alertname=~"{targets}"', *tgt_m], "equal": list(equal)}
+            for src, targets, equal, src_m, tgt_m in map(expanded, INHIBIT)]
 
 
 def alertmanager_config(receivers: dict[str, dict], page_timing: dict | None = None) -> dict:
