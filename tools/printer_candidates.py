@@ -7,9 +7,9 @@ Reads each file at TAG (``git show``; a bare mirror is enough), or as it is unde
 finds error-level printer calls (NVIDIA's NV_PRINTF LEVEL_ERROR, NV_DEV_PRINTF / nv_printf NV_DBG_ERRORS,
 NV_ASSERT_FAILED, portDbgPrintf; the NVSwitch driver's NVSWITCH_PRINT_SXID(_NO_BBX) and nvswitch_os_print at
 NVSWITCH_DBG_LEVEL_ERROR - its NVSWITCH_PRINT is compiled out of release builds; UVM's UVM_ERR_PRINT_ALWAYS(_RL) -
-its UVM_ERR_PRINT prints only with uvm_debug_prints=1; Linux pr_/dev_/pci_/netdev_/netif_/ibdev_ err / crit / alert / emerg (plain,
-_ratelimited, _once), xfs_alert / xfs_crit / xfs_emerg / xfs_err, printk and ext4_msg at KERN_ERR and above or at a
-caller's ``pfx`` / ``newpfx`` (cper.c: GHES passes the record's level in it), panic and mce_panic; with ``--level
+its UVM_ERR_PRINT prints only with uvm_debug_prints=1; Linux pr_/dev_/pci_/netdev_/netif_/ibdev_ err / crit / alert /
+emerg (plain, _ratelimited, _once), xfs_alert / xfs_crit / xfs_emerg / xfs_err, printk and ext4_msg at KERN_ERR and
+above or at a caller's ``pfx`` / ``newpfx`` (cper.c: GHES passes the record's level in it), panic and mce_panic; with ``--level
 warning`` the warning-level ones instead: NV_PRINTF LEVEL_WARNING, pr_/dev_/pci_/netdev_/netif_/ibdev_warn, xfs_warn,
 ext4_warning, printk / ext4_msg at KERN_WARNING, WARN() / WARN_ONCE() / WARN_RATELIMIT()'s format), joins the string
 literals of the call into its format, keeps those whose format matches ``--grep`` (default: failure words), and
@@ -53,7 +53,8 @@ WARN_CALL = re.compile(r"(?<![\w.>])(NV_PRINTF|NV_DEV_PRINTF|nv_printf|nvswitch_
                        r"|printk(?:_ratelimited|_once)?"
                        r"|WARN(?:_ONCE|_RATELIMIT)?)\s*\(")
 WARN_LEVEL = re.compile(r"LEVEL_WARNING|NV_DBG_WARNINGS|NVSWITCH_DBG_LEVEL_WARN|KERN_WARNING")
-NEEDS_LEVEL = {"NV_PRINTF", "NV_DEV_PRINTF", "nv_printf", "nvswitch_os_print", "printk", "printk_ratelimited", "printk_once", "ext4_msg"}
+NEEDS_LEVEL = {"NV_PRINTF", "NV_DEV_PRINTF", "nv_printf", "nvswitch_os_print", "printk", "printk_ratelimited",
+               "printk_once", "ext4_msg"}
 LEVELS = {"error": (CALL, LEVEL), "warning": (WARN_CALL, WARN_LEVEL)}
 LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
 # a printf conversion (the kernel's %p extensions take one letter: %pS, %pV, %pe), so "%serror_type" keeps its text
