@@ -79,4 +79,11 @@ NVIDIA_DRIVER_RULES: tuple[Rule, ...] = (
          r"|Failed to recover from uncontained NVLINK error\. Triggering Degraded Mode)",
          "gpu-nvlink-degraded", S.CRITICAL, A.REBOOT, "NVIDIA driver (open-gpu-kernel-modules kernel_nvlinkstate.c, "
          "kernel_nvlink.c)", "no NVLink P2P for this GPU until a reset; repeated -> replacement"),
+    # UVM's global fatal error (R570+): nvidia-uvm's uvm_global_set_fatal_error reports it to RM, whose
+    # nvGpuOpsReportFatalError (rmapi/nv_gpu_ops.c) prints this and sets sysSetRecoveryRebootRequired; nvidia-uvm's
+    # own line is a UVM_ERR_PRINT, printed only with uvm_debug_prints=1.
+    Rule("gpu-uvm-fatal", "kernel-log",
+         _NV + r"(?:\w+: )?uvm encountered global fatal error 0x[0-9a-fA-F]+, requiring os reboot to recover",
+         "gpu-uvm-fatal", S.CRITICAL, A.REBOOT, "NVIDIA driver (open-gpu-kernel-modules rmapi/nv_gpu_ops.c)",
+         "nvidia-uvm stopped on a fatal error; every later UVM call fails until the node reboots"),
 )
