@@ -63,11 +63,13 @@ NVIDIA_DRIVER_RULES: tuple[Rule, ...] = (
          r"needs to be reset)",
          "gpu-firmware-timeout", S.CRITICAL, A.REBOOT, GPU_INIT,
          "the GPU's GSP/FSP firmware or engines stopped answering; the driver asks for a reset"),
-    # GPU lost without an Xid.
+    # GPU lost without an Xid; Hopper/Blackwell's SEC_FAULT lockdown (gpuHandleSecFault_*, LEVEL_FATAL): the GPU answers
+    # only dummy values until reset and RM takes it down (osHandleGpuLost); its Xid 110 needs a fault bit set.
     Rule("gpu-fallen-off-bus", "kernel-log",
          r"NVRM: (?:GPU (?P<device>[0-9A-Fa-f:.]+): GPU has fallen off the bus"
          r"|(?:The NVIDIA GPU (?P<xdev>[0-9A-Fa-f:.]+) .*)?fallen off the bus and is not responding to commands)"
-         r"|" + _NV + r"\w+: Timeout (?:polling GPU back on bus|GPU not back on the bus after)",
+         r"|" + _NV + r"\w+: Timeout (?:polling GPU back on bus|GPU not back on the bus after)"
+         r"|" + _NV + r"\w+: SEC_FAULT lockdown detected\. This is fatal\. RM will now shut down",
          "gpu-fell-off-bus", S.CRITICAL, A.REBOOT, "NVIDIA driver (open-gpu-kernel-modules nv_printf)",
          "same fault as Xid 79 (RESTART_BM), printed even when no Xid is (probe, a reset the GPU did not come back "
          "from); repeated -> replacement"),

@@ -4,22 +4,23 @@
     python tools/printer_candidates.py --dir SOURCE_DIR PATH... [--grep REGEX] [--csv OUT] [--level warning]
 
 Reads each file at TAG (``git show``; a bare mirror is enough), or as it is under SOURCE_DIR (an unpacked tarball),
-finds error-level printer calls (NVIDIA's NV_PRINTF LEVEL_ERROR, NV_DEV_PRINTF / nv_printf NV_DBG_ERRORS,
-NV_ASSERT_FAILED, portDbgPrintf; the NVSwitch driver's NVSWITCH_PRINT_SXID(_NO_BBX) and nvswitch_os_print at
-NVSWITCH_DBG_LEVEL_ERROR - its NVSWITCH_PRINT is compiled out of release builds; UVM's UVM_ERR_PRINT_ALWAYS(_RL) - its
-UVM_ERR_PRINT prints only with uvm_debug_prints=1; Linux pr_/dev_/pci_/netdev_/netif_/ibdev_ err / crit / alert /
-emerg (plain, _ratelimited, _once), xfs_alert / xfs_crit / xfs_emerg / xfs_err, printk and ext4_msg at KERN_ERR and
-above or at a caller's ``pfx`` / ``newpfx`` (cper.c: GHES passes the record's level in it), panic and mce_panic; with
-``--level warning`` the warning-level ones instead: NV_PRINTF LEVEL_WARNING, pr_/dev_/pci_/netdev_/netif_/ibdev_warn,
-xfs_warn, ext4_warning, printk / ext4_msg at KERN_WARNING, WARN() / WARN_ONCE() / WARN_RATELIMIT()'s format), joins
-the string literals of the call into its format, keeps those whose format matches ``--grep`` (default: failure words),
-and prints one CSV row each: path, line, call, format, catalog row ids whose format contains it, and the engine's
-verdict. A candidate a row holds is rendered from its own format (``printers.record``: the row's prefix before it, the
-row's record lines and ``bind`` where the conversions line up, random variable parts) and fed through the live engine
-(node_agent.kernel_engine) as a /dev/kmsg record and as a dmesg line, four seeds each: "ok" when a holding row's rule
-classifies it (for a "-" row: no acting rule), else "<row>=<rule the engine gave, or none>". The summary line gives
-candidates / held by a catalog row / classified by the engine as the row says. A new driver branch or kernel is then a
-diff of this list, not a hunt for log lines.
+finds error-level printer calls (NVIDIA's NV_PRINTF LEVEL_ERROR and LEVEL_FATAL, NV_DEV_PRINTF / nv_printf
+NV_DBG_ERRORS, NV_ASSERT_FAILED, portDbgPrintf; the NVSwitch driver's NVSWITCH_PRINT_SXID(_NO_BBX) and
+nvswitch_os_print at NVSWITCH_DBG_LEVEL_ERROR - its NVSWITCH_PRINT is compiled out of release builds; UVM's
+UVM_ERR_PRINT_ALWAYS(_RL) - its UVM_ERR_PRINT prints only with uvm_debug_prints=1; Linux
+pr_/dev_/pci_/netdev_/netif_/ibdev_ err / crit / alert / emerg (plain, _ratelimited, _once), xfs_alert / xfs_crit /
+xfs_emerg / xfs_err, printk and ext4_msg at KERN_ERR and above or at a caller's ``pfx`` / ``newpfx`` (cper.c: GHES
+passes the record's level in it), panic and mce_panic; with ``--level warning`` the warning-level ones instead:
+NV_PRINTF LEVEL_WARNING, pr_/dev_/pci_/netdev_/netif_/ibdev_warn, xfs_warn, ext4_warning, printk / ext4_msg at
+KERN_WARNING, WARN() / WARN_ONCE() / WARN_RATELIMIT()'s format), joins the string literals of the call into its
+format, keeps those whose format matches ``--grep`` (default: failure words), and prints one CSV row each: path, line,
+call, format, catalog row ids whose format contains it, and the engine's verdict. A candidate a row holds is rendered
+from its own format (``printers.record``: the row's prefix before it, the row's record lines and ``bind`` where the
+conversions line up, random variable parts) and fed through the live engine (node_agent.kernel_engine) as a /dev/kmsg
+record and as a dmesg line, four seeds each: "ok" when a holding row's rule classifies it (for a "-" row: no acting
+rule), else "<row>=<rule the engine gave, or none>". The summary line gives candidates / held by a catalog row /
+classified by the engine as the row says. A new driver branch or kernel is then a diff of this list, not a hunt for
+log lines.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ CALL = re.compile(r"(?<![\w.>])(NV_PRINTF|NV_DEV_PRINTF|nv_printf|NV_ASSERT_FAIL
                   r"|NVSWITCH_PRINT_SXID(?:_NO_BBX)?|nvswitch_os_print|UVM_ERR_PRINT_ALWAYS(?:_RL)?"
                   r"|(?:pr|dev|pci|netdev|netif|ibdev)_(?:err|crit|alert|emerg)(?:_ratelimited|_once)?"
                   r"|xfs_(?:alert|crit|emerg|err)(?:_tag)?|ext4_msg|printk|panic|mce_panic)\s*\(")
-LEVEL = re.compile(r"LEVEL_ERROR|NV_DBG_ERRORS|NVSWITCH_DBG_LEVEL_ERROR|KERN_(?:ERR|CRIT|ALERT|EMERG)|HW_ERR"
+LEVEL = re.compile(r"LEVEL_(?:ERROR|FATAL)|NV_DBG_ERRORS|NVSWITCH_DBG_LEVEL_ERROR|KERN_(?:ERR|CRIT|ALERT|EMERG)|HW_ERR"
                    r"|\b(?:new)?pfx\b")
 # --level warning: the warning-level printers (pr_/dev_/pci_/netdev_/netif_/ibdev_warn, xfs_warn, ext4_warning,
 # printk / ext4_msg at KERN_WARNING, NV_PRINTF LEVEL_WARNING, WARN() / WARN_ONCE() / WARN_RATELIMIT()'s format)
