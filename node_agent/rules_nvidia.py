@@ -87,5 +87,5 @@ NVIDIA_DRIVER_RULES: tuple[Rule, ...] = (
     Rule("gpu-uvm-fatal", "kernel-log",
          _NV + r"(?:\w+: )?uvm encountered global fatal error 0x[0-9a-fA-F]+, requiring os reboot to recover",
          "gpu-uvm-fatal", S.CRITICAL, A.REBOOT, "NVIDIA driver (open-gpu-kernel-modules rmapi/nv_gpu_ops.c)",
-         "nvidia-uvm stopped on a fatal error; every later UVM call fails until the node reboots"),
+         "nvidia-uvm stopped on a fatal error; /dev/nvidia-uvm cannot be opened (no new CUDA process) until a reboot"),
 )
