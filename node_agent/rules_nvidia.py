@@ -63,11 +63,13 @@ NVIDIA_DRIVER_RULES: tuple[Rule, ...] = (
          r"needs to be reset)",
          "gpu-firmware-timeout", S.CRITICAL, A.REBOOT, GPU_INIT,
          "the GPU's GSP/FSP firmware or engines stopped answering; the driver asks for a reset"),
-    # GPU lost without an Xid.
+    # GPU lost without an Xid; Hopper/Blackwell's SEC_FAULT lockdown (gpuHandleSecFault_*, LEVEL_FATAL): the GPU answers
+    # only dummy values until reset and RM takes it down (osHandleGpuLost); its Xid 110 needs a fault bit set.
     Rule("gpu-fallen-off-bus", "kernel-log",
          r"NVRM: (?:GPU (?P<device>[0-9A-Fa-f:.]+): GPU has fallen off the bus"
          r"|(?:The NVIDIA GPU (?P<xdev>[0-9A-Fa-f:.]+) .*)?fallen off the bus and is not responding to commands)"
-         r"|" + _NV + r"\w+: Timeout (?:polling GPU back on bus|GPU not back on the bus after)",
+         r"|" + _NV + r"\w+: Timeout (?:polling GPU back on bus|GPU not back on the bus after)"
+         r"|" + _NV + r"\w+: SEC_FAULT lockdown detected\. This is fatal\. RM will now shut down",
          "gpu-fell-off-bus", S.CRITICAL, A.REBOOT, "NVIDIA driver (open-gpu-kernel-modules nv_printf)",
          "same fault as Xid 79 (RESTART_BM), printed even when no Xid is (probe, a reset the GPU did not come back "
          "from); repeated -> replacement"),
@@ -79,4 +81,11 @@ NVIDIA_DRIVER_RULES: tuple[Rule, ...] = (
          r"|Failed to recover from uncontained NVLINK error\. Triggering Degraded Mode)",
          "gpu-nvlink-degraded", S.CRITICAL, A.REBOOT, "NVIDIA driver (open-gpu-kernel-modules kernel_nvlinkstate.c, "
          "kernel_nvlink.c)", "no NVLink P2P for this GPU until a reset; repeated -> replacement"),
+    # UVM's global fatal error (R570+): nvidia-uvm's uvm_global_set_fatal_error reports it to RM, whose
+    # nvGpuOpsReportFatalError (rmapi/nv_gpu_ops.c) prints this and sets sysSetRecoveryRebootRequired; nvidia-uvm's
+    # own line is a UVM_ERR_PRINT, printed only with uvm_debug_prints=1.
+    Rule("gpu-uvm-fatal", "kernel-log",
+         _NV + r"(?:\w+: )?uvm encountered global fatal error 0x[0-9a-fA-F]+, requiring os reboot to recover",
+         "gpu-uvm-fatal", S.CRITICAL, A.REBOOT, "NVIDIA driver (open-gpu-kernel-modules rmapi/nv_gpu_ops.c)",
+         "nvidia-uvm stopped on a fatal error; /dev/nvidia-uvm cannot be opened (no new CUDA process) until a reboot"),
 )

@@ -4,20 +4,23 @@
     python tools/printer_candidates.py --dir SOURCE_DIR PATH... [--grep REGEX] [--csv OUT] [--level warning]
 
 Reads each file at TAG (``git show``; a bare mirror is enough), or as it is under SOURCE_DIR (an unpacked tarball),
-finds error-level printer calls (NVIDIA's NV_PRINTF LEVEL_ERROR, NV_DEV_PRINTF / nv_printf NV_DBG_ERRORS,
-NV_ASSERT_FAILED, portDbgPrintf; Linux pr_/dev_/pci_/netdev_/netif_/ibdev_ err / crit / alert / emerg (plain,
-_ratelimited, _once), xfs_alert / xfs_crit / xfs_emerg / xfs_err, printk and ext4_msg at KERN_ERR and above or at a
-caller's ``pfx`` / ``newpfx`` (cper.c: GHES passes the record's level in it), panic and mce_panic; with ``--level
-warning`` the warning-level ones instead: NV_PRINTF LEVEL_WARNING, pr_/dev_/pci_/netdev_/netif_/ibdev_warn, xfs_warn,
-ext4_warning, printk / ext4_msg at KERN_WARNING, WARN() / WARN_ONCE() / WARN_RATELIMIT()'s format), joins the string
-literals of the call into its format, keeps those whose format matches ``--grep`` (default: failure words), and
-prints one CSV row each: path, line, call, format, catalog row ids whose format contains it, and the engine's
-verdict. A candidate a row holds is rendered from its own format (``printers.record``: the row's prefix before it,
-the row's record lines and ``bind`` where the conversions line up, random variable parts) and fed through the live
-engine (node_agent.kernel_engine) as a /dev/kmsg record and as a dmesg line, four seeds each: "ok" when a holding
-row's rule classifies it (for a "-" row: no acting rule), else "<row>=<rule the engine gave, or none>". The summary
-line gives candidates / held by a catalog row / classified by the engine as the row says. A new driver branch or
-kernel is then a diff of this list, not a hunt for log lines.
+finds error-level printer calls (NVIDIA's NV_PRINTF LEVEL_ERROR and LEVEL_FATAL, NV_DEV_PRINTF / nv_printf
+NV_DBG_ERRORS, NV_ASSERT_FAILED, portDbgPrintf; the NVSwitch driver's NVSWITCH_PRINT_SXID(_NO_BBX) and
+nvswitch_os_print at NVSWITCH_DBG_LEVEL_ERROR - its NVSWITCH_PRINT is compiled out of release builds; UVM's
+UVM_ERR_PRINT_ALWAYS(_RL) - its UVM_ERR_PRINT prints only with uvm_debug_prints=1; Linux
+pr_/dev_/pci_/netdev_/netif_/ibdev_ err / crit / alert / emerg (plain, _ratelimited, _once), xfs_alert / xfs_crit /
+xfs_emerg / xfs_err, printk and ext4_msg at KERN_ERR and above or at a caller's ``pfx`` / ``newpfx`` (cper.c: GHES
+passes the record's level in it), panic and mce_panic; with ``--level warning`` the warning-level ones instead:
+NV_PRINTF LEVEL_WARNING, pr_/dev_/pci_/netdev_/netif_/ibdev_warn, xfs_warn, ext4_warning, printk / ext4_msg at
+KERN_WARNING, WARN() / WARN_ONCE() / WARN_RATELIMIT()'s format), joins the string literals of the call into its
+format, keeps those whose format matches ``--grep`` (default: failure words), and prints one CSV row each: path, line,
+call, format, catalog row ids whose format contains it, and the engine's verdict. A candidate a row holds is rendered
+from its own format (``printers.record``: the row's prefix before it, the row's record lines and ``bind`` where the
+conversions line up, random variable parts) and fed through the live engine (node_agent.kernel_engine) as a /dev/kmsg
+record and as a dmesg line, four seeds each: "ok" when a holding row's rule classifies it (for a "-" row: no acting
+rule), else "<row>=<rule the engine gave, or none>". The summary line gives candidates / held by a catalog row /
+classified by the engine as the row says. A new driver branch or kernel is then a diff of this list, not a hunt for
+log lines.
 """
 
 from __future__ import annotations
@@ -38,18 +41,21 @@ from node_agent.kernel_engine import KernelLogEngine  # noqa: E402
 from node_agent.printers import PRINTERS, Printer, conversions, generalises, record  # noqa: E402
 
 CALL = re.compile(r"(?<![\w.>])(NV_PRINTF|NV_DEV_PRINTF|nv_printf|NV_ASSERT_FAILED|portDbgPrintf"
+                  r"|NVSWITCH_PRINT_SXID(?:_NO_BBX)?|nvswitch_os_print|UVM_ERR_PRINT_ALWAYS(?:_RL)?"
                   r"|(?:pr|dev|pci|netdev|netif|ibdev)_(?:err|crit|alert|emerg)(?:_ratelimited|_once)?"
                   r"|xfs_(?:alert|crit|emerg|err)(?:_tag)?|ext4_msg|printk|panic|mce_panic)\s*\(")
-LEVEL = re.compile(r"LEVEL_ERROR|NV_DBG_ERRORS|KERN_(?:ERR|CRIT|ALERT|EMERG)|HW_ERR|\b(?:new)?pfx\b")
+LEVEL = re.compile(r"LEVEL_(?:ERROR|FATAL)|NV_DBG_ERRORS|NVSWITCH_DBG_LEVEL_ERROR|KERN_(?:ERR|CRIT|ALERT|EMERG)|HW_ERR"
+                   r"|\b(?:new)?pfx\b")
 # --level warning: the warning-level printers (pr_/dev_/pci_/netdev_/netif_/ibdev_warn, xfs_warn, ext4_warning,
 # printk / ext4_msg at KERN_WARNING, NV_PRINTF LEVEL_WARNING, WARN() / WARN_ONCE() / WARN_RATELIMIT()'s format)
-WARN_CALL = re.compile(r"(?<![\w.>])(NV_PRINTF|NV_DEV_PRINTF|nv_printf"
+WARN_CALL = re.compile(r"(?<![\w.>])(NV_PRINTF|NV_DEV_PRINTF|nv_printf|nvswitch_os_print"
                        r"|(?:pr|dev|pci|netdev|netif|ibdev)_warn(?:ing)?(?:_ratelimited|_once)?"
                        r"|xfs_warn(?:_ratelimited|_once)?|ext4_warning(?:_inode)?|ext4_msg"
                        r"|printk(?:_ratelimited|_once)?"
                        r"|WARN(?:_ONCE|_RATELIMIT)?)\s*\(")
-WARN_LEVEL = re.compile(r"LEVEL_WARNING|NV_DBG_WARNINGS|KERN_WARNING")
-NEEDS_LEVEL = {"NV_PRINTF", "NV_DEV_PRINTF", "nv_printf", "printk", "printk_ratelimited", "printk_once", "ext4_msg"}
+WARN_LEVEL = re.compile(r"LEVEL_WARNING|NV_DBG_WARNINGS|NVSWITCH_DBG_LEVEL_WARN|KERN_WARNING")
+NEEDS_LEVEL = {"NV_PRINTF", "NV_DEV_PRINTF", "nv_printf", "nvswitch_os_print", "printk", "printk_ratelimited",
+               "printk_once", "ext4_msg"}
 LEVELS = {"error": (CALL, LEVEL), "warning": (WARN_CALL, WARN_LEVEL)}
 LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
 # a printf conversion (the kernel's %p extensions take one letter: %pS, %pV, %pe), so "%serror_type" keeps its text
@@ -76,15 +82,21 @@ def _as_row(fmt: str, p: Printer) -> Printer:
     if core not in p.format:
         core = _core(p.format)
     r, c = p.format.find(core), fmt.find(core)
+    prefix = ""
     if r < 0 or c < 0:
         line = fmt
     elif r >= c and p.format[r - c:r] == fmt[:c]:  # the row's text before the shared part is the candidate's
-        line = p.format[:r - c] + fmt
+        prefix = p.format[:r - c]
+        line = prefix + fmt
     else:  # a conversion of the row stands for text of the candidate: the row's prefix up to its last ": "
-        line = p.format[:p.format.rfind(": ", 0, r) + 2] + fmt.lstrip() if ": " in p.format[:r] else fmt
+        prefix = p.format[:p.format.rfind(": ", 0, r) + 2] if ": " in p.format[:r] else ""
+        line = prefix + fmt.lstrip() if prefix else fmt
     if generalises(line, p.format):
         return p
-    return replace(p, format=line, bind=p.bind if conversions(line) == conversions(p.format) else {})
+    if conversions(line) == conversions(p.format):
+        return replace(p, format=line)
+    # the bound parts of the row's prefix (an SXid line's switch name) still stand; the rest do not line up
+    return replace(p, format=line, bind={i: v for i, v in p.bind.items() if i < conversions(prefix)})
 
 
 def verdict(lines: list[str], rows: list[Printer], seeds: int = 4) -> str:

@@ -49,6 +49,40 @@ FACTS: tuple[Fact, ...] = (
         "nvstatusToString prints 'Reset required [NV_ERR_RESET_REQUIRED]' in NVRM assertion lines",
     ),
     Fact(
+        "nvidia.rm-printf-release-level",
+        "a release RM prints NV_PRINTF at LEVEL_ERROR and LEVEL_FATAL; LEVEL_WARNING and LEVEL_NOTICE only where an "
+        "NVreg_RmMsg rule forces them",
+        "NVIDIA/open-gpu-kernel-modules@570.195.03:src/nvidia/src/kernel/diagnostics/nvlog_printf.c:140 "
+        "(nvDbg_PrintMsg: debuglevel_min = LEVEL_ERROR unless DEVELOP/DEBUG/QA_BUILD; 167 if (debuglevel >= "
+        "debuglevel_min); src/nvidia/Makefile:136 -DNV_PRINTF_STRINGS_ALLOWED=1; 535.261.03: 140, 167, Makefile:130; "
+        "580.105.08: 140, 167, Makefile:137)", "2026-11-29",
+        "tools/printer_candidates.py --level warning lists NV_PRINTF LEVEL_WARNING calls, which a node's log has only "
+        "with RmMsg set",
+    ),
+    Fact(
+        "nvidia.nv-printf-default-level", "nv_printf prints NV_DBG_WARNINGS (3) and NV_DBG_ERRORS (4) by default",
+        "NVIDIA/open-gpu-kernel-modules@570.195.03:kernel-open/nvidia/os-interface.c:823 (cur_debuglevel = "
+        "0xffffffff; 842 if (debuglevel >= ((cur_debuglevel >> 4) & 0x3)); kernel-open/common/inc/os-interface.h:248 "
+        "NV_DBG_WARNINGS 0x3; 535.261.03: 775, 794; 580.105.08: 828, 847)", "2026-11-29",
+        "kernel-open's nv_printf / NV_DEV_PRINTF warnings do reach the log",
+    ),
+    Fact(
+        "nvidia.nvswitch-print-release", "NVSWITCH_PRINT is ((void)0) in release builds; NVSWITCH_PRINT_SXID always "
+        "prints (nvswitch_os_print at NVSWITCH_DBG_LEVEL_ERROR)",
+        "NVIDIA/open-gpu-kernel-modules@570.195.03:src/common/nvswitch/kernel/inc/common_nvswitch.h:116 (#else of "
+        "DEVELOP || DEBUG || NV_MODS); 158 NVSWITCH_PRINT_SXID; 535.261.03: 113, 152; 580.105.08: 116, 158)",
+        "2026-11-29", "a switch's faults reach a node's log as SXid lines only",
+    ),
+    Fact(
+        "nvidia.uvm-err-print-gated", "UVM_ERR_PRINT prints only when the uvm_debug_prints module parameter is set "
+        "(default: debug and develop builds only); UVM_ERR_PRINT_ALWAYS and UVM_INFO_PRINT always print",
+        "NVIDIA/open-gpu-kernel-modules@570.195.03:kernel-open/nvidia-uvm/uvm_common.h:95 "
+        "(UVM_PRINT_FUNC_PREFIX_CHECK); uvm_common.c:30 uvm_debug_prints = UVM_IS_DEBUG() || UVM_IS_DEVELOP(); "
+        "535.261.03: 86, 30; 580.105.08: 95, 30)", "2026-11-29",
+        "nvidia-uvm's 'Encountered a global fatal error' is not in a default log; RM's nvGpuOpsReportFatalError "
+        "line is (catalog row nv-uvm-fatal)",
+    ),
+    Fact(
         "neuron.driver-printk-ioctl", "NEURON_IOCTL_PRINTK: printk(KERN_ERR \"%s\") of a user buffer (< 512 bytes)",
         "aws-neuron/aws-neuron-driver@fca19f7:neuron_cdev.c:2003-2022 (ncdev_printk; dispatched at 2608-2609 from "
         "ncdev_misc_ioctl, taken for a device opened write-only: 50, 2647)", "2026-11-28",

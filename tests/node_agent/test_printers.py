@@ -168,3 +168,45 @@ def test_warning_level_printers_are_listed_with_level_warning(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--dir", str(tmp_path), "--level", "notice", *files])
     assert "invalid choice: 'notice'" in capsys.readouterr().err
+
+
+def test_nvswitch_uvm_and_fatal_level_printers_are_listed(tmp_path, capsys):
+    """NV_PRINTF at LEVEL_FATAL (Hopper's SEC_FAULT lockdown, held and classified), the NVSwitch driver's SXid printers (NVSWITCH_PRINT_SXID, in a macro's body too) and nvswitch_os_print at
+    the error level, and UVM's UVM_ERR_PRINT_ALWAYS, are listed; NVSWITCH_PRINT (compiled out of release builds),
+    UVM_ERR_PRINT (printed only with uvm_debug_prints=1) and nvswitch_os_print at INFO are not. The SXid
+    "Non-fatal, %s, instance=%d, chiplet=%d" printer a row holds is rendered with the row's bound switch name
+    ("nvidia-nvswitch2", the prefix both share) and classified; with the name random it was not."""
+    from tools.printer_candidates import main
+
+    files = {"src/common/nvswitch/kernel/inc/intr_nvswitch.h":
+             '    do {                                                                      \\\n'
+             '        NVSWITCH_PRINT_SXID(device, NVSWITCH_ERR ## _logenum,                  \\\n'
+             '            "Non-fatal, %s, instance=%d, chiplet=%d\\n", _str, instance, chiplet); \\\n'
+             '    } while (0)\n',
+             "src/common/nvswitch/kernel/ls10/therm_ls10.c":
+             'NVSWITCH_PRINT_SXID(device, NVSWITCH_ERR_HW_HOST_THERMAL_SHUTDOWN,\n'
+             '    "TSENSE OVERT Threshold reached. Shutting Down\\n");\n'
+             'NVSWITCH_PRINT(device, ERROR, "%s: failed to read temperature\\n", __FUNCTION__);\n'
+             'nvswitch_os_print(NVSWITCH_DBG_LEVEL_INFO, "ioctl %x failed\\n", cmd);\n',
+             "kernel-open/nvidia-uvm/uvm_gpu.c":
+             'UVM_ERR_PRINT("Failed to init GPU %s: %s\\n", name, nvstatusToString(status));\n'
+             'UVM_ERR_PRINT_ALWAYS_RL("Fatal error on channel %s\\n", name);\n',
+             "src/nvidia/src/kernel/gpu/arch/hopper/kern_gpu_gh100.c":
+             'NV_PRINTF(LEVEL_FATAL, "SEC_FAULT lockdown detected. This is fatal. "\n'
+             '                       "RM will now shut down. NV_EP_PCFG_GPU_VSEC_DEBUG_SEC: 0x%x\\n", secDebug);\n'}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert main(["--dir", str(tmp_path), *files]) == 0
+    out = capsys.readouterr()
+    rows = out.out.splitlines()[1:]
+    assert [r.split(",")[2] for r in rows] == ["NVSWITCH_PRINT_SXID", "NVSWITCH_PRINT_SXID", "UVM_ERR_PRINT_ALWAYS_RL",
+                                               "NV_PRINTF"]
+    assert ",nvswitch-sxid-nonfatal" in rows[0] and rows[0].endswith(",ok"), rows
+    assert rows[3].endswith(",nv-sec-fault,ok"), rows
+    assert "4 candidate printers" in out.err
+    # judged as the Link row alone (the chiplet row is its own format, so holds it trivially)
+    from tools.printer_candidates import verdict
+
+    link_row = [p for p in PRINTERS if p.id == "nvswitch-sxid-nonfatal"]
+    assert verdict(["Non-fatal, %s, instance=%d, chiplet=%d"], link_row) == "ok"
