@@ -311,6 +311,9 @@ METRICS += (
              "nodes running the updated daemon pod"),
     _ksm_obj("kube_pod_container_status_restarts_total", "counter", ("namespace", "pod", "uid", "container"), "pod",
              441, "restarts of the container (the kubelet's restart count)"),
+    _ksm_obj("kube_pod_info", "gauge", ("namespace", "pod", "uid", "host_ip", "pod_ip", "node", "created_by_kind",
+                                        "created_by_name", "priority_class", "host_network"), "pod", 642,
+             "1 per pod: its node (spec.nodeName, pod.go:661-662), IPs and owner"),
 )
 
 

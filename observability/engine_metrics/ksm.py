@@ -88,7 +88,8 @@ POD: tuple[EngineMetric, ...] = (
     _p("kube_pod_container_status_waiting_reason", "gauge", 566, unused=_STATE),
     _p("kube_pod_created", "gauge", 592, unused=_TIMES),
     _p("kube_pod_deletion_timestamp", "gauge", 617, unused=_TIMES),
-    _p("kube_pod_info", "gauge", 642, unused=_SPEC),
+    EngineMetric(ENGINE, "kube_pod_info", "gauge", f"{STORE}/pod.go:642",   # node: pod.go:661-662
+                 ("OpenpodPlatformPodCrashLooping",)),
     _p("kube_pod_resourceclaim_info", "gauge", 675, unused=_SPEC),
     _p("kube_pod_ips", "gauge", 731, unused=_SPEC),
     _p("kube_pod_init_container_info", "gauge", 769, unused=_SPEC),
