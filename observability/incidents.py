@@ -22,8 +22,6 @@ AGENT_POD, AGENT_CONTAINER = "node-health-agent-amd64-x2k9p", "detector"      # 
 REMEDIATION_POD = "node-remediation-7f9c6-abcde"                              # node_agent/deploy.py CONTROLLER
 
 # Why two notifications where one label cannot join them (see each incident)
-QUEUE_VS_LOCAL_QUEUE = ("the ClusterQueue's alert and its LocalQueue's oldest workload (after 4 h) share no label "
-                        "(Workloads name their LocalQueue): the team's queue owner and the platform each act")
 JOB_VS_NODE = ("the straggler names the job's rank, the finding the node: the job's owner restarts without the "
                "node, the fleet's on-call drains it; no label joins them")
 
@@ -175,23 +173,25 @@ INCIDENTS: tuple[Incident, ...] = (
       (alert("OpenpodScrapeJobAbsent", job=JOB_KUEUE, namespace=KUEUE_NAMESPACE),), ("OpenpodScrapeJobAbsent",)),
     I(("Kueue", "admission stuck"), "a team's queue admits nothing below its quota",
       (alert("OpenpodTeamQueueStalled", cluster_queue="team-f", status="active"),
-       alert("OpenpodWorkloadStarving", namespace="team-f", local_queue="default")),
-      ("OpenpodTeamQueueStalled", "OpenpodWorkloadStarving"), 2, QUEUE_VS_LOCAL_QUEUE),
+       alert("OpenpodWorkloadStarving", namespace="team-f", local_queue="default", cluster_queue="team-f")),
+      ("OpenpodTeamQueueStalled", "OpenpodWorkloadStarving")),
     I(("Kueue", "ClusterQueue inactive"), "a ClusterQueue inactive (a flavor deleted)",
       (alert("OpenpodClusterQueueInactive", cluster_queue="team-g"),
        alert("OpenpodTeamQueueStalled", cluster_queue="team-g", status="active"),
        alert("OpenpodWorkloadsInadmissible", cluster_queue="team-g", status="inadmissible"),
-       alert("OpenpodWorkloadStarving", namespace="team-g", local_queue="default")),
-      ("OpenpodClusterQueueInactive", "OpenpodWorkloadsInadmissible", "OpenpodWorkloadStarving"), 2,
-      QUEUE_VS_LOCAL_QUEUE),
+       alert("OpenpodWorkloadStarving", namespace="team-g", local_queue="default", cluster_queue="team-g")),
+      ("OpenpodClusterQueueInactive", "OpenpodWorkloadsInadmissible")),
     I(("Kueue", "a workload starved"), "a large workload passed by small ones",
-      (alert("OpenpodWorkloadStarving", namespace="team-h", local_queue="big"),), ("OpenpodWorkloadStarving",)),
+      (alert("OpenpodWorkloadStarving", namespace="team-h", local_queue="big", cluster_queue="team-h"),),
+      ("OpenpodWorkloadStarving",)),
+    I(("Kueue", "a workload starved"), "a workload waits on a LocalQueue that does not exist (no ClusterQueue joined)",
+      (alert("OpenpodWorkloadStarving", namespace="team-h", local_queue="typo"),), ("OpenpodWorkloadStarving",)),
     I(("Kueue", "a workload starved"), "a team's queue starving (no Workload data)",
       (alert("OpenpodTeamQueueStarving", cluster_queue="team-h"),), ("OpenpodTeamQueueStarving",)),
     I(("Kueue", "lent quota"), "lent quota not returned",
       (alert("OpenpodTeamStarvedUnderQuota", cohort="all", cluster_queue="team-i", resource="nvidia.com/gpu"),
-       alert("OpenpodWorkloadStarving", namespace="team-i", local_queue="default")),
-      ("OpenpodTeamStarvedUnderQuota", "OpenpodWorkloadStarving"), 2, QUEUE_VS_LOCAL_QUEUE),
+       alert("OpenpodWorkloadStarving", namespace="team-i", local_queue="default", cluster_queue="team-i")),
+      ("OpenpodTeamStarvedUnderQuota", "OpenpodWorkloadStarving")),
     I(("Kueue", "workloads larger"), "a workload larger than any quota",
       (alert("OpenpodWorkloadsInadmissible", cluster_queue="team-j", status="inadmissible"),),
       ("OpenpodWorkloadsInadmissible",), 0, "info: the dashboard, no notification"),

@@ -281,6 +281,9 @@ METRICS += (
            ("namespace", "workload", "local_queue", "type"), JOB_KSM,
            "platform_constructs/exporters.py (KUEUE_WORKLOAD_STATE)",
            "kube-state-metrics custom resource state: Unix time the Workload's condition last changed"),
+    Metric("openpod_kueue_localqueue_info", "gauge", "1", ("namespace", "local_queue", "cluster_queue"), JOB_KSM,
+           "platform_constructs/exporters.py (KUEUE_WORKLOAD_STATE)",
+           "kube-state-metrics custom resource state: 1 per LocalQueue, labelled with its ClusterQueue"),
 )
 
 

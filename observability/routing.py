@@ -51,9 +51,10 @@ INHIBIT = [
     # critical, when it loops past step 1: both go in the job's one notification.)
     ("OpenpodJobCrashLooping", "OpenpodJobMetricsDown|OpenpodGoodputBelowTarget|OpenpodCheckpointTooOld"
      "|OpenpodStepTimeRegression", JOB),
-    # An inactive ClusterQueue explains its stalled and starving queue.
+    # An inactive ClusterQueue explains its stalled and starving queue, and its LocalQueues' oldest workloads (their
+    # alert carries the ClusterQueue where the LocalQueue's series gives it; one without it is not silenced).
     ("OpenpodClusterQueueInactive", "OpenpodTeamQueueStalled|OpenpodTeamQueueStarving"
-     "|OpenpodTeamStarvedUnderQuota|OpenpodWorkloadsEvictedRepeatedly", ["cluster_queue"]),
+     "|OpenpodTeamStarvedUnderQuota|OpenpodWorkloadsEvictedRepeatedly|OpenpodWorkloadStarving", ["cluster_queue"]),
     # A hung job also misses its goodput, step-time and checkpoint objectives: say it once.
     ("OpenpodJobHung", "OpenpodStepTimeRegression|OpenpodGoodputBelowTarget|OpenpodTrainingStraggler"
      "|OpenpodCheckpointTooOld", JOB),

@@ -191,6 +191,7 @@ CUSTOM_RESOURCE_STATE: tuple[EngineMetric, ...] = (
     _crs("openpod_kueue_workload_created_timestamp_seconds", ("OpenpodTeamQueueStarving", "OpenpodWorkloadStarving")),
     _crs("openpod_kueue_workload_condition", ("OpenpodWorkloadStarving",)),
     _crs("openpod_kueue_workload_condition_transition_timestamp_seconds", ("OpenpodWorkloadStarving",)),
+    EngineMetric(ENGINE, "openpod_kueue_localqueue_info", "gauge", OURS, ("OpenpodWorkloadStarving",)),
 )
 
 ROWS = NODE + POD + DEPLOYMENT + DAEMONSET + STATEFULSET + CUSTOM_RESOURCE_STATE

@@ -24,8 +24,10 @@ from tests.observability.conftest import stop_process
 from tests.observability.test_alerting_end_to_end import _daemon, _ready
 
 RULES = {a.name: a for a in alerts(AlertThresholds())}
-# their `about` is the union of their branches' (the crash loop's node only where kube_pod_info joins it)
-PARTIAL = {"OpenpodScrapeTargetDown", "OpenpodScrapeJobAbsent", "OpenpodPlatformPodCrashLooping"}
+# their `about` is the union of their branches' (the crash loop's node only where kube_pod_info joins it, the
+# starving workload's cluster_queue only where its LocalQueue's series does)
+PARTIAL = {"OpenpodScrapeTargetDown", "OpenpodScrapeJobAbsent", "OpenpodPlatformPodCrashLooping",
+           "OpenpodWorkloadStarving"}
 
 
 def _labels(alert: dict) -> dict:
@@ -133,7 +135,8 @@ def test_every_incident_pages_as_the_table_says(alertmanager):
     its Deployment, each waiting node), a leaderless controller once more per waiting node, the node agent's
     DaemonSet short of nodes once more per node without an agent; and a job crash-looping past step 1 lost its
     critical JobHung to the warning JobCrashLooping; a node's dcgm-exporter or agent crash-looping paged twice (the
-    crash loop without the pod's node, the node's exporter or agent down)."""
+    crash loop without the pod's node, the node's exporter or agent down); a team's queue stalled, inactive or
+    starved under its quota paged twice after 4 h (its LocalQueue's oldest workload without its ClusterQueue)."""
     wrong = [w for w in (_run(alertmanager, i) for i in INCIDENTS) if w]
     assert not wrong, "\n".join(wrong)
 
