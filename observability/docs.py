@@ -180,8 +180,9 @@ def observability_md() -> str:
         "measured time and a slow rank stands out less (per-rank kernel timing would lift it).",
         "- `runbook_url` annotations are paths relative to the repository (`docs/runbooks.md#<alert>`); "
         "prefix them with the repository's address in a notification template.",
-        "- `openpod_kueue_workload_*` needs kube-state-metrics' custom resource state (on by default here); "
-        "with it off, `OpenpodWorkloadStarving` stays silent.",
+        "- `openpod_kueue_workload_*` and `openpod_kueue_localqueue_info` need kube-state-metrics' custom resource "
+        "state (on by default here); with it off, `OpenpodWorkloadStarving` stays silent. Its ClusterQueue comes "
+        "from the LocalQueue's series: a workload naming a LocalQueue that does not exist pages by LocalQueue.",
         "- node exporter, kube-state-metrics and (with NVIDIA groups) the DCGM exporter are deployed as pinned "
         "charts (platform_constructs/exporters.py); the Neuron monitor (with Trainium groups) is our own DaemonSet "
         "from AWS's manifest (platform_constructs/neuron_monitor.py: the chart's template drops pod annotations). "

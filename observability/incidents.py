@@ -22,11 +22,6 @@ AGENT_POD, AGENT_CONTAINER = "node-health-agent-amd64-x2k9p", "detector"      # 
 REMEDIATION_POD = "node-remediation-7f9c6-abcde"                              # node_agent/deploy.py CONTROLLER
 
 # Why two notifications where one label cannot join them (see each incident)
-NO_NODE_ON_CRASH_LOOP = ("the crash loop names the pod (kube-state-metrics' restarts carry no node), the down "
-                         "alert the node: no label joins them, and a crash loop held to every node would hide "
-                         "another node's outage")
-QUEUE_VS_LOCAL_QUEUE = ("the ClusterQueue's alert and its LocalQueue's oldest workload (after 4 h) share no label "
-                        "(Workloads name their LocalQueue): the team's queue owner and the platform each act")
 JOB_VS_NODE = ("the straggler names the job's rank, the finding the node: the job's owner restarts without the "
                "node, the fleet's on-call drains it; no label joins them")
 
@@ -57,7 +52,7 @@ def _job(alertname: str, ns: str, job: str, **more: str) -> dict:
 
 
 def _manager_down(ns: str, deployment: str, job: str, pod: str) -> tuple[dict, ...]:
-    return (alert("OpenpodPlatformPodCrashLooping", namespace=ns, pod=pod, container="manager"),
+    return (alert("OpenpodPlatformPodCrashLooping", namespace=ns, pod=pod, container="manager", node="sys-m"),
             alert("OpenpodScrapeTargetDown", job=job, namespace=ns),
             alert("OpenpodPlatformDeploymentUnavailable", namespace=ns, deployment=deployment))
 
@@ -178,23 +173,25 @@ INCIDENTS: tuple[Incident, ...] = (
       (alert("OpenpodScrapeJobAbsent", job=JOB_KUEUE, namespace=KUEUE_NAMESPACE),), ("OpenpodScrapeJobAbsent",)),
     I(("Kueue", "admission stuck"), "a team's queue admits nothing below its quota",
       (alert("OpenpodTeamQueueStalled", cluster_queue="team-f", status="active"),
-       alert("OpenpodWorkloadStarving", namespace="team-f", local_queue="default")),
-      ("OpenpodTeamQueueStalled", "OpenpodWorkloadStarving"), 2, QUEUE_VS_LOCAL_QUEUE),
+       alert("OpenpodWorkloadStarving", namespace="team-f", local_queue="default", cluster_queue="team-f")),
+      ("OpenpodTeamQueueStalled", "OpenpodWorkloadStarving")),
     I(("Kueue", "ClusterQueue inactive"), "a ClusterQueue inactive (a flavor deleted)",
       (alert("OpenpodClusterQueueInactive", cluster_queue="team-g"),
        alert("OpenpodTeamQueueStalled", cluster_queue="team-g", status="active"),
        alert("OpenpodWorkloadsInadmissible", cluster_queue="team-g", status="inadmissible"),
-       alert("OpenpodWorkloadStarving", namespace="team-g", local_queue="default")),
-      ("OpenpodClusterQueueInactive", "OpenpodWorkloadsInadmissible", "OpenpodWorkloadStarving"), 2,
-      QUEUE_VS_LOCAL_QUEUE),
+       alert("OpenpodWorkloadStarving", namespace="team-g", local_queue="default", cluster_queue="team-g")),
+      ("OpenpodClusterQueueInactive", "OpenpodWorkloadsInadmissible")),
     I(("Kueue", "a workload starved"), "a large workload passed by small ones",
-      (alert("OpenpodWorkloadStarving", namespace="team-h", local_queue="big"),), ("OpenpodWorkloadStarving",)),
+      (alert("OpenpodWorkloadStarving", namespace="team-h", local_queue="big", cluster_queue="team-h"),),
+      ("OpenpodWorkloadStarving",)),
+    I(("Kueue", "a workload starved"), "a workload waits on a LocalQueue that does not exist (no ClusterQueue joined)",
+      (alert("OpenpodWorkloadStarving", namespace="team-h", local_queue="typo"),), ("OpenpodWorkloadStarving",)),
     I(("Kueue", "a workload starved"), "a team's queue starving (no Workload data)",
       (alert("OpenpodTeamQueueStarving", cluster_queue="team-h"),), ("OpenpodTeamQueueStarving",)),
     I(("Kueue", "lent quota"), "lent quota not returned",
       (alert("OpenpodTeamStarvedUnderQuota", cohort="all", cluster_queue="team-i", resource="nvidia.com/gpu"),
-       alert("OpenpodWorkloadStarving", namespace="team-i", local_queue="default")),
-      ("OpenpodTeamStarvedUnderQuota", "OpenpodWorkloadStarving"), 2, QUEUE_VS_LOCAL_QUEUE),
+       alert("OpenpodWorkloadStarving", namespace="team-i", local_queue="default", cluster_queue="team-i")),
+      ("OpenpodTeamStarvedUnderQuota", "OpenpodWorkloadStarving")),
     I(("Kueue", "workloads larger"), "a workload larger than any quota",
       (alert("OpenpodWorkloadsInadmissible", cluster_queue="team-j", status="inadmissible"),),
       ("OpenpodWorkloadsInadmissible",), 0, "info: the dashboard, no notification"),
@@ -237,9 +234,12 @@ INCIDENTS: tuple[Incident, ...] = (
        alert("OpenpodNodeAgentMissing", node="ds-a"), alert("OpenpodNodeAgentMissing", node="ds-b")),
       ("OpenpodPlatformDaemonSetUnavailable",)),
     I(("platform workloads", "a container"), "a node's dcgm-exporter crash-loops",
-      (alert("OpenpodPlatformPodCrashLooping", namespace=MONITORING_NAMESPACE, pod="dcgm-exporter-q7w", container="exporter"),
-       alert("OpenpodScrapeTargetDown", job=JOB_DCGM, node="gpu-j")),
-      ("OpenpodPlatformPodCrashLooping", "OpenpodScrapeTargetDown"), 2, NO_NODE_ON_CRASH_LOOP),
+      (alert("OpenpodPlatformPodCrashLooping", namespace=MONITORING_NAMESPACE, pod="dcgm-exporter-q7w",
+             container="exporter", node="gpu-j"), alert("OpenpodScrapeTargetDown", job=JOB_DCGM, node="gpu-j")),
+      ("OpenpodPlatformPodCrashLooping",)),
+    I(("platform workloads", "a container"), "a pod crash-loops without kube_pod_info (no node joined)",
+      (alert("OpenpodPlatformPodCrashLooping", namespace="kube-system", pod="nvidia-device-plugin-daemonset-p2",
+             container="nvidia-device-plugin-ctr"),), ("OpenpodPlatformPodCrashLooping",)),
     # ------------------------------------------------------------------ training job
     I(("training job", "hang"), "a hung collective", (_job("OpenpodJobHung", "team-b", "moe-2"),
       _job("OpenpodStepTimeRegression", "team-b", "moe-2"), _job("OpenpodGoodputBelowTarget", "team-b", "moe-2"),
@@ -270,13 +270,15 @@ INCIDENTS: tuple[Incident, ...] = (
       (alert("OpenpodNodeAgentCheckErroring", node="agt-c", check="gpu"),), ("OpenpodNodeAgentCheckErroring",)),
     I(("node agent", "the agent crash-loops"), "the agent crash-loops on a node",
       (alert("OpenpodNodeAgentDown", node="agt-d"),
-       alert("OpenpodPlatformPodCrashLooping", namespace=OPENPOD_NAMESPACE, pod=AGENT_POD, container=AGENT_CONTAINER)),
-      ("OpenpodNodeAgentDown", "OpenpodPlatformPodCrashLooping"), 2, NO_NODE_ON_CRASH_LOOP),
+       alert("OpenpodPlatformPodCrashLooping", namespace=OPENPOD_NAMESPACE, pod=AGENT_POD, container=AGENT_CONTAINER,
+             node="agt-d")),
+      ("OpenpodPlatformPodCrashLooping",)),
     # ------------------------------------------------------------------ remediation controller
     I(("remediation controller", "down or no leader"), "the controller crash-loops; nodes wait for it",
       (alert("OpenpodRemediationControllerDown", job="openpod-remediation"),
        alert("OpenpodPlatformDeploymentUnavailable", namespace=OPENPOD_NAMESPACE, deployment="node-remediation"),
-       alert("OpenpodPlatformPodCrashLooping", namespace=OPENPOD_NAMESPACE, pod=REMEDIATION_POD, container="controller"),
+       alert("OpenpodPlatformPodCrashLooping", namespace=OPENPOD_NAMESPACE, pod=REMEDIATION_POD, container="controller",
+             node="sys-r"),
        alert("OpenpodNodePendingReboot", node="rem-a"), alert("OpenpodNodePendingReplacement", node="rem-b")),
       ("OpenpodRemediationControllerDown",)),
     I(("remediation controller", "down or no leader"), "no replica leads; nodes wait for it",

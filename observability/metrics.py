@@ -281,6 +281,9 @@ METRICS += (
            ("namespace", "workload", "local_queue", "type"), JOB_KSM,
            "platform_constructs/exporters.py (KUEUE_WORKLOAD_STATE)",
            "kube-state-metrics custom resource state: Unix time the Workload's condition last changed"),
+    Metric("openpod_kueue_localqueue_info", "gauge", "1", ("namespace", "local_queue", "cluster_queue"), JOB_KSM,
+           "platform_constructs/exporters.py (KUEUE_WORKLOAD_STATE)",
+           "kube-state-metrics custom resource state: 1 per LocalQueue, labelled with its ClusterQueue"),
 )
 
 
@@ -311,6 +314,9 @@ METRICS += (
              "nodes running the updated daemon pod"),
     _ksm_obj("kube_pod_container_status_restarts_total", "counter", ("namespace", "pod", "uid", "container"), "pod",
              441, "restarts of the container (the kubelet's restart count)"),
+    _ksm_obj("kube_pod_info", "gauge", ("namespace", "pod", "uid", "host_ip", "pod_ip", "node", "created_by_kind",
+                                        "created_by_name", "priority_class", "host_network"), "pod", 642,
+             "1 per pod: its node (spec.nodeName, pod.go:661-662), IPs and owner"),
 )
 
 

@@ -30,6 +30,15 @@ LOGS = (f"`kubectl -n {KUEUE_NAMESPACE} logs deploy/kueue-controller-manager` (k
         f"`kubectl -n {JOBSET_NAMESPACE} logs deploy/jobset-controller` (jobset)")
 
 
+# A container's restarts with its pod's node joined from kube_pod_info (node = spec.nodeName,
+# kube-state-metrics@v2.20.0:internal/store/pod.go:661-662; both families carry namespace, pod, uid, pod.go:41):
+# on uid, so a pod name reused on another node joins its own pod; kube_pod_info's other labels (pod_ip,
+# host_ip, ...) are maxed away, one series per pod. A pod without kube_pod_info keeps its alert, without node.
+_RESTARTS = f"increase(kube_pod_container_status_restarts_total{{{WL}}}[1h])"
+_ON_NODE = (f"max by (namespace, pod, container, node) ({_RESTARTS} * on (namespace, pod, uid) group_left (node) "
+            f"max by (namespace, pod, uid, node) (kube_pod_info{{{WL}}}))")
+
+
 def _dep(family: str, extra: str = "") -> str:
     return f"max by (namespace, deployment) (kube_deployment_{family}{{{WL}{extra}}})"
 
@@ -106,7 +115,7 @@ def platform_alerts(t: AlertThresholds) -> list[Alert]:
               "taint it does not tolerate, an image that does not pull; roll back a bad rollout.",
               ("namespace", "daemonset")),
         Alert("OpenpodPlatformPodCrashLooping",
-              f"max by (namespace, pod, container) (increase(kube_pod_container_status_restarts_total{{{WL}}}[1h])) "
+              f"({_ON_NODE} or on (namespace, pod, container) max by (namespace, pod, container) ({_RESTARTS})) "
               f">= {t.platform_restarts_per_hour}", "0m", "warning",
               "Pod {{ $labels.namespace }}/{{ $labels.pod }}: container {{ $labels.container }} keeps restarting",
               f"A container of one of the platform's pods restarted {t.platform_restarts_per_hour} times or more "
@@ -115,5 +124,5 @@ def platform_alerts(t: AlertThresholds) -> list[Alert]:
               "between scrapes from the scrape-target alerts.",
               "`kubectl -n {{ $labels.namespace }} logs {{ $labels.pod }} -c {{ $labels.container }} --previous` "
               "and `kubectl describe pod` (last state: OOMKilled raises its memory limit; an error exit names "
-              "its cause: configuration, RBAC, the API server).", ("namespace", "pod", "container")),
+              "its cause: configuration, RBAC, the API server).", ("namespace", "pod", "container", "node")),
     ]

@@ -10,6 +10,10 @@ from observability.thresholds import AlertThresholds
 # apis/kueue/v1beta2/workload_types.go:1090-1108); Preempted, the Stopped ones and Deactivated are by design.
 EVICTION_FAULTS = "PodsReadyTimeout|AdmissionCheck|NodeFailures"
 WL = "openpod_kueue_workload"   # kube-state-metrics custom resource state (platform_constructs/exporters.py)
+# A LocalQueue's oldest pending workload's wait; joined to the LocalQueue's ClusterQueue (openpod_kueue_localqueue_info,
+# spec.clusterQueue, immutable) so it groups with, and is silenced by, that ClusterQueue's alerts; without the
+# LocalQueue's series (a Workload naming a LocalQueue that does not exist) it keeps its alert, without cluster_queue.
+_WAIT = "(time() - min by (namespace, local_queue) (openpod:kueue_workload_pending_since:seconds))"
 _CREATED = f"max by (namespace, local_queue, workload) ({WL}_created_timestamp_seconds{{{KSM}}})"
 _REQUEUED = (f"max by (namespace, local_queue, workload) "
              f'({WL}_condition_transition_timestamp_seconds{{{KSM}, type="QuotaReserved"}})')
@@ -94,7 +98,8 @@ def queue_alerts(t: AlertThresholds) -> list[Alert]:
               "the evicted ones: the Evicted condition's message names the cause; for PodsReadyTimeout, the "
               "pods' events (image pull, scheduling) or the nodes they landed on.", ("cluster_queue", "reason")),
         Alert("OpenpodWorkloadStarving",
-              "time() - min by (namespace, local_queue) (openpod:kueue_workload_pending_since:seconds) "
+              f"({_WAIT} * on (namespace, local_queue) group_left (cluster_queue) max by (namespace, local_queue, "
+              f"cluster_queue) (openpod_kueue_localqueue_info{{{KSM}}}) or on (namespace, local_queue) {_WAIT}) "
               f"> {t.starvation_minutes * 60}", "5m", "warning",
               "Queue {{ $labels.namespace }}/{{ $labels.local_queue }}: its oldest workload has waited "
               "{{ $value | humanizeDuration }} for quota",
@@ -102,7 +107,7 @@ def queue_alerts(t: AlertThresholds) -> list[Alert]:
               "whether or not others were admitted meanwhile (a large job starved by smaller ones, or no room).",
               "`kubectl get workloads -n {{ $labels.namespace }}` and `kubectl describe workload` of the oldest: "
               "its QuotaReserved message says what is missing; consider its priority, the queueing strategy "
-              "(StrictFIFO), the cohort's borrowing, or a quota change.", ("namespace", "local_queue")),
+              "(StrictFIFO), the cohort's borrowing, or a quota change.", ("namespace", "local_queue", "cluster_queue")),
         Alert("OpenpodTeamQueueStarving",
               f"(sum by (cluster_queue) (kueue_pending_workloads{{{LEADER}}} offset {t.starvation_minutes}m) "
               f"- sum by (cluster_queue) (increase(kueue_admitted_workloads_total{{{LEADER}}}"

@@ -14,10 +14,10 @@ inhibit_rule; checked 2026-11-25), the same in Amazon Managed Service for Promet
 
 from __future__ import annotations
 
-from observability.metrics import JOB_CONTROLLER
+from observability.metrics import JOB_CONTROLLER, JOB_DCGM
 from observability.rule_base import MANAGERS
 from observability.rules import WATCHDOG
-from observability.scrape import OPENPOD_NAMESPACE
+from observability.scrape import MONITORING_NAMESPACE, OPENPOD_NAMESPACE
 
 PAGE = "page"            # critical and warning alerts: the on-call topic
 WATCHDOG_RECEIVER = "watchdog"
@@ -31,6 +31,7 @@ TIMING = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
 # DETECTOR-<arch>); tests/observability/test_incident_pages.py holds them to it.
 REMEDIATION_DEPLOYMENT = "node-remediation"
 AGENT_DAEMONSETS = "node-health-agent-.+"
+DCGM_PODS = "dcgm-exporter-.+"      # the dcgm-exporter chart's release (platform_constructs/exporters.py)
 # The remediation controller gone: down, or its scrape job absent (no pod scheduled)
 _REMEDIATION_GONE = (("OpenpodRemediationControllerDown", ()), ("OpenpodScrapeJobAbsent", (f'job="{JOB_CONTROLLER}"',)))
 
@@ -50,9 +51,10 @@ INHIBIT = [
     # critical, when it loops past step 1: both go in the job's one notification.)
     ("OpenpodJobCrashLooping", "OpenpodJobMetricsDown|OpenpodGoodputBelowTarget|OpenpodCheckpointTooOld"
      "|OpenpodStepTimeRegression", JOB),
-    # An inactive ClusterQueue explains its stalled and starving queue.
+    # An inactive ClusterQueue explains its stalled and starving queue, and its LocalQueues' oldest workloads (their
+    # alert carries the ClusterQueue where the LocalQueue's series gives it; one without it is not silenced).
     ("OpenpodClusterQueueInactive", "OpenpodTeamQueueStalled|OpenpodTeamQueueStarving"
-     "|OpenpodTeamStarvedUnderQuota|OpenpodWorkloadsEvictedRepeatedly", ["cluster_queue"]),
+     "|OpenpodTeamStarvedUnderQuota|OpenpodWorkloadsEvictedRepeatedly|OpenpodWorkloadStarving", ["cluster_queue"]),
     # A hung job also misses its goodput, step-time and checkpoint objectives: say it once.
     ("OpenpodJobHung", "OpenpodStepTimeRegression|OpenpodGoodputBelowTarget|OpenpodTrainingStraggler"
      "|OpenpodCheckpointTooOld", JOB),
@@ -73,6 +75,14 @@ INHIBIT = [
     ("OpenpodPlatformPodCrashLooping", "OpenpodPlatformDeploymentUnavailable|OpenpodScrapeTargetDown",
      ["namespace"], (MANAGERS,)),
     ("OpenpodPlatformDeploymentUnavailable", "OpenpodScrapeTargetDown", ["namespace"]),
+    # A node's dcgm-exporter or agent crash-looping is why that node's exporter or agent does not answer: the crash
+    # loop carries its pod's node (kube_pod_info, platform_rules.py) and groups with the node's alerts. Held to
+    # that component's pods and to alerts that always carry node (dcgm-exporter's target, the agent's), the crash
+    # loop with node (no node, no join: a missing label on both sides would match every node).
+    ("OpenpodPlatformPodCrashLooping", "OpenpodScrapeTargetDown", ["node"],
+     (f'namespace="{MONITORING_NAMESPACE}"', f'pod=~"{DCGM_PODS}"', 'node=~".+"'), (f'job="{JOB_DCGM}"',)),
+    ("OpenpodPlatformPodCrashLooping", "OpenpodNodeAgentDown", ["node"],
+     (f'namespace="{OPENPOD_NAMESPACE}"', f'pod=~"{AGENT_DAEMONSETS}"', 'node=~".+"')),
     # Without the controller (down, or no pod scheduled: its scrape job absent) nothing is remediated: one page
     # for it, not one per waiting node; and its own Deployment short or pod crash-looping is that same outage.
     # Its alerts carry only the scrape job, so those targets are held to the controller's own objects by name.

@@ -51,6 +51,7 @@ DCGM_EXPORTER_PORT = 9400       # values.yaml service.port
 # (prometheus-community/helm-charts@kube-state-metrics-8.4.0:charts/kube-state-metrics/values.yaml), checked
 # 2026-11-25.
 KUEUE_WORKLOAD_PREFIX = "openpod_kueue_workload"
+KUEUE_LOCALQUEUE_PREFIX = "openpod_kueue_localqueue"
 KUEUE_WORKLOAD_STATE = {
     "kind": "CustomResourceStateMetrics",
     "spec": {"resources": [{
@@ -69,9 +70,22 @@ KUEUE_WORKLOAD_STATE = {
              "each": {"type": "Gauge", "gauge": {"path": ["status", "conditions"],
                                                  "labelsFromPath": {"type": ["type"]},
                                                  "valueFrom": ["lastTransitionTime"]}}},
-        ]}]},
+        ]},
+        # A LocalQueue's ClusterQueue (spec.clusterQueue, immutable: kueue@v0.19.2 apis/kueue/v1beta2/
+        # localqueue_types.go:33-37; Kueue's own LocalQueue metrics name no ClusterQueue, pkg/metrics/metrics.go:431):
+        # what joins a Workload's LocalQueue to its ClusterQueue's alerts. An Info metric, value 1, labels from
+        # the object (kubernetes/kube-state-metrics@v2.20.0:docs/metrics/extend/customresourcestate-metrics.md:725-731).
+        {"groupVersionKind": {"group": "kueue.x-k8s.io", "version": "v1beta2", "kind": "LocalQueue"},
+         "metricNamePrefix": KUEUE_LOCALQUEUE_PREFIX,
+         "labelsFromPath": {"namespace": ["metadata", "namespace"], "local_queue": ["metadata", "name"]},
+         "metrics": [
+             {"name": "info", "help": "1 per LocalQueue, labelled with the ClusterQueue that backs it",
+              "each": {"type": "Info", "info": {"labelsFromPath": {"cluster_queue": ["spec", "clusterQueue"]}}}},
+         ]},
+    ]},
 }
-KUEUE_WORKLOAD_RBAC = [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list", "watch"]}]
+KUEUE_WORKLOAD_RBAC = [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"],
+                        "verbs": ["list", "watch"]}]
 
 
 # What dcgm-exporter collects: its chart's customMetrics, the whole list in its CSV format (field, type, help;

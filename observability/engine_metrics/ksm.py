@@ -88,7 +88,8 @@ POD: tuple[EngineMetric, ...] = (
     _p("kube_pod_container_status_waiting_reason", "gauge", 566, unused=_STATE),
     _p("kube_pod_created", "gauge", 592, unused=_TIMES),
     _p("kube_pod_deletion_timestamp", "gauge", 617, unused=_TIMES),
-    _p("kube_pod_info", "gauge", 642, unused=_SPEC),
+    EngineMetric(ENGINE, "kube_pod_info", "gauge", f"{STORE}/pod.go:642",   # node: pod.go:661-662
+                 ("OpenpodPlatformPodCrashLooping",)),
     _p("kube_pod_resourceclaim_info", "gauge", 675, unused=_SPEC),
     _p("kube_pod_ips", "gauge", 731, unused=_SPEC),
     _p("kube_pod_init_container_info", "gauge", 769, unused=_SPEC),
@@ -190,6 +191,7 @@ CUSTOM_RESOURCE_STATE: tuple[EngineMetric, ...] = (
     _crs("openpod_kueue_workload_created_timestamp_seconds", ("OpenpodTeamQueueStarving", "OpenpodWorkloadStarving")),
     _crs("openpod_kueue_workload_condition", ("OpenpodWorkloadStarving",)),
     _crs("openpod_kueue_workload_condition_transition_timestamp_seconds", ("OpenpodWorkloadStarving",)),
+    EngineMetric(ENGINE, "openpod_kueue_localqueue_info", "gauge", OURS, ("OpenpodWorkloadStarving",)),
 )
 
 ROWS = NODE + POD + DEPLOYMENT + DAEMONSET + STATEFULSET + CUSTOM_RESOURCE_STATE

@@ -220,6 +220,23 @@ FACTS: tuple[Fact, ...] = (
         "Subsystem kueue (pkg/constants/constants.go:24); the full list with lines is observability/metrics.py",
     ),
     Fact(
+        "kube-state-metrics.pod-info-node", "kube_pod_info{namespace,pod,uid,host_ip,pod_ip,node,created_by_kind,"
+        "created_by_name,priority_class,host_network} = 1, node = spec.nodeName; kube_pod_container_status_restarts_"
+        "total carries namespace, pod, uid, container and no node",
+        "kubernetes/kube-state-metrics@v2.20.0:internal/store/pod.go:41,441-456,642-662", "2026-11-29",
+        "OpenpodPlatformPodCrashLooping joins the node on (namespace, pod, uid) (observability/platform_rules.py)",
+    ),
+    Fact(
+        "kueue.local-queue.cluster-queue", "a LocalQueue's ClusterQueue is spec.clusterQueue, immutable (CEL "
+        "self == oldSelf); Kueue's kueue_local_queue_* metrics are labelled name, namespace (and status, "
+        "priority_class, replica_role, custom labels), never cluster_queue",
+        "kubernetes-sigs/kueue@v0.19.2:apis/kueue/v1beta2/localqueue_types.go:33-37 and pkg/metrics/metrics.go:"
+        "431,449,466", "2026-11-29",
+        "so kube-state-metrics' custom resource state exports it (openpod_kueue_localqueue_info, an Info metric: "
+        "kubernetes/kube-state-metrics@v2.20.0:docs/metrics/extend/customresourcestate-metrics.md:725-731, "
+        "pkg/customresourcestate/registry_factory.go:319-382)",
+    ),
+    Fact(
         "kueue.metrics.cluster-queue-resources", "kueue_cluster_queue_resource_usage / _nominal_quota are reported "
         "only with Configuration metrics.enableClusterQueueResources: true",
         "kubernetes-sigs/kueue@v0.19.2:apis/config/v1beta2/configuration_types.go:182-185", "2026-11-23",

@@ -15,6 +15,8 @@ def link(labels: dict, gen: str, width: str, replays: str) -> list[dict]:
 
 WL = {**KSM, "namespace": "team-a", "local_queue": "main", "customresource_group": "kueue.x-k8s.io",
       "customresource_kind": "Workload", "customresource_version": "v1beta2"}
+CRS_LQ = {"customresource_group": "kueue.x-k8s.io", "customresource_kind": "LocalQueue",
+          "customresource_version": "v1beta2"}
 
 
 
@@ -496,7 +498,18 @@ CASES = [
          + [s("openpod_kueue_workload_condition", {**WL, "workload": f"small-{i}", "type": "QuotaReserved"},
               "1x270") for i in range(8)]
          + [s("kueue_admitted_workloads_total", {**KUEUE, "cluster_queue": "team-a", "priority_class": ""},
-              "0+1x270")],
+              "0+1x270"),
+            # its LocalQueue's ClusterQueue (two kube-state-metrics replicas: one series after the max)
+            *(s("openpod_kueue_localqueue_info", {**KSM, "instance": i, "namespace": "team-a", "local_queue": "main",
+                                                  "cluster_queue": "team-a-cq", **CRS_LQ}, "1x270")
+              for i in ("10.0.0.3:8080", "10.0.0.4:8080"))],
+         [{"namespace": "team-a", "local_queue": "main", "cluster_queue": "team-a-cq"}],
+         ["Queue team-a/main: its oldest workload has waited 4h 20m 0s for quota"]),
+    Case("OpenpodWorkloadStarving", "260m",   # its LocalQueue has no series (it does not exist): no cluster_queue
+         [s("openpod_kueue_workload_created_timestamp_seconds", {**WL, "workload": "big"}, "0x270"),
+          s("openpod_kueue_workload_condition", {**WL, "workload": "big", "type": "QuotaReserved"}, "0x270"),
+          s("openpod_kueue_localqueue_info", {**KSM, "namespace": "team-a", "local_queue": "other",
+                                              "cluster_queue": "team-a-cq", **CRS_LQ}, "1x270")],
          [{"namespace": "team-a", "local_queue": "main"}],
          ["Queue team-a/main: its oldest workload has waited 4h 20m 0s for quota"]),
     Case("OpenpodWorkloadStarving", "260m",

@@ -29,6 +29,14 @@ def depth(labels: dict, controller: str, values: str) -> dict:
 
 
 PLATFORM = {**KSM, "namespace": "openpod-system"}
+MON = {**KSM, "namespace": "openpod-monitoring"}
+
+
+def pod_info(labels: dict, pod: str, uid: str, node: str, ip: str) -> dict:
+    """kube_pod_info's labels (kube-state-metrics@v2.20.0:internal/store/pod.go:661): the pod's node and more."""
+    return {**labels, "pod": pod, "uid": uid, "host_ip": "10.0.1.9", "pod_ip": ip, "node": node,
+            "created_by_kind": "DaemonSet", "created_by_name": "dcgm-exporter", "priority_class": "",
+            "host_network": "false"}
 
 
 
@@ -122,11 +130,22 @@ PLATFORM_CASES = [
               current="4x7 5x23", available="4x8 5x22", updated="4x7 5x23"),  # a node joined
           *ds({**KSM, "namespace": "team-a", "daemonset": "sidecar"}, desired="4x30", current="4x30",
               available="0x30", updated="4x30")]),                            # a team's own
-    Case("OpenpodPlatformPodCrashLooping", "40m",
+    Case("OpenpodPlatformPodCrashLooping", "40m",   # no kube_pod_info (its family off): the alert without node
          [s("kube_pod_container_status_restarts_total", {**PLATFORM, "pod": "node-remediation-7c9-x", "uid": "u1",
                                                          "container": "controller"}, "0x5 1x5 2x5 3x5 4x25")],
          [{"namespace": "openpod-system", "pod": "node-remediation-7c9-x", "container": "controller"}],
          ["Pod openpod-system/node-remediation-7c9-x: container controller keeps restarting"]),
+    Case("OpenpodPlatformPodCrashLooping", "40m",   # with kube_pod_info: the pod's node joined
+         [s("kube_pod_container_status_restarts_total", {**MON, "pod": "dcgm-exporter-q7w", "uid": "u3",
+                                                         "container": "exporter"}, "0x5 1x5 2x5 3x5 4x25"),
+          # its IP assigned at 3m: a second series of the same pod, stale once replaced (pod.go:661-662)
+          s("kube_pod_info", pod_info(MON, "dcgm-exporter-q7w", "u3", "gpu-j", ""), "1x3 stale"),
+          s("kube_pod_info", pod_info(MON, "dcgm-exporter-q7w", "u3", "gpu-j", "10.0.1.9"), "_x3 1x40"),
+          # a second kube-state-metrics replica serves the same pod: one series per pod after the max
+          s("kube_pod_info", {**pod_info(MON, "dcgm-exporter-q7w", "u3", "gpu-j", "10.0.1.9"),
+                              "instance": "10.0.0.4:8080"}, "1x45")],
+         [{"namespace": "openpod-monitoring", "pod": "dcgm-exporter-q7w", "container": "exporter", "node": "gpu-j"}],
+         ["Pod openpod-monitoring/dcgm-exporter-q7w: container exporter keeps restarting"]),
     Case("OpenpodPlatformPodCrashLooping", "40m",
          [s("kube_pod_container_status_restarts_total", {**PLATFORM, "pod": "node-remediation-7c9-x", "uid": "u1",
                                                          "container": "controller"}, "0x5 1x40"),   # one OOM

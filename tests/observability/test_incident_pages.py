@@ -24,7 +24,10 @@ from tests.observability.conftest import stop_process
 from tests.observability.test_alerting_end_to_end import _daemon, _ready
 
 RULES = {a.name: a for a in alerts(AlertThresholds())}
-PARTIAL = {"OpenpodScrapeTargetDown", "OpenpodScrapeJobAbsent"}   # their `about` is the union of their branches'
+# their `about` is the union of their branches' (the crash loop's node only where kube_pod_info joins it, the
+# starving workload's cluster_queue only where its LocalQueue's series does)
+PARTIAL = {"OpenpodScrapeTargetDown", "OpenpodScrapeJobAbsent", "OpenpodPlatformPodCrashLooping",
+           "OpenpodWorkloadStarving"}
 
 
 def _labels(alert: dict) -> dict:
@@ -131,7 +134,9 @@ def test_every_incident_pages_as_the_table_says(alertmanager):
     down, its Deployment unavailable, its pod crash-looping), with no pod scheduled four (its scrape job absent,
     its Deployment, each waiting node), a leaderless controller once more per waiting node, the node agent's
     DaemonSet short of nodes once more per node without an agent; and a job crash-looping past step 1 lost its
-    critical JobHung to the warning JobCrashLooping."""
+    critical JobHung to the warning JobCrashLooping; a node's dcgm-exporter or agent crash-looping paged twice (the
+    crash loop without the pod's node, the node's exporter or agent down); a team's queue stalled, inactive or
+    starved under its quota paged twice after 4 h (its LocalQueue's oldest workload without its ClusterQueue)."""
     wrong = [w for w in (_run(alertmanager, i) for i in INCIDENTS) if w]
     assert not wrong, "\n".join(wrong)
 
@@ -142,9 +147,11 @@ def test_no_inhibition_silences_a_more_severe_alert_and_the_pinned_objects_are_t
         for t in targets.split("|"):
             assert rank[RULES[t].severity] <= rank[RULES[src].severity], (src, t)
     from node_agent.deploy import CONTROLLER, DETECTOR
+    from platform_constructs.exporters import NVIDIA_CHARTS
 
     assert routing.REMEDIATION_DEPLOYMENT == CONTROLLER
     assert routing.AGENT_DAEMONSETS == f"{DETECTOR}-.+"
+    assert routing.DCGM_PODS == f"{NVIDIA_CHARTS[0]}-.+"   # its release, the chart's DaemonSet (fullname)
 
 
 def test_the_remediation_and_agent_inhibitions_silence_no_other_component(alertmanager):
@@ -159,3 +166,22 @@ def test_the_remediation_and_agent_inhibitions_silence_no_other_component(alertm
         ("OpenpodRemediationControllerDown", "OpenpodPlatformDaemonSetUnavailable",
          "OpenpodPlatformDeploymentUnavailable", "OpenpodPlatformPodCrashLooping"), 4, "four components")
     assert _run(alertmanager, others) == ""
+
+
+@pytest.mark.parametrize("incident", [
+    Incident(("", ""), "the agent crash-loops on one node, another node's agent hangs", (
+        alert("OpenpodPlatformPodCrashLooping", namespace=OPENPOD_NAMESPACE, pod="node-health-agent-amd64-a1",
+              container="detector", node="n1"), alert("OpenpodNodeAgentDown", node="n2")),
+        ("OpenpodPlatformPodCrashLooping", "OpenpodNodeAgentDown"), 2, "two nodes"),
+    Incident(("", ""), "a device plugin crash-loops on the node whose dcgm-exporter hangs", (
+        alert("OpenpodPlatformPodCrashLooping", namespace="kube-system", pod="nvidia-device-plugin-daemonset-p2",
+              container="nvidia-device-plugin-ctr", node="n3"), alert("OpenpodScrapeTargetDown", job="dcgm-exporter",
+                                                                      node="n3")),
+        ("OpenpodPlatformPodCrashLooping", "OpenpodScrapeTargetDown"), 1, "one node, two components"),
+    Incident(("", ""), "a dcgm-exporter crash loop without its node, another node's exporter down", (
+        alert("OpenpodPlatformPodCrashLooping", namespace=MONITORING_NAMESPACE, pod="dcgm-exporter-b2",
+              container="exporter"), alert("OpenpodScrapeTargetDown", job="dcgm-exporter", node="n4")),
+        ("OpenpodPlatformPodCrashLooping", "OpenpodScrapeTargetDown"), 2, "no node joined"),
+], ids=lambda i: i.name)
+def test_a_crash_loop_silences_only_its_own_components_down_alert_on_its_own_node(alertmanager, incident):
+    assert _run(alertmanager, incident) == ""

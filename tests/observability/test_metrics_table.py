@@ -80,12 +80,13 @@ def test_the_kueue_workload_rows_are_what_kube_state_metrics_is_configured_to_ex
     from observability.metrics import BY_NAME, JOB_KSM
     from platform_constructs.exporters import KUEUE_WORKLOAD_RBAC, KUEUE_WORKLOAD_STATE, chart_values
 
-    (res,) = KUEUE_WORKLOAD_STATE["spec"]["resources"]
-    assert res["groupVersionKind"] == {"group": "kueue.x-k8s.io", "version": "v1beta2", "kind": "Workload"}
-    for m in res["metrics"]:
-        row = BY_NAME[f"{res['metricNamePrefix']}_{m['name']}"]
-        extra = tuple(m["each"]["gauge"].get("labelsFromPath", {}))
-        assert row.exporter == JOB_KSM and row.labels == (*res["labelsFromPath"], *extra), row.name
+    kinds = [res["groupVersionKind"] for res in KUEUE_WORKLOAD_STATE["spec"]["resources"]]
+    assert kinds == [{"group": "kueue.x-k8s.io", "version": "v1beta2", "kind": k} for k in ("Workload", "LocalQueue")]
+    for res in KUEUE_WORKLOAD_STATE["spec"]["resources"]:
+        for m in res["metrics"]:
+            row = BY_NAME[f"{res['metricNamePrefix']}_{m['name']}"]
+            extra = tuple(m["each"][m["each"]["type"].lower()].get("labelsFromPath", {}))
+            assert row.exporter == JOB_KSM and row.labels == (*res["labelsFromPath"], *extra), row.name
     ksm = chart_values({})["kube-state-metrics"]
     assert ksm["customResourceState"] == {"enabled": True, "config": KUEUE_WORKLOAD_STATE}
     assert ksm["rbac"]["extraRules"] == KUEUE_WORKLOAD_RBAC   # read-only: list and watch
