@@ -108,6 +108,13 @@ def test_the_docs_coverage_table_is_the_catalogs():
     assert coverage_markdown() in page
 
 
+def _tree(root, files: dict[str, str]) -> None:
+    """``files`` (path -> text) written under ``root``: a source tree for tools/printer_candidates.py --dir."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
 def test_candidate_printers_are_listed_from_a_plain_source_directory(tmp_path, capsys):
     """--dir reads an unpacked tree (a kernel tarball): Linux error printers with their level (pr_emerg, printk
     KERN_ERR, cper.c's caller-given pfx, ibdev_err_ratelimited), a "%s<word>" format is not taken for a bare
@@ -124,9 +131,7 @@ def test_candidate_printers_are_listed_from_a_plain_source_directory(tmp_path, c
                  'ibdev_err_ratelimited(aq->efa_dev, "Reset indication didn\'t turn on\\n");\n',
              "drivers/net/ethernet/amazon/ena/ena_com.c":
                  'netdev_err(ena_dev->net_device, "Reset indication didn\'t turn on\\n");\n'}
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+    _tree(tmp_path, files)
     assert main(["--dir", str(tmp_path), *files]) == 0
     out = capsys.readouterr()
     rows = out.out.splitlines()[1:]
@@ -155,9 +160,7 @@ def test_warning_level_printers_are_listed_with_level_warning(tmp_path, capsys):
                                 '             "from previous mount: %s", errstr);\n',
              "mm/memory-failure.c": 'WARN_ONCE(1, "Memory failure: mf_result=%d is not properly handled", r);\n'
                                     'pr_warn_ratelimited("Invalid error status block length!\\n");\n'}
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+    _tree(tmp_path, files)
     assert main(["--dir", str(tmp_path), "--level", "warning", "--grep", ".", *files]) == 0
     out = capsys.readouterr()
     rows = out.out.splitlines()[1:]
@@ -194,9 +197,7 @@ def test_nvswitch_uvm_and_fatal_level_printers_are_listed(tmp_path, capsys):
              "src/nvidia/src/kernel/gpu/arch/hopper/kern_gpu_gh100.c":
              'NV_PRINTF(LEVEL_FATAL, "SEC_FAULT lockdown detected. This is fatal. "\n'
              '                       "RM will now shut down. NV_EP_PCFG_GPU_VSEC_DEBUG_SEC: 0x%x\\n", secDebug);\n'}
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+    _tree(tmp_path, files)
     assert main(["--dir", str(tmp_path), *files]) == 0
     out = capsys.readouterr()
     rows = out.out.splitlines()[1:]

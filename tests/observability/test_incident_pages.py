@@ -185,3 +185,30 @@ def test_the_remediation_and_agent_inhibitions_silence_no_other_component(alertm
 ], ids=lambda i: i.name)
 def test_a_crash_loop_silences_only_its_own_components_down_alert_on_its_own_node(alertmanager, incident):
     assert _run(alertmanager, incident) == ""
+
+
+def test_a_managers_crash_loop_silences_its_own_follow_ons_and_nothing_elsewhere(alertmanager):
+    """Failed on the inhibitions before be8a522: a Kueue manager in a crash loop paged three times (its pod's crash
+    loop, its scrape target down, its Deployment unavailable). Posted beside other outages, the crash loop's
+    follow-ons are silenced and none of the others is."""
+    kueue_down = [alert("OpenpodPlatformPodCrashLooping", namespace=KUEUE_NAMESPACE, pod="kueue-controller-manager-6d9",
+                        container="manager"),
+                  alert("OpenpodScrapeTargetDown", job="kueue", namespace=KUEUE_NAMESPACE),
+                  alert("OpenpodPlatformDeploymentUnavailable", namespace=KUEUE_NAMESPACE,
+                        deployment="kueue-controller-manager")]
+    elsewhere = [alert("OpenpodScrapeTargetDown", job="kube-state-metrics"),
+                 alert("OpenpodScrapeTargetDown", job="jobset", namespace="jobset-system"),
+                 alert("OpenpodPlatformDeploymentUnavailable", namespace=OPENPOD_NAMESPACE,
+                       deployment="node-remediation"),
+                 alert("OpenpodPlatformControllerLeaderless", job="kueue"),
+                 # a crash loop outside the managers' namespaces silences nothing else there
+                 alert("OpenpodPlatformPodCrashLooping", namespace=OPENPOD_NAMESPACE, pod="node-health-agent-x2",
+                       container="agent")]
+    posted = [_labels(a) for a in kueue_down + elsewhere]
+    key = {tuple(sorted(a.items())) for a in posted}
+    _post(alertmanager, posted, datetime.now(timezone.utc) + timedelta(hours=1))
+    states = _states(alertmanager, key)
+    _post(alertmanager, posted, datetime.now(timezone.utc) - timedelta(seconds=1))   # resolved for the next test
+    _states(alertmanager, set())
+    assert set(states) == key
+    assert {k for k, s in states.items() if s != "active"} == {tuple(sorted(_labels(a).items())) for a in kueue_down[1:]}
